@@ -1,0 +1,17 @@
+"""Batched federated-optimization simulator.
+
+Data flows one way: a config is built (by `reproduce` or `sims.synthetic`), the engine
+(`sims.engine`) runs it and writes results (`sims.results`), plotting reads results.
+
+Conventions pinned for every algorithm (see each docstring for the paper's equation):
+
+* parameters are flat vectors ``theta`` of length ``d``; a :class:`sims.params.ParamLayout`
+  names the layers (slices) so per-layer compressors and layer-wise rules can see them;
+* a client's update is the pseudo-gradient ``delta = theta_start - theta_end`` and the
+  server moves ``theta <- theta - eta * aggregate`` (Fed-EF spec section 0: the paper's
+  boxes print the opposite sign, its proofs use this one);
+* aggregation is the uniform mean over the participating clients.
+"""
+
+__all__ = ["__version__"]
+__version__ = "0.1.0"

@@ -1,0 +1,122 @@
+"""Fed-EF family (Li & Li): compressed federated SGD with and without error feedback.
+
+One readable class covers the paper's Algorithms 1-4; the spec is
+``shared/specs/fed-ef.md`` section 1. With the pseudo-gradient convention
+``delta_i = theta_t - theta_{t,i}^{(K+1)}`` (spec section 0; the boxes print the opposite
+sign) a round is:
+
+* clients (Alg. 2 lines 5-12): ``K`` local SGD steps with ``eta_l``; message
+  ``m_i = C(delta_i + e_i)`` and error ``e_i <- e_i + delta_i - m_i`` with error feedback
+  (Fed-EF), or ``m_i = C(delta_i)`` without it (Alg. 1 direct compression; Alg. 4 "Stoc"
+  with the unbiased quantizer; full precision with the identity);
+* server (lines 15-19): ``U = mean_i m_i`` over the participants (``1/m`` under partial
+  participation, spec 1.3); Fed-EF-SGD: ``theta <- theta - eta U``; Fed-EF-AMS: AMSGrad on
+  ``U`` with epsilon inside the square root and no bias correction (spec 6.3);
+* partial participation (Sec. 4.3): inactive clients keep their error (the paper's
+  ``e_{t,i} = e_{t-1,i}`` is an index typo for ``e_{t+1,i} = e_{t,i}``, spec 6.2);
+* error restarting (Sec. 5.4): from round ``restart_start`` on, a participant whose error
+  was last updated before round ``t - S`` has it zeroed before use (``last < t - S``, spec
+  1.4 and 6.6);
+* two-way compression (Alg. 3 as corrected in spec 1.5): the server keeps an error
+  ``phi`` and broadcasts ``H = C(U + phi)``; ``phi <- phi + U - H``; ``theta <- theta - eta H``.
+  Clients apply the same ``H`` to their copies, so every copy equals ``theta``.
+
+``round_metrics`` reports the compression discrepancy ``q_A^2`` of the round (Assumption 3,
+App. C.2: ``||mean_i C(x_i) - mean_i x_i||^2 / ||mean_i x_i||^2`` with ``x_i`` the compressor
+inputs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..compress import Identity
+from ..optim import SGD, Adam, OptimizerError
+from .base import Algorithm, masked_rows
+
+
+@dataclass
+class FedEF(Algorithm):
+    eta: float
+    eta_l: float
+    compressor: object = field(default_factory=Identity)
+    error_feedback: bool = True
+    server: str = "sgd"                 # "sgd" (Fed-EF-SGD) or "amsgrad" (Fed-EF-AMS)
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    restart_period: int | None = None   # S of error restarting; None = off
+    restart_start: int = 0              # first (0-based) round at which restarting applies
+    two_way: bool = False               # Alg. 3: compress the broadcast too
+
+    def __post_init__(self):
+        if self.server not in ("sgd", "amsgrad"):
+            raise OptimizerError(f"Fed-EF server must be 'sgd' or 'amsgrad', got {self.server!r}")
+        if self.restart_period is not None and self.restart_period < 1:
+            raise OptimizerError(f"restart period S must be >= 1, got {self.restart_period}")
+        self.local_rule = SGD(self.eta_l)
+        self.server_rule = (SGD(self.eta) if self.server == "sgd" else
+                            Adam(self.eta, self.beta1, self.beta2, self.eps, amsgrad=True))
+        self.needs_uniforms = self.compressor.needs_uniforms
+
+    @property
+    def name(self) -> str:
+        ef = "fed-ef" if self.error_feedback and self.compressor.biased else "fed"
+        return f"{ef}-{'sgd' if self.server == 'sgd' else 'ams'}"
+
+    # ------------------------------------------------------------------ server
+    def init_server(self, theta0):
+        server = {"theta": theta0.clone(), "opt": self.server_rule.init(theta0)}
+        if self.two_way:
+            server["phi"] = torch.zeros_like(theta0)
+        return server
+
+    def client_state_spec(self):
+        return {"error": "vector"} if self.error_feedback else {}
+
+    def server_step(self, server, mean_message, sums, active, ctx):
+        """Alg. 2 lines 15-19 (one-way) or Alg. 3 lines 15-21 as corrected (two-way)."""
+        direction, opt = self.server_rule.direction(mean_message, server["opt"])
+        new = dict(server)
+        new["opt"] = {k: masked_rows(active, v, server["opt"][k]) for k, v in opt.items()}
+        if self.two_way:
+            target = direction + server["phi"]
+            sent = self.compressor(target, ctx.layout, None)
+            new["phi"] = masked_rows(active, target - sent, server["phi"])
+            direction = sent
+        new["theta"] = masked_rows(active, server["theta"] - self.eta * direction, server["theta"])
+        metrics = {}
+        if "compress_in" in sums:
+            mean_in = sums["compress_in"]
+            num = ((mean_message - mean_in) ** 2).sum(-1)
+            metrics["qA2"] = num / (mean_in * mean_in).sum(-1).clamp_min(1e-300)
+        return new, metrics
+
+    # ------------------------------------------------------------------ clients
+    def client_message(self, delta, lstate, cstate, ctx):
+        """Alg. 2 lines 11-12: ``m = C(delta + e)``, ``e <- delta + e - m``."""
+        if not self.error_feedback:
+            msg = self.compressor(delta, ctx.layout, ctx.uniforms)
+            return msg, cstate, ({"compress_in": delta} if self.compressor.biased else {})
+        error = cstate["error"]
+        if self.restart_period is not None and ctx.t >= self.restart_start:
+            stale = ctx.last_round < ctx.t - self.restart_period
+            error = torch.where(stale.unsqueeze(-1), torch.zeros_like(error), error)
+        target = delta + error
+        msg = self.compressor(target, ctx.layout, ctx.uniforms)
+        return msg, {"error": target - msg}, {"compress_in": target}
+
+    # ------------------------------------------------------------------ accounting
+    def uplink_bits(self, layout):
+        return self.compressor.bits(layout)
+
+    def downlink_bits(self, layout):
+        return self.compressor.bits(layout) if self.two_way else 32 * layout.d
+
+    def describe(self):
+        return {"name": self.name, "eta": self.eta, "eta_l": self.eta_l,
+                "compressor": repr(self.compressor), "error_feedback": self.error_feedback,
+                "server": self.server, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
+                "restart_period": self.restart_period, "restart_start": self.restart_start,
+                "two_way": self.two_way}

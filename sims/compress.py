@@ -1,0 +1,237 @@
+"""Compressors and their bit cost (Fed-EF spec section 2).
+
+Every compressor maps a batch of flat vectors ``x`` of shape ``[B, d]`` to ``[B, d]``. The
+``scope`` says what a block is: ``"layer"`` (each parameter tensor, the papers' experiments;
+Fed-EF footnote 2) or ``"model"`` (the whole vector as one block).
+
+* :class:`TopK` -- keep exactly ``max(1, floor(k * d_l))`` largest-magnitude entries per block
+  (Fed-EF Sec. 3, footnote 2; exact-count selection, ties broken by ``torch.topk``).
+* :class:`Sign` -- grouped sign, ``||x_I||_1 / d_I * sign(x_I)`` per block (Fed-EF Sec. 3).
+* :class:`HeavySign` -- Sign applied after TopK (Fed-EF Definition 2). The scale is ambiguous
+  (spec section 2.4): ``scale="kept"`` (default) divides the block's l1 norm by the number of
+  kept entries; ``scale="full"`` divides by the whole block size, as the definition is printed.
+* :class:`Stoc` -- unbiased stochastic quantization with ``b`` bits (Fed-EF App. A, eq. (4),
+  QSGD) with ``s = 2**(b-1)`` levels (the paper leaves ``s`` undefined; the interval definition
+  forces this value, spec section 2.5).
+* :class:`Identity` -- full precision.
+
+Bit accounting (spec section 2.6, "values-only" reading that reproduces the paper's 100x for
+TopK-0.01 and ~300x for heavy-Sign-0.1): full precision ``32 d``; Sign ``d + 32 M``; TopK
+``32 sum_l k_l`` plus ``index_bits`` per kept entry (0 by default, or 32, or ``"log2"`` for
+``ceil(log2 d_l)``); heavy-Sign ``sum_l k_l + 32 M`` plus index bits; Stoc ``b d + 32`` per
+block (dense). ``M`` is the number of blocks.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .params import ParamLayout
+
+SCOPES = ("layer", "model")
+
+
+class CompressorError(ValueError):
+    """A nonsensical compressor specification."""
+
+
+def _blocks(layout: ParamLayout, scope: str) -> ParamLayout:
+    if scope not in SCOPES:
+        raise CompressorError(f"unknown compressor scope {scope!r}; use one of {SCOPES}")
+    return layout if scope == "layer" else layout.whole()
+
+
+def _index_cost(index_bits, block_size: int) -> int:
+    if index_bits == "log2":
+        return max(1, math.ceil(math.log2(block_size)))
+    return int(index_bits)
+
+
+def kept_count(k: float, block_size: int) -> int:
+    """Entries TopK keeps in a block: ``max(1, floor(k * d_l))`` (Fed-EF footnote 2)."""
+    return max(1, min(block_size, math.floor(k * block_size)))
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str = "full"
+    biased = False
+    needs_uniforms = False
+
+    def __call__(self, x: torch.Tensor, layout: ParamLayout, u=None) -> torch.Tensor:
+        return x
+
+    def bits(self, layout: ParamLayout) -> int:
+        return 32 * layout.d
+
+    def q2_bound(self, layout: ParamLayout) -> float:
+        return 0.0
+
+
+@dataclass(frozen=True)
+class TopK:
+    k: float
+    scope: str = "layer"
+    index_bits: int | str = 0
+    biased = True
+    needs_uniforms = False
+
+    def __post_init__(self):
+        if not 0.0 < self.k <= 1.0:
+            raise CompressorError(f"TopK fraction k must be in (0, 1], got {self.k}")
+        _blocks(ParamLayout.single(1), self.scope)
+
+    @property
+    def name(self) -> str:
+        return f"topk-{self.k:g}"
+
+    def __call__(self, x: torch.Tensor, layout: ParamLayout, u=None) -> torch.Tensor:
+        out = torch.zeros_like(x)
+        for sl, size in zip(_blocks(layout, self.scope).slices, _blocks(layout, self.scope).sizes):
+            block = x[:, sl]
+            idx = block.abs().topk(kept_count(self.k, size), dim=1, sorted=False).indices
+            out[:, sl] = torch.zeros_like(block).scatter_(1, idx, block.gather(1, idx))
+        return out
+
+    def bits(self, layout: ParamLayout) -> int:
+        blocks = _blocks(layout, self.scope)
+        return sum(kept_count(self.k, s) * (32 + _index_cost(self.index_bits, s)) for s in blocks.sizes)
+
+    def q2_bound(self, layout: ParamLayout) -> float:
+        """Worst case ``1 - min_l k_l / d_l`` (Prop. 3.1 with layer-wise flooring, spec 2.2)."""
+        sizes = _blocks(layout, self.scope).sizes
+        return 1.0 - min(kept_count(self.k, s) / s for s in sizes)
+
+
+def _grouped_sign(x: torch.Tensor, blocks: ParamLayout, divisor=None) -> torch.Tensor:
+    """``scale_I * sign(x_I)`` per block with ``scale_I = ||x_I||_1 / divisor_I``."""
+    out = torch.empty_like(x)
+    for sl in blocks.slices:
+        block = x[:, sl]
+        denom = block.shape[1] if divisor is None else divisor(block)
+        out[:, sl] = block.abs().sum(1, keepdim=True) / denom * torch.sign(block)
+    return out
+
+
+@dataclass(frozen=True)
+class Sign:
+    scope: str = "layer"
+    biased = True
+    needs_uniforms = False
+    name: str = "sign"
+
+    def __call__(self, x: torch.Tensor, layout: ParamLayout, u=None) -> torch.Tensor:
+        return _grouped_sign(x, _blocks(layout, self.scope))
+
+    def bits(self, layout: ParamLayout) -> int:
+        blocks = _blocks(layout, self.scope)
+        return blocks.d + 32 * len(blocks.sizes)
+
+    def q2_bound(self, layout: ParamLayout) -> float:
+        """``1 - min_i 1/d_i`` (Fed-EF Prop. 3.1)."""
+        return 1.0 - 1.0 / max(_blocks(layout, self.scope).sizes)
+
+
+@dataclass(frozen=True)
+class HeavySign:
+    k: float
+    scope: str = "layer"
+    scale: str = "kept"
+    index_bits: int | str = 0
+    biased = True
+    needs_uniforms = False
+
+    def __post_init__(self):
+        if self.scale not in ("kept", "full"):
+            raise CompressorError(f"heavy-Sign scale must be 'kept' or 'full', got {self.scale!r}")
+        TopK(self.k, self.scope)  # validates k and scope
+
+    @property
+    def name(self) -> str:
+        return f"hvsign-{self.k:g}"
+
+    def __call__(self, x: torch.Tensor, layout: ParamLayout, u=None) -> torch.Tensor:
+        sparse = TopK(self.k, self.scope)(x, layout)
+        divisor = None
+        if self.scale == "kept":
+            divisor = lambda b: (b != 0).sum(1, keepdim=True).clamp_min(1)  # noqa: E731
+        return _grouped_sign(sparse, _blocks(layout, self.scope), divisor)
+
+    def bits(self, layout: ParamLayout) -> int:
+        blocks = _blocks(layout, self.scope)
+        return sum(kept_count(self.k, s) * (1 + _index_cost(self.index_bits, s)) + 32
+                   for s in blocks.sizes)
+
+    def q2_bound(self, layout: ParamLayout) -> float:
+        """``1 - min_i k / d_i`` (Fed-EF Prop. 3.2)."""
+        return 1.0 - self.k / max(_blocks(layout, self.scope).sizes)
+
+
+@dataclass(frozen=True)
+class Stoc:
+    """QSGD-style quantizer, Fed-EF eq. (4): ``Q_b(x)_i = ||x|| sign(x_i) xi_i``.
+
+    ``a_i = |x_i| / ||x||``, ``l = floor(a_i s)`` (capped at ``s - 1``), and
+    ``xi_i = (l + 1)/s`` with probability ``a_i s - l``, else ``l/s``. Unbiased. Needs one
+    uniform draw per coordinate (``u``, shape ``[B, d]``), supplied by the round plan so that
+    the batched and the sequential paths see the same randomness.
+    """
+
+    b: int
+    scope: str = "model"
+    biased = False
+    needs_uniforms = True
+
+    def __post_init__(self):
+        if int(self.b) != self.b or self.b < 1:
+            raise CompressorError(f"Stoc needs an integer number of bits b >= 1, got {self.b}")
+        _blocks(ParamLayout.single(1), self.scope)
+
+    @property
+    def name(self) -> str:
+        return f"stoc-{self.b}"
+
+    def __call__(self, x: torch.Tensor, layout: ParamLayout, u=None) -> torch.Tensor:
+        if u is None:
+            raise CompressorError("Stoc needs uniforms u of the same shape as x")
+        s = 2 ** (self.b - 1)
+        out = torch.empty_like(x)
+        for sl in _blocks(layout, self.scope).slices:
+            block = x[:, sl]
+            norm = block.norm(dim=1, keepdim=True)
+            a = block.abs() / torch.where(norm > 0, norm, torch.ones_like(norm))
+            level = torch.clamp(torch.floor(a * s), max=s - 1)
+            up = (u[:, sl] < a * s - level).to(x.dtype)
+            out[:, sl] = norm * torch.sign(block) * (level + up) / s
+        return out
+
+    def bits(self, layout: ParamLayout) -> int:
+        blocks = _blocks(layout, self.scope)
+        return self.b * blocks.d + 32 * len(blocks.sizes)
+
+    def q2_bound(self, layout: ParamLayout) -> float:
+        return float("nan")  # random and unbiased: not a q-deviate compressor (spec 2.5)
+
+
+def make_compressor(spec: str, scope: str = "layer", **kw):
+    """Parse ``"full"``, ``"sign"``, ``"topk-0.01"``, ``"hvsign-0.1"``, ``"stoc-2"``."""
+    name, _, arg = spec.partition("-")
+    try:
+        if name in ("full", "identity", "none"):
+            return Identity()
+        if name == "sign":
+            return Sign(scope=scope)
+        if name == "topk":
+            return TopK(float(arg), scope=scope, **kw)
+        if name in ("hvsign", "heavysign"):
+            return HeavySign(float(arg), scope=scope, **kw)
+        if name == "stoc":
+            return Stoc(int(arg), **kw)
+    except ValueError as exc:
+        if isinstance(exc, CompressorError):
+            raise
+        raise CompressorError(f"bad compressor parameter in {spec!r}: {exc}") from None
+    raise CompressorError(
+        f"unknown compressor {spec!r}; use full, sign, topk-K, hvsign-K or stoc-B")

@@ -1,0 +1,216 @@
+"""The round engine: client sampling, batched client execution, server updates, metrics.
+
+What a client computes is the algorithm's business (:mod:`sims.algorithms.base`); how the
+clients are executed is the engine's. All participating clients of all replicas (independent
+seeds of one configuration) run together as one batch of flat parameter vectors, split in
+chunks of at most ``max_batch`` clients to bound memory. ``sims.reference`` runs the same
+rounds one client at a time with plain code; tests hold this path to it in float64.
+
+Randomness: round ``t`` of the replica with seed ``s`` draws everything it needs (the
+participants, every participant's minibatches or noise, a stochastic compressor's uniforms)
+from ``numpy.random.default_rng([s, t])`` in a fixed order (:func:`draw_round`), so a run is
+reproducible from its seed, independent of batching, and two configurations that share a
+seed see the same participants and data (used to branch Fed-EF Fig. 9's restarting run).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from . import _malloc
+from .algorithms.base import RoundContext
+from .participation import Participation
+
+
+@dataclass
+class RoundDraw:
+    clients: np.ndarray
+    payloads: list[np.ndarray]
+    uniforms: np.ndarray | None
+
+
+_malloc.tune()
+
+
+def draw_round(problem, participation: Participation, needs_uniforms: bool, seed: int,
+               t: int) -> RoundDraw:
+    """All randomness of round ``t`` for the replica with ``seed`` (shared by both paths)."""
+    rng = np.random.default_rng([seed, t])
+    clients = participation.sample(rng, problem.n_clients)
+    payloads = [problem.plan_client(rng, int(c)) for c in clients]
+    uniforms = rng.random((len(clients), problem.d)) if needs_uniforms else None
+    return RoundDraw(clients, payloads, uniforms)
+
+
+@dataclass
+class RunOutput:
+    """Per-replica metric curves and what the run drew.
+
+    ``metrics[name]`` is an array ``[R, len(rounds[name])]``; ``rounds[name]`` the round
+    numbers (0 = the initial model, ``t`` = after ``t`` rounds).
+    """
+    seeds: list[int]
+    metrics: dict[str, np.ndarray]
+    rounds: dict[str, np.ndarray]
+    participants: list[list[np.ndarray]]          # [replica][round] -> client ids
+    staleness: list[np.ndarray]                   # [replica] -> rounds since last update
+    diverged_at: list[int | None]
+    server: dict = field(repr=False, default_factory=dict)
+    client_state: dict = field(repr=False, default_factory=dict)
+    wall_time: float = 0.0
+
+
+class _Curves:
+    def __init__(self, n_replicas: int):
+        self.values: dict[str, list] = {}
+        self.rounds: dict[str, list] = {}
+        self.R = n_replicas
+
+    def add(self, t: int, metrics: dict):
+        for name, val in metrics.items():
+            val = val.detach().double().cpu().numpy() if torch.is_tensor(val) else np.asarray(val)
+            self.values.setdefault(name, []).append(np.broadcast_to(val, (self.R,)).astype(float))
+            self.rounds.setdefault(name, []).append(t)
+
+    def arrays(self):
+        return ({k: np.stack(v, 1) for k, v in self.values.items()},
+                {k: np.asarray(v) for k, v in self.rounds.items()})
+
+
+def _alloc_client_state(spec: dict, R: int, n: int, d: int, like: torch.Tensor) -> dict:
+    out = {}
+    for name, kind in spec.items():
+        shape = (R, n, d) if kind == "vector" else (R, n)
+        out[name] = torch.zeros(shape, dtype=like.dtype, device=like.device)
+    return out
+
+
+def _stack_payloads(problem, payloads: list[np.ndarray], device, dtype):
+    """Pad each client's ``[K_i, ...]`` plan to ``[b, K_max, ...]`` and build the step mask."""
+    steps = np.array([len(p) for p in payloads])
+    k_max = int(steps.max())
+    tail = payloads[0].shape[1:]
+    out = np.full((len(payloads), k_max, *tail), problem.pad_value, dtype=payloads[0].dtype)
+    for j, p in enumerate(payloads):
+        out[j, : len(p)] = p
+    payload = torch.as_tensor(out, device=device)
+    if payload.is_floating_point():
+        payload = payload.to(dtype)
+    mask = torch.as_tensor(np.arange(k_max)[None, :] < steps[:, None], device=device)
+    return payload, mask
+
+
+def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
+        eval_every: int = 1, eval_test: bool = True, max_batch: int = 2048,
+        progress=None) -> RunOutput:
+    """Run ``rounds`` rounds of ``algorithm`` on ``problem`` for every seed, batched.
+
+    ``progress`` is called as ``progress(t)`` after each round (e.g. a tqdm ``update``).
+    """
+    if rounds < 0:
+        raise ValueError(f"rounds must be >= 0, got {rounds}")
+    if eval_every < 1:
+        raise ValueError(f"eval_every must be >= 1, got {eval_every}")
+    participation.check(problem.n_clients)
+    seeds = [int(s) for s in seeds]
+    R, n, d, layout = len(seeds), problem.n_clients, problem.d, problem.layout
+    started = time.perf_counter()
+    theta0 = torch.stack([problem.init_theta(s) for s in seeds])
+    device, dtype = theta0.device, theta0.dtype
+    server = algorithm.init_server(theta0)
+    cstate = _alloc_client_state(algorithm.client_state_spec(), R, n, d, theta0)
+    last_round = torch.full((R, n), -1, dtype=torch.long, device=device)
+    up_bits, down_bits = algorithm.uplink_bits(layout), algorithm.downlink_bits(layout)
+    curves = _Curves(R)
+    participants = [[] for _ in range(R)]
+    staleness = [[] for _ in range(R)]
+    diverged_at: list[int | None] = [None] * R
+    cum_up = np.zeros(R)
+    cum_down = np.zeros(R)
+
+    def evaluate(t):
+        with torch.no_grad():
+            curves.add(t, problem.evaluate(server["theta"], test=eval_test))
+
+    evaluate(0)
+    for t in range(rounds):
+        draws = [draw_round(problem, participation, algorithm.needs_uniforms, s, t) for s in seeds]
+        rep_np = np.concatenate([np.full(len(dr.clients), r) for r, dr in enumerate(draws)])
+        cli_np = np.concatenate([dr.clients for dr in draws]).astype(np.int64)
+        payloads = [p for dr in draws for p in dr.payloads]
+        counts = np.array([len(dr.clients) for dr in draws])
+        for r, dr in enumerate(draws):
+            participants[r].append(dr.clients)
+        sums: dict[str, torch.Tensor] = {}
+        bcast = algorithm.broadcast(server)
+        for lo in range(0, len(cli_np), max_batch):
+            hi = min(lo + max_batch, len(cli_np))
+            rep = torch.as_tensor(rep_np[lo:hi], device=device)
+            cli = torch.as_tensor(cli_np[lo:hi], device=device)
+            uniforms = None
+            if algorithm.needs_uniforms:
+                u = np.concatenate([dr.uniforms for dr in draws])[lo:hi]
+                uniforms = torch.as_tensor(u, device=device, dtype=dtype)
+            ctx = RoundContext(t, layout, rep, cli, last_round[rep, cli], uniforms)
+            _run_clients(problem, algorithm, bcast, cstate, payloads[lo:hi], ctx, sums, R)
+        for r in range(R):
+            last = last_round[r, torch.as_tensor(draws[r].clients, device=device)]
+            stale = (t - last[last >= 0]).cpu().numpy()
+            staleness[r].append(stale)
+        last_round[torch.as_tensor(rep_np, device=device),
+                   torch.as_tensor(cli_np, device=device)] = t
+        counts_t = torch.as_tensor(counts, device=device, dtype=dtype)
+        means = {k: v / counts_t.clamp_min(1).unsqueeze(-1) for k, v in sums.items()}
+        active = counts_t > 0
+        msg = means.pop("message", torch.zeros_like(server["theta"]))
+        server_ctx = RoundContext(t, layout, torch.arange(R, device=device), None, None)
+        server, extra = algorithm.server_step(server, msg, means, active, server_ctx)
+        cum_up += counts * up_bits / n
+        cum_down += counts * down_bits / n
+        stale_mean = [float(np.mean(s[-1])) if len(s[-1]) else math.nan for s in staleness]
+        curves.add(t + 1, {"bits_up": cum_up, "bits_down": cum_down, "participants": counts,
+                           "staleness_mean": np.asarray(stale_mean),
+                           "wall_time": np.full(R, time.perf_counter() - started), **extra})
+        finite = torch.isfinite(server["theta"]).all(-1).cpu().numpy()
+        for r in np.flatnonzero(~finite):
+            if diverged_at[r] is None:
+                diverged_at[r] = t + 1
+        if (t + 1) % eval_every == 0 or t + 1 == rounds:
+            evaluate(t + 1)
+        if progress is not None:
+            progress(t + 1)
+        if all(x is not None for x in diverged_at):
+            break
+    metrics, rounds_of = curves.arrays()
+    return RunOutput(seeds, metrics, rounds_of, participants,
+                     [np.concatenate(s) if s else np.zeros(0) for s in staleness], diverged_at,
+                     server, cstate, time.perf_counter() - started)
+
+
+def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext, sums, R):
+    """Local training and messages of one chunk of participants, summed per replica."""
+    rep, cli = ctx.replica, ctx.clients
+    device, dtype = rep.device, bcast["theta"].dtype
+    b_cast = {k: v[rep] for k, v in bcast.items()}
+    c_state = {k: v[rep, cli] for k, v in cstate.items()}
+    payload, step_mask = _stack_payloads(problem, payloads, device, dtype)
+    theta_start = b_cast["theta"]
+    theta = theta_start.clone()
+    lstate = algorithm.local_start(b_cast, c_state, ctx)
+    with torch.no_grad():
+        for k in range(payload.shape[1]):
+            mask = step_mask[:, k]
+            g = problem.stoch_grad(theta, cli, payload[:, k])
+            theta, lstate = algorithm.local_step(theta, g, lstate, b_cast, c_state,
+                                                 None if bool(mask.all()) else mask, ctx)
+        msg, c_new, aux = algorithm.client_message(theta_start - theta, lstate, c_state, ctx)
+    for k, v in c_new.items():
+        cstate[k][rep, cli] = v
+    for k, v in {"message": msg, **aux}.items():
+        if k not in sums:
+            sums[k] = torch.zeros((R, *v.shape[1:]), dtype=v.dtype, device=device)
+        sums[k].index_add_(0, rep, v)

@@ -1,0 +1,53 @@
+"""Hand-batched gradients for stacks of Linear layers with ReLU between them.
+
+Logistic regression and the papers' MLP are such stacks. For them the engine skips
+``torch.func`` and autograd and computes every client's minibatch gradient with batched
+matrix products (``torch.baddbmm`` / ``torch.bmm``), in the layouts that need no transposed
+copies, and without the input-gradient of the first layer that autograd would also form.
+The generic autograd path (:meth:`sims.problems.NeuralProblem.generic_grad`) is the
+reference this path is tested against.
+
+For client ``c``, layer ``l`` with weight ``W_l`` (``out x in``) and bias ``b_l``:
+``z_l = h_{l-1} W_l^T + b_l``, ``h_l = relu(z_l)`` (no ReLU after the last layer); loss
+``sum_s w_s CE(z_L[s], y_s) / sum_s w_s``; then ``dz_L = (softmax(z_L) - onehot(y)) w / sum w``,
+``dW_l = dz_l^T h_{l-1}``, ``db_l = sum_s dz_l``, ``dz_{l-1} = (dz_l W_l) * [z_{l-1} > 0]``.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def is_linear_stack(model: nn.Module) -> bool:
+    """True for modules whose parameters are (weight, bias) pairs of Linear layers applied
+    in order with ReLU between (``sims.models.LogReg`` and ``sims.models.MLP``)."""
+    from ..models import MLP, LogReg
+    return type(model) in (LogReg, MLP)
+
+
+def linear_stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Tensor,
+                      w: torch.Tensor) -> torch.Tensor:
+    """Per-client gradients ``[B, d]`` for inputs ``x[B, b, ...]``, labels ``y[B, b]``,
+    sample weights ``w[B, b]`` (0 = padding)."""
+    B = theta.shape[0]
+    params = list(layout.unflatten(theta).values())
+    weights, biases = params[0::2], params[1::2]
+    h = x.reshape(B, x.shape[1], -1)
+    inputs, pre = [], []
+    for i, (W, b) in enumerate(zip(weights, biases)):
+        inputs.append(h)
+        z = torch.baddbmm(b.unsqueeze(1), h, W.transpose(1, 2))
+        if i < len(weights) - 1:
+            pre.append(z)
+            h = torch.relu(z)
+    dz = torch.softmax(z, dim=-1)
+    dz.scatter_add_(-1, y.unsqueeze(-1), -torch.ones_like(y, dtype=dz.dtype).unsqueeze(-1))
+    dz.mul_((w / w.sum(1, keepdim=True).clamp_min(1)).unsqueeze(-1))
+    out = torch.empty_like(theta)
+    views = list(layout.unflatten(out).values())
+    for i in range(len(weights) - 1, -1, -1):
+        torch.bmm(dz.transpose(1, 2), inputs[i], out=views[2 * i])
+        torch.sum(dz, 1, out=views[2 * i + 1])
+        if i > 0:
+            dz = torch.bmm(dz, weights[i]).mul_(pre[i - 1] > 0)
+    return out

@@ -1,0 +1,176 @@
+"""A dataset, a partition and a model: the papers' image experiments.
+
+Local work is ``local_epochs`` passes over the client's data in minibatches of
+``batch_size`` (Fed-EF Sec. 5: one local epoch, batch 32, the last batch kept partial, spec
+6.16), or exactly ``local_steps`` minibatches when that is set (the theory's fixed K).
+Minibatches are index arrays padded with -1; padded entries get weight 0, and a step whose
+batch is all padding is masked out (clients with less data take fewer steps).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
+
+from ..params import ParamLayout
+from .linear_stack import is_linear_stack, linear_stack_grad
+
+
+class NeuralProblem:
+    def __init__(self, dataset, parts: list[np.ndarray], model: torch.nn.Module, *,
+                 batch_size: int = 32, local_epochs: int = 1, local_steps: int | None = None,
+                 eval_train_samples: int | None = None, device="cpu", dtype=torch.float32,
+                 eval_chunk: int = 4096, fast_path: bool = True):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if local_steps is None and local_epochs < 1:
+            raise ValueError(f"local_epochs must be >= 1, got {local_epochs}")
+        if local_steps is not None and local_steps < 1:
+            raise ValueError(f"local_steps must be >= 1, got {local_steps}")
+        self.dataset = dataset
+        self.parts = [np.asarray(p, dtype=np.int64) for p in parts]
+        if any(len(p) == 0 for p in self.parts):
+            raise ValueError("every client needs at least one sample")
+        self.n_clients = len(self.parts)
+        self.batch_size, self.local_epochs, self.local_steps = batch_size, local_epochs, local_steps
+        self.device, self.dtype, self.eval_chunk = torch.device(device), dtype, eval_chunk
+        self.model = model.to(self.device, dtype)
+        self.model.train()  # only dropout depends on the mode (no BatchNorm, see sims.models)
+        self.layout = ParamLayout.from_module(self.model)
+        self.d = self.layout.d
+        self.x = dataset.x_train.to(self.device, dtype)
+        self.y = dataset.y_train.to(self.device)
+        self.x_test = dataset.x_test.to(self.device, dtype)
+        self.y_test = dataset.y_test.to(self.device)
+        # The global objective f = (1/n) sum_i f_i (Fed-EF eq. (1)) over the clients' data.
+        population = np.concatenate(self.parts)
+        self.client_weight = torch.tensor([1.0 / (self.n_clients * len(p)) for p in self.parts],
+                                          dtype=dtype)
+        if eval_train_samples is not None and eval_train_samples < len(population):
+            rng = np.random.default_rng(12345)
+            population = rng.choice(population, eval_train_samples, replace=False)
+            self.eval_weights = None
+        else:
+            self.eval_weights = np.concatenate([np.full(len(p), 1.0 / (self.n_clients * len(p)))
+                                                for p in self.parts])
+        self.eval_index = torch.as_tensor(population, device=self.device)
+        self._batched_grad = vmap(grad(self._loss), randomness="different")
+        self.fast_path = fast_path and is_linear_stack(self.model)
+        self._eval_grad = vmap(grad(self._sum_loss, has_aux=True), in_dims=(0, None, None, None))
+
+    # ----------------------------------------------------------------- definitions
+    def _logits(self, flat, x):
+        return functional_call(self.model, self.layout.unflatten(flat), (x,))
+
+    def _loss(self, flat, x, y, w):
+        """Mean cross-entropy over the valid (weight 1) samples of one minibatch."""
+        losses = F.cross_entropy(self._logits(flat, x), y, reduction="none")
+        return (losses * w).sum() / w.sum().clamp_min(1)
+
+    def _sum_loss(self, flat, x, y, w):
+        losses = F.cross_entropy(self._logits(flat, x), y, reduction="none")
+        return (losses * w).sum(), losses.detach()
+
+    def init_theta(self, seed: int) -> torch.Tensor:
+        """The model's default initialisation under ``torch.manual_seed(seed)``, flattened."""
+        torch.manual_seed(seed)
+        for module in self.model.modules():
+            if hasattr(module, "reset_parameters"):
+                module.reset_parameters()
+        return self.layout.flatten_module(self.model).to(self.device, self.dtype)
+
+    pad_value = -1  # payload rows the engine adds for clients with fewer steps
+
+    def steps_for(self, client: int) -> int:
+        if self.local_steps is not None:
+            return self.local_steps
+        return self.local_epochs * math.ceil(len(self.parts[client]) / self.batch_size)
+
+    def plan_client(self, rng: np.random.Generator, client: int) -> np.ndarray:
+        """Minibatch indices ``[K, batch_size]`` (-1 = padding) for one round of local work."""
+        data = self.parts[client]
+        if self.local_steps is None:
+            chunks = []
+            for _ in range(self.local_epochs):
+                order = data[rng.permutation(len(data))]
+                nb = math.ceil(len(order) / self.batch_size)
+                padded = np.full(nb * self.batch_size, -1, dtype=np.int64)
+                padded[: len(order)] = order
+                chunks.append(padded.reshape(nb, self.batch_size))
+            return np.concatenate(chunks)
+        # fixed K: consecutive minibatches from a stream of fresh permutations
+        need = self.local_steps * self.batch_size
+        reps = math.ceil(need / len(data))
+        stream = np.concatenate([data[rng.permutation(len(data))] for _ in range(reps)])
+        return stream[:need].reshape(self.local_steps, self.batch_size)
+
+    # ----------------------------------------------------------------- batched path
+    def stoch_grad(self, theta: torch.Tensor, clients: torch.Tensor, payload: torch.Tensor):
+        """Minibatch gradients ``[B, d]``; ``payload[B, batch]`` holds sample indices."""
+        idx = payload.clamp_min(0)
+        w = (payload >= 0).to(self.dtype)
+        if self.fast_path:
+            return linear_stack_grad(theta, self.layout, self.x[idx], self.y[idx], w)
+        return self._batched_grad(theta, self.x[idx], self.y[idx], w)
+
+    def generic_grad(self, theta: torch.Tensor, payload: torch.Tensor):
+        """The same through ``torch.func`` (vmap of grad): works for any module."""
+        idx = payload.clamp_min(0)
+        return self._batched_grad(theta, self.x[idx], self.y[idx], (payload >= 0).to(self.dtype))
+
+    # ----------------------------------------------------------------- reference path
+    def reference_grad(self, theta: torch.Tensor, client: int, payload: np.ndarray):
+        """One client's minibatch gradient with a plain module and autograd."""
+        idx = torch.as_tensor(payload[payload >= 0], device=self.device)
+        self.layout.load_into(self.model, theta)
+        self.model.zero_grad()
+        loss = F.cross_entropy(self.model(self.x[idx]), self.y[idx])
+        loss.backward()
+        return torch.cat([p.grad.reshape(-1) for p in self.model.parameters()])
+
+    # ----------------------------------------------------------------- evaluation
+    @torch.no_grad()
+    def _accuracy(self, theta, x, y):
+        correct = torch.zeros(theta.shape[0], device=self.device)
+        loss = torch.zeros(theta.shape[0], device=self.device, dtype=self.dtype)
+        logits_fn = vmap(self._logits, in_dims=(0, None))
+        for s in range(0, len(y), self.eval_chunk):
+            logits = logits_fn(theta, x[s:s + self.eval_chunk])
+            yy = y[s:s + self.eval_chunk]
+            correct += (logits.argmax(-1) == yy).sum(-1)
+            loss += F.cross_entropy(logits.flatten(0, 1), yy.repeat(theta.shape[0]),
+                                    reduction="none").view(theta.shape[0], -1).sum(-1)
+        return correct / len(y), loss / len(y)
+
+    def evaluate(self, theta: torch.Tensor, test: bool = True) -> dict[str, torch.Tensor]:
+        """Train loss and squared full-gradient norm of f at each server model ``theta[R, d]``.
+
+        The gradient is of the global objective ``f = (1/n) sum_i f_i`` (Fed-EF eq. (1);
+        client losses weighted equally), over every training sample of the population or a
+        fixed random subset of ``eval_train_samples`` (spec 4.8 reading of "squared gradient
+        norm").
+        """
+        was_training = self.model.training
+        self.model.eval()
+        g = torch.zeros_like(theta)
+        loss = torch.zeros(theta.shape[0], dtype=self.dtype, device=self.device)
+        n_eval = len(self.eval_index)
+        for s in range(0, n_eval, self.eval_chunk):
+            idx = self.eval_index[s:s + self.eval_chunk]
+            if self.eval_weights is None:
+                w = torch.full((len(idx),), 1.0 / n_eval, dtype=self.dtype, device=self.device)
+            else:
+                w = torch.as_tensor(self.eval_weights[s:s + self.eval_chunk], dtype=self.dtype,
+                                    device=self.device)
+            gc, losses = self._eval_grad(theta, self.x[idx], self.y[idx], w)
+            g += gc
+            loss += (losses * w).sum(-1)
+        out = {"train_loss": loss, "grad_norm2": (g * g).sum(-1)}
+        if test and len(self.y_test):
+            acc, tl = self._accuracy(theta, self.x_test, self.y_test)
+            out.update(test_acc=acc, test_loss=tl)
+        self.model.train(was_training)
+        return out
