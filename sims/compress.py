@@ -89,10 +89,11 @@ class TopK:
 
     def __call__(self, x: torch.Tensor, layout: ParamLayout, u=None) -> torch.Tensor:
         out = torch.zeros_like(x)
-        for sl, size in zip(_blocks(layout, self.scope).slices, _blocks(layout, self.scope).sizes):
+        blocks = _blocks(layout, self.scope)
+        for sl, size in zip(blocks.slices, blocks.sizes):
             block = x[:, sl]
             idx = block.abs().topk(kept_count(self.k, size), dim=1, sorted=False).indices
-            out[:, sl] = torch.zeros_like(block).scatter_(1, idx, block.gather(1, idx))
+            out[:, sl].scatter_(1, idx, block.gather(1, idx))
         return out
 
     def bits(self, layout: ParamLayout) -> int:

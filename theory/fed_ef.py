@@ -858,18 +858,18 @@ def _compressor_bounds():
         s = grouped_sign(x, layers)
         if float((s - x) @ (s - x)) > compressor_q2("sign", sizes) * nx * (1 + 1e-12):
             return refuted(f"Sign bound violated for sizes={sizes}", "numeric")
-    # tightness of Sign on 1-sparse blocks
+    # tightness of Sign as the largest block tends to a 1-sparse vector (tiny entries keep a non-zero sign)
     sizes = [5, 3]
-    x = np.array([2.0, 0, 0, 0, 0, -1.0, 0, 0])
+    x = np.array([2.0, 1e-9, 1e-9, 1e-9, 1e-9, -1.0, 0, 0])
     s = grouped_sign(x, [(0, 5), (5, 8)])
-    ratio = float((s - x) @ (s - x)) / float(x @ x)
     q2 = compressor_q2("sign", sizes)
     block_ratio = float((s[:5] - x[:5]) @ (s[:5] - x[:5])) / float(x[:5] @ x[:5])
-    if abs(block_ratio - q2) > 1e-12:
-        return refuted(f"Sign not tight on a 1-sparse largest block: {block_ratio} vs {q2}", "numeric")
+    if abs(block_ratio - q2) > 1e-6:
+        return refuted(f"Sign not tight on a nearly 1-sparse largest block: {block_ratio} vs {q2}", "numeric")
     return verified(f"seeded random search, {trials} (vector, layer split, k) cases with magnitudes 1e-3..1e3: no "
-                    f"violation of the TopK, Sign or hv-Sign bounds; Sign ratio on a 1-sparse block of size 5 equals "
-                    f"q^2 = {fmt(q2)} exactly (whole-vector ratio {fmt(ratio)})", "numeric")
+                    f"violation of the TopK, Sign (both hv-Sign scalings) bounds; Sign's error ratio on the block "
+                    f"(2, 1e-9, 1e-9, 1e-9, 1e-9) is {fmt(block_ratio, 8)} -> q^2 = 1 - 1/5 (tight in the limit; with "
+                    "exact zeros and sign(0) = 0 the ratio is smaller)", "numeric")
 
 
 @check(PAPER, "stoc_unbiased_variance",

@@ -1,0 +1,13 @@
+"""One entry point per paper figure or table: ``python -m reproduce`` lists them.
+
+Every entry has the same shape (see :mod:`reproduce.common`): a ``Config`` dataclass with a
+CPU default, ``--full`` for the paper's scale, the shared flags (``--seeds``, ``--rounds``,
+``--data-dir``, ``--device``, ``--out``, ``--figures``, ``--plot-only``, ``--tiny``), a list of
+runs, a plot and a check of the paper's claim.
+"""
+
+ENTRIES = {
+    "fig1": "reproduce.fig1",
+    "fig8": "reproduce.fig8",
+    "fig9": "reproduce.fig9",
+}

@@ -1,0 +1,259 @@
+"""The shared shape of every entry: config, runs, resumable execution, plot, claim check.
+
+An entry module defines
+
+* ``PAPER``, ``TARGET`` (e.g. ``"Figure 8"``), ``TITLE`` and ``DEFAULT_COST`` (how long its
+  CPU default takes here);
+* ``Config``, a dataclass extending :class:`EntryConfig`, whose ``scale()`` applies the
+  ``--full`` and ``--tiny`` presets;
+* ``runs(cfg) -> list[Run]``: every configuration to run, each over all seeds;
+* ``plot(df, cfg) -> list[Path]`` and ``check(df, cfg) -> list[str]`` (the claim, as
+  sentences saying whether it shows).
+
+:func:`main` parses the flags, runs what is not finished yet (each run's results are saved
+atomically, so an interrupted entry started again with the same arguments continues),
+draws the figure and prints the check. ``--plot-only`` redraws from saved results.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+import torch
+
+from sims import engine
+from sims.data import DataError
+from sims.results import load_run, provenance, save_run, tidy
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class EntryConfig:
+    seeds: int = 3                 # number of independent runs per configuration
+    seed0: int = 0                 # first seed; seeds are seed0, seed0+1, ...
+    rounds: int = 100
+    data_dir: str | None = None
+    device: str = "cpu"
+    out: str = str(ROOT / "results")
+    figures: str = str(ROOT / "figures")
+    full: bool = False             # the paper's scale
+    tiny: bool = False             # seconds-long smoke scale (tests)
+    plot_only: bool = False
+    quiet: bool = False
+
+    def scale(self) -> None:
+        """Apply the ``--full`` / ``--tiny`` presets (entries override)."""
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seed0, self.seed0 + self.seeds))
+
+    def run_key(self) -> dict:
+        """The settings a saved run must match to be reused."""
+        skip = {"out", "figures", "plot_only", "quiet", "device"}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
+
+
+@dataclass
+class Run:
+    name: str                                    # file name stem, unique within the entry
+    params: dict                                 # plotted columns (n, m, compressor, ...)
+    build: Callable[[], tuple] | None = None     # -> (problem, algorithm, participation)
+    rounds: int | None = None
+    eval_every: int = 1
+    extra: dict = field(default_factory=dict)
+    # Instead of ``build``: ``execute(cfg, seeds, progress) -> (tidy DataFrame, record dict)``
+    # for runs that are not one engine run (Monte-Carlo experiments); ``progress(x)`` advances
+    # the bar by ``x`` rounds.
+    execute: Callable | None = None
+
+
+class EntryError(Exception):
+    """A one-line error for the command line."""
+
+
+def _parser(entry, cfg_cls) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"python -m reproduce.{entry_name(entry)}",
+                                description=f"{entry.PAPER} {entry.TARGET}: {entry.TITLE}")
+    for f in dataclasses.fields(cfg_cls):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if f.type in (bool, "bool"):
+            p.add_argument(flag, action="store_true", default=None, help=f"(default {default})")
+        else:
+            kind = {"int": int, "float": float}.get(str(f.type).split(" ")[0], str)
+            if isinstance(default, int) and not isinstance(default, bool):
+                kind = int
+            elif isinstance(default, float):
+                kind = float
+            p.add_argument(flag, type=kind, default=None, help=f"(default {default})")
+    return p
+
+
+def parse_config(entry, argv=None):
+    cfg_cls = entry.Config
+    args = vars(_parser(entry, cfg_cls).parse_args(argv))
+    cfg = cfg_cls()
+    for key in ("full", "tiny"):
+        if args.get(key):
+            setattr(cfg, key, True)
+    cfg.scale()
+    for key, val in args.items():
+        if val is not None:
+            setattr(cfg, key, val)
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: EntryConfig) -> None:
+    if cfg.seeds < 1:
+        raise EntryError(f"--seeds must be >= 1, got {cfg.seeds}")
+    if cfg.rounds < 1:
+        raise EntryError(f"--rounds must be >= 1, got {cfg.rounds}")
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise EntryError("--device cuda asked for, but torch sees no GPU here")
+
+
+def entry_name(entry) -> str:
+    """``"fig8"`` for ``reproduce.fig8``, also when run as ``python -m reproduce.fig8``."""
+    spec = getattr(entry, "__spec__", None)
+    return (spec.name if spec else entry.__name__).rsplit(".", 1)[-1]
+
+
+def results_dir(entry, cfg) -> Path:
+    return Path(cfg.out) / entry_name(entry)
+
+
+def _fingerprint(cfg, run: Run) -> str:
+    blob = json.dumps({"cfg": cfg.run_key(), "run": run.name, "params": run.params,
+                       "rounds": run.rounds, "extra": run.extra}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _replica_chunks(problem, algorithm, seeds, budget_bytes=3e9):
+    n_vec = sum(1 for v in algorithm.client_state_spec().values() if v == "vector")
+    per = 4 * problem.d * (problem.n_clients * n_vec + 16) + 1
+    size = max(1, int(budget_bytes // per))
+    return [seeds[i:i + size] for i in range(0, len(seeds), size)]
+
+
+def execute(entry, cfg, progress=None) -> pd.DataFrame:
+    """Run every unfinished run of ``entry`` and return all results as one table."""
+    runs = entry.runs(cfg)
+    outdir = results_dir(entry, cfg)
+    frames, todo = [], []
+    for run in runs:
+        found = load_run(outdir / f"{run.name}.csv")
+        if found is not None and found[1].get("fingerprint") == _fingerprint(cfg, run):
+            frames.append(found[0])
+        else:
+            todo.append(run)
+    if cfg.plot_only:
+        if todo:
+            raise EntryError(f"--plot-only: no saved results for {len(todo)} run(s) in {outdir} "
+                             f"(first: {todo[0].name}); run without --plot-only first")
+        return pd.concat(frames, ignore_index=True)
+    bar = _progress(cfg, todo)
+    for run in todo:
+        started = time.perf_counter()
+        rounds = run.rounds or cfg.rounds
+        if run.execute is not None:
+            bar.set_description(run.name)
+            df, extra = run.execute(cfg, cfg.seed_list, bar.update)
+            record = provenance(cfg, cfg.seed_list, time.perf_counter() - started,
+                                {"entry": entry_name(entry), "run": run.name,
+                                 "params": run.params, **extra,
+                                 "fingerprint": _fingerprint(cfg, run)})
+            save_run(df, record, outdir / f"{run.name}.csv")
+            frames.append(df)
+            continue
+        problem, algorithm, participation = run.build()
+        parts, diverged = [], []
+        chunks = _replica_chunks(problem, algorithm, cfg.seed_list)
+        for chunk in chunks:
+            bar.set_description(f"{run.name} seeds {chunk[0]}-{chunk[-1]}")
+            out = engine.run(problem, algorithm, participation, rounds, chunk,
+                             eval_every=run.eval_every,
+                             progress=lambda t: bar.update(1 / len(chunks)))
+            bar.update((rounds - len(out.participants[0])) / len(chunks))
+            parts.append(tidy(out, run.name, run.params))
+            diverged += [d for d in out.diverged_at]
+        df = pd.concat(parts, ignore_index=True)
+        record = provenance(cfg, cfg.seed_list, time.perf_counter() - started,
+                            {"entry": entry_name(entry), "run": run.name, "params": run.params,
+                             "algorithm": algorithm.describe(),
+                             "participation": participation.describe(),
+                             "problem": describe_problem(problem),
+                             "diverged_at_round": diverged,
+                             "fingerprint": _fingerprint(cfg, run)})
+        save_run(df, record, outdir / f"{run.name}.csv")
+        frames.append(df)
+    bar.close()
+    return pd.concat(frames, ignore_index=True)
+
+
+def _progress(cfg, todo):
+    from tqdm.auto import tqdm
+    total = sum(r.rounds or cfg.rounds for r in todo)
+    return tqdm(total=total, unit="round", disable=cfg.quiet or not todo, file=sys.stderr,
+                dynamic_ncols=True, bar_format="{l_bar}{bar}| {n:.0f}/{total} rounds "
+                "[{elapsed}<{remaining}]")
+
+
+def describe_problem(problem) -> dict:
+    desc = {"type": type(problem).__name__, "n_clients": problem.n_clients, "d": problem.d}
+    if hasattr(problem, "dataset"):
+        desc.update(dataset=problem.dataset.name, source=problem.dataset.source,
+                    model=type(problem.model).__name__, batch_size=problem.batch_size,
+                    local_epochs=problem.local_epochs, local_steps=problem.local_steps,
+                    client_sizes=sorted({len(p) for p in problem.parts}))
+    if hasattr(problem, "constants"):
+        desc["constants"] = problem.constants()
+    return desc
+
+
+@lru_cache(maxsize=4)
+def cached_dataset(name: str, data_dir: str | None):
+    from sims.data import load_dataset
+    return load_dataset(name, data_dir)
+
+
+@lru_cache(maxsize=8)
+def cached_problem(dataset: str, data_dir: str | None = None, **kw):
+    """Build an image problem once per process (runs of one entry share it)."""
+    from sims.problems.image import build_image_problem
+    return build_image_problem(dataset, data=cached_dataset(dataset, data_dir), **kw)
+
+
+def main(entry, argv=None) -> int:
+    try:
+        cfg = parse_config(entry, argv)
+        df = execute(entry, cfg)
+        paths = entry.plot(df, cfg)
+        lines = entry.check(df, cfg)
+    except (EntryError, DataError, ValueError) as exc:
+        if os.environ.get("FEDTOOLKIT_DEBUG"):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished runs are saved; run the same command again to continue",
+              file=sys.stderr)
+        return 130
+    for p in paths:
+        print(f"figure: {p}")
+    print(f"results: {results_dir(entry, cfg)}")
+    for line in lines:
+        print(line)
+    return 0

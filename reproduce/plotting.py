@@ -1,0 +1,63 @@
+"""One plotting style for every entry: mean over seeds with a band across seeds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
+
+
+def curves(df: pd.DataFrame, metric: str, hue: str, x: str = "round") -> dict:
+    """``{hue value: (x, mean, low, high)}`` over seeds; the band is mean +/- one std."""
+    out = {}
+    sub = df[df.metric == metric]
+    for key, grp in sub.groupby(hue, sort=True):
+        table = grp.pivot_table(index=x, columns="seed", values="value")
+        mean, std = table.mean(1), table.std(1).fillna(0)
+        out[key] = (table.index.to_numpy(), mean.to_numpy(), (mean - std).to_numpy(),
+                    (mean + std).to_numpy())
+    return out
+
+
+def band_plot(ax, df, metric: str, hue: str, *, x: str = "round", label=None, logy=False,
+              palette=None, linestyle="-"):
+    data = curves(df, metric, hue, x)
+    colors = palette or sns.color_palette("viridis", max(len(data), 1))
+    for color, (key, (xs, mean, lo, hi)) in zip(colors, data.items()):
+        if logy:
+            floor = np.nanmin(mean[mean > 0]) * 1e-2 if (mean > 0).any() else 1e-12
+            lo = np.maximum(lo, floor)
+        ax.plot(xs, mean, color=color, lw=1.6, ls=linestyle,
+                label=label(key) if label else str(key))
+        ax.fill_between(xs, lo, hi, color=color, alpha=0.2, lw=0)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(x)
+    return ax
+
+
+def save(fig, figures_dir, stem: str) -> list[Path]:
+    figures_dir = Path(figures_dir)
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    paths = [figures_dir / f"{stem}.png", figures_dir / f"{stem}.pdf"]
+    fig.tight_layout()
+    for p in paths:
+        fig.savefig(p, dpi=130)
+    plt.close(fig)
+    return paths
+
+
+def final_values(df: pd.DataFrame, metric: str, by: str, at_round=None) -> pd.Series:
+    """Mean over seeds of ``metric`` at ``at_round`` (default: the last round), per ``by``."""
+    sub = df[df.metric == metric]
+    if at_round is None:
+        at_round = sub["round"].max()
+    sub = sub[sub["round"] == at_round]
+    return sub.groupby(by)["value"].mean()
