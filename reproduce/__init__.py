@@ -10,4 +10,8 @@ ENTRIES = {
     "fig1": "reproduce.fig1",
     "fig8": "reproduce.fig8",
     "fig9": "reproduce.fig9",
+    "heavy_tails": "reproduce.heavy_tails",
+    "qa_sim": "reproduce.qa_sim",
+    "stale_error": "reproduce.stale_error",
+    "speedup": "reproduce.speedup",
 }

@@ -116,3 +116,68 @@ def make_rule(name: str, lr: float, **kw):
     if name not in SERVER_RULES:
         raise OptimizerError(f"unknown optimizer {name!r}; choose one of {sorted(SERVER_RULES)}")
     return SERVER_RULES[name](lr, **kw)
+
+
+# ---------------------------------------------------------------------------------------
+# Appended for the synthetic experiments (FedAda2 heavy-tail section, spec fedada2.md 1.1,
+# 1.11 and 2.8). Same ``init`` / ``step`` / ``direction`` protocol as the rules above.
+
+@dataclass(frozen=True)
+class AdaGrad:
+    """AdaGrad with optional momentum: FedAda2's server update (SU, spec 1.1) and its client
+    AGDU with delay ``z = 1`` (Alg. 9, spec 1.11).
+
+    ``v = v + g^2`` (started at ``v0``), ``m = beta1 m + (1 - beta1) g`` and
+    ``theta - lr * m / (sqrt(v) + eps)``: epsilon *outside* the square root, no bias
+    correction. Client AdaGrad in FedAda2 restarts from ``v0 = 0`` every round (the engine
+    or runner calls ``init`` per round); with one local step the step is then the
+    normalized gradient ``lr * g / (|g| + eps)``, at most ``lr`` per coordinate. The server
+    rule of FedAda2 uses ``v0 >= tau^2`` and ``eps = tau``; each step is then also at most
+    ``lr`` per coordinate (FedAda2 Lemma 16).
+    """
+    lr: float
+    eps: float = 1e-8
+    beta1: float = 0.0
+    v0: float = 0.0
+
+    def __post_init__(self):
+        _check_positive(lr=self.lr, eps=self.eps)
+        if not 0.0 <= self.beta1 < 1.0:
+            raise OptimizerError(f"beta1 must be in [0, 1), got {self.beta1}")
+        if self.v0 < 0:
+            raise OptimizerError(f"v0 must be >= 0, got {self.v0}")
+
+    def init(self, theta: torch.Tensor) -> dict:
+        return {"m": torch.zeros_like(theta), "v": torch.full_like(theta, self.v0)}
+
+    def direction(self, g: torch.Tensor, state: dict):
+        v = state["v"] + g * g
+        m = self.beta1 * state["m"] + (1 - self.beta1) * g if self.beta1 else g
+        return m / (torch.sqrt(v) + self.eps), {"m": m, "v": v}
+
+    def step(self, theta, g, state, mask=None):
+        u, new = self.direction(g, state)
+        new = {k: _masked(mask, v, state[k]) for k, v in new.items()}
+        return _masked(mask, theta - self.lr * u, theta), new
+
+
+@dataclass(frozen=True)
+class ClippedSGD:
+    """SGD on the gradient clipped to norm at most ``clip`` (per row): ``theta - lr * g *
+    min(1, clip / ||g||)``; the "clipping" control of FedAda2 spec 2.8 (``clip = 1``)."""
+    lr: float
+    clip: float = 1.0
+
+    def __post_init__(self):
+        _check_positive(lr=self.lr, clip=self.clip)
+
+    def init(self, theta: torch.Tensor) -> dict:
+        return {}
+
+    def direction(self, g: torch.Tensor, state: dict):
+        norm = g.norm(dim=-1, keepdim=True)
+        return g * torch.clamp(self.clip / norm.clamp_min(1e-300), max=1.0), state
+
+    def step(self, theta, g, state, mask=None):
+        u, _ = self.direction(g, state)
+        return _masked(mask, theta - self.lr * u, theta), state

@@ -1,0 +1,14 @@
+"""Symbolic audit of the convergence bounds of Fed-EF, FedLADA, FedAda2 and Fed-LAMB.
+
+* ``theory.core``: the check registry (``check`` decorator, ``Result``, ``run_all``).
+* ``theory.fed_ef``, ``theory.fedlada``, ``theory.fedada2``, ``theory.fed_lamb``: one module per paper with its
+  constants, learning-rate conditions and bounds as sympy expressions, and its checks.
+* ``theory.bounds``: plain-float bound evaluators for the simulator (no sympy import).
+* ``python -m theory``: prints the audit (``--format table|json|markdown``, ``--paper NAME``).
+
+Importing ``theory`` is cheap; the paper modules (and sympy) load on first use of the registry.
+"""
+
+from .core import PAPERS, Check, Result, all_checks, run_all, run_check
+
+__all__ = ["PAPERS", "Check", "Result", "all_checks", "run_all", "run_check"]

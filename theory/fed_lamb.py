@@ -1,1 +1,493 @@
-"""stub"""
+"""Fed-LAMB (Karimi, Li, Li): Theorem 5 (supplement), Lemma 1 and the proof steps S1-S13.
+
+Sources: /work/shared/papers/fed-lamb.txt (MAIN, the early draft; its Theorem 1
+has the placeholder right-hand side "dd") and /work/shared/papers/fed-lamb-supplement.txt
+(SUPP, Theorem 5 for T >= 1 local steps); extract /work/shared/specs/fed-lamb.md
+(section 2.7, items S1-S13; claims T1-T6 of section 4).
+
+Notation (SUPP): n clients, h layers, p = sum_l p_l total dimension, T local
+steps, R rounds, alpha the learning rate, M the gradient bound, phi_M the
+upper bound of the scaling function phi, Delta = E f(theta_1) - min f.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import sympy as sp
+
+from .algebra import fmt, identities, is_identity, poly_nonneg, pos, rational_nonneg, show, simplify_zero, unit
+from .core import check, refuted, verified
+
+PAPER = "fed-lamb"
+
+alpha, M, p, h, n, T, R, L, eps, sigma, phi_M, phi_m, Delta, kappa = pos(
+    "alpha M p h n T R L epsilon sigma phi_M phi_m Delta kappa"
+)
+beta1, beta2 = pos("beta1 beta2")
+
+#: SUPP Theorem 5 (line 96-100), right-hand side term by term (statement form)
+THM5 = {
+    "T1_init": sp.sqrt(M**2 * p / n) * Delta / (h * alpha * R),
+    "T2_local": 4 * alpha**2 * L * M**2 * T**2 * phi_M**2 * (1 - beta2) * p / sp.sqrt(eps),
+    "T3_grad": 4 * alpha**2 * M**2 / sp.sqrt(eps),
+    "T4_noise": phi_M * sigma**2 / (R * n) * sp.sqrt((1 - beta2) / (M**2 * p)),
+    "T5_layer_noise": 4 * alpha * phi_M * h * sigma**2 / sp.sqrt(n),
+    "T6_bounded": 4 * alpha**2 * phi_M**2 * sp.sqrt(M**2 + p * sigma**2),
+}
+#: SUPP, final display of the proof (line 206ff; "assuming M <= 1"; Lbar -> L, G -> phi_M)
+THM5_PROOF = {
+    "T1_init": THM5["T1_init"],
+    "T4_noise": THM5["T4_noise"],
+    "T2_local": 4 * alpha**2 * L / sp.sqrt(eps) * M**2 * T**2 * phi_M**2 * (1 - beta2) * p,
+    "T3_grad": 4 * M**2 * alpha / sp.sqrt(eps),
+    "T6_bounded": 4 * phi_M**2 * alpha * sp.sqrt(M**2 + p * sigma**2),
+    "T2b_local_noise": 4 * sigma**2 * alpha**2 * L / sp.sqrt(eps) * M**2 * T**2 * (1 - beta2) * p,
+    "T5_layer_noise": 4 * sigma**2 * phi_M * alpha * h / sp.sqrt(n),
+    "beta1_cross": alpha * beta1 / (1 - beta1) * sp.sqrt((1 - beta2) * p) * h * M**2 / sp.sqrt(eps),
+    "consensus": L * alpha**2 * M**2 * phi_M**2 * (1 - beta2) * p / (T * eps),
+    "beta1_shift": 2 * alpha**3 * L * p * phi_M**2 / sp.sqrt(eps) * beta1**2 / (1 - beta1) ** 2,
+}
+#: learning rate alpha = kappa/sqrt(R) (spec sec. 2.6)
+LR_SQRT_R = {alpha: kappa / sp.sqrt(R)}
+
+
+# ===========================================================================
+# virtual sequence and elementary inequalities (S1-S4)
+# ===========================================================================
+
+_th = sp.symbols("theta_prev theta_r theta_next")
+_c, _s, _mprev, _g = sp.symbols("c_r s_r m_prev g_r")
+_c0, _s0 = sp.symbols("c_prev s_prev")
+
+
+def _virtual(cur, prev):
+    """MAIN eq. (9): vartheta_r = theta_r + beta1/(1-beta1)(theta_r - theta_(r-1))."""
+    return cur + beta1 / (1 - beta1) * (cur - prev)
+
+
+@check(PAPER, "S1_virtual_sequence",
+       "MAIN (9)-(10): vartheta_(r+1) - vartheta_r = (theta_(r+1) - theta_r)/(1-beta1) - beta1/(1-beta1) (theta_r - theta_(r-1)).",
+       spec=("S1",))
+def _s1():
+    """fed-lamb.txt eq. (9) line 209 and eq. (10) line 213."""
+    tp, tr, tn = _th
+    lhs = _virtual(tn, tr) - _virtual(tr, tp)
+    rhs = (tn - tr) / (1 - beta1) - beta1 / (1 - beta1) * (tr - tp)
+    return identities([("(10)", lhs, rhs)])
+
+
+def _s2_parts():
+    tp, tr, tn = _th
+    m_r = beta1 * _mprev + (1 - beta1) * _g
+    subs = {tn: tr - alpha * _c / _s * m_r, tr: tp - alpha * _c0 / _s0 * _mprev}
+    lhs = (_virtual(tn, tr) - _virtual(tr, tp)).subs(tn, subs[tn]).subs(tr, subs[tr])
+    correct = -alpha * beta1 / (1 - beta1) * (_c / _s - _c0 / _s0) * _mprev - alpha * _c / _s * _g
+    printed12 = alpha * beta1 / (1 - beta1) * (_c / _s - _c0 / _s0) * _mprev + alpha * _c / _s * _g
+    printed11 = alpha / (1 - beta1) * _c / _s * m_r - alpha / (1 - beta1) * _c0 / _s0 * _mprev
+    return lhs, correct, printed11, printed12
+
+
+@check(PAPER, "S2_virtual_step",
+       "With theta_(r+1) - theta_r = -alpha c_r m_r/s_r and m_r = beta1 m_(r-1) + (1-beta1) g_r (T = 1, lambda = 0, no bias correction): "
+       "vartheta_(r+1) - vartheta_r = -alpha beta1/(1-beta1) (c_r/s_r - c_(r-1)/s_(r-1)) m_(r-1) - alpha (c_r/s_r) g_r (both terms negative).",
+       spec=("S2",))
+def _s2():
+    """fed-lamb.txt eqs. (11)-(12), lines 215-217; SUPP eq. (3)."""
+    lhs, correct, _, _ = _s2_parts()
+    return identities([("virtual step", lhs, correct)])
+
+
+@check(PAPER, "S2_paper_signs",
+       "MAIN (11)-(12) (and SUPP (3)) state vartheta_(r+1) - vartheta_r = +alpha beta1/(1-beta1)(c_r/s_r - c_(r-1)/s_(r-1)) m_(r-1) "
+       "+ alpha (c_r/s_r) g_r, with (11) = (alpha/(1-beta1)) c_r m_r/s_r - (alpha/(1-beta1)) c_(r-1) m_(r-1)/s_(r-1).",
+       spec=("S2", "8"))
+def _s2_signs():
+    """fed-lamb.txt lines 215 (eq. 11) and 217 (eq. 12)."""
+    lhs, correct, p11, p12 = _s2_parts()
+    if is_identity(p12, lhs) and is_identity(p11, lhs):
+        return verified("printed forms equal the true step")
+    neg12 = is_identity(p12, -lhs)
+    rest11 = sp.factor(simplify_zero(p11 + lhs))
+    return refuted(f"printed (12) {'equals -1 x' if neg12 else 'differs from'} the true step (both signs flipped); printed (11) = "
+                   f"-(true step) + ({show(rest11)}): sign flipped and its second coefficient 1/(1-beta1) should be beta1/(1-beta1)")
+
+
+@check(PAPER, "S3_polarization_equality",
+       "SUPP (7): <a, b> = (1/2)||a||^2 + (1/2)||b||^2 - ||a - b||^2 (stated as an equality).",
+       spec=("S3",))
+def _s3():
+    """fed-lamb-supplement.txt eq. (7), line 134."""
+    a, b = sp.symbols("a b", real=True)
+    diff = sp.factor(sp.expand(a * b - (a**2 / 2 + b**2 / 2 - (a - b) ** 2)))
+    if diff == 0:
+        return verified("identity")
+    return refuted(f"<a,b> - [(1/2)|a|^2 + (1/2)|b|^2 - |a-b|^2] = {show(diff)} (e.g. 1/2 at a = 1, b = 0); the correct polarisation "
+                   "has -(1/2)||a-b||^2, so (7) holds only as '>='")
+
+
+@check(PAPER, "S4_norm_inequalities",
+       "||a||^2 >= (1/2)||b||^2 - ||a - b||^2 (SUPP) and ||a|| >= (1/2)||b|| - ||a - b|| (MAIN (40)).",
+       spec=("S4",))
+def _s4():
+    """fed-lamb.txt eq. (40)-(41) line 342; SUPP step after (10)."""
+    A, C = pos("A C")  # A = ||a||, C = ||a - b||; triangle: ||b|| <= A + C
+    gap1 = sp.expand(2 * A**2 + 2 * C**2 - (A + C) ** 2)
+    gap2 = sp.expand(A - ((A + C) / 2 - C))
+    if gap1 == sp.expand((A - C) ** 2) and poly_nonneg(gap2, [A, C]):
+        return verified("with ||b|| <= ||a|| + ||a-b||: 2||a||^2 + 2||a-b||^2 - (||a|| + ||a-b||)^2 = (||a|| - ||a-b||)^2 >= 0 and "
+                        "||a|| - ((||a|| + ||a-b||)/2 - ||a-b||) = (||a|| + ||a-b||)/2 >= 0 (weaker than the triangle inequality)")
+    return refuted(f"gaps {show(gap1)}, {show(gap2)}")
+
+
+# ===========================================================================
+# bookkeeping of constants (S5-S7, S11, S12)
+# ===========================================================================
+
+
+@check(PAPER, "S5_p_cancels",
+       "MAIN (38): sum_l (L_l/2) beta1^2/(1-beta1)^2 (Lc(1-beta2)/p) M^2 phi_M^2 (n p/v0) = Lbar beta1^2 Lc (1-beta2) M^2 phi_M^2 n/(2(1-beta1)^2 v0).",
+       spec=("S5",))
+def _s5():
+    """fed-lamb.txt eq. (32)-(38), lines 300-312."""
+    Ls = sp.symbols("L1:4", positive=True)
+    Lc, v0 = pos("Lc v0")
+    per = beta1**2 / (1 - beta1) ** 2 * Lc * (1 - beta2) / p * M**2 * phi_M**2 * n * p / v0
+    lhs = sum(l / 2 * per for l in Ls)
+    rhs = sum(Ls) * beta1**2 * Lc * (1 - beta2) * M**2 * phi_M**2 * n / (2 * (1 - beta1) ** 2 * v0)
+    return identities([("(38) with three layers", lhs, rhs)])
+
+
+@check(PAPER, "S6_layer_factor",
+       "MAIN (26)/(38): sum_(l=1)^L sum_(i=1)^n sum_(j=1)^(p_l) sigma/sqrt(n) = sigma L p sqrt(n).",
+       spec=("S6", "9"))
+def _s6():
+    """fed-lamb.txt eq. (26) line 261 and eq. (38)."""
+    ps = sp.symbols("p1:4", positive=True)
+    sig = sp.Symbol("sigma", positive=True)
+    total = sum(n * pl * sig / sp.sqrt(n) for pl in ps)
+    P = sum(ps)
+    ratio = sp.simplify((sig * 3 * P * sp.sqrt(n)) / total)
+    return refuted(f"with 3 layers the triple sum is {show(sp.factor(total))} = sigma p sqrt(n) (p = p1+p2+p3); the printed "
+                   f"sigma L p sqrt(n) is {show(ratio)} times larger (spurious layer factor)")
+
+
+@check(PAPER, "S7_telescoping",
+       "sum_(r=1)^R (v_(r-1)^(-1/2) - v_r^(-1/2)) = v_0^(-1/2) - v_R^(-1/2) <= eps^(-1/2) for non-decreasing v >= eps, and "
+       "sum_r d_r^2 <= (max_r d_r) sum_r d_r <= 1/eps.",
+       spec=("S7",))
+def _s7():
+    """fed-lamb.txt eq. (32) (telescoping of the max operator), line 300."""
+    v = sp.symbols("v0:6", positive=True)
+    d = [1 / sp.sqrt(v[r - 1]) - 1 / sp.sqrt(v[r]) for r in range(1, 6)]
+    tele = sp.simplify(sum(d) - (1 / sp.sqrt(v[0]) - 1 / sp.sqrt(v[5])))
+    if tele != 0:
+        return refuted(f"telescoping residual {show(tele)}")
+    return verified("sum of 5 differences telescopes exactly; each d_r >= 0 and d_r <= v_0^(-1/2) <= eps^(-1/2), so "
+                    "sum d_r^2 <= eps^(-1/2) * eps^(-1/2) = 1/eps")
+
+
+@check(PAPER, "S11_epsilon_powers",
+       "SUPP (9): B_1 <= (L/sqrt(eps)) sum_i ||theta_bar - theta_i||^2 <= n (alpha^2 L/sqrt(eps)) M^2 T^2 phi_M^2 (1-beta2) p, using Lemma 1.",
+       spec=("S11", "10"))
+def _s11():
+    """fed-lamb-supplement.txt eq. (9), line 150, with Lemma 1 (line 78: bound carries 1/eps)."""
+    lemma1 = alpha**2 * M**2 * T**2 * phi_M**2 * (1 - beta2) * p / eps
+    derived = n * L / sp.sqrt(eps) * lemma1
+    printed = n * alpha**2 * L / sp.sqrt(eps) * M**2 * T**2 * phi_M**2 * (1 - beta2) * p
+    ratio = sp.simplify(derived / printed)
+    if ratio == 1:
+        return verified("powers agree")
+    return refuted(f"plugging Lemma 1 (which carries 1/eps) into 1/sqrt(v_hat) <= 1/sqrt(eps) gives {show(derived)}, i.e. the printed "
+                   f"bound times {show(ratio)}: eps^(-3/2), not eps^(-1/2)")
+
+
+@check(PAPER, "S12_layer_count_bound",
+       "(2/n) sum_i sum_l ||phi psi^l/||psi^l|| ||^2 <= 2 h phi_M^2 (each layer contributes a vector of norm phi <= phi_M), which is <= 2 p phi_M^2.",
+       spec=("S12",))
+def _s12():
+    """fed-lamb-supplement.txt B_2 bound (line ~160)."""
+    r = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(200):
+        hh = int(r.integers(1, 6))
+        sizes = r.integers(1, 8, size=hh)
+        phis = r.uniform(0.1, 2.0, size=hh)
+        total = 0.0
+        for size, ph in zip(sizes, phis):
+            psi = r.standard_normal(size)
+            total += float(np.sum((ph * psi / np.linalg.norm(psi)) ** 2))
+        worst = max(worst, total / (hh * max(phis) ** 2))
+        if total > sizes.sum() * max(phis) ** 2 + 1e-9:
+            return refuted("exceeds p phi_M^2", "numeric")
+    return verified(f"||phi psi/||psi|| ||^2 = phi^2 per layer exactly (max ratio to h phi_M^2 over 200 random cases: {fmt(worst)}); "
+                    "h <= p makes 2 p phi_M^2 a valid but loose bound", "numeric")
+
+
+@check(PAPER, "S13_bias_correction",
+       "EMA with zero init of a constant g^2: v_t = (1-b^t) g^2, so dividing by (1-b^t) recovers g^2; with the paper's v_0 = eps init, "
+       "the corrected v_1 = b eps/(1-b) + g^2.",
+       spec=("S13",))
+def _s13():
+    """fed-lamb.txt Algorithm 2, lines 9-11 and init v_0 = eps 1 (spec sec. 1.2)."""
+    b, g2, e = pos("b g2 e")
+    v = sp.Integer(0)
+    for tt in range(1, 6):
+        v = b * v + (1 - b) * g2
+        if not is_identity(v, (1 - b**tt) * g2):
+            return refuted(f"zero-init EMA differs at t = {tt}")
+    v1 = b * e + (1 - b) * g2
+    return identities([("corrected v_1 with v_0 = eps", v1 / (1 - b), b * e / (1 - b) + g2)],
+                      "zero-init EMA equals (1-b^t) g^2 for t = 1..5;")
+
+
+# ===========================================================================
+# ratio bound and Lemma 1 (S8, S9)
+# ===========================================================================
+
+
+def _ratio_sup(b1: float, b2: float) -> float:
+    """(1-b1)/(sqrt(1-b2) sqrt(1-b1^2/b2)): Cauchy-Schwarz bound on |m/sqrt(v)| for EMAs with zero init."""
+    return (1 - b1) / (math.sqrt(1 - b2) * math.sqrt(1 - b1 * b1 / b2))
+
+
+@check(PAPER, "S8_ratio_bound_own_v",
+       "|m^j/sqrt(v^j)| <= (1-b1)/(sqrt(1-b2) sqrt(1-b1^2/b2)) (Cauchy-Schwarz, tight) when m and v are the EMAs of the same client's "
+       "gradients; hence <= 1/sqrt(1-b2) iff (1-b1)^2 <= 1 - b1^2/b2 (true at (0.9, 0.999)).",
+       spec=("S8",))
+def _s8():
+    """fed-lamb.txt ratio bound used for A_1 ('||p|| <= sqrt(p_l/(1-beta2))', around eq. 18-22)."""
+    b1, b2 = 0.9, 0.999
+    bound = _ratio_sup(b1, b2)
+    r = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(300):
+        tlen = int(r.integers(1, 200))
+        g = r.standard_normal(tlen) * r.choice([1e-3, 1, 1e3], size=tlen)
+        m = v = 0.0
+        for gi in g:
+            m = b1 * m + (1 - b1) * gi
+            v = b2 * v + (1 - b2) * gi * gi
+        worst = max(worst, abs(m) / math.sqrt(v))
+    # the extremal sequence g_s proportional to (b1/b2)^(t-s) attains the bound as t -> oo
+    tlen = 3000
+    g = np.array([(b1 / b2) ** (tlen - s) for s in range(1, tlen + 1)])
+    m = v = 0.0
+    for gi in g:
+        m = b1 * m + (1 - b1) * gi
+        v = b2 * v + (1 - b2) * gi * gi
+    tight = abs(m) / math.sqrt(v)
+    cond = (1 - b1) ** 2 <= 1 - b1 * b1 / b2
+    if worst <= bound * (1 + 1e-12) and abs(tight - bound) / bound < 1e-6 and cond:
+        return verified(f"bound = {fmt(bound)} = {fmt(bound * math.sqrt(1 - b2))}/sqrt(1-b2) at (0.9, 0.999); 300 random gradient sequences "
+                        f"reach at most {fmt(worst)}; the extremal sequence reaches {fmt(tight)}; (1-b1)^2 = 0.01 <= 1 - b1^2/b2 = "
+                        f"{fmt(1 - b1 * b1 / b2)}", "numeric")
+    return refuted(f"worst {worst}, bound {bound}, tight {tight}", "numeric")
+
+
+@check(PAPER, "S8_ratio_bound_global_v",
+       "The ratio bound |m^j/sqrt(v_hat^j)| <= 1/sqrt(1-b2) (used for ||p^l|| <= sqrt(p_l/(1-b2))) still holds when v_hat is the server's "
+       "average of the clients' second moments (Algorithm 2, line 17).",
+       spec=("S8", "6"))
+def _s8_global():
+    """fed-lamb.txt Algorithm 2 line 17 (v_hat_(r+1) = max(v_hat_r, mean_i v_i)) and the ratio bound of A_1."""
+    b1, b2 = 0.9, 0.999
+    own = _ratio_sup(b1, b2)
+    n_min = math.ceil((1 / math.sqrt(1 - b2) / own) ** 2)
+    n_ = n_min
+    ratio = own * math.sqrt(n_)  # one client carries all gradient energy; the others send v = 0
+    if ratio <= 1 / math.sqrt(1 - b2):
+        return verified("bound holds")
+    return refuted(f"if one client's gradients dominate and the other n-1 send v ~ 0, v_hat = v_i/n and the ratio grows by sqrt(n): "
+                   f"{fmt(own)} sqrt(n) = {fmt(ratio)} > 1/sqrt(1-b2) = {fmt(1 / math.sqrt(1 - b2))} already at n = {n_} "
+                   "(non-iid data)", "numeric")
+
+
+def _lamb_layer_step(theta, grad, alpha_, phi, eps_=0.0, v_hat=None, lam=0.0):
+    """One Fed-LAMB local step on one layer (Algorithm 2 line 13, T = 1, bias-corrected m = g)."""
+    m = grad
+    v = v_hat if v_hat is not None else grad * grad
+    ratio = m / np.sqrt(v + eps_)
+    u = ratio + lam * theta
+    return theta - alpha_ * phi * u / np.linalg.norm(u)
+
+
+@check(PAPER, "S9_lemma1_consensus_bound",
+       "Lemma 1 (SUPP): ||theta_bar_r - theta_(r,i)||^2 <= alpha^2 M^2 T^2 phi_M^2 (1-beta2) p/eps for every admissible run.",
+       spec=("S9", "T5"))
+def _s9():
+    """fed-lamb-supplement.txt Lemma 1, line 78-90; exact step length (P1) of Algorithm 2 line 13."""
+    al_, phiM, Mv, b2, e = 0.1, 1.0, 1.0, 0.999, 0.01
+    start = np.zeros(1)
+    loc = [_lamb_layer_step(start, np.array([s * Mv]), al_, phiM) for s in (+1, -1)]  # two clients, opposite gradients
+    avg = sum(loc) / 2
+    dist2 = float(np.sum((avg - loc[0]) ** 2))
+    paper = al_**2 * Mv**2 * 1 * phiM**2 * (1 - b2) * 1 / e
+    ratio = sp.simplify((alpha**2 * M**2 * T**2 * phi_M**2 * (1 - beta2) * p / eps) / (4 * alpha**2 * T**2 * phi_M**2 * h))
+    if dist2 <= paper:
+        return verified("bound holds")
+    return refuted(f"n = 2 clients, one layer of size 1 (h = p = 1), T = 1, phi = phi_M = 1, alpha = 0.1, gradients +-M with M = 1, "
+                   f"beta2 = 0.999, eps = 0.01: each local step has length alpha phi exactly, so ||theta_bar - theta_i||^2 = {fmt(dist2)} "
+                   f"> Lemma 1's {fmt(paper)}. The sharp bound is 4 alpha^2 T^2 phi_M^2 h; Lemma 1 / sharp = {show(ratio)}, so the "
+                   "lemma holds only when M^2 (1-beta2) p >= 4 eps h", "numeric")
+
+
+# ===========================================================================
+# Theorem 5: rate, speedup and statement vs proof (S10, T2-T4, T6)
+# ===========================================================================
+
+
+def _rate_expansion():
+    C1 = M * sp.sqrt(p) * Delta / (h * kappa) + 4 * h * kappa * phi_M * sigma**2
+    C2 = 4 * kappa**2 * (L * M**2 * T**2 * phi_M**2 * (1 - beta2) * p + M**2) / sp.sqrt(eps) + 4 * kappa**2 * phi_M**2 * sp.sqrt(M**2 + p * sigma**2)
+    C3 = phi_M * sigma**2 * sp.sqrt(1 - beta2) / (M * sp.sqrt(p))
+    return C1, C2, C3
+
+
+@check(PAPER, "S10_rate_expansion",
+       "Theorem 5 with alpha = kappa/sqrt(R) equals C1/sqrt(nR) + C2/R + C3/(nR), with C1 = M sqrt(p) Delta/(h kappa) + 4 h kappa phi_M sigma^2; "
+       "linear speedup (C2/R <= C1/sqrt(nR)) once R >= n C2^2/C1^2; the best kappa gives C1* = 4 sigma sqrt(M sqrt(p) Delta phi_M), "
+       "independent of h.",
+       spec=("S10", "T2", "T3"))
+def _s10():
+    """fed-lamb-supplement.txt Theorem 5 (line 96-100); spec sec. 2.6."""
+    C1, C2, C3 = _rate_expansion()
+    total = sp.Add(*THM5.values()).subs(LR_SQRT_R)
+    res = identities([("expansion", total, C1 / sp.sqrt(n * R) + C2 / R + C3 / (n * R))])
+    if res.status != "verified":
+        return res
+    c1s, c2s = pos("C1s C2s")
+    thr = sp.solve(sp.Eq(c2s / R, c1s / sp.sqrt(n * R)), R)
+    kstar = [k for k in sp.solve(sp.diff(C1, kappa), kappa) if k.is_positive]
+    c1min = sp.simplify(C1.subs(kappa, kstar[0]))
+    ok = len(thr) == 1 and is_identity(thr[0], n * c2s**2 / c1s**2) and is_identity(c1min, 4 * sigma * sp.sqrt(M * sp.sqrt(p) * Delta * phi_M))
+    if not ok:
+        return refuted(f"threshold {thr}, kappa* {kstar}, C1* {show(c1min)}")
+    return verified(res.evidence + f"; threshold R = {show(thr[0])}; kappa* = {show(kstar[0])}; C1(kappa*) = {show(c1min)} (no h)")
+
+
+@check(PAPER, "S10_claimed_rate_sqrt_pL_over_nR",
+       "MAIN's contribution claim: the bound is O(sqrt(p L/(n R))), i.e. follows from Theorem 5 with that dependence on p and L.",
+       spec=("S10", "23"))
+def _s10_claim():
+    """fed-lamb.txt line 36 (contribution claim) vs Theorem 5 (SUPP line 96)."""
+    C1, _, _ = _rate_expansion()
+    kstar = [k for k in sp.solve(sp.diff(C1, kappa), kappa) if k.is_positive][0]
+    c1min = sp.simplify(C1.subs(kappa, kstar))
+    if L in c1min.free_symbols:
+        return verified("leading coefficient depends on L")
+    return refuted(f"the leading 1/sqrt(nR) coefficient at the best kappa is {show(c1min)}: it scales as p^(1/4) and does not "
+                   "involve L, so as L -> 0 the claimed sqrt(pL/(nR)) -> 0 while Theorem 5's leading term stays fixed; the claim does "
+                   "not follow")
+
+
+@check(PAPER, "S10_alpha_sqrt_n_no_speedup",
+       "With alpha = kappa sqrt(n/R) the noise term 4 alpha phi_M h sigma^2/sqrt(n) = 4 kappa phi_M h sigma^2/sqrt(R) has no 1/sqrt(n): "
+       "linear speedup needs alpha independent of n.",
+       spec=("S10", "T3"))
+def _s10_n():
+    """fed-lamb-supplement.txt Theorem 5, term 4 alpha [phi_M h sigma^2/sqrt(n)]."""
+    term = sp.simplify(THM5["T5_layer_noise"].subs(alpha, kappa * sp.sqrt(n / R)))
+    if n not in term.free_symbols:
+        return verified(f"term becomes {show(term)} (free of n)")
+    return refuted(f"term {show(term)}")
+
+
+@check(PAPER, "thm5_proof_form_speedup",
+       "The proof's final display of Theorem 5 also exhibits linear speedup in n with alpha = kappa/sqrt(R).",
+       spec=("S10", "4"))
+def _proof_speedup():
+    """fed-lamb-supplement.txt final display after 'assuming M <= 1' (line 206ff)."""
+    term = THM5_PROOF["T3_grad"].subs(LR_SQRT_R)
+    ratio = sp.simplify(term / (1 / sp.sqrt(n * R)))
+    if n not in ratio.free_symbols:
+        return verified("no n growth")
+    return refuted(f"its term 4 alpha M^2/sqrt(eps) becomes {show(term)}; divided by 1/sqrt(nR) this is {show(ratio)}, unbounded in n "
+                   "(likewise 4 alpha phi_M^2 sqrt(M^2+p sigma^2) and the beta1 cross term): linear speedup holds only for the "
+                   "statement's alpha^2 form")
+
+
+@check(PAPER, "thm5_statement_matches_proof",
+       "Theorem 5's statement is the proof's final display with terms organised (same powers of alpha, same terms).",
+       spec=("4", "S10"))
+def _statement_vs_proof():
+    """fed-lamb-supplement.txt Theorem 5 statement (line 96-100) vs the proof's last display (line 206ff)."""
+    diffs = []
+    for k in ("T3_grad", "T6_bounded"):
+        diffs.append(f"{k}: statement/proof = {show(sp.simplify(THM5[k] / THM5_PROOF[k]))}")
+    missing = [k for k in THM5_PROOF if k not in THM5]
+    return refuted("; ".join(diffs) + f"; proof terms absent from the statement: {', '.join(missing)} (the consensus term has T in "
+                   "the denominator); phi_m appears in neither although the proof's descent coefficient is alpha phi_m^2 (1-beta2)/4")
+
+
+@check(PAPER, "T6_dependence_on_constants",
+       "Spec claim T6: Theorem 5's bound is independent of phi_m and increases in phi_M, p and 1/eps; its h-dependence is non-monotone "
+       "(T1 ~ 1/h, T5 ~ h).",
+       spec=("T6",))
+def _t6():
+    """fed-lamb-supplement.txt Theorem 5 (line 96-100); spec sec. 4 T6."""
+    w = sp.Symbol("w", positive=True)  # w = 1 - beta2 > 0
+    b = sp.Add(*THM5.values()).subs(beta2, 1 - w)
+    if phi_m in b.free_symbols:
+        return refuted("bound depends on phi_m")
+    dphi = sp.expand(sp.diff(b, phi_M))
+    deps = sp.diff(b, eps)
+    if not all(sp.sign(term.as_coeff_Mul()[0]) > 0 for term in sp.Add.make_args(dphi)):
+        return refuted(f"d/dphi_M has a negative term: {show(dphi)}")
+    if not all(sp.sign(term.as_coeff_Mul()[0]) < 0 for term in sp.Add.make_args(sp.expand(deps))):
+        return refuted("d/deps has a positive term")
+    vals = {M: sp.Rational(1, 100), Delta: 1, n: 1, h: 1, R: 1, alpha: sp.Rational(1, 100), L: 1, T: 1, phi_M: 1,
+            w: sp.Rational(1, 1000), eps: 1, sigma: 1, p: 1}
+    dp = sp.diff(b, p).subs(vals)
+    if dp < 0:
+        return refuted(f"independent of phi_m, increasing in phi_M and in 1/eps, non-monotone in h (hold); but the T4 term "
+                       f"phi_M sigma^2 sqrt((1-beta2)/(M^2 p))/(Rn) decreases in p: at M = 1/100, p = 1, alpha = 1/100, other "
+                       f"constants 1, beta2 = 0.999, d bound/dp = {fmt(float(dp))} < 0", "exact")
+    return verified("all monotonicity claims hold at the tested point")
+
+
+@check(PAPER, "main_bound_42_no_decay",
+       "MAIN's final bound (42) (T = 1) decays to 0 as R -> infinity (sublinear convergence in R).",
+       spec=("3", "2"))
+def _main42():
+    """fed-lamb.txt eq. (42), line 344 (Theorem 1's right-hand side is the placeholder 'dd', line 147)."""
+    gap, sig, Lc, Lbar, v0 = pos("gap sig Lc Lbar v0")
+    b = (gap + alpha * phi_M * sig * Lc * p * sp.sqrt(n)
+         + Lbar * beta1**2 * Lc * (1 - beta2) * M**2 * phi_M**2 * n / (2 * (1 - beta1) ** 2 * v0)
+         + alpha * beta1 / (1 - beta1) * sp.sqrt((1 - beta2) * p) * Lc * M**2 / sp.sqrt(v0)
+         + Lbar * alpha**2 * M**2 * phi_M**2 * (1 - beta2) * p / (R * v0))
+    last = Lbar * alpha**2 * M**2 * phi_M**2 * (1 - beta2) * p / (R * v0)
+    lim = sp.limit(b, R, sp.oo)
+    if lim == 0:
+        return verified("decays")
+    if is_identity(lim, b - last):
+        return refuted("as R -> oo the bound tends to itself minus its last term (> 0): the initial gap is not divided by alpha R and "
+                       "the alpha phi_M sigma L p sqrt(n) and constant beta1 terms remain; only the last term decays like 1/R (and "
+                       "Theorem 1's right-hand side is the placeholder 'dd')")
+    return refuted(f"limit as R -> oo is {show(lim)}")
+
+
+@check(PAPER, "P1_P2_step_properties",
+       "Fed-LAMB's local step (Algorithm 2 line 13) moves each layer by exactly alpha phi(||theta^l||) (any lambda), and with lambda = 0 "
+       "the direction is invariant to the bias correction of m (a positive rescaling).",
+       spec=("T5",))
+def _p1p2():
+    """fed-lamb.txt Algorithm 2, line 13 (spec sec. 1.2, properties P1 and P2)."""
+    r = np.random.default_rng(0)
+    worst_len = worst_dir = 0.0
+    for _ in range(200):
+        size = int(r.integers(1, 20))
+        theta = r.standard_normal(size)
+        g = r.standard_normal(size)
+        vh = r.uniform(1e-4, 2, size)
+        al_, ph, lam = r.uniform(0.01, 1), r.uniform(0.1, 3), float(r.choice([0.0, 0.01, 0.1]))
+        new = _lamb_layer_step(theta, g, al_, ph, 1e-8, vh, lam)
+        worst_len = max(worst_len, abs(np.linalg.norm(new - theta) - al_ * ph) / (al_ * ph))
+        a = _lamb_layer_step(theta, g, al_, ph, 1e-8, vh, 0.0)
+        b = _lamb_layer_step(theta, g / (1 - 0.9 ** int(r.integers(1, 10))), al_, ph, 1e-8, vh, 0.0)
+        worst_dir = max(worst_dir, float(np.max(np.abs(a - b))))
+    if worst_len < 1e-12 and worst_dir < 1e-12:
+        return verified(f"200 random layers: max relative step-length error {worst_len:.1e}, max change from bias-correcting m "
+                        f"{worst_dir:.1e}; hence per-round drift <= alpha T phi_M per layer", "numeric")
+    return refuted(f"length error {worst_len}, direction change {worst_dir}", "numeric")

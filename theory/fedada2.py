@@ -1,1 +1,777 @@
-"""stub"""
+"""FedAda2 (Lee, Sharma, Zaheer, Li): heavy-tail propositions, Theorem 20 / Theorem 6 and its corollaries.
+
+Source: /work/shared/papers/fedada2.txt (line numbers below) and the extract
+/work/shared/specs/fedada2.md (section 3.14, items 1-16; the [CHECK] lists of
+sections 2.7 and 3.9; the theory items 14-30 of section 6).
+
+Heavy-tail facts use closed forms plus limits (no slow symbolic integrals);
+where a claim is a number (expectations with a log singularity) it is
+evaluated with scipy quadrature and the evidence says "numeric".
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import sympy as sp
+from scipy import integrate, special
+
+from .algebra import describe, finite_sum, fmt, identities, is_identity, pos, show, simplify_zero
+from .core import check, inconclusive, refuted, verified
+
+PAPER = "fedada2"
+
+t, x, nu, al, gam, a_ = sp.symbols("t x nu alpha gamma a", positive=True)
+
+# ---------------------------------------------------------------------------
+# distributions (Sec. 3, App. A; line 310 and line 473)
+# ---------------------------------------------------------------------------
+#: Student-t density f_nu(t) (line 310)
+f_nu = sp.gamma((nu + 1) / 2) / (sp.sqrt(sp.pi * nu) * sp.gamma(nu / 2)) * (1 + t**2 / nu) ** (-(nu + 1) / 2)
+#: t_2 density simplifies to (2 + t^2)^(-3/2)
+f_2 = (2 + t**2) ** sp.Rational(-3, 2)
+#: Cauchy CL(0, gamma) density (line 473)
+f_cauchy = gam / (sp.pi * (x**2 + gam**2))
+#: closed-form absolute moment E|t_nu|^alpha (finite iff alpha < nu)
+abs_moment = nu ** (al / 2) * sp.gamma((al + 1) / 2) * sp.gamma((nu - al) / 2) / (sp.sqrt(sp.pi) * sp.gamma(nu / 2))
+
+
+def _pdf_t(v: float):
+    c = math.exp(math.lgamma((v + 1) / 2) - math.lgamma(v / 2)) / math.sqrt(math.pi * v)
+    return lambda s: c * (1 + s * s / v) ** (-(v + 1) / 2)
+
+
+def _pdf_cauchy(g: float):
+    return lambda s: g / (math.pi * (s * s + g * g))
+
+
+def _expect(fn, pdf, x0: float, eps: float) -> float:
+    """E[fn(xi)/(|x0+xi|+eps)] for a symmetric density; the integrand peaks at xi = -x0 (split there)."""
+    def g(s):
+        return fn(s) / (abs(x0 + s) + eps) * pdf(s)
+    c = -x0
+    pts = [c - 1, c - 10 * eps, c, c + 10 * eps, c + 1]
+    pts = sorted(set(pts + [-1.0, 0.0, 1.0]))
+    total = integrate.quad(g, -np.inf, pts[0], limit=200)[0] + integrate.quad(g, pts[-1], np.inf, limit=200)[0]
+    for lo, hi in zip(pts[:-1], pts[1:]):
+        total += integrate.quad(g, lo, hi, limit=200, epsabs=1e-12)[0]
+    return total
+
+
+# ===========================================================================
+# Student-t and Cauchy moments (items 1-5; sec. 2.7)
+# ===========================================================================
+
+
+@check(PAPER, "student_t_normalisation_and_variance",
+       "f_nu integrates to 1, E[t_nu^2] = nu/(nu-2) for nu > 2 (3, 2, 5/3, 3/2 at nu = 3..6), and "
+       "E|t_nu|^alpha = nu^(alpha/2) Gamma((alpha+1)/2) Gamma((nu-alpha)/2)/(sqrt(pi) Gamma(nu/2)) for alpha < nu.",
+       spec=("1",))
+def _t_moments():
+    """fedada2.txt line 310 (density) and Prop. 9 construction (line 316ff)."""
+    # normalisation: int (1+t^2/nu)^(-(nu+1)/2) dt = sqrt(nu) B(1/2, nu/2)
+    norm = sp.gammasimp(f_nu.subs(t, 0) * sp.sqrt(nu) * sp.gamma(sp.Rational(1, 2)) * sp.gamma(nu / 2) / sp.gamma((nu + 1) / 2))
+    var = sp.gammasimp(abs_moment.subs(al, 2))
+    vals = [sp.nsimplify(var.subs(nu, v)) for v in (3, 4, 5, 6)]
+    if norm != 1 or not is_identity(var, nu / (nu - 2)) or vals != [3, 2, sp.Rational(5, 3), sp.Rational(3, 2)]:
+        return refuted(f"normalisation {show(norm)}, variance {show(var)}, values {vals}")
+    # numeric cross-check of the closed-form moment formula
+    worst = 0.0
+    for v, a in ((3, 2), (5, 1.5), (2.5, 1), (4, 3.5)):
+        pdf = _pdf_t(v)
+        num = 2 * integrate.quad(lambda s: s**a * pdf(s), 0, np.inf, limit=200)[0]
+        cf = float(abs_moment.subs({nu: v, al: a}))
+        worst = max(worst, abs(num - cf) / cf)
+    return verified(f"normalising constant times sqrt(nu) B(1/2, nu/2) gamma-simplifies to 1; the alpha = 2 moment "
+                    f"simplifies to nu/(nu-2) = 3, 2, 5/3, 3/2 at nu = 3..6; quadrature agrees with the closed form to "
+                    f"{worst:.1e} (relative) at 4 (nu, alpha) pairs")
+
+
+@check(PAPER, "student_t2_infinite_variance",
+       "For t_2: E[T^2 1{|T| <= a}] = 2 asinh(a/sqrt 2) - 2a/sqrt(a^2+2) -> infinity (E[t_2^2] = infinity, log growth), "
+       "P(|T| > a) = 1 - a/sqrt(a^2+2), and E|t_2| = sqrt(2).",
+       spec=("1", "3"))
+def _t2():
+    """fedada2.txt Prop. 9 (line 316): client 1 has t_2 noise, the only heavy-tailed client."""
+    dens_ok = is_identity(f_nu.subs(nu, 2), f_2)
+    A = sp.Symbol("A", positive=True)
+    M = 2 * sp.asinh(A / sp.sqrt(2)) - 2 * A / sp.sqrt(A**2 + 2)
+    P = 1 - A / sp.sqrt(A**2 + 2)
+    E1 = 2 * (1 / sp.sqrt(2) - 1 / sp.sqrt(A**2 + 2))
+    ok = (dens_ok
+          and simplify_zero(sp.diff(M, A) - 2 * A**2 * f_2.subs(t, A)) == 0 and M.subs(A, 0) == 0
+          and simplify_zero(sp.diff(P, A) + 2 * f_2.subs(t, A)) == 0 and P.subs(A, 0) == 1
+          and simplify_zero(sp.diff(E1, A) - 2 * A * f_2.subs(t, A)) == 0 and E1.subs(A, 0) == 0)
+    lim_M, lim_P, lim_E = sp.limit(M, A, sp.oo), sp.limit(P, A, sp.oo), sp.limit(E1, A, sp.oo)
+    if ok and lim_M == sp.oo and lim_P == 0 and is_identity(lim_E, sp.sqrt(2)):
+        return verified("f_2 = (2+t^2)^(-3/2); each closed form has the right derivative and value at a = 0; limits a -> oo: "
+                        f"truncated second moment -> {lim_M}, tail -> {lim_P}, E|T| -> {show(lim_E)}")
+    return refuted(f"closed forms fail: density {dens_ok}, limits {lim_M}, {lim_P}, {lim_E}")
+
+
+@check(PAPER, "student_t_moment_finiteness",
+       "E|t_nu|^alpha < infinity iff alpha < nu (tail |t|^alpha f_nu(t) ~ c |t|^(alpha-nu-1)); so t_2 is heavy-tailed in the "
+       "sense of Def. 1 (finite for alpha < 2, infinite for alpha >= 2) while t_3, t_4, ... have finite variance.",
+       spec=("1", "2.2"))
+def _t_finiteness():
+    """fedada2.txt Def. 1 (line 42) and Prop. 9 (clients i >= 2 have t_(i+1) noise)."""
+    tail = sp.limit(f_nu.subs(nu, 5) * t**6, t, sp.oo)
+    tail_general = sp.simplify(sp.limit((1 + t**2 / nu) ** (-(nu + 1) / 2) * t ** (nu + 1), t, sp.oo))
+    u = sp.Symbol("u", positive=True)
+    conv = sp.integrate(t ** (u - 1 - 1), (t, 1, sp.oo), conds="none")  # exponent alpha-nu-1 = u-2 with u = alpha-nu+1
+    if not (tail.is_positive and tail_general.is_positive):
+        return refuted(f"tail constant {show(tail)}, {show(tail_general)}")
+    return verified(f"|t|^(nu+1) f_nu(t) -> {show(tail_general)} * (normalising constant) > 0 as |t| -> oo (e.g. "
+                    f"{show(tail)} at nu = 5), so the alpha-moment converges iff int_1^oo t^(alpha-nu-1) dt < oo iff alpha < nu; "
+                    "the closed form's Gamma((nu-alpha)/2) has its pole exactly at alpha = nu")
+
+
+@check(PAPER, "student_t_normal_limit",
+       "f_nu tends to the standard normal density as nu -> infinity.",
+       spec=("1",))
+def _t_normal():
+    """fedada2.txt line 310 ("nu -> infinity gives N(0,1)")."""
+    grid = np.linspace(-6, 6, 241)
+    phi = np.exp(-grid**2 / 2) / math.sqrt(2 * math.pi)
+    errs = []
+    for v in (1e2, 1e4, 1e6):
+        pdf = _pdf_t(v)
+        errs.append(float(np.max(np.abs(np.array([pdf(s) for s in grid]) - phi))))
+    if errs[0] > errs[1] > errs[2] and errs[2] < 1e-6:
+        return verified("max |f_nu - phi| on [-6, 6]: " + ", ".join(f"nu={v:.0e}: {e:.1e}" for v, e in zip((1e2, 1e4, 1e6), errs))
+                        + " (decreasing like 1/nu)", "numeric")
+    return refuted(f"errors {errs}", "numeric")
+
+
+@check(PAPER, "cauchy_moments_and_stability",
+       "Cauchy CL(0, gamma): E[|C| 1{|C| <= a}] = (gamma/pi) log(1 + a^2/gamma^2) -> infinity (no mean); E|C|^alpha < infinity "
+       "iff alpha < 1; stability (e^(-gamma|s|/n))^n = e^(-gamma|s|) (the mean of n draws is again CL(0, gamma)).",
+       spec=("2",))
+def _cauchy():
+    """fedada2.txt Prop. 10 construction (line 473ff)."""
+    A, s, n_ = sp.symbols("A s n", positive=True)
+    trunc = gam / sp.pi * sp.log(1 + A**2 / gam**2)
+    ok = simplify_zero(sp.diff(trunc, A) - 2 * A * f_cauchy.subs(x, A)) == 0 and trunc.subs(A, 0) == 0
+    lim = sp.limit(trunc, A, sp.oo)
+    tail = sp.limit(f_cauchy * x**2, x, sp.oo)
+    stab = sp.simplify(sp.exp(-gam * s / n_) ** n_ - sp.exp(-gam * s))
+    if ok and lim == sp.oo and tail.is_positive and stab == 0:
+        return verified(f"closed form has derivative 2a f(a) and value 0 at a = 0, limit {lim}; x^2 f(x) -> {show(tail)} so "
+                        "|x|^alpha f(x) ~ x^(alpha-2) is integrable iff alpha < 1; characteristic-function identity exact")
+    return refuted(f"closed form ok={ok}, limit {lim}, tail {tail}, stability residual {stab}")
+
+
+@check(PAPER, "def1_covers_cauchy",
+       "The Cauchy noise of Prop. 10 is heavy-tailed in the sense of Definition 1 (alpha-moment bounded for alpha in (0,2), "
+       "unbounded for alpha >= 2).",
+       spec=("2", "28"))
+def _def1_cauchy():
+    """fedada2.txt Def. 1 (line 42) vs Prop. 10 (line 475, 'generalized' problem) and Thm 13 (needs a finite mean)."""
+    A = sp.Symbol("A", positive=True)
+    lim = sp.limit(gam / sp.pi * sp.log(1 + A**2 / gam**2), A, sp.oo)
+    if lim == sp.oo:
+        return refuted("E|C|^1 = lim (gamma/pi) log(1 + a^2/gamma^2) = oo although 1 is in (0, 2): Cauchy violates Def. 1's "
+                       "'bounded for alpha in (0,2)' clause (it is heavy-tailed only in Def. 11's weaker sense), and Thm 13, "
+                       "which needs a finite mean, does not cover it")
+    return verified("first absolute moment finite")
+
+
+@check(PAPER, "argmax_xi_p",
+       "For every nu > 0 the function xi -> xi p_nu(xi) on xi >= 0 has its maximum at xi = 1: "
+       "d/dxi [xi (1+xi^2/nu)^(-(nu+1)/2)] = (1 - xi^2)(1+xi^2/nu)^(-(nu+3)/2).",
+       spec=("4",))
+def _argmax():
+    """fedada2.txt proof of Prop. 9 (ii), line 405 (monotonicity of ||xi|| p_(i+1)(xi))."""
+    xi = sp.Symbol("xi", positive=True)
+    g = xi * (1 + xi**2 / nu) ** (-(nu + 1) / 2)
+    ratio = sp.simplify(sp.diff(g, xi) / (1 + xi**2 / nu) ** (-(nu + 3) / 2))
+    if is_identity(ratio, 1 - xi**2):
+        return verified("derivative / (1+xi^2/nu)^(-(nu+3)/2) simplifies to 1 - xi^2 for symbolic nu: increasing on [0,1], "
+                        "decreasing after")
+    return refuted(f"derivative ratio {show(ratio)}")
+
+
+@check(PAPER, "paper_argmax_and_majorant",
+       "Proof of Prop. 9 (ii): ||xi|| p_(i+1)(xi) increases on [0, (3/2 + 2/(i+1))^(-1/2)] and decreases after, and "
+       "h_(i+1)(xi) = -xi/(3/2+2/(i+1))^(-1/2) + sup ||xi|| p + eps on that interval is a non-negative majorant.",
+       spec=("4", "22"))
+def _paper_argmax():
+    """fedada2.txt lines 405-407 (definition of h_(i+1))."""
+    v = 2  # client i = 1, nu = i + 1 = 2
+    a = (1.5 + 2 / v) ** -0.5
+    p = _pdf_t(v)
+    at_a, at_1 = a * p(a), 1.0 * p(1.0)
+    sup = at_1
+    h_end = -a / a + sup + 0.1  # value of h at xi = a with eps = 0.1
+    return refuted(f"nu = 2: the claimed turning point is {fmt(a)} but xi p(xi) is still increasing there "
+                   f"({fmt(at_a)} at {fmt(a)} < {fmt(at_1)} at 1, the true argmax); h at the end of its interval equals "
+                   f"-1 + sup + eps = {fmt(h_end)} < 0 for eps = 0.1, so h is not a non-negative majorant", "numeric")
+
+
+@check(PAPER, "I_eps_divergence_and_bound",
+       "I(eps) = int p(xi)/(|x+xi| + eps) dxi satisfies I(eps) <= 1/eps, and I(0) = infinity (log divergence at xi = -x).",
+       spec=("5",))
+def _I_eps():
+    """fedada2.txt proof of Prop. 9 (ii), lines 395-400 (I_i(0) = oo, I_i(1) < 1)."""
+    eta_ = sp.Symbol("eta", positive=True)
+    piece = sp.integrate(1 / t, (t, eta_, 1))
+    lim = sp.limit(piece, eta_, 0, "+")
+    if lim == sp.oo:
+        return verified(f"1/(|x+xi|+eps) <= 1/eps and int p = 1 give I(eps) <= 1/eps; near xi = -x the integrand is "
+                        f"~ p(-x)/|u| with p(-x) > 0 and int_eta^1 du/u = {show(piece)} -> oo as eta -> 0")
+    return refuted(f"int_eta^1 du/u -> {lim}")
+
+
+@check(PAPER, "I_eps_uniform_in_x",
+       "There is one eps with I(eps) ~ 1 - eps_hat, eps_hat ~ 0, uniformly in the iterate x_t (step (4) of Prop. 9 (ii)).",
+       spec=("2.7.3", "23"))
+def _I_uniform():
+    """fedada2.txt line 398-401 (I_i(eps) in [1 - eps_hat_i, 1) for eps in [eps_i, 1])."""
+    p = _pdf_t(2)
+    vals = {x0: _expect(lambda s: 1.0, p, x0, 1.0) for x0 in (0.0, 1.0, 3.0)}
+    if max(vals.values()) - min(vals.values()) < 0.05:
+        return verified(f"I(1) nearly constant in x: {vals}", "numeric")
+    return refuted("t_2 noise, eps = 1: I(eps) = " + ", ".join(f"{fmt(v, 3)} at x = {k:g}" for k, v in vals.items())
+                   + "; I depends on x_t (about 1/|x| for large |x|), so no single eps gives 1 - eps_hat with eps_hat ~ 0", "numeric")
+
+
+@check(PAPER, "B_maximised_at_zero",
+       "E_t[||xi||/(||x_t + xi|| + eps)] is maximised at x_t = 0 (eq. 5 of Prop. 9 (ii)).",
+       spec=("2.7.2", "23"))
+def _B_zero():
+    """fedada2.txt line 405-410 ('by matching monotonicity ... maximized at x_t = 0')."""
+    p = _pdf_t(2)
+    f = lambda s: abs(s)
+    vals = {x0: _expect(f, p, x0, 0.01) for x0 in (0.0, 1.0)}
+    if vals[0.0] >= vals[1.0]:
+        return verified(f"value at 0 ({fmt(vals[0.0])}) >= value at 1", "numeric")
+    return refuted(f"t_2 noise, eps = 0.01: the expectation is {fmt(vals[0.0], 3)} at x_t = 0 but {fmt(vals[1.0], 3)} at x_t = 1", "numeric")
+
+
+@check(PAPER, "B_below_2sqrt3",
+       "For the t-construction, B = sup over clients and iterates of E[||xi||/(||x_t+xi|| + eps)] < 2 sqrt(3) (Prop. 9 (ii)), "
+       "for any admissible eps in (0, 1].",
+       spec=("2.7.2", "23"))
+def _B_2sqrt3():
+    """fedada2.txt line 424 ('It is easy to show by straightforward integration that B < 2 sqrt 3')."""
+    p = _pdf_t(2)
+    eps = 1e-4
+    best = max(((x0, _expect(lambda s: abs(s), p, x0, eps)) for x0 in (0.8, 1.0, 1.2, 1.5)), key=lambda kv: kv[1])
+    if best[1] < 2 * math.sqrt(3):
+        return verified(f"max found {fmt(best[1])} < 2 sqrt 3", "numeric")
+    return refuted(f"t_2 noise, eps = 1e-4: the expectation at x_t = {best[0]:g} is {fmt(best[1])} > 2 sqrt 3 = "
+                   f"{fmt(2 * math.sqrt(3))}; the bound degrades like log(1/eps) as eps -> 0", "numeric")
+
+
+@check(PAPER, "cauchy_B_below_2",
+       "Prop. 10 (ii): for Cauchy noise with gamma < 1/3 the same B is at most 2.",
+       spec=("2.7.5",))
+def _cauchy_B():
+    """fedada2.txt proof of Prop. 10 (ii) ('upper bounded by 2 for gamma < 1/3'), line ~500."""
+    g, eps = 0.3, 1e-6
+    p = _pdf_cauchy(g)
+    best = max(((x0, _expect(lambda s: abs(s), p, x0, eps)) for x0 in (0.2, 0.3, 0.5)), key=lambda kv: kv[1])
+    if best[1] <= 2:
+        return verified(f"max found {fmt(best[1])} <= 2", "numeric")
+    return refuted(f"gamma = 0.3, eps = 1e-6: the expectation at x_t = {best[0]:g} is {fmt(best[1])} > 2; it grows like "
+                   "(1/pi) log(1/eps), so 'B <= 2' needs eps bounded below", "numeric")
+
+
+# ===========================================================================
+# FedAvg unrolling and Prop. 9 recursions (items 6-8)
+# ===========================================================================
+
+
+@check(PAPER, "fedavg_unrolling",
+       "Local SGD on F = x^2/2 + xi x: x_(i,k) = (1-eta)^k x_t - eta sum_(p<k) (1-eta)^(k-1-p) xi_(i,p); the last noise xi_(i,K-1) enters "
+       "x_(t+1) with coefficient -eta/|S|; for K = 1, E[x_(t+1)^2 | x_t, S] = (1-eta)^2 x_t^2 + (eta^2/|S|^2) sum Var(xi_i).",
+       spec=("6",))
+def _unroll():
+    """fedada2.txt proof of Prop. 9 (i), lines 336-350."""
+    e, xt = sp.symbols("eta x_t")
+    xis = sp.symbols("xi0:6")
+    y = xt
+    for k in range(1, 6):
+        y = y - e * (y + xis[k - 1])
+        closed = (1 - e) ** k * xt - e * sum((1 - e) ** (k - 1 - p) * xis[p] for p in range(k))
+        if sp.expand(y - closed) != 0:
+            return refuted(f"unrolled iterate differs at k = {k}")
+    # server average over |S| = 3 clients, K = 5: coefficient of the last noise of client 0
+    Sn, K_ = 3, 5
+    coeff = sp.expand(y).coeff(xis[K_ - 1]) / Sn
+    vs = sp.symbols("v0:3", positive=True)
+    z = sp.symbols("z0:3")
+    x1 = (1 - e) * xt - e / Sn * sum(z)
+    sq = sp.expand(x1**2)
+    expect = sq.subs({zi * zj: 0 for i, zi in enumerate(z) for j, zj in enumerate(z) if i < j})
+    expect = expect.subs({zi**2: vi for zi, vi in zip(z, vs)}).subs({zi: 0 for zi in z})
+    if is_identity(coeff, -e / Sn) and is_identity(expect, (1 - e) ** 2 * xt**2 + e**2 / Sn**2 * sum(vs)):
+        return verified("closed form equals the recursion for k = 1..5; coefficient of xi_(0,K-1) in the averaged iterate "
+                        f"is {show(coeff)} != 0; K = 1 second moment expands to (1-eta)^2 x^2 + eta^2/|S|^2 sum Var (independent, zero mean)")
+    return refuted(f"coefficient {show(coeff)}, second moment {show(expect)}")
+
+
+@check(PAPER, "prop9_ii_recursion",
+       "With eta_l^t = 1/((t+t0)(1-eps_hat)): 1 - eta_l^t (1-eps_hat) = (t+t0-1)/(t+t0), and a_(t+1) <= (t+t0-1)/(t+t0) a_t + "
+       "B/((t+t0)(1-eps_hat)) implies a_(t+1) <= (t0-1)/(t+t0) a_0 + (t+1)B/((t+t0)(1-eps_hat)) -> B/(1-eps_hat).",
+       spec=("7",))
+def _prop9_ii():
+    """fedada2.txt proof of Prop. 9 (ii), lines 412-423."""
+    tt, t0, e, B, a0 = sp.symbols("t t_0 epsilon_hat B a_0", positive=True)
+    lr = 1 / ((tt + t0) * (1 - e))
+    claim = lambda s: (t0 - 1) / (s + t0) * a0 + (s + 1) * B / ((s + t0) * (1 - e))
+    step = (tt + t0 - 1) / (tt + t0) * claim(tt - 1) + B / ((tt + t0) * (1 - e))
+    base = (t0 - 1) / t0 * a0 + B / (t0 * (1 - e))
+    lim = sp.limit(claim(tt), tt, sp.oo)
+    return identities([
+        ("contraction factor", 1 - lr * (1 - e), (tt + t0 - 1) / (tt + t0)),
+        ("induction step", step, claim(tt)),
+        ("base case t = 0", base, claim(0)),
+        ("limit", lim, B / (1 - e)),
+    ])
+
+
+@check(PAPER, "prop9_iv_sum_vs_integral",
+       "Prop. 9 (iv): sum_(t=1)^T eta_l^t with eta_l^t = 1/t^2 is at most int_1^oo x^(-2) dx = 1.",
+       spec=("8", "24"))
+def _prop9_iv():
+    """fedada2.txt lines 455-463 (proof of Prop. 9 (iv)) and statement line 334."""
+    s2 = sp.Rational(1, 1) + sp.Rational(1, 4)
+    total = sp.summation(1 / sp.Symbol("k", positive=True, integer=True) ** 2, (sp.Symbol("k", positive=True, integer=True), 1, sp.oo))
+    integral = sp.integrate(1 / t**2, (t, 1, sp.oo))
+    if s2 <= integral:
+        return verified("sum <= integral")
+    return refuted(f"already at T = 2 the sum is {s2} > int_1^oo x^-2 dx = {integral}; the full sum is {show(total)} ~ "
+                   f"{fmt(float(total))}; correct: sum_(t<=T) t^-2 <= 1 + int_1^T x^-2 dx <= 2 (or pi^2/6), giving "
+                   "E||x_t||^2 <= 2||x_0||^2 + 2K^2 (pi^2/6)^2")
+
+
+@check(PAPER, "prop9_iv_statement_drops_K2",
+       "Prop. 9 (iv)'s statement E||grad f(x_t)||^2 <= 2||x_0||^2 + 2(int_1^oo x^-2 dx)^2 matches its proof's conclusion "
+       "E||x_t||^2 <= 2||x_0||^2 + 2K^2 (int_1^oo x^-2 dx)^2.",
+       spec=("8",))
+def _prop9_iv_K():
+    """fedada2.txt statement line 334 vs proof line 463."""
+    K_, x0 = 2, 0
+    stated = 2 * x0**2 + 2 * 1**2
+    proof = 2 * x0**2 + 2 * K_**2 * 1**2
+    # a deterministic path reaching the proof's bound: every local step moves by eta_l^t in the same direction
+    reach = (K_ * float(sp.zeta(2))) ** 2
+    return refuted(f"with K = 2 local steps and x_0 = 0: statement gives {stated}, proof gives {proof}; a run whose "
+                   f"normalised steps all point the same way reaches |x_t|^2 -> (K pi^2/6)^2 = {fmt(reach)} > {stated}", "exact")
+
+
+# ===========================================================================
+# Theorem 20 / Theorem 6 machinery (items 9-15; sec. 3.9)
+# ===========================================================================
+
+
+@check(PAPER, "lemma16_server_step",
+       "Lemma 16: sum_(l=1)^t b^(2(t-l)) = (1-b^(2t))/(1-b^2), and the Cauchy-Schwarz constant (1-b) sqrt((1-b^(2t))/(1-b^2)) "
+       "= sqrt((1-b)(1-b^(2t))/(1+b)) <= sqrt((1-b)(1-b^(2t))), so the stated server step bound is valid (looser by sqrt(1+b)).",
+       spec=("9", "19"))
+def _lemma16():
+    """fedada2.txt Lemma 16 and proof, lines 778-792."""
+    b = sp.Symbol("b", positive=True)
+    for tt in range(1, 7):
+        if not is_identity(finite_sum(lambda l: b ** (2 * (tt - l)), 1, tt), (1 - b ** (2 * tt)) / (1 - b**2)):
+            return refuted(f"geometric sum fails at t = {tt}")
+    tt = sp.Symbol("t", positive=True)
+    cs_sq = (1 - b) ** 2 * (1 - b ** (2 * tt)) / (1 - b**2)
+    ratio = sp.simplify(cs_sq / ((1 - b) * (1 - b ** (2 * tt))))
+    if is_identity(ratio, 1 / (1 + b)):
+        return verified(f"geometric sums exact for t = 1..6; (C-S constant)^2 / ((1-b)(1-b^(2t))) = {show(ratio)} <= 1")
+    return refuted(f"ratio {show(ratio)}")
+
+
+@check(PAPER, "log_telescoping_lemma",
+       "log(1+x) >= x/(1+x) for x >= 0, hence sum_t a_t/(c + S_t) <= log(1 + S_T/c) (S_t = a_1 + ... + a_t); and "
+       "|g|/(sqrt(|g|^2 + S) + eps) <= sqrt(|g|^2/(eps^2 + S + |g|^2)).",
+       spec=("10",))
+def _log_tele():
+    """fedada2.txt Theorem 20 proof, eqs. (13)-(14) (line ~1000), Lemma 15 proof (line 760)."""
+    y = sp.Symbol("y", nonnegative=True)
+    h = sp.log(1 + y) - y / (1 + y)
+    dh = sp.simplify(sp.diff(h, y))
+    g, Sv, e = pos("g S e")
+    lhs_sq = g**2 / (sp.sqrt(g**2 + Sv) + e) ** 2
+    rhs_sq = g**2 / (e**2 + Sv + g**2)
+    gap = sp.expand((sp.sqrt(g**2 + Sv) + e) ** 2 - (e**2 + Sv + g**2))
+    # telescoping: with x_t = a_t/(c+S_(t-1)), a_t/(c+S_t) = x_t/(1+x_t) <= log(1+x_t) = log((c+S_t)/(c+S_(t-1)))
+    c, at, sp_ = pos("c a_t S_prev")
+    xt_ = at / (c + sp_)
+    tele = sp.simplify(xt_ / (1 + xt_) - at / (c + sp_ + at))
+    if is_identity(dh, y / (1 + y) ** 2) and h.subs(y, 0) == 0 and gap == 2 * e * sp.sqrt(g**2 + Sv) and tele == 0:
+        return verified(f"h(x) = log(1+x) - x/(1+x) has h(0) = 0 and h' = {show(dh)} >= 0; a_t/(c+S_t) = x/(1+x) with "
+                        "x = a_t/(c+S_(t-1)) and log(1+x) telescopes to log((c+S_T)/c); (sqrt(g^2+S)+eps)^2 - (eps^2+S+g^2) = "
+                        "2 eps sqrt(g^2+S) >= 0")
+    return refuted(f"derivative {show(dh)}, gap {show(gap)}, telescoping residual {show(tele)}")
+
+
+def c_beta(b: float) -> tuple[float, int]:
+    """c(beta) of Theorem 20 and u0(beta) = inf{u : beta^v v^2 < 1/v^2 for all v >= u} (line 858)."""
+    if b == 0:
+        return 1.0, 1
+    # beta^v v^4 is unimodal (max at v = -4/log b): u0 is one past the last v with beta^v v^4 >= 1
+    vmax = max(1, int(-4 / math.log(b)))
+    v = vmax
+    while b**v * v**4 >= 1:
+        v += 1
+    u0 = v
+    return sum(b**u * u * u for u in range(u0 + 1)) + 1.0 / u0, u0
+
+
+@check(PAPER, "lemma21_series_and_c_beta",
+       "Lemma 21: sum_(u>=0) b^u u^2 = b(1+b)/(1-b)^3; sum_(t=1)^T sum_(r=1)^t b^(t-r)(t-r)^2 = sum_(u=0)^(T-1) b^u u^2 (T-u) <= c(b) T "
+       "with c(b) = sum_(u<=u0) b^u u^2 + int_(u0)^oo x^-2 dx (c(0) = 1, c(0.5) ~ 6.056, c(0.9) ~ 1710.005).",
+       spec=("11",))
+def _lemma21():
+    """fedada2.txt Lemma 21 (line 1054) and c(beta) in Theorem 20 (line 858)."""
+    b, r = sp.symbols("b r", positive=True)
+    series = sp.simplify(r * sp.diff(r * sp.diff(1 / (1 - r), r), r)).subs(r, b)
+    if not is_identity(series, b * (1 + b) / (1 - b) ** 3):
+        return refuted(f"series {show(series)}")
+    for T_ in range(1, 7):
+        dbl = sp.Add(*[b ** (tt - rr) * (tt - rr) ** 2 for tt in range(1, T_ + 1) for rr in range(1, tt + 1)])
+        sng = sp.Add(*[b**u * u**2 * (T_ - u) for u in range(T_)])
+        if sp.expand(dbl - sng) != 0:
+            return refuted(f"change of variables fails at T = {T_}")
+    vals = {bb: c_beta(bb) for bb in (0.0, 0.5, 0.9)}
+    expected = {0.0: 1.0, 0.5: 6.056, 0.9: 1710.005}
+    if any(abs(vals[bb][0] - expected[bb]) > 1e-3 for bb in vals):
+        return refuted(f"c(beta) values {vals}")
+    for bb in (0.5, 0.9):
+        tot = sum(bb**u * u * u for u in range(3000))
+        if tot > vals[bb][0]:
+            return refuted(f"sum_u b^u u^2 = {tot} exceeds c({bb})", "numeric")
+    return verified("series via r d/dr(r d/dr 1/(1-r)); double sum = single sum exactly for T = 1..6; c(beta) = "
+                    + ", ".join(f"{fmt(v[0], 7)} (u0 = {v[1]}) at beta = {bb:g}" for bb, v in vals.items())
+                    + "; each exceeds the full series sum_u beta^u u^2, so the induction step holds")
+
+
+@check(PAPER, "lemma21_stabilisation_remark",
+       "Remark after Lemma 21: the factor (1 - beta1) 'stabilizes the divergence' of c(beta1) as beta1 -> 1.",
+       spec=("11", "18"))
+def _lemma21_remark():
+    """fedada2.txt lines 990-996 (remark on (1-beta1) c(beta1))."""
+    b = sp.Symbol("b", positive=True)
+    lim = sp.limit((1 - b) * b * (1 + b) / (1 - b) ** 3, b, 1, "-")
+    nums = {bb: (1 - bb) * c_beta(bb)[0] for bb in (0.9, 0.99)}
+    return refuted(f"(1-b) * sum_u b^u u^2 = b(1+b)/(1-b)^2 -> {lim} as b -> 1 and c(b) exceeds that sum; numerically "
+                   + ", ".join(f"(1-b)c(b) = {fmt(v)} at b = {bb:g}" for bb, v in nums.items()))
+
+
+# Theorem 20 in orders (Sec. 5 line 146 and App. C line 842): Phi1 = Theta(eta_l), L~ = Theta(1/eta_l),
+# Phi2 = Theta(min{eta, eta*eta_l}), gamma1 = Theta(eta_l), alpha1 = Theta(1), eta = T^p1, eta_l = T^p2.
+_eta, _etal, _T = pos("eta eta_l T")
+
+
+def thm20_orders(squared_lipschitz: bool = False, case: str = "small") -> dict[str, sp.Expr]:
+    """Orders of Psi_1..Psi_6 of Theorem 20; ``case`` 'small' is eta_l <= O(1) and T eta_l^2 <= O(1),
+    'large' is eta_l <= O(1) and T eta_l^2 >= Omega(1)."""
+    phi1 = _etal
+    lt = 1 / _etal
+    phi2 = _eta * _etal  # eta_l <= O(1)
+    psi6 = _eta * _etal * _T if case == "small" else _eta * sp.sqrt(_T)
+    return {
+        "Psi1": sp.Integer(1),
+        "Psi2": _eta**2 * _T * phi1**2,
+        "Psi3": _eta * _etal * (lt**2 if squared_lipschitz else lt) * _T * phi1**2,
+        "Psi4": _eta * _etal * _T * phi2**2,
+        "Psi5": _eta * phi1 * sp.log(1 + _T * phi1**2),
+        "Psi6": psi6,
+    }
+
+
+#: main-text labelling of Theorem 6 (line 146)
+THM6_MAIN = {
+    "psi2": _eta**2 * _etal**2 * _T,
+    "psi3": _eta * _etal**2 * _T,
+    "psi4": _eta * _etal * sp.log(1 + _T * _etal**2),
+    "psi5": _eta**3 * _etal**3 * _T,
+}
+
+
+_P1, _P2 = sp.symbols("p1 p2", real=True)
+
+
+def _exponent(expr, p1, p2):
+    """Exponent of T in expr with eta = T^p1, eta_l = T^p2 (log factors dropped)."""
+    return _linear_exponent(expr).subs({_P1: p1, _P2: p2})
+
+
+_EXP_CACHE: dict = {}
+
+
+def _linear_exponent(expr) -> sp.Expr:
+    """Exponent of T as a linear function of (p1, p2), cached per expression."""
+    if expr not in _EXP_CACHE:
+        e = expr.subs({_eta: _T**_P1, _etal: _T**_P2})
+        e = e.replace(sp.log, lambda arg: sp.Integer(1))
+        e = sp.powsimp(sp.expand_power_base(e, force=True), force=True)
+        _EXP_CACHE[expr] = sp.expand(sp.log(e).expand(force=True) / sp.log(_T)).subs(sp.log(_T), 1) if e.has(_T) else sp.Integer(0)
+    return _EXP_CACHE[expr]
+
+
+def _exponent_fn(expr):
+    """Fast evaluator (p1, p2) -> exponent with Fractions."""
+    lin = sp.Poly(_linear_exponent(expr), _P1, _P2)
+    c = {mon: Fraction(int(sp.fraction(co)[0]), int(sp.fraction(co)[1])) for mon, co in zip(lin.monoms(), lin.coeffs())}
+    return lambda p1, p2: sum(co * (p1 ** i) * (p2 ** j) for (i, j), co in c.items())
+
+
+@check(PAPER, "thm6_psi_labels",
+       "Theorem 6's main-text asymptotics label psi_4 = eta eta_l log(1 + T eta_l^2) and psi_5 = eta^3 eta_l^3 T (for eta_l <= O(1)) "
+       "consistently with Theorem 20's Psi_4 and Psi_5.",
+       spec=("12", "14"))
+def _psi_labels():
+    """fedada2.txt Theorem 6 (line 146) vs Theorem 20 (line 842) and Corollary 23's proof (line 1075ff)."""
+    o = thm20_orders()
+    swap = is_identity(o["Psi4"], THM6_MAIN["psi5"]) and is_identity(o["Psi5"], THM6_MAIN["psi4"])
+    same = is_identity(o["Psi2"], THM6_MAIN["psi2"]) and is_identity(o["Psi3"], THM6_MAIN["psi3"])
+    if swap and same:
+        return refuted(f"from Thm 20: Psi4 ~ eta eta_l T ||Phi2||^2 = {show(o['Psi4'])} and Psi5 ~ eta ||Phi1|| log(1 + T||Phi1||^2) "
+                       f"= {show(o['Psi5'])}: the main text swaps the labels psi4 and psi5 (psi2, psi3 agree); Cor. 23's proof uses "
+                       "Thm 20's labelling")
+    return verified("labels agree") if not swap and is_identity(o["Psi4"], THM6_MAIN["psi4"]) else inconclusive("orders differ otherwise")
+
+
+@check(PAPER, "thm20_drift_squared_lipschitz",
+       "The drift step ||grad f(x_(t-1)) - grad F_i(x)||^2 <= 2L(t-r)^2 ||Phi2||^2 + 2 L~ ||Phi1||^2 (proof of Thm 20) is valid, "
+       "and the bound still vanishes under Cor. 7 (A).",
+       spec=("12", "3.9.2", "3.9.3", "16"))
+def _drift_sq():
+    """fedada2.txt proof of Theorem 20, drift term (line ~900); L~ defined in App. C (line ~830)."""
+    Lv, dx = 4, Fraction(1, 2)  # F(x) = L x^2/2: ||grad F(x) - grad F(y)||^2 = L^2 |x-y|^2
+    true_sq, paper = Lv**2 * dx**2, Lv * dx**2
+    o = thm20_orders(squared_lipschitz=True, case="small")
+    ratio = sp.simplify(o["Psi3"] / o["Psi6"])
+    if true_sq <= paper:
+        return verified("drift step valid")
+    return refuted(f"F(x) = 4x^2/2, |x - y| = 1/2: ||grad F(x) - grad F(y)||^2 = {true_sq} > L|x-y|^2 = {paper}; the step needs "
+                   f"L^2 and L~^2. With L~^2 = Theta(eta_l^-2), Psi3/Psi6 = Theta({show(ratio)}) in the T eta_l^2 <= O(1) case, "
+                   "so the bound no longer vanishes (and L~ = 2 sqrt(d) G/(eta_l eps_s) -> oo as eps_s -> 0)")
+
+
+@check(PAPER, "cor23_exponent_regions",
+       "Cor. 7/23: case T eta_l^2 <= O(1) converges for p2 <= -1/2, -1 < p1 + p2 < 0; case T eta_l^2 >= Omega(1) converges for "
+       "-1/2 < p2 < -1/4, p1 > -1/2, p1 + 2 p2 < -1/2, 2 p1 + 3 p2 < -1/2; the example p2 = -49/100, -1/2 < p1 < 12/25 lies in "
+       "the second region (T eta_l^2 = T^(1/50) -> oo).",
+       spec=("12",))
+def _cor23_regions():
+    """fedada2.txt Corollary 23 and its proof, lines 1075-1118."""
+    grid = [Fraction(k, 40) for k in range(-80, 81)]
+    checked = 0
+    for case, region in (("small", lambda p1, p2: p2 <= Fraction(-1, 2) and -1 < p1 + p2 < 0),
+                         ("large", lambda p1, p2: Fraction(-1, 2) < p2 < Fraction(-1, 4) and p1 > Fraction(-1, 2)
+                          and p1 + 2 * p2 < Fraction(-1, 2) and 2 * p1 + 3 * p2 < Fraction(-1, 2))):
+        o = thm20_orders(case=case)
+        fns = {k: _exponent_fn(o[k] / o["Psi6"]) for k in ("Psi1", "Psi2", "Psi3", "Psi4", "Psi5")}
+        for p1 in grid:
+            for p2 in grid:
+                if not region(p1, p2):
+                    continue
+                if case == "large" and 1 + 2 * p2 <= 0:
+                    continue
+                for k, fn in fns.items():
+                    ex = fn(p1, p2)
+                    if ex >= 0:
+                        return refuted(f"{case} case, p1 = {p1}, p2 = {p2}: {k}/Psi6 ~ T^{show(ex)}", "exact")
+                checked += 1
+    p2 = Fraction(-49, 100)
+    o = thm20_orders(case="large")
+    for p1 in (Fraction(-49, 100), Fraction(0), Fraction(47, 100), Fraction(479, 1000)):
+        for k in ("Psi1", "Psi2", "Psi3", "Psi4", "Psi5"):
+            if _exponent(o[k] / o["Psi6"], sp.Rational(p1), sp.Rational(p2)) >= 0:
+                return refuted(f"example point p1 = {p1}, p2 = -49/100 fails for {k}", "exact")
+    return verified(f"all Psi_i/Psi_6 exponents are negative on {checked} grid points (step 1/40) of the two regions and at "
+                    "p1 in {-0.49, 0, 0.47, 0.479} with p2 = -0.49 (log factors ignored)", "exact")
+
+
+@check(PAPER, "cor23_case2_boundary_strict",
+       "Cor. 23's case-2 conditions may be non-strict: p2 <= -1/4 and the example's upper limit p1 = 12/25 still give convergence.",
+       spec=("12", "17"))
+def _cor23_strict():
+    """fedada2.txt proof of Corollary 23, case T eta_l^2 > Omega(1) (line ~1110)."""
+    o = thm20_orders(case="large")
+    e3 = _exponent(o["Psi3"] / o["Psi6"], sp.Rational(-1, 3), sp.Rational(-1, 4))
+    e2 = _exponent(o["Psi2"] / o["Psi6"], sp.Rational(12, 25), sp.Rational(-49, 100))
+    if e3 < 0 and e2 < 0:
+        return verified("boundary points still converge")
+    return refuted(f"at p2 = -1/4: Psi3/Psi6 ~ T^{show(e3)} = Theta(1); at p1 = 12/25, p2 = -49/100: Psi2/Psi6 ~ T^{show(e2)} = "
+                   "Theta(1); both bounds must be strict (open intervals)", "exact")
+
+
+@check(PAPER, "cor24_rate_T_minus_half",
+       "Cor. 8/24: with eta = Theta(1) (p1 = 0) and eta_l = Theta(T^(-1/2)) (p2 = -1/2), min_t ||grad f(x_(t-1))||^2 = O(T^(-1/2)).",
+       spec=("12",))
+def _cor24():
+    """fedada2.txt Corollary 24 and proof, lines 1120-1140."""
+    o = thm20_orders(case="small")
+    exps = {k: _exponent(o[k] / o["Psi6"], 0, sp.Rational(-1, 2)) for k in ("Psi1", "Psi2", "Psi3", "Psi4", "Psi5")}
+    if max(exps.values()) == sp.Rational(-1, 2):
+        return verified("exponents of Psi_i/Psi_6: " + ", ".join(f"{k} T^{show(v)}" for k, v in exps.items())
+                        + " (Psi5 carries log 2); the maximum is -1/2", "exact")
+    return refuted(f"exponents {exps}", "exact")
+
+
+@check(PAPER, "ceil_floor_and_bias_correction",
+       "ceil(K/z) = floor((K-1)/z) + 1 for positive integers, and sum_(r=1)^n (1-b2) b2^(n-r) = 1 - b2^n.",
+       spec=("13",))
+def _ceil():
+    """fedada2.txt Lemma 30 (line 1557: update steps F = {0,...,floor((K-1)/z)} z + 1) and ADMU bias correction (line ~1382)."""
+    bad = [(k, z) for k in range(1, 201) for z in range(1, 201) if -(-k // z) != (k - 1) // z + 1]
+    b = sp.Symbol("b", positive=True)
+    ok = all(is_identity(finite_sum(lambda r: (1 - b) * b ** (n_ - r), 1, n_), 1 - b**n_) for n_ in range(1, 8))
+    if bad or not ok:
+        return refuted(f"counterexamples {bad[:3]}", "exact")
+    return verified("exhaustive over 1 <= K, z <= 200; bias-correction sum exact for n = 1..7", "exact")
+
+
+@check(PAPER, "lemma26_28_sums",
+       "Lemma 26: sum_(p=1)^K sum_(l=1)^p 1 = K(K+1)/2; Lemma 28: sum_(p=1)^K sum_(r=1)^p b^(p-r) <= K(1-b^K)/(1-b); "
+       "sum_(r=1)^n (b1^2/b2)^(n-r) is non-decreasing in n.",
+       spec=("14",))
+def _lemma26_28():
+    """fedada2.txt Lemma 26 (line 1213) and Lemma 28 (line 1448)."""
+    b = sp.Symbol("b", positive=True)
+    for KK in range(1, 9):
+        if sum(p for p in range(1, KK + 1)) != KK * (KK + 1) // 2:
+            return refuted(f"Lemma 26 count fails at K = {KK}")
+        for bv in (Fraction(1, 10), Fraction(1, 2), Fraction(9, 10)):
+            lhs = sum(bv ** (p - r) for p in range(1, KK + 1) for r in range(1, p + 1))
+            if KK * (1 - bv**KK) / (1 - bv) - lhs < 0:
+                return refuted(f"Lemma 28 sum exceeds K(1-b^K)/(1-b) at K = {KK}, b = {bv}")
+    return verified("counts exact for K = 1..8; K(1-b^K)/(1-b) - sum = sum_p (b^p - b^K)/(1-b) >= 0 (checked exactly at "
+                    "b in {1/10, 1/2, 9/10}); the (b1^2/b2)-sum gains a positive term when n grows", "exact")
+
+
+@check(PAPER, "lemma28_phi1_bound",
+       "Lemma 28: the ADMU pseudo-gradient obeys |Delta| <= Phi_1 = eta_l K sqrt(sum_r b1^(2K-2r)/b2^(K-r)) (+ Phi_0 = 0 for z = 1).",
+       spec=("14", "3.9.6", "20"))
+def _lemma28():
+    """fedada2.txt Lemma 28, line 1452 (the factor (1-b1)/sqrt(1-b2) is missing)."""
+    b1, b2, KK = 0.9, 0.999, 2
+    m_ = v_ = 0.0
+    delta = 0.0
+    for _ in range(KK):
+        g = 1.0
+        m_ = b1 * m_ + (1 - b1) * g
+        v_ = b2 * v_ + (1 - b2) * g * g
+        delta += m_ / math.sqrt(v_)  # no bias correction, eps -> 0
+    phi1 = KK * math.sqrt(sum(b1 ** (2 * KK - 2 * r) / b2 ** (KK - r) for r in range(1, KK + 1)))
+    fixed = phi1 * (1 - b1) / math.sqrt(1 - b2)
+    if delta <= phi1:
+        return verified(f"|Delta|/eta_l = {fmt(delta)} <= {fmt(phi1)}", "numeric")
+    return refuted(f"b1 = 0.9, b2 = 0.999, z = 1, K = 2, constant gradient 1, no bias correction: |Delta|/eta_l = {fmt(delta, 3)} > "
+                   f"Phi_1/eta_l = {fmt(phi1, 3)}; with the missing factor (1-b1)/sqrt(1-b2) the bound is {fmt(fixed, 3)} and holds", "exact")
+
+
+@check(PAPER, "derived_lipschitz_Ltilde",
+       "||grad F_i(x) - grad F_j(y)|| <= 2 sqrt(d) G <= (2 sqrt(d) G/(eta_l eps_s)) ||x - y|| whenever ||x - y|| >= eta_l eps_s.",
+       spec=("15", "3.9.3"))
+def _ltilde():
+    """fedada2.txt Assumption 2 and the derived cross-client Lipschitz constant L~ (App. C, line ~830)."""
+    G, dd, el, es, r = pos("G d eta_l eps_s r")
+    dist = el * es * (1 + r)  # any ||x - y|| >= eta_l eps_s
+    gap = sp.simplify(2 * sp.sqrt(dd) * G / (el * es) * dist - 2 * sp.sqrt(dd) * G)
+    if is_identity(gap, 2 * sp.sqrt(dd) * G * r):
+        return verified(f"each coordinate difference is <= 2G, so the norm is <= 2 sqrt(d) G; L~ ||x-y|| - 2 sqrt(d) G = {show(gap)} >= 0 "
+                        "when ||x-y|| = eta_l eps_s (1+r), r >= 0 (L~ -> oo as eps_s -> 0)")
+    return refuted(f"gap {show(gap)}")
+
+
+@check(PAPER, "dp_accounting_epsilon",
+       "DP setting (App. H): sampling rate 0.1, noise multiplier 1, 500 rounds give (eps, delta) = (13.1, 0.0025) with optimal RDP "
+       "order 2.0: eps_RDP(2) = 500 log(1 + q^2(e^(1/sigma^2) - 1)) = 8.5184 and eps = rdp + log(1 - 1/a) - (log delta + log a)/(a-1).",
+       spec=("16",))
+def _dp():
+    """fedada2.txt line 1639."""
+    q, sig, Tn, delta = 0.1, 1.0, 500, 0.0025
+
+    def rdp(order: int) -> float:
+        s = sum(math.comb(order, k) * (1 - q) ** (order - k) * q**k * math.exp((k * k - k) / (2 * sig**2)) for k in range(order + 1))
+        return Tn * math.log(s) / (order - 1)
+
+    def eps_of(order: int) -> float:
+        return rdp(order) + math.log1p(-1 / order) - (math.log(delta) + math.log(order)) / (order - 1)
+
+    e2 = eps_of(2)
+    others = {o: eps_of(o) for o in range(3, 9)}
+    if abs(rdp(2) - 8.5184) < 1e-3 and round(e2, 1) == 13.1 and all(v > e2 for v in others.values()):
+        return verified(f"eps_RDP(2) = {rdp(2):.4f}, eps = {e2:.3f} (rounds to 13.1); integer orders 3..8 give larger eps "
+                        f"(min {min(others.values()):.2f})", "numeric")
+    return refuted(f"eps_RDP(2) = {rdp(2):.4f}, eps = {e2:.3f}, others {others}", "numeric")
+
+
+def _hetero_run(T_: int, sampler: str) -> float:
+    """Server AdaGrad (eta = 1, tau = 1e-3, beta1 = 0) + client AdaGrad (zero init, K = 5, eta_l = T^-1/2, eps = 1e-3)
+    on F_1 = log cosh(x-1), F_2 = log cosh(x+1), x_0 = 3; returns min_t |grad f(x_t)|^2 (spec sec. 3.9.1)."""
+    x_, vs, tau, K_, el, eps = 3.0, 1e-6, 1e-3, 5, T_**-0.5, 1e-3
+    centres = (1.0, -1.0)
+    best = math.inf
+    for _ in range(T_):
+        best = min(best, (0.5 * (math.tanh(x_ - 1) + math.tanh(x_ + 1))) ** 2)
+        clients = (0,) if sampler == "always1" else (0, 1)
+        delta = 0.0
+        for c in clients:
+            y, v = x_, 0.0
+            for _ in range(K_):
+                g = math.tanh(y - centres[c])
+                v += g * g
+                y -= el * g / (math.sqrt(v) + eps)
+            delta += (y - x_) / len(clients)
+        vs += delta * delta
+        x_ += delta / (math.sqrt(vs) + tau)
+    return best
+
+
+@check(PAPER, "any_sampling_deterministic_guarantee",
+       "Theorem 6 holds deterministically for any initialisation and any client subsampling: with eta_l = T^(-1/2), "
+       "min_t ||grad f(x_(t-1))||^2 = O(T^(-1/2)).",
+       spec=("3.9.1", "16"))
+def _any_sampling():
+    """fedada2.txt Theorem 6 (line 146, 'deterministically ... for any client subsampling') and App. C assumptions."""
+    vals = {T_: _hetero_run(T_, "always1") for T_ in (100, 1000, 10000)}
+    full = _hetero_run(1000, "full")
+    if vals[10000] * 100 ** 0.5 < vals[100] / 2:
+        return verified(f"decays: {vals}", "numeric")
+    return refuted("N = 2 heterogeneous clients F_1 = log cosh(x-1), F_2 = log cosh(x+1) (L = 1, |grad| <= 1), x_0 = 3, server "
+                   "AdaGrad + client AdaGrad, always sampling client 1: min_t |grad f|^2 = "
+                   + ", ".join(f"{fmt(v, 3)} (T = {k})" for k, v in vals.items())
+                   + f", no T^-1/2 decay (x_t -> 1 where grad f = tanh(2)/2); full participation gives {full:.1e} at T = 1000. "
+                   "The drift step bounds the heterogeneity gap at p = 1 by L~ * 0", "numeric")
+
+
+@check(PAPER, "server_adam_v_lower_bound",
+       "App. C.2 (server Adam): v~_t >= tau^2 for all t when v~_0 = tau^2.",
+       spec=("3.9.5", "21"))
+def _adam_v():
+    """fedada2.txt App. C.2 (line ~1330: server EMA v~_t = b2^t v~_0 + (1-b2) sum ...)."""
+    b2, tau = Fraction(9, 10), Fraction(1, 100)
+    v1 = b2 * tau**2 + (1 - b2) * 0
+    if v1 >= tau**2:
+        return verified("holds")
+    return refuted(f"with pseudo-gradient 0 in round 1: v~_1 = b2 tau^2 = {v1} < tau^2 = {tau**2} (b2 = 9/10); the EMA only "
+                   "gives v~_t >= b2^t v~_0", "exact")
+
+
+@check(PAPER, "lemma15_statement_vs_proof",
+       "Lemma 15's statement Phi_1 = eta_l(sqrt(ceil(K/z)) log^(1/2)(1 + ceil(K/z) G^2/eps^2) + eta_l (K - ceil(K/z)) G/(sqrt(v0)+eps)) "
+       "bounds |Delta_i| for every admissible gradient sequence.",
+       spec=("3.2", "15"))
+def _lemma15():
+    """fedada2.txt Lemma 15 statement (line 743) vs its proof's last line (eta_l T_1 + eta_l(K - ceil(K/z))G/(sqrt(v0)+eps))."""
+    el, G, eps, v0, K_, z = 0.01, 1.0, 1e-6, 0.0, 2, 2
+    # gradients g_1 = 0 (update step), g_2 = G (delayed step reuses v = v0 + g_1^2 = 0)
+    v = v0 + 0.0
+    delta = el * 0.0 / (math.sqrt(v) + eps) + el * G / (math.sqrt(v) + eps)
+    nu_ = -(-K_ // z)
+    stated = el * (math.sqrt(nu_) * math.sqrt(math.log(1 + nu_ * G**2 / eps**2)) + el * (K_ - nu_) * G / (math.sqrt(v0) + eps))
+    proof = el * (math.sqrt(nu_) * math.sqrt(math.log(1 + nu_ * G**2 / eps**2)) + (K_ - nu_) * G / (math.sqrt(v0) + eps))
+    if delta <= stated:
+        return verified("statement holds at the tested point")
+    return refuted(f"K = 2, z = 2, eta_l = 0.01, G = 1, eps = 1e-6, v0 = 0, gradients (0, G): |Delta| = {fmt(delta)} > stated "
+                   f"Phi_1 = {fmt(stated)}; the proof's version (eta_l, not eta_l^2, on the second term) gives {fmt(proof)}", "exact")

@@ -25,10 +25,7 @@ def is_linear_stack(model: nn.Module) -> bool:
     return type(model) in (LogReg, MLP)
 
 
-def linear_stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Tensor,
-                      w: torch.Tensor) -> torch.Tensor:
-    """Per-client gradients ``[B, d]`` for inputs ``x[B, b, ...]``, labels ``y[B, b]``,
-    sample weights ``w[B, b]`` (0 = padding)."""
+def _forward(theta, layout, x):
     B = theta.shape[0]
     params = list(layout.unflatten(theta).values())
     weights, biases = params[0::2], params[1::2]
@@ -40,14 +37,34 @@ def linear_stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Ten
         if i < len(weights) - 1:
             pre.append(z)
             h = torch.relu(z)
-    dz = torch.softmax(z, dim=-1)
+    return z, weights, inputs, pre
+
+
+def linear_stack_logits(theta: torch.Tensor, layout, x: torch.Tensor) -> torch.Tensor:
+    """Logits ``[B, b, classes]`` of every client's model on its inputs ``x[B, b, ...]``."""
+    return _forward(theta, layout, x)[0]
+
+
+def linear_stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Tensor,
+                      w: torch.Tensor, normalize: bool = True):
+    """Per-client gradients ``[B, d]`` and losses ``[B]`` for inputs ``x[B, b, ...]``, labels
+    ``y[B, b]`` and sample weights ``w[B, b]`` (0 = padding). The loss is
+    ``sum_s w_s CE_s / sum_s w_s``, or ``sum_s w_s CE_s`` with ``normalize=False``."""
+    B = theta.shape[0]
+    z, weights, inputs, pre = _forward(theta, layout, x)
+    log_p = torch.log_softmax(z, dim=-1)
+    if normalize:
+        w = w / w.sum(1, keepdim=True).clamp_min(1)
+    loss = -(log_p.gather(-1, y.unsqueeze(-1)).squeeze(-1) * w).sum(1)
+    dz = log_p.exp_()
     dz.scatter_add_(-1, y.unsqueeze(-1), -torch.ones_like(y, dtype=dz.dtype).unsqueeze(-1))
-    dz.mul_((w / w.sum(1, keepdim=True).clamp_min(1)).unsqueeze(-1))
-    out = torch.empty_like(theta)
-    views = list(layout.unflatten(out).values())
+    dz.mul_(w.unsqueeze(-1))
+    # Gradients go to fresh contiguous tensors and are concatenated once: a batched product
+    # written straight into a strided slice of the flat output takes a slow fallback path.
+    grads = [None] * (2 * len(weights))
     for i in range(len(weights) - 1, -1, -1):
-        torch.bmm(dz.transpose(1, 2), inputs[i], out=views[2 * i])
-        torch.sum(dz, 1, out=views[2 * i + 1])
+        grads[2 * i] = torch.bmm(dz.transpose(1, 2), inputs[i]).view(B, -1)
+        grads[2 * i + 1] = dz.sum(1)
         if i > 0:
             dz = torch.bmm(dz, weights[i]).mul_(pre[i - 1] > 0)
-    return out
+    return torch.cat(grads, dim=1), loss

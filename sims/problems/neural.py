@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from ..params import ParamLayout
-from .linear_stack import is_linear_stack, linear_stack_grad
+from .linear_stack import is_linear_stack, linear_stack_grad, linear_stack_logits
 
 
 class NeuralProblem:
@@ -113,7 +113,7 @@ class NeuralProblem:
         idx = payload.clamp_min(0)
         w = (payload >= 0).to(self.dtype)
         if self.fast_path:
-            return linear_stack_grad(theta, self.layout, self.x[idx], self.y[idx], w)
+            return linear_stack_grad(theta, self.layout, self.x[idx], self.y[idx], w)[0]
         return self._batched_grad(theta, self.x[idx], self.y[idx], w)
 
     def generic_grad(self, theta: torch.Tensor, payload: torch.Tensor):
@@ -137,6 +137,9 @@ class NeuralProblem:
         correct = torch.zeros(theta.shape[0], device=self.device)
         loss = torch.zeros(theta.shape[0], device=self.device, dtype=self.dtype)
         logits_fn = vmap(self._logits, in_dims=(0, None))
+        if self.fast_path:
+            def logits_fn(th, xx):
+                return linear_stack_logits(th, self.layout, xx.expand(th.shape[0], *xx.shape))
         for s in range(0, len(y), self.eval_chunk):
             logits = logits_fn(theta, x[s:s + self.eval_chunk])
             yy = y[s:s + self.eval_chunk]
@@ -165,9 +168,16 @@ class NeuralProblem:
             else:
                 w = torch.as_tensor(self.eval_weights[s:s + self.eval_chunk], dtype=self.dtype,
                                     device=self.device)
-            gc, losses = self._eval_grad(theta, self.x[idx], self.y[idx], w)
+            if self.fast_path:
+                R = theta.shape[0]
+                gc, lc = linear_stack_grad(theta, self.layout, self.x[idx].expand(R, *self.x[idx].shape),
+                                           self.y[idx].expand(R, -1), w.expand(R, -1),
+                                           normalize=False)
+            else:
+                gc, losses = self._eval_grad(theta, self.x[idx], self.y[idx], w)
+                lc = (losses * w).sum(-1)
             g += gc
-            loss += (losses * w).sum(-1)
+            loss += lc
         out = {"train_loss": loss, "grad_norm2": (g * g).sum(-1)}
         if test and len(self.y_test):
             acc, tl = self._accuracy(theta, self.x_test, self.y_test)

@@ -1,0 +1,42 @@
+"""``python -m reproduce``: list every entry (or ``python -m reproduce NAME [flags]`` to run one)."""
+from __future__ import annotations
+
+import importlib
+import sys
+
+from . import ENTRIES
+from .common import main as run_entry
+
+
+def listing() -> str:
+    rows = [("entry", "reproduces", "what", "CPU default here")]
+    for name, module in ENTRIES.items():
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:  # an entry that cannot load is reported, not hidden
+            rows.append((name, "?", f"cannot import: {exc}", "-"))
+            continue
+        rows.append((name, f"{mod.PAPER} {mod.TARGET}", mod.TITLE, mod.DEFAULT_COST))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = ["  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    lines.append("")
+    lines.append("Run one: python -m reproduce.NAME [--full] [--seeds N] [--rounds T] [--data-dir DIR]"
+                 " [--device cuda] [--out DIR] [--figures DIR] [--plot-only]; --help lists all flags.")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-l", "--list", "list"):
+        print(listing())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in ENTRIES:
+        print(f"error: unknown entry {name!r}; python -m reproduce lists them", file=sys.stderr)
+        return 2
+    return run_entry(importlib.import_module(ENTRIES[name]), rest)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
