@@ -9,7 +9,9 @@ Fed-EF footnote 2) or ``"model"`` (the whole vector as one block).
 * :class:`Sign` -- grouped sign, ``||x_I||_1 / d_I * sign(x_I)`` per block (Fed-EF Sec. 3).
 * :class:`HeavySign` -- Sign applied after TopK (Fed-EF Definition 2). The scale is ambiguous
   (spec section 2.4): ``scale="kept"`` (default) divides the block's l1 norm by the number of
-  kept entries; ``scale="full"`` divides by the whole block size, as the definition is printed.
+  kept non-zero entries (the error-minimising scale; it is below ``max(1, floor(k d_l))`` only
+  when the block has fewer non-zeros than that); ``scale="full"`` divides by the whole block
+  size, as the definition is printed.
 * :class:`Stoc` -- unbiased stochastic quantization with ``b`` bits (Fed-EF App. A, eq. (4),
   QSGD) with ``s = 2**(b-1)`` levels (the paper leaves ``s`` undefined; the interval definition
   forces this value, spec section 2.5).
@@ -24,6 +26,7 @@ block (dense). ``M`` is the number of blocks.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -41,6 +44,15 @@ def _blocks(layout: ParamLayout, scope: str) -> ParamLayout:
     if scope not in SCOPES:
         raise CompressorError(f"unknown compressor scope {scope!r}; use one of {SCOPES}")
     return layout if scope == "layer" else layout.whole()
+
+
+def _check_index_bits(index_bits) -> None:
+    if index_bits == "log2":
+        return
+    if isinstance(index_bits, bool) or not isinstance(index_bits, numbers.Integral) \
+            or index_bits < 0:
+        raise CompressorError(
+            f"index_bits must be a non-negative integer or 'log2', got {index_bits!r}")
 
 
 def _index_cost(index_bits, block_size: int) -> int:
@@ -82,6 +94,7 @@ class TopK:
         if not 0.0 < self.k <= 1.0:
             raise CompressorError(f"TopK fraction k must be in (0, 1], got {self.k}")
         _blocks(ParamLayout.single(1), self.scope)
+        _check_index_bits(self.index_bits)
 
     @property
     def name(self) -> str:
@@ -123,6 +136,9 @@ class Sign:
     needs_uniforms = False
     name: str = "sign"
 
+    def __post_init__(self):
+        _blocks(ParamLayout.single(1), self.scope)  # validates scope at construction
+
     def __call__(self, x: torch.Tensor, layout: ParamLayout, u=None) -> torch.Tensor:
         return _grouped_sign(x, _blocks(layout, self.scope))
 
@@ -147,7 +163,7 @@ class HeavySign:
     def __post_init__(self):
         if self.scale not in ("kept", "full"):
             raise CompressorError(f"heavy-Sign scale must be 'kept' or 'full', got {self.scale!r}")
-        TopK(self.k, self.scope)  # validates k and scope
+        TopK(self.k, self.scope, self.index_bits)  # validates k, scope and index_bits
 
     @property
     def name(self) -> str:
@@ -166,8 +182,13 @@ class HeavySign:
                    for s in blocks.sizes)
 
     def q2_bound(self, layout: ParamLayout) -> float:
-        """``1 - min_i k / d_i`` (Fed-EF Prop. 3.2)."""
-        return 1.0 - self.k / max(_blocks(layout, self.scope).sizes)
+        """``1 - min_i (k_i / d_i) / d_i`` with ``k_i = max(1, floor(k d_i))``: Fed-EF Prop. 3.2
+        (``1 - min_i k / d_i``) with the layer's kept fraction ``k_i / d_i`` in place of ``k``,
+        as for :meth:`TopK.q2_bound`. With flooring ``k_i / d_i`` can be below ``k`` and the
+        printed bound fails (e.g. ``d_i = 2, k = 0.9``, ``scale="full"``, ``x = (1, 1)``:
+        ``||C(x) - x||^2 / ||x||^2 = 0.625 > 0.55``). Valid for both scale readings."""
+        sizes = _blocks(layout, self.scope).sizes
+        return 1.0 - min(kept_count(self.k, s) / (s * s) for s in sizes)
 
 
 @dataclass(frozen=True)
@@ -230,9 +251,9 @@ def make_compressor(spec: str, scope: str = "layer", **kw):
             return HeavySign(float(arg), scope=scope, **kw)
         if name == "stoc":
             return Stoc(int(arg), **kw)
-    except ValueError as exc:
-        if isinstance(exc, CompressorError):
-            raise
+    except CompressorError:
+        raise
+    except (ValueError, TypeError) as exc:  # TypeError: an option this compressor lacks
         raise CompressorError(f"bad compressor parameter in {spec!r}: {exc}") from None
     raise CompressorError(
         f"unknown compressor {spec!r}; use full, sign, topk-K, hvsign-K or stoc-B")

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 
 import numpy as np
 
@@ -26,8 +27,9 @@ class Participation:
         if self.kind not in ("full", "fixed", "bernoulli"):
             raise ParticipationError(
                 f"unknown participation {self.kind!r}; use full, fixed or bernoulli")
-        if self.kind == "fixed" and not (self.m and self.m >= 1):
-            raise ParticipationError(f"fixed participation needs m >= 1, got {self.m}")
+        if self.kind == "fixed" and (isinstance(self.m, bool) or not isinstance(self.m, Integral)
+                                     or self.m < 1):
+            raise ParticipationError(f"fixed participation needs an integer m >= 1, got {self.m}")
         if self.kind == "bernoulli" and not (self.p is not None and 0 < self.p <= 1):
             raise ParticipationError(f"bernoulli participation needs 0 < p <= 1, got {self.p}")
 
@@ -61,6 +63,8 @@ class Participation:
                 return cls("fixed", m=int(val))
             if key in ("p", "bernoulli"):
                 return cls("bernoulli", p=float(val))
+        except ParticipationError:
+            raise  # a readable spec with a bad value: keep the specific message
         except ValueError:
             pass
         raise ParticipationError(f"cannot read participation {text!r}; use full, m=M or p=P")

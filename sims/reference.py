@@ -38,7 +38,9 @@ def reference_compress(comp, x: torch.Tensor, layout, u=None) -> torch.Tensor:
             if isinstance(comp, C.TopK):
                 out[sl] = sparse
                 continue
-            divisor = keep if comp.scale == "kept" else size
+            # "kept": the mean |value| of the kept non-zero entries (spec 2.4, the nnz version;
+            # fewer than ``keep`` when the block has fewer non-zeros than ``keep``)
+            divisor = max(1, int((sparse != 0).sum())) if comp.scale == "kept" else size
             out[sl] = sparse.abs().sum() / divisor * torch.sign(sparse)
         elif isinstance(comp, C.Sign):
             out[sl] = block.abs().mean() * torch.sign(block)

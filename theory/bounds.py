@@ -322,7 +322,7 @@ def fedlada_thm35_terms(*, L, sigma_l, sigma_g, sigma_u, G_g, G_theta, eps_v, d,
     ``eta`` is the proof's eta = K * eta_g.  ``a`` is the proof's free constant (default 1/(K-1), the largest
     allowed).  G_c includes the factor d derived in the proof (the statement drops it) unless ``include_d_in_Gc=False``."""
     _check_positive(L=L, S=S, K=K, T=T, eta=eta, eta_l=eta_l, alpha=alpha, eps_v=eps_v, G_theta=G_theta)
-    a, C1, C2, C3, C = _fedlada_constants(K=K, G_theta=G_theta, alpha=alpha, beta1=beta1, a=a)
+    a, _, C2, C3, C = _fedlada_constants(K=K, G_theta=G_theta, alpha=alpha, beta1=beta1, a=a)
     if C <= 0:
         raise ValueError("C = (1 - beta1/((1-beta1)K))/2 must be positive (beta1 < K/(K+1))")
     dd = d if include_d_in_Gc else 1.0

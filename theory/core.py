@@ -131,24 +131,25 @@ def check(paper: str, name: str, claim: str, spec: Iterable[str] = ()) -> Callab
     return deco
 
 
-def load_all() -> None:
-    """Import every paper module so that its checks register themselves."""
-    for mod in PAPER_MODULES.values():
-        importlib.import_module(mod)
+def load_all(paper: str | None = None) -> None:
+    """Import the paper modules (all, or only ``paper``'s) so that their checks register themselves."""
+    for name, mod in PAPER_MODULES.items():
+        if paper is None or name == paper:
+            importlib.import_module(mod)
 
 
 def all_checks(paper: str | None = None) -> list[Check]:
     """Registered checks in report order (paper order, then registration order)."""
-    load_all()
     if paper is not None and paper not in PAPER_MODULES:
         raise ValueError(f"unknown paper {paper!r}; choose from {', '.join(PAPERS)}")
+    load_all(paper)
     order = {p: i for i, p in enumerate(PAPERS)}
     checks = [c for c in _REGISTRY.values() if paper is None or c.paper == paper]
     return sorted(checks, key=lambda c: order[c.paper])  # stable: keeps registration order
 
 
 def get_check(key: str) -> Check:
-    load_all()
+    load_all(key.split(":")[0])
     return _REGISTRY[key]
 
 

@@ -33,6 +33,7 @@ from .algebra import (
     rational_nonneg,
     show,
     simplify_zero,
+    subset_mean,
     unit,
 )
 from .core import check, refuted, verified
@@ -157,12 +158,6 @@ def bound(terms: dict) -> sp.Expr:
     return sp.Add(*terms.values()).subs(CONSTANTS)
 
 
-def _with_constants(terms: dict, **fixed) -> dict:
-    subs = {CONSTANTS_BY_NAME[k]: v for k, v in fixed.items()}
-    return {k: sp.sympify(v).subs(subs) for k, v in terms.items()}
-
-
-CONSTANTS_BY_NAME = {"C1_sgd": C1_SGD, "C1_ams": C1_AMS, "C1_pp": C1_PP, "Cprime": CPRIME}
 
 # ===========================================================================
 # constants, Young steps and geometric sums  (spec V1-V8)
@@ -172,7 +167,7 @@ CONSTANTS_BY_NAME = {"C1_sgd": C1_SGD, "C1_ams": C1_AMS, "C1_pp": C1_PP, "Cprime
 @check(PAPER, "C1_sgd_definition",
        "Thm 4.2's C1 = 2 + 4q^2/(1-q^2)^2 equals 1 + the proof's C1, where the proof's C1 = 1 + "
        "(2q^2/(1-q^2)) * sum_k ((1+q^2)/2)^k comes from Lemma D.5's geometric summation.",
-       spec=("V2", "22c"))
+       spec=("V2", "err-22c"))
 def _c1_sgd_definition():
     """fed-ef.txt line 221 (Thm 4.2 statement), line 899 (proof's C1), Lemma D.5 line 1039."""
     geo = geometric_series((1 + q**2) / 2)
@@ -309,7 +304,7 @@ def _thm43_terms_64():
 @check(PAPER, "thm43_printed_48_constant",
        "The proof states each of the last four terms of Upsilon_1 is <= eta*eta_l*K/(48 sqrt(eps)) and concludes "
        "Upsilon_1 <= -eta*eta_l*K/(16 sqrt(eps)).",
-       spec=("V7", "23"))
+       spec=("V7", "err-23"))
 def _thm43_48():
     """fed-ef.txt line 814 ("each of the last four terms can be bounded by eta eta_l K/(48 sqrt eps)") and line 816."""
     total = sp.Rational(-1, 8) + 4 * sp.Rational(1, 48)
@@ -365,7 +360,7 @@ def _thm43_implies():
 @check(PAPER, "thm43_C1_at_least_one",
        "The proof of Thm 4.3 uses C1 <= C1^2 'since C1 >= 1' with C1 = beta1/(1-beta1) + 2q/(1-q^2), "
        "for every beta1, q in [0,1).",
-       spec=("23",))
+       spec=("err-23",))
 def _thm43_c1_ge_1():
     """fed-ef.txt line 830 ("using the fact that C1 <= C1^2 since C1 >= 1")."""
     vals = {beta1: sp.Integer(0), q: sp.Rational(1, 10)}
@@ -378,7 +373,7 @@ def _thm43_c1_ge_1():
 
 @check(PAPER, "thm43_hidden_factor",
        "Thm 4.3's '<~' hides only an absolute constant.",
-       spec=("23",))
+       spec=("err-23",))
 def _thm43_hidden():
     """fed-ef.txt line 816-830: the proof's left side is eta eta_l K/(16 sqrt eps) sum E||grad||^2, and the
     displayed bound (line 240) divides by eta eta_l K T only."""
@@ -409,10 +404,10 @@ def _thm42_coefficient(lr, eta_v, q_v, K_v=1, L_v=1, exact_factor=True):
 
 @check(PAPER, "thm42_lr_condition_sufficient",
        "Thm 4.2's condition eta_l <= 1/(2KL max{4, eta(C1+1)}) makes the coefficient of sum E||grad f||^2 at most "
-       "-eta*eta_l*K/8 (line 903-906).",
-       spec=("V9", "22b"))
+       "-eta*eta_l*K/8 (lines 904-910).",
+       spec=("V9", "err-22b"))
 def _thm42_condition():
-    """fed-ef.txt line 221 (theorem) and lines 901-906 (proof: coefficient -eta eta_l K/4 +
+    """fed-ef.txt line 221 (theorem) and lines 901-910 (proof: coefficient -eta eta_l K/4 +
     eta^2 eta_l^2 (C1+1) K^2 L (60 eta_l^2K^2L^2+1), then claimed eta eta_l K/8)."""
     q0, eta0 = sp.Integer(0), sp.Integer(1)
     c1 = C1_sgd.subs(q, q0)
@@ -447,9 +442,9 @@ def _thm42_sufficient():
 @check(PAPER, "thm41_coefficient_one_eighth",
        "Under eta_l <= 1/(8KL max{1, 8(1+q^2)eta}) and q <= 1/32, the per-round coefficient of E||grad f||^2 in "
        "the proof of Thm 4.1 is <= -eta*eta_l*K/8.",
-       spec=("V10", "21"))
+       spec=("V10", "err-21"))
 def _thm41_coefficient():
-    """fed-ef.txt proof of Thm 4.1 (App. D.5), lines 1296-1303: terms -1 + 3/4 (VI) + 1/16 + 16q^2(2+120x) (VII)
+    """fed-ef.txt proof of Thm 4.1 (App. D.5), lines 1300-1320: terms -1 + 3/4 (VI) + 1/16 + 16q^2(2+120x) (VII)
     + (1+q^2) eta eta_l K L (2+120x) (second term of (21)), x = eta_l^2 K^2 L^2."""
     x, qq, y = sp.symbols("x qq y", nonnegative=True)  # x = (eta_l K L)^2, qq = q^2, y = (1+q^2) eta eta_l K L
     coef = -1 + sp.Rational(3, 4) + sp.Rational(1, 16) + 16 * qq * (2 + 120 * x) + y * (2 + 120 * x)
@@ -465,9 +460,9 @@ def _thm41_coefficient():
 @check(PAPER, "thm41_needs_q_bound",
        "Thm 4.1's stated learning-rate condition alone (no bound on q) makes the per-round coefficient of "
        "E||grad f||^2 negative for every q < 1.",
-       spec=("21",))
+       spec=("err-21",))
 def _thm41_q():
-    """fed-ef.txt line 199 (statement without q-bound) vs line 1298 ("and q <= 1/32" in the proof)."""
+    """fed-ef.txt line 199 (statement without q-bound) vs line 1315 ("and q <= 1/32" in the proof)."""
     qq = sp.Symbol("qq", positive=True)
     # smallest the coefficient can be for given q: eta_l -> 0 kills the x and y terms
     coef_limit = -1 + sp.Rational(3, 4) + sp.Rational(1, 16) + 32 * qq
@@ -500,7 +495,7 @@ def _cor1_feasibility():
 
 @check(PAPER, "thm44_lr_one_sixth_vs_lemma_D1",
        "Thm 4.4's condition (with its 1/6 term) implies Lemma D.1's requirement eta_l <= 1/(8KL), used in the proof.",
-       spec=("V24", "24"))
+       spec=("V24", "err-24"))
 def _thm44_one_sixth():
     """fed-ef.txt line 265 (eta_l <= min{1/6, ...}/(KL)) vs Lemma D.1 (line 926: eta_l <= 1/(8LK)) used in D.4 term I."""
     vals = {q: sp.Integer(0), n: sp.Integer(10), m: sp.Integer(10), eta: sp.Integer(1), K: sp.Integer(1), L: sp.Integer(1)}
@@ -519,10 +514,10 @@ def _thm44_one_sixth():
 @check(PAPER, "thm44_missing_m2_over_n2",
        "Thm 4.4's learning-rate condition makes the stale-error term 8 eta^2 eta_l^2 q^2 L/((1-q^2)^2 m^2) ||sum grad||^2 "
        "no larger than the negative term eta*eta_l/(2K n^2) ||sum grad||^2 of D.4.",
-       spec=("V24", "24"))
+       spec=("V24", "err-24"))
 def _thm44_m2n2():
-    """fed-ef.txt proof of Thm 4.4, line 1278 (negative term -eta eta_l/(2Kn^2) ...) and line 1283
-    (8 eta^2 eta_l^2 q^2 L/((1-q^2)^2 m^2) ...), condition line 1287."""
+    """fed-ef.txt proof of Thm 4.4, line 1246 (negative term -eta eta_l/(2Kn^2) ...) and line 1249
+    (8 eta^2 eta_l^2 q^2 L/((1-q^2)^2 m^2) ...), condition line 1254."""
     ratio = (8 * eta**2 * eta_l**2 * q**2 * L / ((1 - q**2) ** 2 * m**2)) / (eta * eta_l / (2 * K * n**2))
     expected = 16 * eta * eta_l * q**2 * L * K * n**2 / ((1 - q**2) ** 2 * m**2)
     if not is_identity(ratio, expected):
@@ -549,7 +544,7 @@ def _thm44_m2n2():
        "O((1+q^2)/sqrt(TKn) + (1+q^2)/(TK) (sigma^2 + K sigma_g^2) + q^2 sigma^2/(Kn)).",
        spec=("V11",))
 def _thm41_rate():
-    """fed-ef.txt line 207, eq. (2), and line 1325 (D.5)."""
+    """fed-ef.txt line 207, eq. (2), and line 1326 (D.5)."""
     ok, notes = compare_rate(THM41, COR1_LR, THM41_RATE + F / sp.sqrt(T * K * n), SCALE, T)
     return (verified if ok else refuted)("; ".join(notes))
 
@@ -582,7 +577,7 @@ def _cor1_sgd():
 @check(PAPER, "cor1_ams_rate",
        "Corollary 1 (Fed-EF-AMS) follows from Thm 4.3: every term under the Corollary learning rates is "
        "O((f1-f*)/sqrt(TKn) + sigma^2/sqrt(TKn) + (1/(TK) + sqrt(n)/(T^1.5 sqrt K))(sigma^2 + K sigma_g^2)).",
-       spec=("V11", "23"))
+       spec=("V11", "err-23"))
 def _cor1_ams():
     """fed-ef.txt line 251 (Corollary 1, AMS) from Thm 4.3 (line 240)."""
     ok, notes = compare_rate(THM43, COR1_LR, COR1_AMS_RATE, SCALE, T)
@@ -593,10 +588,10 @@ def _cor1_ams():
 
 @check(PAPER, "thm42_keeps_lemma_D3_term",
        "The final bound of Thm 4.2 keeps every term of its proof.",
-       spec=("22a", "26"))
+       spec=("err-22a", "err-26"))
 def _thm42_dropped():
-    """fed-ef.txt lines 876-878 (Lemma D.3 contributes 5 eta eta_l^3 K^2 L^2/2 (sigma^2+6K sigma_g^2) per round)
-    vs line 901 (the summed inequality, where this term is missing) and line 906 (final bound)."""
+    """fed-ef.txt lines 874-877 (Lemma D.3 contributes 5 eta eta_l^3 K^2 L^2/2 (sigma^2+6K sigma_g^2) per round)
+    vs line 901 (the summed inequality, where this term is missing) and line 915 (final bound)."""
     dropped = 5 * T * eta * eta_l**3 * K**2 * L**2 / 2 * H / (T * eta * eta_l * K / 8)
     under_cor = sp.simplify(dropped.subs(COR1_LR))
     het = sp.expand(under_cor).coeff(sigma_g, 2) * sigma_g**2
@@ -604,7 +599,7 @@ def _thm42_dropped():
     ratio = sp.simplify(het / stated_het)
     lim = sp.limit(ratio, T, sp.oo)
     thr = sp.solve(sp.Eq(het.subs(sigma_g, 1) * sigma_g**2, sigma**2 / sp.sqrt(T * K * n)), T)[0]
-    return refuted(f"Lemma D.3's term 5 eta eta_l^3 K^2 L^2/2 (sigma^2+6K sigma_g^2) (line 878) is absent from the "
+    return refuted(f"Lemma D.3's term 5 eta eta_l^3 K^2 L^2/2 (sigma^2+6K sigma_g^2) (line 877) is absent from the "
                    f"summed inequality (line 901); after dividing by eta eta_l K T/8 it adds {show(sp.simplify(dropped))}, "
                    f"i.e. {show(under_cor)} under Cor. 1. Its sigma_g part divided by the stated sqrt(n) K sigma_g^2/(T^1.5 sqrt K) "
                    f"is {show(ratio)} -> {show(lim)} as T -> oo, so the corrected rate has a (sigma^2 + K sigma_g^2)/(TK) "
@@ -696,7 +691,7 @@ def _thm44_q0():
        "1680/(1-q^2)^3 = 720/(1-q^2)^2 * 2/(1-q^2) + 240/(1-q^2)^3, 3360 = 2*1680, 53760 = 16*3360, 96 = 16*6.",
        spec=("V13",))
 def _thm44_gamma():
-    """fed-ef.txt proof of Thm 4.4 (App. D.4), lines 1250-1290."""
+    """fed-ef.txt proof of Thm 4.4 (App. D.4), lines 1222-1260."""
     gam = (1 - q**2) / (2 * q**2)
     ints = [(70, 3 * 20 + 2 * 5), (180, 3 * 60), (280, 2 * 140), (3360, 2 * 1680), (53760, 16 * 3360), (96, 16 * 6)]
     bad = [f"{a} != {b}" for a, b in ints if a != b]
@@ -711,13 +706,8 @@ def _thm44_gamma():
 
 
 def _subset_second_moment(et, e, n_, m_):
-    """E over uniform m-subsets M of (sum_{i in M} et_i + sum_{i notin M} e_i)^2 (scalars; exact)."""
-    subsets = list(itertools.combinations(range(n_), m_))
-    tot = Fraction(0)
-    for S in subsets:
-        v = sum(et[i] if i in S else e[i] for i in range(n_))
-        tot += Fraction(v) ** 2
-    return tot / len(subsets)
+    """E over uniform m-subsets M of (sum_{i in M} et_i + sum_{i notin M} e_i)^2 (exact for Fractions or sympy symbols)."""
+    return subset_mean(n_, m_, lambda S: sum((et[i] if i in S else e[i]) for i in range(n_)) ** 2)
 
 
 @check(PAPER, "thm44_sampling_second_moment",
@@ -726,22 +716,21 @@ def _subset_second_moment(et, e, n_, m_):
        "- c||sum (e~_i - e_i)||^2 + c sum||e~_i - e_i||^2 with c = m(n-m)/(n(n-1)).",
        spec=("V14",))
 def _thm44_sampling():
-    """fed-ef.txt proof of Thm 4.4, lines 1226-1236 (second moment A)."""
+    """fed-ef.txt proof of Thm 4.4, lines 1190-1200 (second moment A)."""
     notes = []
     for n_ in range(2, 6):
         et = sp.symbols(f"a0:{n_}")
         e = sp.symbols(f"b0:{n_}")
         for m_ in range(1, n_):
-            subsets = list(itertools.combinations(range(n_), m_))
-            A = sp.Add(*[(sum(et[i] if i in S else e[i] for i in range(n_))) ** 2 for S in subsets]) / len(subsets)
+            A = _subset_second_moment(et, e, n_, m_)
             c = sp.Rational(m_ * (n_ - m_), n_ * (n_ - 1))
             claim = (sp.Rational(m_, n_) * sum(et) ** 2 + sp.Rational(n_ - m_, n_) * sum(e) ** 2
                      - c * sum(a - b for a, b in zip(et, e)) ** 2 + c * sum((a - b) ** 2 for a, b in zip(et, e)))
             if sp.expand(A - claim) != 0:
                 return refuted(f"identity fails at n={n_}, m={m_}: residual {show(sp.factor(A - claim))}")
-            p1 = sp.Rational(sum(1 for S in subsets if 0 in S), len(subsets))
-            p2 = sp.Rational(sum(1 for S in subsets if 0 in S and 1 in S), len(subsets))
-            if p1 != sp.Rational(m_, n_) or p2 != sp.Rational(m_ * (m_ - 1), n_ * (n_ - 1)):
+            p1 = subset_mean(n_, m_, lambda S: Fraction(int(0 in S)))
+            p2 = subset_mean(n_, m_, lambda S: Fraction(int(0 in S and 1 in S)))
+            if p1 != Fraction(m_, n_) or p2 != Fraction(m_ * (m_ - 1), n_ * (n_ - 1)):
                 return refuted(f"inclusion probabilities wrong at n={n_}, m={m_}: {p1}, {p2}")
         notes.append(f"n={n_}")
     return verified("exact expansion over all m-subsets equals the claimed identity as polynomials in the e~_i, e_i "
@@ -752,12 +741,12 @@ def _thm44_sampling():
 @check(PAPER, "thm44_paper_bound_on_A",
        "The paper's bound A <= (m/n)||sum e~_i||^2 + ((n-m)/n)||sum e_i||^2 + c sum(||e~_i||^2 + ||e_i||^2), "
        "c = m(n-m)/(n(n-1)), holds for all vectors.",
-       spec=("V14", "24"))
+       spec=("V14", "err-24"))
 def _thm44_paper_a():
-    """fed-ef.txt lines 1228-1236 (A's expansion with cross-term coefficient m(n-m)/(n(n-1)), missing a factor 2,
-    and the final inequality at line 1236)."""
+    """fed-ef.txt lines 1192-1200 (A's expansion with cross-term coefficient m(n-m)/(n(n-1)), missing a factor 2,
+    and the final inequality at line 1200)."""
     n_, m_ = 2, 1
-    et, e = (1, -1), (-1, 1)
+    et, e = (Fraction(1), Fraction(-1)), (Fraction(-1), Fraction(1))
     A = _subset_second_moment(et, e, n_, m_)
     c = Fraction(m_ * (n_ - m_), n_ * (n_ - 1))
     rhs = (Fraction(m_, n_) * sum(et) ** 2 + Fraction(n_ - m_, n_) * sum(e) ** 2
@@ -766,7 +755,8 @@ def _thm44_paper_a():
         return verified("no counterexample at the tested point")
     correct = (Fraction(m_, n_) * sum(et) ** 2 + Fraction(n_ - m_, n_) * sum(e) ** 2
                + 2 * c * sum(a * a + b * b for a, b in zip(et, e)))
-    return refuted(f"n=2, m=1, scalar errors e~ = {et}, e = {e}: exact A = {A} > paper's bound {rhs} (bound - A = "
+    tup = lambda v: "(" + ", ".join(str(x) for x in v) + ")"
+    return refuted(f"n=2, m=1, scalar errors e~ = {tup(et)}, e = {tup(e)}: exact A = {A} > paper's bound {rhs} (bound - A = "
                    "c(2 sum e~_i e_i + ||sum(e~_i - e_i)||^2), negative here). The expansion's cross term "
                    f"sum_(i!=j) e~_i e_j needs coefficient 2m(n-m)/(n(n-1)); with 2c instead of c the bound holds "
                    f"({correct} >= {A}); only constants change", "exact")
@@ -828,7 +818,7 @@ def _prop31():
        "Def. 1 bounds ||C(x)-x||^2 <= q^2 ||x||^2 hold for layer-wise TopK (q^2 = 1 - min_l max(1,floor(k d_l))/d_l), "
        "grouped Sign (q^2 = 1 - min 1/d_i, tight for 1-sparse blocks) and heavy-Sign (q^2 = 1 - min k/d_i, "
        "Prop. 3.2; both scalings), including ||C_k(x)||^2 >= k||x||^2 and the orthogonal split of Prop. 3.2.",
-       spec=("V16", "T4", "13"))
+       spec=("V16", "T4", "err-13"))
 def _compressor_bounds():
     """fed-ef.txt Prop. 3.1 (line 76), Prop. 3.2 (line 105) and its proof (lines 110-121), footnote 2 (layer-wise TopK)."""
     from .bounds import compressor_q2
@@ -896,7 +886,7 @@ def _stoc():
 @check(PAPER, "stoc_sparsity_bound_vs_qsgd",
        "The Stoc sparsity bound E||Q_b(x)||_0 <= 2^b + 2^(b-1) sqrt(d) (App. A) is QSGD's bound s^2 + s sqrt(d) "
        "with s = 2^(b-1).",
-       spec=("10",))
+       spec=("err-10",))
 def _stoc_sparsity():
     """fed-ef.txt line 553 (App. A sparsity claim) vs QSGD Lemma (Alistarh et al. 2017)."""
     b, dd = sp.symbols("b d", positive=True)
@@ -1011,7 +1001,7 @@ def _ef_run(rule, seed=0, n_=5, m_=None, dim=12, T_=25, eta_=0.7, b1=0.9, b2=0.9
        "- eta e_bar_t moves by -eta Delta_bar_t (Sec. 6).",
        spec=("V22", "T3"))
 def _ef_identities():
-    """fed-ef.txt eq. (14) line 851, D.1 virtual sequence (line 664ff), eq. (18) line 1149, Sec. 6 line 398ff."""
+    """fed-ef.txt eq. (14) line 851, D.1 virtual sequence (line 664ff), eq. (18) line 1151, Sec. 6 line 398ff."""
     res = {rule: max(_ef_run(rule, seed=s, m_=2) for s in range(3)) for rule in ("sgd", "ams", "pp", "two_way")}
     bad = {k: v for k, v in res.items() if v > 1e-10}
     if bad:
@@ -1054,3 +1044,21 @@ def _staleness():
         return refuted(f"E[s] = {show(es)}")
     return verified(f"E[s] = p * d/dr(1/(1-r)) at r = 1-p = {show(es)} = n/m for p = m/n "
                     f"(exact partial sum to 399 at p = 1/4: {fmt(float(partial))})")
+
+
+@check(PAPER, "realistic_q_constants",
+       "With realistic layer sizes the theory constants are vacuous: grouped Sign on a 10^6-parameter layer has 1 - q^2 = 10^-6, "
+       "so C1_sgd ~ 4q^2/(1-q^2)^2 ~ 4*10^12 and Thm 4.2's condition forces eta_l <= 1/(2KL eta (C1+1)) ~ 10^-13/(KL eta).",
+       spec=("err-27",))
+def _realistic_q():
+    """fed-ef.txt Prop. 3.1 (line 76) with Thm 4.2 (line 221); spec sec. 2.7 practical remark and sec. 6 item 27."""
+    from .bounds import compressor_q2
+
+    q2 = sp.Rational(1) - sp.Rational(1, 10**6)  # compressor_q2("sign", [10**6]) exactly
+    if abs(float(q2) - compressor_q2("sign", [10**6])) > 1e-15:
+        return refuted("compressor_q2 disagrees with 1 - 1/d")
+    c1 = C1_sgd.subs(q, sp.sqrt(q2))
+    lr = 1 / (2 * (c1 + 1))
+    return verified(f"q^2 = 1 - 10^-6 gives C1_sgd = {fmt(float(c1))}, C1_pp = {fmt(float(C1_pp.subs(q, sp.sqrt(q2))))} and "
+                    f"eta_l K L eta <= {fmt(float(lr))}; TopK-0.01 (q^2 = 0.99) gives C1_sgd = "
+                    f"{fmt(float(C1_sgd.subs(q, sp.sqrt(sp.Rational(99, 100)))))}", "exact")

@@ -13,11 +13,12 @@ upper bound of the scaling function phi, Delta = E f(theta_1) - min f.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import sympy as sp
 
-from .algebra import fmt, identities, is_identity, poly_nonneg, pos, rational_nonneg, show, simplify_zero, unit
+from .algebra import fmt, identities, is_identity, poly_nonneg, pos, show, simplify_zero
 from .core import check, refuted, verified
 
 PAPER = "fed-lamb"
@@ -102,10 +103,10 @@ def _s2():
 @check(PAPER, "S2_paper_signs",
        "MAIN (11)-(12) (and SUPP (3)) state vartheta_(r+1) - vartheta_r = +alpha beta1/(1-beta1)(c_r/s_r - c_(r-1)/s_(r-1)) m_(r-1) "
        "+ alpha (c_r/s_r) g_r, with (11) = (alpha/(1-beta1)) c_r m_r/s_r - (alpha/(1-beta1)) c_(r-1) m_(r-1)/s_(r-1).",
-       spec=("S2", "8"))
+       spec=("S2", "err-8"))
 def _s2_signs():
     """fed-lamb.txt lines 215 (eq. 11) and 217 (eq. 12)."""
-    lhs, correct, p11, p12 = _s2_parts()
+    lhs, _, p11, p12 = _s2_parts()
     if is_identity(p12, lhs) and is_identity(p11, lhs):
         return verified("printed forms equal the true step")
     neg12 = is_identity(p12, -lhs)
@@ -161,7 +162,7 @@ def _s5():
 
 @check(PAPER, "S6_layer_factor",
        "MAIN (26)/(38): sum_(l=1)^L sum_(i=1)^n sum_(j=1)^(p_l) sigma/sqrt(n) = sigma L p sqrt(n).",
-       spec=("S6", "9"))
+       spec=("S6", "err-9"))
 def _s6():
     """fed-lamb.txt eq. (26) line 261 and eq. (38)."""
     ps = sp.symbols("p1:4", positive=True)
@@ -190,7 +191,7 @@ def _s7():
 
 @check(PAPER, "S11_epsilon_powers",
        "SUPP (9): B_1 <= (L/sqrt(eps)) sum_i ||theta_bar - theta_i||^2 <= n (alpha^2 L/sqrt(eps)) M^2 T^2 phi_M^2 (1-beta2) p, using Lemma 1.",
-       spec=("S11", "10"))
+       spec=("S11", "err-10"))
 def _s11():
     """fed-lamb-supplement.txt eq. (9), line 150, with Lemma 1 (line 78: bound carries 1/eps)."""
     lemma1 = alpha**2 * M**2 * T**2 * phi_M**2 * (1 - beta2) * p / eps
@@ -207,7 +208,7 @@ def _s11():
        "(2/n) sum_i sum_l ||phi psi^l/||psi^l|| ||^2 <= 2 h phi_M^2 (each layer contributes a vector of norm phi <= phi_M), which is <= 2 p phi_M^2.",
        spec=("S12",))
 def _s12():
-    """fed-lamb-supplement.txt B_2 bound (line ~160)."""
+    """fed-lamb-supplement.txt B_2 bound (lines 154-167)."""
     r = np.random.default_rng(0)
     worst = 0.0
     for _ in range(200):
@@ -289,7 +290,7 @@ def _s8():
 @check(PAPER, "S8_ratio_bound_global_v",
        "The ratio bound |m^j/sqrt(v_hat^j)| <= 1/sqrt(1-b2) (used for ||p^l|| <= sqrt(p_l/(1-b2))) still holds when v_hat is the server's "
        "average of the clients' second moments (Algorithm 2, line 17).",
-       spec=("S8", "6"))
+       spec=("S8", "err-6"))
 def _s8_global():
     """fed-lamb.txt Algorithm 2 line 17 (v_hat_(r+1) = max(v_hat_r, mean_i v_i)) and the ratio bound of A_1."""
     b1, b2 = 0.9, 0.999
@@ -369,7 +370,7 @@ def _s10():
 
 @check(PAPER, "S10_claimed_rate_sqrt_pL_over_nR",
        "MAIN's contribution claim: the bound is O(sqrt(p L/(n R))), i.e. follows from Theorem 5 with that dependence on p and L.",
-       spec=("S10", "23"))
+       spec=("S10", "err-23"))
 def _s10_claim():
     """fed-lamb.txt line 36 (contribution claim) vs Theorem 5 (SUPP line 96)."""
     C1, _, _ = _rate_expansion()
@@ -396,7 +397,7 @@ def _s10_n():
 
 @check(PAPER, "thm5_proof_form_speedup",
        "The proof's final display of Theorem 5 also exhibits linear speedup in n with alpha = kappa/sqrt(R).",
-       spec=("S10", "4"))
+       spec=("S10", "err-4"))
 def _proof_speedup():
     """fed-lamb-supplement.txt final display after 'assuming M <= 1' (line 206ff)."""
     term = THM5_PROOF["T3_grad"].subs(LR_SQRT_R)
@@ -410,7 +411,7 @@ def _proof_speedup():
 
 @check(PAPER, "thm5_statement_matches_proof",
        "Theorem 5's statement is the proof's final display with terms organised (same powers of alpha, same terms).",
-       spec=("4", "S10"))
+       spec=("err-4", "err-5", "S10"))
 def _statement_vs_proof():
     """fed-lamb-supplement.txt Theorem 5 statement (line 96-100) vs the proof's last display (line 206ff)."""
     diffs = []
@@ -449,7 +450,7 @@ def _t6():
 
 @check(PAPER, "main_bound_42_no_decay",
        "MAIN's final bound (42) (T = 1) decays to 0 as R -> infinity (sublinear convergence in R).",
-       spec=("3", "2"))
+       spec=("err-3", "err-2"))
 def _main42():
     """fed-lamb.txt eq. (42), line 344 (Theorem 1's right-hand side is the placeholder 'dd', line 147)."""
     gap, sig, Lc, Lbar, v0 = pos("gap sig Lc Lbar v0")
@@ -458,14 +459,12 @@ def _main42():
          + alpha * beta1 / (1 - beta1) * sp.sqrt((1 - beta2) * p) * Lc * M**2 / sp.sqrt(v0)
          + Lbar * alpha**2 * M**2 * phi_M**2 * (1 - beta2) * p / (R * v0))
     last = Lbar * alpha**2 * M**2 * phi_M**2 * (1 - beta2) * p / (R * v0)
-    lim = sp.limit(b, R, sp.oo)
-    if lim == 0:
-        return verified("decays")
-    if is_identity(lim, b - last):
+    rest = sp.expand(b - last)
+    if R not in rest.free_symbols and sp.limit(last, R, sp.oo) == 0:
         return refuted("as R -> oo the bound tends to itself minus its last term (> 0): the initial gap is not divided by alpha R and "
                        "the alpha phi_M sigma L p sqrt(n) and constant beta1 terms remain; only the last term decays like 1/R (and "
                        "Theorem 1's right-hand side is the placeholder 'dd')")
-    return refuted(f"limit as R -> oo is {show(lim)}")
+    return verified("the R-independent part vanishes")
 
 
 @check(PAPER, "P1_P2_step_properties",
@@ -491,3 +490,49 @@ def _p1p2():
         return verified(f"200 random layers: max relative step-length error {worst_len:.1e}, max change from bias-correcting m "
                         f"{worst_dir:.1e}; hence per-round drift <= alpha T phi_M per layer", "numeric")
     return refuted(f"length error {worst_len}, direction change {worst_dir}", "numeric")
+
+
+@check(PAPER, "T4_local_steps_hurt",
+       "Theorem 5's bound increases with the number of local steps T (only the T^2 term depends on T), so more local steps never "
+       "improve the worst-case bound at fixed alpha and R.",
+       spec=("T4",))
+def _t4():
+    """fed-lamb-supplement.txt Theorem 5 (line 96-100): term 4 alpha^2 L M^2 T^2 phi_M^2 (1-beta2) p/sqrt(eps)."""
+    w = sp.Symbol("w", positive=True)
+    dT = sp.expand(sp.diff(sp.Add(*THM5.values()).subs(beta2, 1 - w), T))
+    if all(term.as_coeff_Mul()[0] > 0 for term in sp.Add.make_args(dT)):
+        return verified(f"d bound/dT = {show(dT)} > 0 (with w = 1 - beta2)")
+    return refuted(f"d bound/dT = {show(dT)}")
+
+
+@check(PAPER, "phi_M_factored_out_of_difference",
+       "MAIN (32): phi(||theta_r||)/a_r - phi(||theta_(r-1)||)/a_(r-1) can be bounded by phi_M (1/a_r - 1/a_(r-1)) "
+       "(phi_M factored out of a difference).",
+       spec=("err-7",))
+def _phi_difference():
+    """fed-lamb.txt eq. (32), lines 295-301."""
+    phiM_, phi_r, phi_prev, a_r, a_prev = 1, Fraction(1, 10), 1, 1, 1  # v_hat unchanged between rounds (max operator)
+    lhs = phi_r / a_r - phi_prev / a_prev
+    rhs = phiM_ * (Fraction(1, a_r) - Fraction(1, a_prev))
+    if abs(lhs) <= abs(rhs):
+        return verified("holds at the tested point")
+    return refuted(f"phi_M = 1, phi_r = 1/10, phi_(r-1) = 1 (both in [phi_m, phi_M]) and a_r = a_(r-1) = 1 (sqrt(v_hat) unchanged): "
+                   f"|phi_r/a_r - phi_(r-1)/a_(r-1)| = {abs(lhs)} > phi_M |1/a_r - 1/a_(r-1)| = {abs(rhs)}; a difference of two "
+                   "terms cannot be bounded by factoring out the majorant, so the telescoping of (32) does not follow", "exact")
+
+
+@check(PAPER, "eq39_vector_inequality",
+       "MAIN (39): (1/n) sum_i phi(||theta_i||)/(sqrt(v) ||p_i||) grad f_i(theta_r) <= phi_M (1-beta2) grad f(theta_r)/sqrt(v) "
+       "(as vectors, coordinate-wise).",
+       spec=("err-12",))
+def _eq39():
+    """fed-lamb.txt eq. (39), line 332."""
+    grads = (Fraction(1), Fraction(-1))  # two clients, heterogeneous gradients; grad f = mean = 0
+    gammas = (Fraction(1), Fraction(1, 2))  # phi/(sqrt(v)||p_i||) differs across clients (different ||p_i||)
+    lhs = sum(g * gr for g, gr in zip(gammas, grads)) / 2
+    rhs = Fraction(1) * Fraction(1, 1000) * sum(grads) / 2
+    if lhs <= rhs:
+        return verified("holds at the tested point")
+    return refuted(f"n = 2, grad f_1 = 1, grad f_2 = -1 (grad f = 0), weights phi/(sqrt(v)||p_i||) = 1 and 1/2: left side = {lhs} > "
+                   f"right side = {rhs}; with heterogeneous clients the weighted average of gradients is not controlled by the "
+                   "plain gradient", "exact")

@@ -16,9 +16,9 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-from scipy import integrate, special
+from scipy import integrate
 
-from .algebra import describe, finite_sum, fmt, identities, is_identity, pos, show, simplify_zero
+from .algebra import finite_sum, fmt, identities, is_identity, pos, show, simplify_zero
 from .core import check, inconclusive, refuted, verified
 
 PAPER = "fedada2"
@@ -119,8 +119,6 @@ def _t_finiteness():
     """fedada2.txt Def. 1 (line 42) and Prop. 9 (clients i >= 2 have t_(i+1) noise)."""
     tail = sp.limit(f_nu.subs(nu, 5) * t**6, t, sp.oo)
     tail_general = sp.simplify(sp.limit((1 + t**2 / nu) ** (-(nu + 1) / 2) * t ** (nu + 1), t, sp.oo))
-    u = sp.Symbol("u", positive=True)
-    conv = sp.integrate(t ** (u - 1 - 1), (t, 1, sp.oo), conds="none")  # exponent alpha-nu-1 = u-2 with u = alpha-nu+1
     if not (tail.is_positive and tail_general.is_positive):
         return refuted(f"tail constant {show(tail)}, {show(tail_general)}")
     return verified(f"|t|^(nu+1) f_nu(t) -> {show(tail_general)} * (normalising constant) > 0 as |t| -> oo (e.g. "
@@ -166,7 +164,7 @@ def _cauchy():
 @check(PAPER, "def1_covers_cauchy",
        "The Cauchy noise of Prop. 10 is heavy-tailed in the sense of Definition 1 (alpha-moment bounded for alpha in (0,2), "
        "unbounded for alpha >= 2).",
-       spec=("2", "28"))
+       spec=("2", "err-28"))
 def _def1_cauchy():
     """fedada2.txt Def. 1 (line 42) vs Prop. 10 (line 475, 'generalized' problem) and Thm 13 (needs a finite mean)."""
     A = sp.Symbol("A", positive=True)
@@ -186,8 +184,9 @@ def _argmax():
     """fedada2.txt proof of Prop. 9 (ii), line 405 (monotonicity of ||xi|| p_(i+1)(xi))."""
     xi = sp.Symbol("xi", positive=True)
     g = xi * (1 + xi**2 / nu) ** (-(nu + 1) / 2)
-    ratio = sp.simplify(sp.diff(g, xi) / (1 + xi**2 / nu) ** (-(nu + 3) / 2))
-    if is_identity(ratio, 1 - xi**2):
+    e = sp.diff(g, xi) * (1 + xi**2 / nu) ** ((nu + 3) / 2)
+    ratio = sp.cancel(sp.expand(sp.powsimp(sp.expand(e), combine="exp", force=True)))
+    if ratio == 1 - xi**2:
         return verified("derivative / (1+xi^2/nu)^(-(nu+3)/2) simplifies to 1 - xi^2 for symbolic nu: increasing on [0,1], "
                         "decreasing after")
     return refuted(f"derivative ratio {show(ratio)}")
@@ -196,7 +195,7 @@ def _argmax():
 @check(PAPER, "paper_argmax_and_majorant",
        "Proof of Prop. 9 (ii): ||xi|| p_(i+1)(xi) increases on [0, (3/2 + 2/(i+1))^(-1/2)] and decreases after, and "
        "h_(i+1)(xi) = -xi/(3/2+2/(i+1))^(-1/2) + sup ||xi|| p + eps on that interval is a non-negative majorant.",
-       spec=("4", "22"))
+       spec=("4", "2.7.1", "err-22"))
 def _paper_argmax():
     """fedada2.txt lines 405-407 (definition of h_(i+1))."""
     v = 2  # client i = 1, nu = i + 1 = 2
@@ -226,7 +225,7 @@ def _I_eps():
 
 @check(PAPER, "I_eps_uniform_in_x",
        "There is one eps with I(eps) ~ 1 - eps_hat, eps_hat ~ 0, uniformly in the iterate x_t (step (4) of Prop. 9 (ii)).",
-       spec=("2.7.3", "23"))
+       spec=("2.7.3", "err-23"))
 def _I_uniform():
     """fedada2.txt line 398-401 (I_i(eps) in [1 - eps_hat_i, 1) for eps in [eps_i, 1])."""
     p = _pdf_t(2)
@@ -239,7 +238,7 @@ def _I_uniform():
 
 @check(PAPER, "B_maximised_at_zero",
        "E_t[||xi||/(||x_t + xi|| + eps)] is maximised at x_t = 0 (eq. 5 of Prop. 9 (ii)).",
-       spec=("2.7.2", "23"))
+       spec=("2.7.2", "err-23"))
 def _B_zero():
     """fedada2.txt line 405-410 ('by matching monotonicity ... maximized at x_t = 0')."""
     p = _pdf_t(2)
@@ -253,7 +252,7 @@ def _B_zero():
 @check(PAPER, "B_below_2sqrt3",
        "For the t-construction, B = sup over clients and iterates of E[||xi||/(||x_t+xi|| + eps)] < 2 sqrt(3) (Prop. 9 (ii)), "
        "for any admissible eps in (0, 1].",
-       spec=("2.7.2", "23"))
+       spec=("2.7.2", "err-23"))
 def _B_2sqrt3():
     """fedada2.txt line 424 ('It is easy to show by straightforward integration that B < 2 sqrt 3')."""
     p = _pdf_t(2)
@@ -269,7 +268,7 @@ def _B_2sqrt3():
        "Prop. 10 (ii): for Cauchy noise with gamma < 1/3 the same B is at most 2.",
        spec=("2.7.5",))
 def _cauchy_B():
-    """fedada2.txt proof of Prop. 10 (ii) ('upper bounded by 2 for gamma < 1/3'), line ~500."""
+    """fedada2.txt proof of Prop. 10 (ii) (construction line 487, bound B <= 2 for gamma < 1/3 at line 516)."""
     g, eps = 0.3, 1e-6
     p = _pdf_cauchy(g)
     best = max(((x0, _expect(lambda s: abs(s), p, x0, eps)) for x0 in (0.2, 0.3, 0.5)), key=lambda kv: kv[1])
@@ -335,11 +334,11 @@ def _prop9_ii():
 
 @check(PAPER, "prop9_iv_sum_vs_integral",
        "Prop. 9 (iv): sum_(t=1)^T eta_l^t with eta_l^t = 1/t^2 is at most int_1^oo x^(-2) dx = 1.",
-       spec=("8", "24"))
+       spec=("8", "2.7.4", "err-24"))
 def _prop9_iv():
     """fedada2.txt lines 455-463 (proof of Prop. 9 (iv)) and statement line 334."""
     s2 = sp.Rational(1, 1) + sp.Rational(1, 4)
-    total = sp.summation(1 / sp.Symbol("k", positive=True, integer=True) ** 2, (sp.Symbol("k", positive=True, integer=True), 1, sp.oo))
+    total = sp.zeta(2)  # sum_{t>=1} t^-2 = pi^2/6 (Basel)
     integral = sp.integrate(1 / t**2, (t, 1, sp.oo))
     if s2 <= integral:
         return verified("sum <= integral")
@@ -371,7 +370,7 @@ def _prop9_iv_K():
 @check(PAPER, "lemma16_server_step",
        "Lemma 16: sum_(l=1)^t b^(2(t-l)) = (1-b^(2t))/(1-b^2), and the Cauchy-Schwarz constant (1-b) sqrt((1-b^(2t))/(1-b^2)) "
        "= sqrt((1-b)(1-b^(2t))/(1+b)) <= sqrt((1-b)(1-b^(2t))), so the stated server step bound is valid (looser by sqrt(1+b)).",
-       spec=("9", "19"))
+       spec=("9", "err-19"))
 def _lemma16():
     """fedada2.txt Lemma 16 and proof, lines 778-792."""
     b = sp.Symbol("b", positive=True)
@@ -391,13 +390,11 @@ def _lemma16():
        "|g|/(sqrt(|g|^2 + S) + eps) <= sqrt(|g|^2/(eps^2 + S + |g|^2)).",
        spec=("10",))
 def _log_tele():
-    """fedada2.txt Theorem 20 proof, eqs. (13)-(14) (line ~1000), Lemma 15 proof (line 760)."""
+    """fedada2.txt Theorem 20 proof, eqs. (13)-(14) (lines 955-972), Lemma 15 proof (line 760)."""
     y = sp.Symbol("y", nonnegative=True)
     h = sp.log(1 + y) - y / (1 + y)
     dh = sp.simplify(sp.diff(h, y))
     g, Sv, e = pos("g S e")
-    lhs_sq = g**2 / (sp.sqrt(g**2 + Sv) + e) ** 2
-    rhs_sq = g**2 / (e**2 + Sv + g**2)
     gap = sp.expand((sp.sqrt(g**2 + Sv) + e) ** 2 - (e**2 + Sv + g**2))
     # telescoping: with x_t = a_t/(c+S_(t-1)), a_t/(c+S_t) = x_t/(1+x_t) <= log(1+x_t) = log((c+S_t)/(c+S_(t-1)))
     c, at, sp_ = pos("c a_t S_prev")
@@ -453,14 +450,41 @@ def _lemma21():
 
 @check(PAPER, "lemma21_stabilisation_remark",
        "Remark after Lemma 21: the factor (1 - beta1) 'stabilizes the divergence' of c(beta1) as beta1 -> 1.",
-       spec=("11", "18"))
+       spec=("11", "err-18"))
 def _lemma21_remark():
-    """fedada2.txt lines 990-996 (remark on (1-beta1) c(beta1))."""
+    """fedada2.txt line 994 (remark on (1-beta1) c(beta1))."""
     b = sp.Symbol("b", positive=True)
     lim = sp.limit((1 - b) * b * (1 + b) / (1 - b) ** 3, b, 1, "-")
     nums = {bb: (1 - bb) * c_beta(bb)[0] for bb in (0.9, 0.99)}
     return refuted(f"(1-b) * sum_u b^u u^2 = b(1+b)/(1-b)^2 -> {lim} as b -> 1 and c(b) exceeds that sum; numerically "
                    + ", ".join(f"(1-b)c(b) = {fmt(v)} at b = {bb:g}" for bb, v in nums.items()))
+
+
+# Theorem 20 (line 842) as sympy expressions, with Lemma 15 (proof's version) and Lemma 16 for Phi_1, Phi_2
+(L20, G20, d20, K20, T20, eta20, etal20, tau20, eps20, epss20, F20) = pos("L G d K T eta eta_l tau epsilon eps_s F")
+v0_20, vt0_20, cbeta20 = sp.symbols("v_0 vtilde_0 c_beta", nonnegative=True)
+b20 = sp.Symbol("beta1_server", nonnegative=True)
+z20 = sp.Symbol("z", positive=True, integer=True)
+_nu20 = sp.ceiling(K20 / z20)
+#: Lemma 15 (coordinate-wise bound on |Delta_i|; eta_l, not eta_l^2, on the second term as in its proof)
+PHI1 = etal20 * (sp.sqrt(_nu20) * sp.sqrt(sp.log(1 + _nu20 * G20**2 / eps20**2)) + (K20 - _nu20) * G20 / (sp.sqrt(v0_20) + eps20))
+#: Lemma 16 (server step bound) at t = T
+PHI2 = sp.Min(eta20 * sp.sqrt((1 - b20) * (1 - b20 ** (2 * T20))), eta20 / tau20 * PHI1)
+#: derived cross-client Lipschitz constant (line 140), gamma_1 and alpha_1 (line 858)
+LTILDE = 2 * sp.sqrt(d20) * G20 / (etal20 * epss20)
+GAMMA1 = etal20 * K20 / (sp.sqrt(v0_20 + d20 * K20 * G20**2) + eps20)
+ALPHA1 = 1 / (2 * sp.sqrt(v0_20 + d20 * K20 * G20**2) + 2 * eps20)
+_n1, _n2 = sp.sqrt(d20) * PHI1, sp.sqrt(d20) * PHI2  # ||Phi|| of the broadcast coordinate-wise bounds
+_den20 = ALPHA1 * tau20 * (sp.sqrt(v0_20) + eps20) ** 2
+#: Psi_1..Psi_6 of Theorem 20: min_t ||grad f(x_(t-1))||^2 <= (Psi_1 + ... + Psi_5)/Psi_6
+THM20 = {
+    "Psi1": F20,
+    "Psi2": eta20**2 * L20 * T20 * d20 * _n1**2 / tau20**2,
+    "Psi3": (1 - b20**T20) * eta20 * etal20 * K20 * LTILDE * T20 * _n1**2 / _den20,
+    "Psi4": (1 - b20) * eta20 * etal20 * K20 * L20 * T20 * cbeta20 * _n2**2 / _den20,
+    "Psi5": eta20 * d20 * _n1 * G20 * (1 - b20 + sp.log(1 + T20 * _n1**2 / tau20**2)) / tau20,
+    "Psi6": 3 * (1 - b20) * eta20 * GAMMA1 * T20 / (4 * (sp.sqrt(T20 * _n1**2 + vt0_20) + tau20)),
+}
 
 
 # Theorem 20 in orders (Sec. 5 line 146 and App. C line 842): Phi1 = Theta(eta_l), L~ = Theta(1/eta_l),
@@ -508,10 +532,8 @@ _EXP_CACHE: dict = {}
 def _linear_exponent(expr) -> sp.Expr:
     """Exponent of T as a linear function of (p1, p2), cached per expression."""
     if expr not in _EXP_CACHE:
-        e = expr.subs({_eta: _T**_P1, _etal: _T**_P2})
-        e = e.replace(sp.log, lambda arg: sp.Integer(1))
-        e = sp.powsimp(sp.expand_power_base(e, force=True), force=True)
-        _EXP_CACHE[expr] = sp.expand(sp.log(e).expand(force=True) / sp.log(_T)).subs(sp.log(_T), 1) if e.has(_T) else sp.Integer(0)
+        e = expr.replace(sp.log, lambda arg: sp.Integer(1)).subs({_eta: _T**_P1, _etal: _T**_P2})
+        _EXP_CACHE[expr] = sp.expand(sp.powsimp(sp.expand_power_base(e, force=True), force=True).as_coeff_exponent(_T)[1])
     return _EXP_CACHE[expr]
 
 
@@ -525,7 +547,7 @@ def _exponent_fn(expr):
 @check(PAPER, "thm6_psi_labels",
        "Theorem 6's main-text asymptotics label psi_4 = eta eta_l log(1 + T eta_l^2) and psi_5 = eta^3 eta_l^3 T (for eta_l <= O(1)) "
        "consistently with Theorem 20's Psi_4 and Psi_5.",
-       spec=("12", "14"))
+       spec=("12", "err-14"))
 def _psi_labels():
     """fedada2.txt Theorem 6 (line 146) vs Theorem 20 (line 842) and Corollary 23's proof (line 1075ff)."""
     o = thm20_orders()
@@ -541,9 +563,9 @@ def _psi_labels():
 @check(PAPER, "thm20_drift_squared_lipschitz",
        "The drift step ||grad f(x_(t-1)) - grad F_i(x)||^2 <= 2L(t-r)^2 ||Phi2||^2 + 2 L~ ||Phi1||^2 (proof of Thm 20) is valid, "
        "and the bound still vanishes under Cor. 7 (A).",
-       spec=("12", "3.9.2", "3.9.3", "16"))
+       spec=("12", "3.9.2", "3.9.3", "err-16"))
 def _drift_sq():
-    """fedada2.txt proof of Theorem 20, drift term (line ~900); L~ defined in App. C (line ~830)."""
+    """fedada2.txt proof of Theorem 20, drift term (line 925); L~ defined in Sec. 5 (line 140)."""
     Lv, dx = 4, Fraction(1, 2)  # F(x) = L x^2/2: ||grad F(x) - grad F(y)||^2 = L^2 |x-y|^2
     true_sq, paper = Lv**2 * dx**2, Lv * dx**2
     o = thm20_orders(squared_lipschitz=True, case="small")
@@ -562,7 +584,7 @@ def _drift_sq():
        spec=("12",))
 def _cor23_regions():
     """fedada2.txt Corollary 23 and its proof, lines 1075-1118."""
-    grid = [Fraction(k, 40) for k in range(-80, 81)]
+    grid = [Fraction(k, 20) for k in range(-40, 41)]
     checked = 0
     for case, region in (("small", lambda p1, p2: p2 <= Fraction(-1, 2) and -1 < p1 + p2 < 0),
                          ("large", lambda p1, p2: Fraction(-1, 2) < p2 < Fraction(-1, 4) and p1 > Fraction(-1, 2)
@@ -586,15 +608,15 @@ def _cor23_regions():
         for k in ("Psi1", "Psi2", "Psi3", "Psi4", "Psi5"):
             if _exponent(o[k] / o["Psi6"], sp.Rational(p1), sp.Rational(p2)) >= 0:
                 return refuted(f"example point p1 = {p1}, p2 = -49/100 fails for {k}", "exact")
-    return verified(f"all Psi_i/Psi_6 exponents are negative on {checked} grid points (step 1/40) of the two regions and at "
+    return verified(f"all Psi_i/Psi_6 exponents are negative on {checked} grid points (step 1/20) of the two regions and at "
                     "p1 in {-0.49, 0, 0.47, 0.479} with p2 = -0.49 (log factors ignored)", "exact")
 
 
 @check(PAPER, "cor23_case2_boundary_strict",
        "Cor. 23's case-2 conditions may be non-strict: p2 <= -1/4 and the example's upper limit p1 = 12/25 still give convergence.",
-       spec=("12", "17"))
+       spec=("12", "err-17"))
 def _cor23_strict():
-    """fedada2.txt proof of Corollary 23, case T eta_l^2 > Omega(1) (line ~1110)."""
+    """fedada2.txt proof of Corollary 23, case T eta_l^2 > Omega(1) (lines 1100-1118)."""
     o = thm20_orders(case="large")
     e3 = _exponent(o["Psi3"] / o["Psi6"], sp.Rational(-1, 3), sp.Rational(-1, 4))
     e2 = _exponent(o["Psi2"] / o["Psi6"], sp.Rational(12, 25), sp.Rational(-49, 100))
@@ -621,7 +643,7 @@ def _cor24():
        "ceil(K/z) = floor((K-1)/z) + 1 for positive integers, and sum_(r=1)^n (1-b2) b2^(n-r) = 1 - b2^n.",
        spec=("13",))
 def _ceil():
-    """fedada2.txt Lemma 30 (line 1557: update steps F = {0,...,floor((K-1)/z)} z + 1) and ADMU bias correction (line ~1382)."""
+    """fedada2.txt Lemma 30 (line 1557: update steps F = {0,...,floor((K-1)/z)} z + 1) and ADMU bias correction (line 1382)."""
     bad = [(k, z) for k in range(1, 201) for z in range(1, 201) if -(-k // z) != (k - 1) // z + 1]
     b = sp.Symbol("b", positive=True)
     ok = all(is_identity(finite_sum(lambda r: (1 - b) * b ** (n_ - r), 1, n_), 1 - b**n_) for n_ in range(1, 8))
@@ -636,7 +658,6 @@ def _ceil():
        spec=("14",))
 def _lemma26_28():
     """fedada2.txt Lemma 26 (line 1213) and Lemma 28 (line 1448)."""
-    b = sp.Symbol("b", positive=True)
     for KK in range(1, 9):
         if sum(p for p in range(1, KK + 1)) != KK * (KK + 1) // 2:
             return refuted(f"Lemma 26 count fails at K = {KK}")
@@ -650,7 +671,7 @@ def _lemma26_28():
 
 @check(PAPER, "lemma28_phi1_bound",
        "Lemma 28: the ADMU pseudo-gradient obeys |Delta| <= Phi_1 = eta_l K sqrt(sum_r b1^(2K-2r)/b2^(K-r)) (+ Phi_0 = 0 for z = 1).",
-       spec=("14", "3.9.6", "20"))
+       spec=("14", "3.9.6", "err-20"))
 def _lemma28():
     """fedada2.txt Lemma 28, line 1452 (the factor (1-b1)/sqrt(1-b2) is missing)."""
     b1, b2, KK = 0.9, 0.999, 2
@@ -673,7 +694,7 @@ def _lemma28():
        "||grad F_i(x) - grad F_j(y)|| <= 2 sqrt(d) G <= (2 sqrt(d) G/(eta_l eps_s)) ||x - y|| whenever ||x - y|| >= eta_l eps_s.",
        spec=("15", "3.9.3"))
 def _ltilde():
-    """fedada2.txt Assumption 2 and the derived cross-client Lipschitz constant L~ (App. C, line ~830)."""
+    """fedada2.txt Assumption 2 and the derived cross-client Lipschitz constant L~ (lines 138-142)."""
     G, dd, el, es, r = pos("G d eta_l eps_s r")
     dist = el * es * (1 + r)  # any ||x - y|| >= eta_l eps_s
     gap = sp.simplify(2 * sp.sqrt(dd) * G / (el * es) * dist - 2 * sp.sqrt(dd) * G)
@@ -731,7 +752,7 @@ def _hetero_run(T_: int, sampler: str) -> float:
 @check(PAPER, "any_sampling_deterministic_guarantee",
        "Theorem 6 holds deterministically for any initialisation and any client subsampling: with eta_l = T^(-1/2), "
        "min_t ||grad f(x_(t-1))||^2 = O(T^(-1/2)).",
-       spec=("3.9.1", "16"))
+       spec=("3.9.1", "err-16"))
 def _any_sampling():
     """fedada2.txt Theorem 6 (line 146, 'deterministically ... for any client subsampling') and App. C assumptions."""
     vals = {T_: _hetero_run(T_, "always1") for T_ in (100, 1000, 10000)}
@@ -747,9 +768,9 @@ def _any_sampling():
 
 @check(PAPER, "server_adam_v_lower_bound",
        "App. C.2 (server Adam): v~_t >= tau^2 for all t when v~_0 = tau^2.",
-       spec=("3.9.5", "21"))
+       spec=("3.9.5", "err-21"))
 def _adam_v():
-    """fedada2.txt App. C.2 (line ~1330: server EMA v~_t = b2^t v~_0 + (1-b2) sum ...)."""
+    """fedada2.txt App. C.2 (line 1136: server EMA v~_t = b2^t v~_0 + (1-b2) sum ...)."""
     b2, tau = Fraction(9, 10), Fraction(1, 100)
     v1 = b2 * tau**2 + (1 - b2) * 0
     if v1 >= tau**2:
@@ -761,7 +782,7 @@ def _adam_v():
 @check(PAPER, "lemma15_statement_vs_proof",
        "Lemma 15's statement Phi_1 = eta_l(sqrt(ceil(K/z)) log^(1/2)(1 + ceil(K/z) G^2/eps^2) + eta_l (K - ceil(K/z)) G/(sqrt(v0)+eps)) "
        "bounds |Delta_i| for every admissible gradient sequence.",
-       spec=("3.2", "15"))
+       spec=("3.2", "err-15"))
 def _lemma15():
     """fedada2.txt Lemma 15 statement (line 743) vs its proof's last line (eta_l T_1 + eta_l(K - ceil(K/z))G/(sqrt(v0)+eps))."""
     el, G, eps, v0, K_, z = 0.01, 1.0, 1e-6, 0.0, 2, 2

@@ -81,7 +81,7 @@ def render_markdown(rows: Rows) -> str:
     out += ["", _summary_line(rows) + ".", "", "## Findings (refuted claims)", ""]
     for c, r in rows:
         if r.status == "refuted":
-            out.append(f"- **{c.paper} / `{c.name}`**: {_cell(c.claim)}  \n  *Refuted*: {_cell(r.evidence)}")
+            out.append(f"- **{c.paper} / `{c.name}`**: {c.claim}  \n  *Refuted*: {r.evidence}")
     for paper in PAPERS:
         prow = [(c, r) for c, r in rows if c.paper == paper]
         if not prow:

@@ -1,0 +1,132 @@
+"""Shared small fixtures for the simulator-core tests (compressors, optimizers, engine, Fed-EF).
+
+Everything here is tiny and seeded: a float64 quadratic with d = 120, a random 28x28
+"image" dataset of 62 samples split among 5 clients of unequal sizes (so clients take
+different numbers of local steps), a 784-4-10 MLP on it (d = 3,190) through the fast
+linear-stack path and through the generic ``torch.func`` path, and a CNN from
+:mod:`sims.models` on 6x6 images with dropout 0 (generic path).
+
+``engine_vs_reference`` runs the batched engine once for several seeds and the sequential
+reference once per seed and asserts they agree (the core requirement of the suite).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from sims.data import Dataset
+from sims.engine import run
+from sims.models import MLP, make_model
+from sims.problems.neural import NeuralProblem
+from sims.problems.quadratic import heterogeneous_quadratic
+from sims.reference import run_fed_ef_reference
+
+# The test machine has 2 shared cores; torch's intra-op threads spin against other processes
+# there and make small ops 10x slower. One thread keeps the suite fast and its timings stable.
+torch.set_num_threads(1)
+
+CLIENT_SIZES = (5, 9, 14, 20, 14)          # batch 4 -> 2, 3, 4, 5, 4 local steps
+REL_TOL = 1e-10
+
+
+def random_dataset(n_train: int, side: int, seed: int, n_test: int = 16) -> Dataset:
+    g = torch.Generator().manual_seed(seed)
+    return Dataset("fixture", torch.randn(n_train, 1, side, side, generator=g),
+                   torch.randint(0, 10, (n_train,), generator=g),
+                   torch.randn(n_test, 1, side, side, generator=g),
+                   torch.randint(0, 10, (n_test,), generator=g), 10, "random fixture")
+
+
+def unequal_parts(sizes=CLIENT_SIZES) -> list[np.ndarray]:
+    perm = np.random.default_rng(7).permutation(sum(sizes))
+    return [np.sort(p) for p in np.split(perm, np.cumsum(sizes)[:-1])]
+
+
+@pytest.fixture(scope="session")
+def quad():
+    """6 clients, d = 120, 3 local steps, Gaussian noise, float64."""
+    return heterogeneous_quadratic(6, 120, local_steps=3, seed=1, sigma=0.5, x0=1.0)
+
+
+@pytest.fixture
+def parts() -> list[np.ndarray]:
+    """Sample indices of 5 clients of sizes 5, 9, 14, 20, 14 (62 samples)."""
+    return unequal_parts()
+
+
+@pytest.fixture(scope="session")
+def image_data() -> Dataset:
+    return random_dataset(sum(CLIENT_SIZES), 28, seed=0)
+
+
+@pytest.fixture(scope="session")
+def mlp_problem(image_data):
+    """784-4-10 MLP (the fast linear-stack gradient), float64, unequal clients."""
+    prob = NeuralProblem(image_data, unequal_parts(), MLP(784, hidden=4), batch_size=4,
+                         dtype=torch.float64)
+    assert prob.fast_path
+    return prob
+
+
+@pytest.fixture(scope="session")
+def mlp_generic(image_data):
+    """The same MLP through the generic torch.func (vmap of grad) path."""
+    prob = NeuralProblem(image_data, unequal_parts(), MLP(784, hidden=4), batch_size=4,
+                         dtype=torch.float64, fast_path=False)
+    assert not prob.fast_path
+    return prob
+
+
+@pytest.fixture(scope="session")
+def cnn_problem():
+    """sims.models CNN on 6x6 images (d = 28,426), dropout 0, generic path, float64."""
+    data = random_dataset(sum(CLIENT_SIZES), 6, seed=1)
+    model = make_model("cnn", (1, 6, 6), 10, dropout=0.0)
+    prob = NeuralProblem(data, unequal_parts(), model, batch_size=4, dtype=torch.float64)
+    assert not prob.fast_path
+    return prob
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    den = float(b.norm())
+    return float((a - b).norm()) / (den if den > 0 else 1.0)
+
+
+def check_engine_vs_reference(problem, alg, participation, rounds: int, seeds, *,
+                              max_batch: int = 2048, tol: float = REL_TOL):
+    """Batched engine == sequential reference for every seed (final model, every round's
+    grad_norm2 and train_loss, every client's final EF error, every defined q_A^2)."""
+    out = run(problem, alg, participation, rounds, seeds, max_batch=max_batch, eval_test=False)
+    assert out.seeds == list(seeds)
+    for r, seed in enumerate(seeds):
+        hist, theta, errors = run_fed_ef_reference(problem, alg, participation, rounds, seed)
+        assert torch.isfinite(theta).all()
+        err = rel_err(out.server["theta"][r], theta)
+        assert err <= tol, f"seed {seed}: final model relative error {err:.3g}"
+        for name in ("grad_norm2", "train_loss"):
+            fast, ref = out.metrics[name][r], hist[name]
+            assert list(out.rounds[name]) == list(range(rounds + 1))
+            assert fast.shape == ref.shape
+            assert np.all(np.abs(fast - ref) <= tol * np.abs(ref)), (name, seed, fast, ref)
+        if alg.error_feedback:
+            state = out.client_state["error"][r]
+            for c in range(problem.n_clients):
+                if c in errors:
+                    e = errors[c]
+                    assert float((state[c] - e).norm()) <= tol * max(float(e.norm()), 1e-300)
+                else:  # never sampled: still exactly zero
+                    assert not state[c].any()
+        if "qA2" in out.metrics:
+            for t, val in zip(out.rounds["qA2"], out.metrics["qA2"][r]):
+                ref = hist["qA2"][t - 1]
+                if math.isfinite(ref):
+                    assert abs(val - ref) <= 1e-9 * max(abs(ref), 1e-12), (t, val, ref)
+    return out
+
+
+@pytest.fixture(scope="session")
+def engine_vs_reference():
+    return check_engine_vs_reference

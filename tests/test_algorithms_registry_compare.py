@@ -1,0 +1,135 @@
+"""The algorithm registry (names, hyperparameters, one-line errors) and the comparison
+command ``python -m sims.compare`` (a --tiny run writing results, provenance and figures;
+one-line errors for bad input)."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from sims import compare
+from sims.algorithms.fed_ef import FedEF
+from sims.algorithms.registry import (ALGORITHMS, AlgorithmError, hyperparameters,
+                                      list_algorithms, make_algorithm)
+from sims.compress import TopK
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _one_line(exc) -> str:
+    msg = str(exc.value)
+    assert msg and "\n" not in msg
+    return msg
+
+
+def test_every_name_builds_and_describes_itself():
+    assert set(list_algorithms()) == set(ALGORITHMS)
+    for name in ALGORITHMS:
+        alg = make_algorithm(name)
+        json.dumps(alg.describe())
+        assert set(hyperparameters(name)) >= {"eta_l"}
+
+
+def test_fed_ef_variants():
+    alg = make_algorithm("fed-ef-ams", compressor="topk-0.1", scope="model", eta=0.02)
+    assert isinstance(alg, FedEF) and alg.server == "amsgrad" and alg.error_feedback
+    assert isinstance(alg.compressor, TopK) and alg.compressor.scope == "model"
+    plain = make_algorithm("fed-sgd")
+    assert not plain.error_feedback and plain.eta == 1.0
+    assert not make_algorithm("fed-direct-sgd").error_feedback
+    assert make_algorithm("FED_EF_SGD", restart_period=5).restart_period == 5
+
+
+@pytest.mark.parametrize("name,hyper,text", [
+    ("nosuch", {}, "unknown algorithm 'nosuch'"),
+    ("fedlada", {"etal": 0.1}, "unknown hyperparameter(s) etal"),
+    ("fedlada", {"alpha": 1.5}, "alpha must be in"),
+    ("fedadam", {"eta": 0}, "eta must be positive"),
+    ("fedada2", {"precond": "sm4"}, "precond must be one of"),
+    ("fed-lamb", {"phi": "square"}, "unknown phi"),
+    ("fed-ef-sgd", {"compressor": "topk-x"}, "bad compressor parameter"),
+    ("fedadagrad", {"server": "lion"}, "unknown server rule"),
+    ("dja", {"server": "sgd"}, "needs an adaptive server"),
+    ("mime", {}, "engine change"),
+])
+def test_registry_errors_are_one_line(name, hyper, text):
+    with pytest.raises(AlgorithmError) as exc:
+        make_algorithm(name, **hyper)
+    assert text in _one_line(exc)
+
+
+def test_parse_algorithms_and_values():
+    specs = compare.parse_algorithms("fedlada:alpha=0.05:v_init=zero,fedavg,fedlada",
+                                     ("eta_l=0.02", "fedavg.eta=0.5"))
+    assert specs[0] == ("fedlada:alpha=0.05:v_init=zero", "fedlada",
+                        {"eta_l": 0.02, "alpha": 0.05, "v_init": "zero"})
+    assert specs[1] == ("fedavg", "fedavg", {"eta_l": 0.02, "eta": 0.5})
+    assert specs[2][0] == "fedlada" and specs[2][2] == {"eta_l": 0.02}
+    assert compare.parse_value("none") is None and compare.parse_value("True") is True
+    assert compare.parse_value("3") == 3 and compare.parse_value("1e-3") == 1e-3
+
+
+def test_compare_tiny_writes_results_and_figures(tmp_path, capsys):
+    out, figs = tmp_path / "res", tmp_path / "fig"
+    rc = compare.main(["--tiny", "--quiet", "--algorithms",
+                       "fedavg,scaffold,fedlada:eta_l=0.05,fed-lamb,fedada2,fed-ef-sgd",
+                       "--problem", "quadratic", "--participation", "m=4", "--seeds", "2",
+                       "--out", str(out), "--figures", str(figs), "--hp", "fedavg.eta=0.9"])
+    assert rc == 0
+    for stem in ("fedavg", "scaffold", "fedlada_eta_l=0.05", "fed-lamb", "fedada2",
+                 "fed-ef-sgd"):
+        df = pd.read_csv(out / f"compare_{stem}.csv")
+        record = json.loads((out / f"compare_{stem}.json").read_text())
+        assert {"train_loss", "suboptimality", "bits_up"} <= set(df.metric)
+        assert record["seeds"] == [0] and record["commit"] and record["versions"]["torch"]
+        assert record["bits_up_per_round"] > 0 and record["client_memory_floats"] > 0
+        assert df["round"].max() == 3
+    assert json.loads((out / "compare_fedavg.json").read_text())["algorithm"]["eta"] == 0.9
+    summary = pd.read_csv(out / "compare_summary.csv")
+    assert list(summary.algorithm) == ["fedavg", "scaffold", "fedlada:eta_l=0.05", "fed-lamb",
+                                       "fedada2", "fed-ef-sgd"]
+    row = summary.set_index("algorithm")
+    assert row.loc["scaffold", "bits_up_per_round"] == 2 * row.loc["fedavg", "bits_up_per_round"]
+    assert (figs / "compare.png").stat().st_size > 0 and (figs / "compare.pdf").exists()
+    assert "results:" in capsys.readouterr().out
+
+
+def test_compare_bits_axis_total(tmp_path):
+    table = pd.DataFrame({"run": "a", "seed": 0, "round": [1, 2, 1, 2, 0, 1, 2],
+                          "metric": ["bits_up", "bits_up", "bits_down", "bits_down",
+                                     "train_loss", "train_loss", "train_loss"],
+                          "value": [1.0, 2.0, 10.0, 20.0, 5.0, 4.0, 3.0]})
+    up = compare.with_bits(table, "up")
+    total = compare.with_bits(table, "total")
+    loss_up = up[up.metric == "train_loss"].sort_values("round")["bits"].tolist()
+    loss_total = total[total.metric == "train_loss"].sort_values("round")["bits"].tolist()
+    assert loss_up == [0.0, 1.0, 2.0] and loss_total == [0.0, 11.0, 22.0]
+
+
+@pytest.mark.parametrize("args,text", [
+    (["--algorithms", "fedavg,nosuch"], "unknown algorithm 'nosuch'"),
+    (["--algorithms", "fedlada:alpha"], "expected KEY=VALUE"),
+    (["--algorithms", "fedlada:eta_k=1"], "unknown hyperparameter(s) eta_k"),
+    (["--hp", "fedprox.mu=0.1"], "not being run"),
+    (["--problem", "mnist-resnet"], "unknown problem"),
+    (["--participation", "m=0"], "m >= 1"),
+    (["--participation", "m=500"], "cannot sample m=500"),
+    (["--bits", "sideways"], "--bits must be"),
+    (["--noise", "student_t"], "needs --df"),
+    (["--dtype", "float16"], "--dtype must be"),
+])
+def test_compare_errors_are_one_line(tmp_path, capsys, args, text):
+    rc = compare.main(["--quiet", "--rounds", "2", "--seeds", "1", "--n-clients", "6",
+                       "--participation", "m=3", "--dim", "4", "--out", str(tmp_path / "r"), "--figures",
+                       str(tmp_path / "f")] + args)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err and text in err, err
+    assert not (tmp_path / "f").exists()
