@@ -105,22 +105,27 @@ def _stack_payloads(problem, payloads: list[np.ndarray], device, dtype):
 
 
 def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
-        eval_every: int = 1, eval_test: bool = True, max_batch: int = 2048,
+        eval_every: int = 1, eval_test: bool = True, max_batch: int | None = None,
         progress=None) -> RunOutput:
     """Run ``rounds`` rounds of ``algorithm`` on ``problem`` for every seed, batched.
 
-    ``progress`` is called as ``progress(t)`` after each round (e.g. a tqdm ``update``).
+    Participants run in chunks of at most ``max_batch`` clients (default: as many as keep a
+    ``[chunk, d]`` tensor under 32 MiB, see :mod:`sims._malloc`).
+    The server models are evaluated every ``eval_every`` rounds and after the last one
+    (``eval_every=0``: never). ``progress`` is called as ``progress(t)`` after each round.
     """
     if rounds < 0:
         raise ValueError(f"rounds must be >= 0, got {rounds}")
-    if eval_every < 1:
-        raise ValueError(f"eval_every must be >= 1, got {eval_every}")
+    if eval_every < 0:
+        raise ValueError(f"eval_every must be >= 0 (0: no evaluation), got {eval_every}")
     participation.check(problem.n_clients)
     seeds = [int(s) for s in seeds]
     R, n, d, layout = len(seeds), problem.n_clients, problem.d, problem.layout
     started = time.perf_counter()
     theta0 = torch.stack([problem.init_theta(s) for s in seeds])
     device, dtype = theta0.device, theta0.dtype
+    if max_batch is None:  # keep a [chunk, d] tensor under glibc's mmap threshold
+        max_batch = int(min(4096, max(8, _malloc.CHUNK_BYTES // (d * theta0.element_size()))))
     server = algorithm.init_server(theta0)
     cstate = _alloc_client_state(algorithm.client_state_spec(), R, n, d, theta0)
     last_round = torch.full((R, n), -1, dtype=torch.long, device=device)
@@ -136,7 +141,8 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
         with torch.no_grad():
             curves.add(t, problem.evaluate(server["theta"], test=eval_test))
 
-    evaluate(0)
+    if eval_every:
+        evaluate(0)
     for t in range(rounds):
         draws = [draw_round(problem, participation, algorithm.needs_uniforms, s, t) for s in seeds]
         rep_np = np.concatenate([np.full(len(dr.clients), r) for r, dr in enumerate(draws)])
@@ -179,7 +185,7 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
         for r in np.flatnonzero(~finite):
             if diverged_at[r] is None:
                 diverged_at[r] = t + 1
-        if (t + 1) % eval_every == 0 or t + 1 == rounds:
+        if eval_every and ((t + 1) % eval_every == 0 or t + 1 == rounds):
             evaluate(t + 1)
         if progress is not None:
             progress(t + 1)
@@ -210,7 +216,13 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
         msg, c_new, aux = algorithm.client_message(theta_start - theta, lstate, c_state, ctx)
     for k, v in c_new.items():
         cstate[k][rep, cli] = v
+    # Per-replica sums. A one-hot product is much faster than index_add_ for few replicas
+    # (index_add_ costs ~1 ms even on tiny float64 tensors); many replicas use index_add_.
+    onehot = (torch.nn.functional.one_hot(rep, R).T.to(msg.dtype) if R <= 64 else None)
     for k, v in {"message": msg, **aux}.items():
         if k not in sums:
             sums[k] = torch.zeros((R, *v.shape[1:]), dtype=v.dtype, device=device)
-        sums[k].index_add_(0, rep, v)
+        if onehot is not None:
+            sums[k] += (onehot @ v.reshape(len(v), -1)).view_as(sums[k])
+        else:
+            sums[k].index_add_(0, rep, v)

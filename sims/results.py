@@ -99,6 +99,7 @@ def save_run(df: pd.DataFrame, record: dict, path: Path) -> None:
     """Write ``path`` (CSV) and ``path.with_suffix('.json')``; the JSON goes last, and a
     results file counts as finished only when its JSON record exists."""
     path = Path(path)
+    path.with_suffix(".json").unlink(missing_ok=True)   # the old record no longer vouches
     atomic_write_bytes(path, df.to_csv(index=False).encode())
     atomic_write_bytes(path.with_suffix(".json"), json.dumps(record, indent=1).encode())
 

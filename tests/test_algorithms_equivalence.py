@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from sims.algorithms.fed_lamb import AdpFed, FedAMS, FedLAMB, MimeLite, MimeLiteLAMB
-from sims.algorithms.fedada2 import (DirectJoint, FedAda2, FedAda2Adam, FedAdaAdagrad,
-                                     FedAdaAdam, FedAdaGrad, FedYogi, JointNoPrecond)
+from sims.algorithms.fedada2 import (DirectJoint, FedAda2, FedAda2Adam, FedAda2Blend,
+                                     FedAdaAdagrad, FedAdaAdam, FedAdaGrad, FedYogi,
+                                     JointNoPrecond)
 from sims.algorithms.fedlada import (FedAdam, FedAdamCM, FedAvg, FedCM, FedLADA, FedProx,
                                      LocalAdam, Scaffold)
 from sims.engine import run
@@ -112,6 +113,9 @@ ALGORITHMS = {
     "fedadaadam": lambda n: FedAdaAdam(eta=0.05, delay=2),
     "fedadaadagrad": lambda n: FedAdaAdagrad(eta=0.05, delay=3),
     "fedada2-clip": lambda n: FedAda2(eta=0.05, clip=0.3),
+    "fedada2-blend": lambda n: FedAda2Blend(eta=0.05, weights="1,0.5,2", steps="2,1,3"),
+    "fedada2-blend-delay": lambda n: FedAda2Blend(eta=0.05, strategies="sm3i-adam,adagrad",
+                                                  delay=2),
 }
 
 

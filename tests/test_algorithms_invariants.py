@@ -139,8 +139,8 @@ def test_fedlada_ga_recursion_z_recursion_and_monotone_vhat(alpha):
 
 def test_localadam_is_fedlada_alpha_one(quad):
     part = Participation("fixed", m=4)
-    a = run(quad, LocalAdam(eta_l=0.02), part, 5, [0], eval_every=0)
-    b = run(quad, FedLADA(eta_l=0.02, alpha=1.0), part, 5, [0], eval_every=0)
+    a = run(quad, LocalAdam(eta_l=0.02), part, 5, [0])
+    b = run(quad, FedLADA(eta_l=0.02, alpha=1.0), part, 5, [0])
     assert torch.equal(a.server["theta"], b.server["theta"])
     assert LocalAdam().downlink_bits(quad.layout) == 2 * 32 * quad.d
     assert FedLADA().downlink_bits(quad.layout) == 3 * 32 * quad.d
@@ -241,19 +241,17 @@ def test_fed_lamb_vhat_non_decreasing(cls):
 
 def test_scaffold_with_zero_controls_is_fedavg(quad):
     part = Participation("fixed", m=4)
-    avg = run(quad, FedAvg(eta_l=0.05), part, 6, [0, 1], eval_every=0)
-    sc0 = run(quad, Scaffold(eta_l=0.05, alpha=0.0, n_clients=8), part, 6, [0, 1],
-              eval_every=0)
+    avg = run(quad, FedAvg(eta_l=0.05), part, 6, [0, 1])
+    sc0 = run(quad, Scaffold(eta_l=0.05, alpha=0.0, n_clients=8), part, 6, [0, 1])
     assert torch.equal(avg.server["theta"], sc0.server["theta"])
-    one_avg = run(quad, FedAvg(eta_l=0.05), part, 1, [0], eval_every=0)
-    one_sc = run(quad, Scaffold(eta_l=0.05, n_clients=8), part, 1, [0], eval_every=0)
+    one_avg = run(quad, FedAvg(eta_l=0.05), part, 1, [0])
+    one_sc = run(quad, Scaffold(eta_l=0.05, n_clients=8), part, 1, [0])
     assert torch.equal(one_avg.server["theta"], one_sc.server["theta"])   # controls were 0
 
 
 def test_scaffold_server_control_is_mean_of_client_controls(quad):
     part = Participation("fixed", m=3)
-    out = run(quad, Scaffold(eta_l=0.05, n_clients=quad.n_clients), part, 5, [0, 2],
-              eval_every=0)
+    out = run(quad, Scaffold(eta_l=0.05, n_clients=quad.n_clients), part, 5, [0, 2])
     assert _rel(out.server["c"], out.client_state["c"].mean(1)) <= 1e-12
 
 
@@ -287,9 +285,26 @@ def test_sm3_cover_sizes_and_1d_equals_adagrad(quad):
     x = torch.rand(2, LAYOUT.d, dtype=torch.float64)
     assert (cover.cover_min(cover.cover_max(x)) >= x).all()
     part = Participation("fixed", m=4)
-    a = run(quad, FedAda2(eta=0.05), part, 4, [0], eval_every=0)          # d x 1 quadratic
-    b = run(quad, JointNoPrecond(eta=0.05), part, 4, [0], eval_every=0)
+    a = run(quad, FedAda2(eta=0.05), part, 4, [0])          # d x 1 quadratic
+    b = run(quad, JointNoPrecond(eta=0.05), part, 4, [0])
     assert torch.equal(a.server["theta"], b.server["theta"])
+
+
+def test_blend_caps_steps_and_weights_updates():
+    """Alg. 5: client i runs strategy i mod p for at most K(O_l) steps; its pseudo-gradient
+    is weighted by w(O_l). One SGD strategy with K = 2 and w = 3 against plain SGD clients."""
+    from sims.algorithms.fedada2 import FedAda2Blend
+    layout = ParamLayout.single(5)
+    blend = FedAda2Blend(strategies="sgd,sgd", steps="2,4", weights="3,1", eta_l=0.1)
+    server = blend.init_server(torch.zeros(1, 5, dtype=torch.float64))
+    grad = lambda theta, k: torch.ones_like(theta)            # noqa: E731
+    _, delta, _ = drive_round(blend, server, grad, 4, 2, layout)
+    # client 0: strategy 0 (2 steps); client 1: strategy 1 (4 steps)
+    assert torch.allclose(delta[0], torch.full((5,), 0.2, dtype=torch.float64))
+    assert torch.allclose(delta[1], torch.full((5,), 0.4, dtype=torch.float64))
+    msg, _, _ = blend.client_message(delta, None, {}, RoundContext(
+        0, layout, torch.zeros(2, dtype=torch.long), torch.arange(2), None))
+    assert torch.allclose(msg[0], 3 * delta[0]) and torch.equal(msg[1], delta[1])
 
 
 # ------------------------------------------------------------------------------ special cases
@@ -302,8 +317,8 @@ def test_sm3_cover_sizes_and_1d_equals_adagrad(quad):
 ], ids=["fedcm1-fedavg", "fedadamcm1-fedadam", "sgd-client-fedadagrad"])
 def test_special_cases(quad, pair):
     part = Participation("fixed", m=4)
-    a = run(quad, pair[0], part, 5, [0], eval_every=0)
-    b = run(quad, pair[1], part, 5, [0], eval_every=0)
+    a = run(quad, pair[0], part, 5, [0])
+    b = run(quad, pair[1], part, 5, [0])
     assert _rel(a.server["theta"], b.server["theta"]) <= 1e-13
 
 
@@ -360,7 +375,7 @@ TUNED = {"fedlada": dict(eta_l=0.1), "localadam": dict(eta_l=0.03),
          "fedadagrad": dict(eta=0.1), "fedyogi": dict(eta=0.1)}
 for _name in ("fed-ams", "fed-lamb", "mimelite", "mimelite-lamb"):
     TUNED[_name] = dict(eta_l=0.03)
-for _name in ("fedada2", "fedada2-adam", "dja", "joint-adaptive", "fedadaadam",
+for _name in ("fedada2", "fedada2-adam", "dja", "joint-adaptive", "fedadaadam", "fedada2-blend",
               "fedadaadagrad"):
     TUNED[_name] = dict(eta=0.1, eta_l=0.03)
 

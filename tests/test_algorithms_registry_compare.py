@@ -128,8 +128,8 @@ def test_compare_bits_axis_total(tmp_path):
 ])
 def test_compare_errors_are_one_line(tmp_path, capsys, args, text):
     rc = compare.main(["--quiet", "--rounds", "2", "--seeds", "1", "--n-clients", "6",
-                       "--participation", "m=3", "--dim", "4", "--out", str(tmp_path / "r"), "--figures",
-                       str(tmp_path / "f")] + args)
+                       "--participation", "m=3", "--dim", "4", "--out", str(tmp_path / "r"),
+                       "--figures", str(tmp_path / "f")] + args)
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "\n" not in err and text in err, err
     assert not (tmp_path / "f").exists()

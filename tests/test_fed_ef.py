@@ -259,11 +259,6 @@ def _seeds_with_idle_replica(quad, part, rounds):
     pytest.fail("no suitable seeds")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: sims/algorithms/fed_ef.py FedEF.server_step reports "
-                   "q_A^2 = 0 for a replica with no participants in a round when another replica "
-                   "of the same run has some (0/clamp_min(1e-300)); it is undefined there (the "
-                   "reference records NaN), and when no replica has participants the round is "
-                   "dropped from the q_A^2 curve")
 def test_qa2_is_undefined_for_a_replica_without_participants(quad):
     part = Participation("bernoulli", p=0.25)
     seeds, t_idle = _seeds_with_idle_replica(quad, part, 6)

@@ -100,10 +100,6 @@ def test_failed_write_leaves_no_file(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: sims/results.py save_run overwrites the CSV before "
-                   "the JSON, so a re-run into the same path interrupted between the two writes "
-                   "leaves the new CSV beside the previous run's JSON and load_run returns them as "
-                   "a finished run; fix: unlink path.with_suffix('.json') before writing the CSV")
 def test_interrupted_rewrite_is_not_loaded(output, tmp_path, monkeypatch):
     path = tmp_path / "run.csv"
     old = tidy(output, "old")

@@ -53,6 +53,9 @@ class FedEF(Algorithm):
     def __post_init__(self):
         if self.server not in ("sgd", "amsgrad"):
             raise OptimizerError(f"Fed-EF server must be 'sgd' or 'amsgrad', got {self.server!r}")
+        if self.two_way and self.compressor.needs_uniforms:
+            raise OptimizerError("two-way compression needs a deterministic compressor "
+                                 "(Alg. 3 uses the biased C on the broadcast), not Stoc")
         if self.restart_period is not None and self.restart_period < 1:
             raise OptimizerError(f"restart period S must be >= 1, got {self.restart_period}")
         self.local_rule = SGD(self.eta_l)
@@ -87,10 +90,13 @@ class FedEF(Algorithm):
             direction = sent
         new["theta"] = masked_rows(active, server["theta"] - self.eta * direction, server["theta"])
         metrics = {}
-        if "compress_in" in sums:
-            mean_in = sums["compress_in"]
-            num = ((mean_message - mean_in) ** 2).sum(-1)
-            metrics["qA2"] = num / (mean_in * mean_in).sum(-1).clamp_min(1e-300)
+        if self.compressor.biased or self.error_feedback:
+            metrics["qA2"] = torch.full_like(active, float("nan"), dtype=mean_message.dtype)
+            if "compress_in" in sums:
+                mean_in = sums["compress_in"]
+                num = ((mean_message - mean_in) ** 2).sum(-1)
+                qa2 = num / (mean_in * mean_in).sum(-1).clamp_min(1e-300)
+                metrics["qA2"] = torch.where(active, qa2, metrics["qA2"])
         return new, metrics
 
     # ------------------------------------------------------------------ clients
