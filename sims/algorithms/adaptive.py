@@ -1,0 +1,338 @@
+"""Shared machinery of the adaptive federated algorithms (Fed-LAMB, FedLADA, FedAda2 families).
+
+Conventions (DESIGN.md, written once here and cited by every algorithm):
+
+* pseudo-gradient ``delta_i = theta_t - theta_{t,i}^{end}`` (what the engine passes to
+  ``client_message``); the server moves against the aggregate, ``theta <- theta - eta * U``.
+  Papers printing ``Delta = theta_end - theta_t`` with ``theta + eta * ...`` (FedAda2 SU,
+  Adp-Fed line 15) are the same rule with the sign flipped in both places;
+* the aggregate is the uniform mean over the round's participants;
+* learning-rate decay (FedLADA Sec. 4.1, "0.998 per round"): the local rate of round ``t``
+  (0-based) is ``eta_l * lr_decay**t``; the global rate decays too only with
+  ``decay_global=True`` (the paper is silent, spec fedlada 5.6: local only);
+* weight decay ``wd``: ``"coupled"`` (default) adds ``wd * theta`` to the stochastic gradient
+  before anything else (moments, amendment, control variates): L2 regularisation of the local
+  objective, the paper's "L-2 weight decay coefficient" and torch.optim's ``weight_decay``;
+  ``"decoupled"`` subtracts ``lr * wd * theta`` from the step instead (AdamW style; also what
+  FL-Simulator's FedCM amounts to, where the weight decay is not scaled by alpha).
+
+Pieces:
+
+* :class:`LocalAdaptive` -- one local AMSGrad / Adam step with the options the papers need:
+  the amended correction ``alpha * u + (1 - alpha) * g_a`` (FedLADA Alg. 3), the layer-wise
+  trust ratio (Fed-LAMB Alg. 2 line 13, :class:`sims.optim.TrustRatio`), ``vhat`` updated per
+  step (AMSGrad) or fixed for the round (Fed-LAMB's server ``vhat``), bias correction on
+  copies. It gives Fed-AMS, Fed-LAMB, LocalAdam and FedLADA.
+* :class:`FedOpt` -- local SGD (optionally proximal, FedProx; optionally amended, FedCM) and a
+  server rule from :func:`server_rule` on the mean pseudo-gradient: FedAvg / Fed-SGD, FedProx,
+  FedCM, FedAdam, FedAdam(*), FedAdaGrad, FedYogi, Adp-Fed are presets of it.
+* :class:`ParticipantTally` -- the number of participants of each replica in the round, for
+  rules that need ``|S|`` itself and not just means (SCAFFOLD's ``c <- c + |S|/N mean dc``):
+  the hooks only see per-replica means, so the algorithm counts the participants it is shown
+  in ``client_message`` (every chunk of a round) and reads the count in ``server_step``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from ..optim import SGD, AdaptiveRule, OptimizerError, TrustRatio, _masked, layer_segments
+from .base import Algorithm, masked_rows
+
+WD_MODES = ("coupled", "decoupled")
+SERVER_KINDS = ("sgd", "adam", "amsgrad", "adagrad", "yogi")
+
+
+def lr_at(lr: float, decay: float, t: int) -> float:
+    """The learning rate of round ``t`` (0-based) under per-round decay."""
+    return lr * decay ** t
+
+
+def check_common(alg, alpha_max: float = 1.0) -> None:
+    """Checks shared by every algorithm with these fields."""
+    for key in ("eta", "eta_l"):
+        val = getattr(alg, key, None)
+        if val is not None and not val > 0:
+            raise OptimizerError(f"{key} must be positive, got {val}")
+    wd = getattr(alg, "weight_decay", 0.0)
+    if wd < 0:
+        raise OptimizerError(f"weight_decay must be >= 0, got {wd}")
+    mode = getattr(alg, "wd_mode", "coupled")
+    if mode not in WD_MODES:
+        raise OptimizerError(f"wd_mode must be one of {WD_MODES}, got {mode!r}")
+    decay = getattr(alg, "lr_decay", 1.0)
+    if not 0 < decay <= 1:
+        raise OptimizerError(f"lr_decay must be in (0, 1], got {decay}")
+    alpha = getattr(alg, "alpha", 1.0)
+    if not 0 <= alpha <= alpha_max:
+        raise OptimizerError(f"alpha must be in [0, {alpha_max:g}], got {alpha}")
+
+
+def server_rule(kind: str, lr: float, *, beta1: float = 0.9, beta2: float = 0.99,
+                tau: float = 1e-3, v0: float | None = None, eps_inside_sqrt: bool = False,
+                bias_correction: bool = False):
+    """The server rule on the mean pseudo-gradient: SGD, or :class:`sims.optim.AdaptiveRule`
+    (``v0`` defaults to ``tau**2``, Reddi et al.'s and FedAda2's ``v_{-1} >= tau^2``)."""
+    if kind not in SERVER_KINDS:
+        raise OptimizerError(f"unknown server rule {kind!r}; choose one of {SERVER_KINDS}")
+    if kind == "sgd":
+        return SGD(lr)
+    return AdaptiveRule(lr, kind, beta1, beta2, tau, tau * tau if v0 is None else v0,
+                        eps_inside_sqrt, bias_correction)
+
+
+def mean_of(sums: dict, key: str, like: torch.Tensor) -> torch.Tensor:
+    """A per-replica mean from the engine's ``sums`` (zeros when nobody took part at all)."""
+    return sums[key] if key in sums else torch.zeros_like(like)
+
+
+def bits(layout, vectors: int) -> int:
+    """``vectors`` full-precision (32-bit) model-sized vectors."""
+    return 32 * vectors * layout.d
+
+
+def describe_dataclass(alg) -> dict:
+    out = {"name": alg.name}
+    for f in dataclasses.fields(alg):
+        val = getattr(alg, f.name)
+        out[f.name] = val if isinstance(val, (int, float, str, bool, type(None))) else repr(val)
+    return out
+
+
+class ParticipantTally:
+    """Counts each replica's participants over the chunks of a round (see module doc)."""
+
+    def _tally_reset(self, R: int) -> None:
+        self._tally_R, self._tally = R, None
+
+    def _tally_add(self, ctx) -> None:
+        c = torch.bincount(ctx.replica, minlength=self._tally_R)
+        self._tally = c if self._tally is None else self._tally + c
+
+    def _tally_pop(self, like: torch.Tensor) -> torch.Tensor:
+        """Participants per replica ``[R]`` in the dtype of ``like`` (zeros if none)."""
+        c, self._tally = self._tally, None
+        if c is None:
+            return torch.zeros(self._tally_R, dtype=like.dtype, device=like.device)
+        return c.to(like.dtype)
+
+
+# ------------------------------------------------------------------------------ clients
+
+@dataclass(frozen=True)
+class LocalAdaptive:
+    """One local AMSGrad / Adam step (batched over participants).
+
+    With ``g`` the stochastic gradient (plus ``wd * theta`` when weight decay is coupled)::
+
+        m = beta1 m + (1 - beta1) g            v = beta2 v + (1 - beta2) g^2
+        n = n + 1;  m_c = m / (1 - beta1^nm), v_c = v / (1 - beta2^n)  (bias_correction; else m, v)
+        vhat = max(vhat, v_c)                  (vhat="step": AMSGrad, FedLADA Alg. 3 line 10)
+                                               (vhat="round": the broadcast vhat, fixed; Fed-LAMB)
+        u = m_c / sqrt(vhat + eps)             (rule="adam": v_c in place of vhat)
+        u = phi(||theta_l||) (u_l + lam theta_l) / ||u_l + lam theta_l||   (trust; Fed-LAMB l.13)
+        theta = theta - lr (alpha u + (1 - alpha) g_a)          (FedLADA Alg. 3 line 12)
+
+    ``n`` counts the steps the bias correction has seen (the algorithm decides whether it
+    restarts each round). The raw ``m, v`` stay in the recursion; the corrected copies are
+    only used for the step (Fed-LAMB spec 1.2 choice (b)).
+    """
+    rule: str = "amsgrad"
+    beta1: float = 0.9
+    beta2: float = 0.999
+    vhat: str = "step"
+    eps: float = 0.0
+    bias_correction: bool = False
+    alpha: float = 1.0
+    trust: TrustRatio | None = None
+    weight_decay: float = 0.0
+    wd_mode: str = "coupled"
+
+    def __post_init__(self):
+        if self.rule not in ("amsgrad", "adam"):
+            raise OptimizerError(f"local rule must be amsgrad or adam, got {self.rule!r}")
+        if self.vhat not in ("step", "round"):
+            raise OptimizerError(f"vhat must be 'step' or 'round', got {self.vhat!r}")
+        for key in ("beta1", "beta2"):
+            if not 0.0 <= getattr(self, key) < 1.0:
+                raise OptimizerError(f"{key} must be in [0, 1), got {getattr(self, key)}")
+
+    @staticmethod
+    def start(m, v, vhat, n, nm=None) -> dict:
+        """``n``: steps ``v``'s bias correction has seen; ``nm``: the same for ``m`` (``n``
+        unless ``m`` restarted while ``v`` did not)."""
+        return {"m": m, "v": v, "vhat": vhat, "n": n, "nm": n if nm is None else nm,
+                "k": torch.zeros_like(n)}           # local steps taken this round
+
+    def corrected_v(self, state) -> torch.Tensor:
+        if not self.bias_correction:
+            return state["v"]
+        return state["v"] / (1 - self.beta2 ** state["n"].clamp_min(1)).unsqueeze(-1)
+
+    def step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):
+        if self.weight_decay and self.wd_mode == "coupled":
+            g = g + self.weight_decay * theta
+        m = self.beta1 * state["m"] + (1 - self.beta1) * g
+        v = self.beta2 * state["v"] + (1 - self.beta2) * g * g
+        n, nm = state["n"] + 1, state["nm"] + 1
+        m_c, v_c = m, v
+        if self.bias_correction:
+            m_c = m / (1 - self.beta1 ** nm).unsqueeze(-1)
+            v_c = v / (1 - self.beta2 ** n).unsqueeze(-1)
+        vhat = state["vhat"]
+        if self.rule == "amsgrad" and self.vhat == "step":
+            vhat = torch.maximum(vhat, v_c)
+        second = vhat if self.rule == "amsgrad" else v_c
+        u = m_c / torch.sqrt(second + self.eps) if self.eps else m_c / torch.sqrt(second)
+        if self.trust is not None:
+            u = self.trust(theta, u, layout, seg)
+        d = u if self.alpha == 1 else self.alpha * u + (1 - self.alpha) * ga
+        new_theta = theta - lr * d
+        if self.weight_decay and self.wd_mode == "decoupled":
+            new_theta = new_theta - lr * self.weight_decay * theta
+        new = {"m": m, "v": v, "vhat": vhat, "n": n, "nm": nm, "k": state["k"] + 1}
+        new = {k: _masked(mask, val, state[k]) for k, val in new.items()}
+        return _masked(mask, new_theta, theta), new
+
+
+# ------------------------------------------------------------------------------ FedOpt
+
+@dataclass
+class FedOpt(Algorithm):
+    """Local SGD (proximal and/or amended) and a server optimizer on the mean pseudo-gradient.
+
+    Client ``i``, local step with ``g`` the stochastic gradient and ``lr = eta_l lr_decay^t``::
+
+        d = g + wd theta (coupled) + mu (theta - theta_t)          (FedProx: mu > 0)
+        d = alpha d + (1 - alpha) g_a                              (FedCM: alpha < 1)
+        theta <- theta - lr d
+
+    Server: ``U = mean_i delta_i``; ``theta <- theta - eta * rule(U)`` with ``rule`` SGD (the
+    identity: FedAvg with global rate ``eta``), Adam, AMSGrad, AdaGrad or Yogi
+    (:func:`server_rule`; epsilon ``tau`` outside the root, ``v0 = tau^2``, no bias correction
+    unless asked).
+
+    The amended direction ``g_a`` (FedCM's ``Delta^t``; FedLADA spec 1.5) is broadcast; after
+    the round ``g_a = mean_i delta_i / (lr K_i)`` with ``K_i`` the steps client ``i`` took
+    (``ga_source="pseudo"``; equals FedLADA line 18 ``(x^t - x^{t+1}) / (eta_g eta_l K)`` for
+    a server SGD and equal ``K``, and keeps the recursion ``g_a^{t+1} = alpha mean(d-bar) +
+    (1 - alpha) g_a^t`` exact for unequal ``K_i``). For a server Adam (FedAdam(*)), whether the
+    clients are corrected with the averaged pseudo-gradient or with the server's actual step
+    is not stated (spec fedlada 1.5, Fig. 6): ``"pseudo"`` is the default (the paper's
+    "matching dislocation" is then exactly the mismatch between ``g_a`` and the preconditioned
+    step), ``ga_source="global"`` uses ``(theta_t - theta_{t+1}) / (eta lr mean K)``. Before
+    the first round ``g_a = 0``.
+    """
+    name = "fedopt"
+    eta: float = 1.0
+    eta_l: float = 0.1
+    server: str = "sgd"
+    beta1: float = 0.9
+    beta2: float = 0.99
+    tau: float = 1e-3
+    v0: float | None = None
+    eps_inside_sqrt: bool = False
+    bias_correction: bool = False
+    alpha: float = 1.0
+    ga_source: str = "pseudo"
+    mu: float = 0.0
+    weight_decay: float = 0.0
+    wd_mode: str = "coupled"
+    lr_decay: float = 1.0
+    decay_global: bool = False
+
+    def __post_init__(self):
+        check_common(self)
+        if self.mu < 0:
+            raise OptimizerError(f"mu must be >= 0, got {self.mu}")
+        if self.ga_source not in ("pseudo", "global"):
+            raise OptimizerError(f"ga_source must be 'pseudo' or 'global', got {self.ga_source!r}")
+        self.server_rule = server_rule(self.server, self.eta, beta1=self.beta1, beta2=self.beta2,
+                                       tau=self.tau, v0=self.v0,
+                                       eps_inside_sqrt=self.eps_inside_sqrt,
+                                       bias_correction=self.bias_correction)
+
+    @property
+    def amended(self) -> bool:
+        return self.alpha != 1
+
+    # ------------------------------------------------------------------ server
+    def init_server(self, theta0):
+        server = {"theta": theta0.clone(), "opt": self.server_rule.init(theta0)}
+        if self.amended:
+            server["ga"] = torch.zeros_like(theta0)
+        return server
+
+    def broadcast(self, server):
+        out = {"theta": server["theta"]}
+        if self.amended:
+            out["ga"] = server["ga"]
+        return out
+
+    def server_step(self, server, mean_message, sums, active, ctx):
+        eta = lr_at(self.eta, self.lr_decay, ctx.t) if self.decay_global else self.eta
+        direction, opt = self.server_rule.direction(mean_message, server["opt"])
+        new = dict(server)
+        new["opt"] = {k: masked_rows(active, v, server["opt"][k]) for k, v in opt.items()}
+        new["theta"] = masked_rows(active, server["theta"] - eta * direction, server["theta"])
+        if self.amended:
+            if self.ga_source == "pseudo":
+                ga = mean_of(sums, "ga", mean_message)
+            else:
+                lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
+                steps = sums["steps"] if "steps" in sums else torch.ones_like(direction[:, :1])
+                ga = direction / (lr * steps.clamp_min(1))
+            new["ga"] = masked_rows(active, ga, server["ga"])
+        return new, {}
+
+    # ------------------------------------------------------------------ clients
+    def local_start(self, bcast, cstate, ctx):
+        theta = bcast["theta"]
+        return {"k": torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device)}
+
+    def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
+        d = grad
+        if self.weight_decay and self.wd_mode == "coupled":
+            d = d + self.weight_decay * theta
+        if self.mu:
+            d = d + self.mu * (theta - bcast["theta"])
+        if self.amended:
+            d = self.alpha * d + (1 - self.alpha) * bcast["ga"]
+        new = theta - lr * d
+        if self.weight_decay and self.wd_mode == "decoupled":
+            new = new - lr * self.weight_decay * theta
+        k = lstate["k"] + (1 if mask is None else mask.to(theta.dtype))
+        return _masked(mask, new, theta), {"k": k}
+
+    def client_message(self, delta, lstate, cstate, ctx):
+        aux = {}
+        if self.amended:
+            if self.ga_source == "pseudo":
+                lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
+                aux["ga"] = delta / (lr * lstate["k"].clamp_min(1)).unsqueeze(-1)
+            else:
+                aux["steps"] = lstate["k"].unsqueeze(-1)    # [B, 1]: the engine means rows
+        return delta, cstate, aux
+
+    # ------------------------------------------------------------------ accounting
+    def uplink_bits(self, layout):
+        return bits(layout, 1)
+
+    def downlink_bits(self, layout):
+        return bits(layout, 2 if self.amended else 1)
+
+    def client_memory(self, layout) -> int:
+        """Floats a client holds while training (FedAda2 Table 2 accounting): the model, plus
+        the round's starting model for the proximal term, plus ``g_a`` when amended."""
+        return layout.d * (1 + (self.mu > 0) + self.amended)
+
+    def describe(self):
+        return describe_dataclass(self)
+
+
+def layer_seg(layout, like: torch.Tensor) -> torch.Tensor:
+    """Cached layer index of every coordinate (for the trust ratio)."""
+    return layer_segments(layout, like.device)

@@ -1,0 +1,331 @@
+"""Fed-LAMB family (Karimi, Li, Li): Fed-LAMB and the baselines it runs against.
+
+Spec: ``shared/specs/fed-lamb.md``. MAIN = the ICML draft (Alg. 2 = Fed-LAMB), SUPP = the
+UAI supplement (Alg. 1 = Adp-Fed). Conventions (pseudo-gradient sign, aggregation) are in
+:mod:`sims.algorithms.adaptive`.
+
+* Fed-SGD (spec 1.4) is FedAvg with ``eta_g = 1``: :class:`sims.algorithms.fedlada.FedAvg`,
+  or ``"fed-sgd"`` in the registry (Fed-EF's uncompressed Fed-SGD, the same rule).
+* :class:`FedAMS` -- local AMSGrad, averaged models, server ``vhat`` (spec 1.3).
+* :class:`FedLAMB` -- MAIN Alg. 2: Fed-AMS with the layer-wise trust ratio ``phi``, ``lambda``.
+* :class:`AdpFed` -- SUPP Alg. 1: local SGD, server Adam (FedAdam of Reddi et al.).
+* :class:`MimeLite` / :class:`MimeLiteLAMB` -- Mime without the SVRG correction, with the
+  AMSGrad base optimizer, and its layer-wise (LAMB) variant (spec 1.6, [EXT] + [OURS]).
+
+Decisions on the spec's ambiguities (section 1.2 choices (a)-(g) and section 5), each with
+an option for the other reading:
+
+* (a) one stochastic gradient per local step (line 6 prints one per round);
+* (b) bias correction on copies (lines 9, 11): the raw ``m, v`` stay in the recursion.
+  ``bias_correction="client"`` (default) counts the steps a client's persistent moments have
+  seen over all its rounds (the exact debiasing of a zero-started EMA); ``"round"`` is the
+  literal ``t`` of the round's loop; ``"none"`` is AMSGrad as in Alg. 1;
+* (c) line 12's ``vhat_{r,i}`` (client-indexed as printed) starts each round at the server's
+  ``vhat_r`` and takes the AMSGrad max with the client's (corrected) ``v`` at every local step,
+  ``vhat_{r,i} = max(vhat_{r,i}, v_c)`` (``vhat="server"``, default). The proof's reading, a
+  single ``vhat_r`` fixed within the round (``vhat="fixed"``), makes every first-round step
+  ``m / sqrt(eps)`` (Fed-AMS blows up in its first round on a test quadratic with
+  ``eps = 1e-8``; Fed-LAMB survives it through the normalisation). ``vhat="local"`` keeps a per-client ``vhat`` across rounds
+  and averages only the models (Fed-AMS's other reading, spec 1.3). Epsilon enters once,
+  through ``vhat_0 = eps`` (line 2): ``p = m / sqrt(vhat)``; ``eps_again=True`` gives the
+  literal ``sqrt(vhat + eps)`` as well;
+* (d) averages over the round's participants ``D^r``; the server rate ``eta`` is 1 (line 17's
+  plain average) unless set;
+* (e) ``phi(z) = min(max(z, 1e-3), 10)`` (``phi="clip"``; bounded as H4 needs, so layers at 0
+  move), ``"identity"`` for the text's suggestion; see :class:`sims.optim.TrustRatio`;
+* (f) a layer is one parameter tensor (weight and bias separately), :mod:`sims.params`;
+* (g) local steps per round are set by the problem (epochs or fixed ``K``);
+* ``m`` persists per client across rounds (line 8's ``m_{r-1,i}``), ``persist_m=False``
+  restarts it each round (the ablation); ``v`` persists per client (line 10's ``v_{r-1,i}``)
+  and the (bias-corrected) ``v^T`` is what the client sends (line 15).
+
+Line 13 (trust ratio): ``theta_l <- theta_l - alpha phi(||theta_l||) (p_l + lam theta_l) /
+||p_l + lam theta_l||``; a step moves every layer by exactly ``alpha phi(||theta_l||)`` (P1).
+With ``phi="update_norm"`` (``phi`` replaced by ``||p_l||``) and ``lam = 0`` it is Fed-AMS (P3).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..optim import AdaptiveRule, OptimizerError, TrustRatio, _masked
+from .adaptive import (FedOpt, LocalAdaptive, bits, check_common, describe_dataclass,
+                       layer_seg, lr_at, mean_of)
+from .base import Algorithm, masked_rows
+
+BIAS_MODES = ("client", "round", "none")
+VHAT_MODES = ("server", "fixed", "local")
+
+
+@dataclass
+class FedLAMB(Algorithm):
+    """Fed-LAMB, MAIN Alg. 2 (decisions in the module docstring).
+
+    Client ``i`` in round ``r`` (lines 4-15), ``lr = eta_l lr_decay^r`` (``alpha_r``)::
+
+        theta = theta_bar; m, v = the client's own (persisting); vhat = server's vhat_r
+        for t = 1..T:  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2        (lines 8, 10)
+                       vhat = max(vhat, v_c)     (m_c, v_c: bias-corrected copies, lines 9, 11)
+                       p = m_c / sqrt(vhat)                                      (line 12)
+                       theta_l -= lr phi(||theta_l||) (p_l + lam theta_l) / ||p_l + lam theta_l||
+        send delta = theta_bar - theta and v_c                                    (line 15)
+
+    Server (line 17): ``theta_bar <- theta_bar - eta mean(delta)`` (``eta = 1``: the average of
+    the local models), ``vhat_{r+1} = max(vhat_r, mean(v_c))``. Communication: model and
+    ``v`` up, model and ``vhat`` down (2d each way; 1d with ``vhat="local"``).
+    """
+    name = "fed-lamb"
+    layerwise = True
+    eta: float = 1.0
+    eta_l: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    eps_again: bool = False
+    bias_correction: str = "client"
+    persist_m: bool = True
+    vhat: str = "server"
+    phi: str = "clip"
+    phi_min: float = 1e-3
+    phi_max: float = 10.0
+    lam: float = 0.0
+    lr_decay: float = 1.0
+
+    def __post_init__(self):
+        check_common(self)
+        if self.bias_correction not in BIAS_MODES:
+            raise OptimizerError(f"bias_correction must be one of {BIAS_MODES}, got "
+                                 f"{self.bias_correction!r}")
+        if self.vhat not in VHAT_MODES:
+            raise OptimizerError(f"vhat must be one of {VHAT_MODES}, got {self.vhat!r}")
+        if not self.eps > 0:
+            raise OptimizerError(f"eps must be positive, got {self.eps}")
+        trust = (TrustRatio(self.phi, self.phi_min, self.phi_max, self.lam)
+                 if self.layerwise else None)
+        self.rule = LocalAdaptive("amsgrad", self.beta1, self.beta2,
+                                  vhat="round" if self.vhat == "fixed" else "step",
+                                  eps=self.eps if self.eps_again else 0.0,
+                                  bias_correction=self.bias_correction != "none", trust=trust)
+
+    # ------------------------------------------------------------------ server
+    def init_server(self, theta0):
+        server = {"theta": theta0.clone()}
+        if self.vhat != "local":
+            server["vhat"] = torch.full_like(theta0, self.eps)       # line 2: vhat_0 = eps
+        return server
+
+    def client_state_spec(self):
+        spec = {"v": "vector"}
+        if self.persist_m:
+            spec["m"] = "vector"
+        if self.bias_correction == "client":
+            spec["n"] = "scalar"
+        if self.vhat == "local":
+            spec["vhat"] = "vector"
+        return spec
+
+    def broadcast(self, server):
+        return dict(server)
+
+    def server_step(self, server, mean_message, sums, active, ctx):
+        eta = self.eta
+        new = {"theta": masked_rows(active, server["theta"] - eta * mean_message, server["theta"])}
+        if self.vhat != "local":
+            vbar = torch.maximum(server["vhat"], mean_of(sums, "v", mean_message))
+            new["vhat"] = masked_rows(active, vbar, server["vhat"])
+        return new, {}
+
+    # ------------------------------------------------------------------ clients
+    def local_start(self, bcast, cstate, ctx):
+        theta = bcast["theta"]
+        zeros_b = torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device)
+        m = cstate["m"] if self.persist_m else torch.zeros_like(theta)
+        n = cstate["n"] if self.bias_correction == "client" else zeros_b
+        nm = n if self.persist_m else zeros_b        # a restarted m is debiased from 0
+        if self.vhat != "local":
+            vhat = bcast["vhat"]
+        else:
+            vhat = cstate["vhat"].clamp_min(self.eps)                 # vhat_0 = eps
+        return LocalAdaptive.start(m, cstate["v"], vhat, n, nm)
+
+    def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
+        seg = layer_seg(ctx.layout, theta) if self.layerwise else None
+        return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout, seg)
+
+    def client_message(self, delta, lstate, cstate, ctx):
+        v_sent = self.rule.corrected_v(lstate)
+        new = {"v": lstate["v"]}
+        if self.persist_m:
+            new["m"] = lstate["m"]
+        if self.bias_correction == "client":
+            new["n"] = lstate["n"]
+        if self.vhat == "local":
+            new["vhat"] = lstate["vhat"]
+        aux = {"v": v_sent} if self.vhat != "local" else {}
+        return delta, new, aux
+
+    # ------------------------------------------------------------------ accounting
+    def uplink_bits(self, layout):
+        return bits(layout, 1 if self.vhat == "local" else 2)
+
+    def downlink_bits(self, layout):
+        return bits(layout, 1 if self.vhat == "local" else 2)
+
+    def client_memory(self, layout) -> int:
+        """The model, ``m`` and ``v`` (persistent) and ``vhat`` (the server's, or the client's)."""
+        return 4 * layout.d
+
+    def describe(self):
+        return describe_dataclass(self)
+
+
+@dataclass
+class FedAMS(FedLAMB):
+    """Fed-AMS (Chen, Li & Li 2020; spec 1.3): Fed-LAMB's state handling (``m`` local, ``v``
+    sent, server ``vhat = max(vhat, mean v)``) with line 13 replaced by the plain local
+    AMSGrad step ``theta <- theta - alpha m_c / sqrt(vhat)`` (no layer-wise scaling;
+    ``phi``/``lam`` are ignored). ``vhat="local"``: each client keeps its own ``vhat`` and only
+    the models are averaged (the other reading of "the global model is simply obtained by
+    averaging the local models")."""
+    name = "fed-ams"
+    layerwise = False
+
+
+@dataclass
+class AdpFed(FedOpt):
+    """Adp-Fed, SUPP Alg. 1 (FedAdam of Reddi et al.): local SGD (line 8, the gradient at the
+    current local iterate, not at ``theta^0`` as printed), ``Delta_bar = mean Delta`` (line
+    12), ``m = b1 m + (1 - b1) Delta_bar``, ``v = b2 v + (1 - b2) Delta_bar^2``, ``theta <-
+    theta + eta_g m / sqrt(v)`` (lines 13-15; with our sign ``delta = -Delta`` it is ``theta -
+    eta_g m / sqrt(v)``), ``v_0 = eps`` and no ``tau``, no max, no bias correction, as printed
+    (``tau > 0`` gives Reddi's ``sqrt(v) + tau``). ``lambda`` and ``alpha_t`` are listed as
+    inputs but never used, so they are absent. Grids (Table 1): ``eta_l`` 1e-4..0.5, ``eta_g``
+    1e-4..0.1."""
+    name = "adp-fed"
+    server: str = "adam"
+    eta: float = 0.01
+    eta_l: float = 0.01
+    beta2: float = 0.999
+    tau: float = 0.0
+    v0: float | None = 1e-8
+
+
+MIME_BASES = ("amsgrad", "adam", "sgdm")
+
+
+@dataclass
+class MimeLite(Algorithm):
+    """MimeLite (Karimireddy et al.; spec 1.6 [EXT]) with an AMSGrad base optimizer.
+
+    The server holds the model ``x`` and the base optimizer's state ``s`` (AMSGrad: ``m, v,
+    vhat``; epsilon inside the root, no bias correction, as Fed-EF-AMS) and sends both. A
+    client applies the base optimizer with the *frozen* ``s``: each local step's direction is
+    the one ``s`` advanced by the step's gradient would give, ``U(g; s)``, and ``s`` is not
+    changed locally. The client also sends its gradient at ``x`` (its first local step's
+    minibatch gradient, which is taken at ``x``: a stochastic estimate of ``grad f_i(x)``).
+    Server: ``x <- x - eta mean(delta)`` (``eta = 1``: the average of the local models) and
+    ``s <- V(c, s)`` with ``c`` the mean gradient at ``x``.
+
+    Full Mime adds the SVRG correction ``g = grad f_i(y; z) - grad f_i(x; z) + c`` to every
+    local step. That needs each step's minibatch gradient at a second point ``x`` and ``c``
+    before the local work starts (a first pass over the round's participants); the engine's
+    hooks see only the gradient at the local iterate, so it is not offered (the engine change
+    it needs is described in the registry module). Mime's LR grid (Table 1) equals Fed-AMS's.
+    """
+    name = "mimelite"
+    layerwise = False
+    eta: float = 1.0
+    eta_l: float = 1e-3
+    base: str = "amsgrad"
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    phi: str = "clip"
+    phi_min: float = 1e-3
+    phi_max: float = 10.0
+    lam: float = 0.0
+    lr_decay: float = 1.0
+
+    def __post_init__(self):
+        check_common(self)
+        if self.base not in MIME_BASES:
+            raise OptimizerError(f"Mime base must be one of {MIME_BASES}, got {self.base!r}")
+        if self.base == "sgdm":
+            if not 0 <= self.beta1 < 1:
+                raise OptimizerError(f"beta1 must be in [0, 1), got {self.beta1}")
+            self.base_rule = None
+        else:
+            self.base_rule = AdaptiveRule(self.eta_l, self.base, self.beta1, self.beta2,
+                                          self.eps, 0.0, eps_inside_sqrt=True)
+        self.trust = (TrustRatio(self.phi, self.phi_min, self.phi_max, self.lam)
+                      if self.layerwise else None)
+
+    def _advance(self, g, s):
+        """The base optimizer's direction from state ``s`` and the advanced state."""
+        if self.base_rule is None:                        # SGD with momentum
+            m = self.beta1 * s["m"] + (1 - self.beta1) * g
+            return m, {"m": m}
+        return self.base_rule.direction(g, s)
+
+    def init_server(self, theta0):
+        state = ({"m": torch.zeros_like(theta0)} if self.base_rule is None
+                 else self.base_rule.init(theta0))
+        return {"theta": theta0.clone(), "s": state}
+
+    def broadcast(self, server):
+        return {"theta": server["theta"], **{f"s_{k}": v for k, v in server["s"].items()}}
+
+    def local_start(self, bcast, cstate, ctx):
+        theta = bcast["theta"]
+        return {"k": torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device),
+                "gx": torch.zeros_like(theta)}
+
+    def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
+        frozen = {k[2:]: v for k, v in bcast.items() if k.startswith("s_")}
+        u, _ = self._advance(grad, frozen)
+        if self.trust is not None:
+            u = self.trust(theta, u, ctx.layout, layer_seg(ctx.layout, theta))
+        first = (lstate["k"] == 0).unsqueeze(-1)
+        new_state = {"k": lstate["k"] + (1 if mask is None else mask.to(theta.dtype)),
+                     "gx": _masked(mask, torch.where(first, grad, lstate["gx"]), lstate["gx"])}
+        return _masked(mask, theta - lr * u, theta), new_state
+
+    def client_message(self, delta, lstate, cstate, ctx):
+        return delta, cstate, {"gx": lstate["gx"]}
+
+    def server_step(self, server, mean_message, sums, active, ctx):
+        _, s = self._advance(mean_of(sums, "gx", mean_message), server["s"])
+        new = {"theta": masked_rows(active, server["theta"] - self.eta * mean_message,
+                                    server["theta"]),
+               "s": {k: masked_rows(active, v, server["s"][k]) for k, v in s.items()}}
+        return new, {}
+
+    @property
+    def state_vectors(self) -> int:
+        return {"amsgrad": 3, "adam": 2, "sgdm": 1}[self.base]
+
+    def uplink_bits(self, layout):
+        return bits(layout, 2)                             # model and gradient at x
+
+    def downlink_bits(self, layout):
+        return bits(layout, 1 + self.state_vectors)        # model and the optimizer state
+
+    def client_memory(self, layout) -> int:
+        """The model, the frozen server state and the gradient at ``x``."""
+        return layout.d * (2 + self.state_vectors)
+
+    def describe(self):
+        return describe_dataclass(self)
+
+
+@dataclass
+class MimeLiteLAMB(MimeLite):
+    """Mime-LAMB (SUPP Fig. 1, "proposed"; no pseudo-code in either file): [OURS] MimeLite
+    whose base direction (AMSGrad with the frozen server state) goes through Fed-LAMB's
+    layer-wise normalisation (MAIN Alg. 2 line 13). LR grid (Table 1) equals Fed-LAMB's."""
+    name = "mimelite-lamb"
+    layerwise = True
+    eta_l: float = 0.01

@@ -1,0 +1,395 @@
+"""FedAda2 family (Lee, Sharma, Zaheer, Li): joint server and client adaptivity.
+
+Spec: ``shared/specs/fedada2.md`` (section numbers below). Conventions are in
+:mod:`sims.algorithms.adaptive`; the paper's ``Delta = x_K - x_{t-1}`` with ``x + eta
+m/(sqrt(v) + tau)`` is our ``delta = -Delta`` with ``x - eta m/(sqrt(v) + tau)``.
+
+* Server-only adaptivity (FedOpt, Reddi et al.): :class:`FedAdaGrad`, :class:`FedYogi` and
+  :class:`sims.algorithms.fedlada.FedAdam`, with SGD clients.
+* :class:`JointAdaptive` -- one class for Algorithms 2, 8, 10 and the baselines of Sec. 6:
+  a server rule on the mean pseudo-gradient (SU, spec 1.1: AdaGrad with momentum
+  ``m = b1 m + (1 - b1) U``, ``v = v + U^2``, ``x <- x - eta m / (sqrt(v) + tau)``,
+  ``v_0 = tau^2``; or Adam / Yogi) and a client AdaGrad (AGDU, Alg. 9) or Adam (ADMU, Alg. 7)
+  whose preconditioner is full or an SM3 cover (SM3-I, Alg. 3; SM3-II, Alg. 4), updated every
+  ``delay`` local steps (``z``), started at zero every round or from the server's
+  preconditioner (direct joint adaptivity). Presets:
+
+  ===================== ========== =============== ========== ===========================
+  class (registry)       client     preconditioner  init       paper
+  ===================== ========== =============== ========== ===========================
+  :class:`FedAda2`       AdaGrad    SM3-II          zero       Alg. 2 (FedAda2)
+  :class:`FedAda2Adam`   Adam       SM3-II          zero       App. C.2, Sec. 6 experiments
+  :class:`DirectJoint`   AdaGrad    full            server     "Direct Joint Adap." (DJA)
+  :class:`JointNoPrecond` AdaGrad   full            zero       "Joint Adap. w/o Precond."
+  :class:`FedAdaAdam`    Adam       full, delay z   zero       Alg. 8 (ADMU clients)
+  :class:`FedAdaAdagrad` AdaGrad    full, delay z   zero       Alg. 10 (AGDU clients)
+  :class:`FedAda2Blend`  a mix      per strategy    zero       Alg. 5 (blended clients)
+  ===================== ========== =============== ========== ===========================
+
+Decisions on the spec's ambiguities (section 6), with the option for the other reading:
+
+* SM3 covers (6.1): rows and columns of matrices, one set per axis index of a tensor, full
+  accumulators for biases (:class:`sims.optim.SM3Cover`); SM3-II is the default (the
+  analysed one, "empirically better"), ``precond="sm3-i"`` the authors' code's choice.
+* SM3-Adam has no pseudo-code: the cover accumulators hold an EMA. SM3-I: ``mu_r = b2 mu_r +
+  (1 - b2) max_{j in S_r} g_j^2``, ``nu = min_r mu_r`` (the authors' code); SM3-II:
+  ``nu_j = b2 min_{r ∋ j} mu_r + (1 - b2) g_j^2``, ``mu_r = max_{j in S_r} nu_j``. Both are
+  bias-corrected like ADMU (``bias_correction``, default on: Alg. 6/7).
+* Alg. 2 resets ``mu_k`` to 0 every step but refills it only on update steps (6.2): on
+  non-update steps ``mu`` and ``nu`` are carried over unchanged (Alg. 4's ``nu'_t = nu'_{t-1}``;
+  SM3-II then needs ``nu`` itself kept between updates, which its memory count includes).
+* The clipping threshold ``eps_s`` (``clip``; 0 = off, the experiments' "negligible"): when
+  ``0 < ||m_k / (sqrt(v_k) + eps)|| < eps_s`` the step is skipped and (Adam) ``m_k`` zeroed
+  (Alg. 8 zeroes ``m_k`` while the update uses ``m_hat_k``: both are zeroed).
+* DJA (6.4): the server's second-moment statistic is copied raw into the client's
+  accumulator (AdaGrad: ``sum U^2``; Adam: ``v``), as the authors' code does; an SM3 client
+  takes its row and column maxima. A client Adam so started debiases its ``v`` as if the
+  round index ``t`` earlier updates had happened (the code's counter offset); ``m`` starts at
+  0 and is debiased from 0. Only ``v`` is sent for an Adam server (3d per round, not 4d;
+  spec 1.14).
+* Server Adam has no bias correction and server AdaGrad no momentum by default (6.5, the
+  authors' scripts); ``server_bias_correction`` / ``server_beta1`` change that.
+* Aggregation is uniform over participants (6.6); client weights ``Xi`` are 1.
+
+Alg. 5 (Federated Blended Optimization, :class:`FedAda2Blend`): each participant runs one of
+several client strategies (chosen by client id), its local work capped at the strategy's
+number of steps, its pseudo-gradient weighted by the strategy's ``w``.
+
+Communication (Table 2, per participant and round): the model down, the update up (2d);
+DJA also sends the server preconditioner down (3d, 1.5x FedAvg). Client memory: the model
+plus the client's optimizer buffers; with SM3 the preconditioner takes ``sum_l (m_l + n_l)``
+floats for ``m_l x n_l`` matrices instead of ``d`` (Table 2 prints 2d, the uncompressed count).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..optim import OptimizerError, SM3Cover, _masked
+from .adaptive import FedOpt, bits, check_common, describe_dataclass, server_rule
+from .base import Algorithm, masked_rows
+
+CLIENT_KINDS = ("adagrad", "adam", "sgd")
+PRECONDS = ("full", "sm3-i", "sm3-ii")
+
+
+@dataclass
+class FedAdaGrad(FedOpt):
+    """FedAdaGrad (Reddi et al.; FedAda2's server-only baseline): SGD clients, server SU
+    (AdaGrad, ``v_0 = tau^2``, ``tau`` outside the root, momentum ``beta1``: 0 by default as
+    in the FedAda2 authors' code, Reddi et al. use 0.9)."""
+    name = "fedadagrad"
+    server: str = "adagrad"
+    eta: float = 0.01
+    beta1: float = 0.0
+
+
+@dataclass
+class FedYogi(FedOpt):
+    """FedYogi (Reddi et al. Alg. 2): SGD clients, server Yogi ``v = v - (1 - b2) U^2
+    sign(v - U^2)``, ``x <- x - eta m / (sqrt(v) + tau)``, ``v_0 = tau^2``."""
+    name = "fedyogi"
+    server: str = "yogi"
+    eta: float = 0.01
+
+
+@dataclass
+class JointAdaptive(Algorithm):
+    """Server and client adaptivity, FedAda2 Algorithms 2, 8, 10 (see the module docstring).
+
+    Client ``i`` of round ``t`` (``x_{i,0} = x_{t-1}``; ``k = 1..K``, ``upd = (k-1) % z == 0``)::
+
+        AdaGrad (Alg. 2 / 9):  if upd: nu <- accumulate(nu, g^2)   (full: v + g^2; SM3-I/II)
+                               u = g / (sqrt(nu) + eps)
+        Adam (Alg. 6 / 7):     m = b1 m + (1 - b1) g;  m_hat = m / (1 - b1^k)
+                               if upd: nu <- EMA accumulate(nu, g^2)
+                               u = m_hat / (sqrt(nu / (1 - b2^(floor((k-1)/z) + 1))) + eps)
+        if 0 < ||u|| < eps_s: u = 0                                  (clipping, off by default)
+        x <- x - eta_l u
+
+    then ``delta_i = x_{t-1} - x_{i,K}``; server: ``x_t = x_{t-1} - eta rule(mean delta)``.
+    """
+    name = "joint-adaptive"
+    eta: float = 0.01
+    eta_l: float = 0.01
+    server: str = "adagrad"
+    server_beta1: float = 0.0
+    server_beta2: float = 0.999
+    tau: float = 1e-3
+    v0: float | None = None
+    server_bias_correction: bool = False
+    client: str = "adagrad"
+    precond: str = "full"
+    delay: int = 1
+    eps: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.999
+    bias_correction: bool = True
+    clip: float = 0.0
+    init: str = "zero"
+
+    def __post_init__(self):
+        check_common(self)
+        if self.client not in CLIENT_KINDS:
+            raise OptimizerError(f"client must be one of {CLIENT_KINDS}, got {self.client!r}")
+        if self.precond not in PRECONDS:
+            raise OptimizerError(f"precond must be one of {PRECONDS}, got {self.precond!r}")
+        if self.init not in ("zero", "server"):
+            raise OptimizerError(f"init must be 'zero' or 'server', got {self.init!r}")
+        if self.init == "server" and self.server == "sgd":
+            raise OptimizerError("init='server' needs an adaptive server (no preconditioner "
+                                 "to send with server='sgd')")
+        if int(self.delay) != self.delay or self.delay < 1:
+            raise OptimizerError(f"delay z must be an integer >= 1, got {self.delay}")
+        if not self.eps > 0 or self.clip < 0:
+            raise OptimizerError(f"need eps > 0 and clip >= 0, got {self.eps}, {self.clip}")
+        for key in ("beta1", "beta2"):
+            if not 0.0 <= getattr(self, key) < 1.0:
+                raise OptimizerError(f"{key} must be in [0, 1), got {getattr(self, key)}")
+        self.server_rule = server_rule(self.server, self.eta, beta1=self.server_beta1,
+                                       beta2=self.server_beta2, tau=self.tau, v0=self.v0,
+                                       bias_correction=self.server_bias_correction)
+        self._covers = {}
+
+    def cover(self, layout) -> SM3Cover:
+        if layout not in self._covers:
+            self._covers[layout] = SM3Cover(layout, full=self.precond == "full")
+        return self._covers[layout]
+
+    @property
+    def sm3_ii(self) -> bool:
+        return self.precond == "sm3-ii"
+
+    # ------------------------------------------------------------------ server
+    def init_server(self, theta0):
+        return {"theta": theta0.clone(), "opt": self.server_rule.init(theta0)}
+
+    def broadcast(self, server):
+        out = {"theta": server["theta"]}
+        if self.init == "server":
+            out["pre"] = server["opt"]["v"]
+        return out
+
+    def server_step(self, server, mean_message, sums, active, ctx):
+        direction, opt = self.server_rule.direction(mean_message, server["opt"])
+        return {"theta": masked_rows(active, server["theta"] - self.eta * direction,
+                                     server["theta"]),
+                "opt": {k: masked_rows(active, v, server["opt"][k]) for k, v in opt.items()}}, {}
+
+    # ------------------------------------------------------------------ clients
+    def local_start(self, bcast, cstate, ctx):
+        theta = bcast["theta"]
+        B = theta.shape[0]
+        state = {"k": torch.zeros(B, dtype=theta.dtype, device=theta.device)}
+        if self.client == "sgd":
+            return state
+        cover = self.cover(ctx.layout)
+        if self.init == "server":
+            mu = cover.cover_max(bcast["pre"])
+            nu = cover.cover_min(mu)
+        else:
+            mu = torch.zeros(B, cover.size, dtype=theta.dtype, device=theta.device)
+            nu = torch.zeros_like(theta)
+        state.update(mu=mu, nu=nu)
+        if self.client == "adam":
+            state["m"] = torch.zeros_like(theta)
+        return state
+
+    def _accumulate(self, cover, mu, g2):
+        """New ``(mu, nu)`` after one preconditioner update with ``g^2``."""
+        ema = self.client == "adam"
+        b2 = self.beta2
+        if self.sm3_ii:
+            prev = cover.cover_min(mu)
+            nu = b2 * prev + (1 - b2) * g2 if ema else prev + g2
+            return cover.cover_max(nu), nu
+        inc = cover.cover_max(g2)
+        mu = b2 * mu + (1 - b2) * inc if ema else mu + inc
+        return mu, cover.cover_min(mu)
+
+    def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        k = lstate["k"] + 1
+        new = {"k": k}
+        if self.client == "sgd":
+            u = grad
+        else:
+            upd = (torch.remainder(k - 1, self.delay) == 0).unsqueeze(-1)
+            mu_new, nu_new = self._accumulate(self.cover(ctx.layout), lstate["mu"], grad * grad)
+            mu = torch.where(upd, mu_new, lstate["mu"])
+            nu = torch.where(upd, nu_new, lstate["nu"])
+            new.update(mu=mu, nu=nu)
+            if self.client == "adagrad":
+                u = grad / (torch.sqrt(nu) + self.eps)
+            else:
+                m = self.beta1 * lstate["m"] + (1 - self.beta1) * grad
+                m_hat, nu_hat = m, nu
+                if self.bias_correction:
+                    updates = torch.div(k - 1, self.delay, rounding_mode="floor") + 1
+                    if self.init == "server":
+                        updates = updates + ctx.t
+                    m_hat = m / (1 - self.beta1 ** k).unsqueeze(-1)
+                    nu_hat = nu / (1 - self.beta2 ** updates).unsqueeze(-1)
+                u = m_hat / (torch.sqrt(nu_hat) + self.eps)
+                new["m"] = m
+        if self.clip:
+            norm = u.norm(dim=-1, keepdim=True)
+            skip = (norm > 0) & (norm < self.clip)
+            u = torch.where(skip, torch.zeros_like(u), u)
+            if "m" in new:
+                new["m"] = torch.where(skip, torch.zeros_like(u), new["m"])
+        new = {key: _masked(mask, val, lstate[key]) for key, val in new.items()}
+        return _masked(mask, theta - self.eta_l * u, theta), new
+
+    # ------------------------------------------------------------------ accounting
+    def uplink_bits(self, layout):
+        return bits(layout, 1)
+
+    def downlink_bits(self, layout):
+        return bits(layout, 2 if self.init == "server" else 1)
+
+    def client_memory(self, layout) -> int:
+        """The model, the preconditioner (``d`` full, the cover size with SM3), Adam's ``m``,
+        and SM3-II's ``nu`` kept between delayed updates."""
+        if self.client == "sgd":
+            return layout.d
+        pre = self.cover(layout).size
+        return (layout.d + pre + (layout.d if self.client == "adam" else 0)
+                + (layout.d if self.sm3_ii and self.delay > 1 else 0))
+
+    def describe(self):
+        return describe_dataclass(self)
+
+
+@dataclass
+class FedAda2(JointAdaptive):
+    """FedAda2, Alg. 2: server SU (AdaGrad), client AdaGrad with an SM3-II preconditioner
+    started at zero every round (no preconditioner sent), delayed updates every ``delay``."""
+    name = "fedada2"
+    precond: str = "sm3-ii"
+
+
+@dataclass
+class FedAda2Adam(JointAdaptive):
+    """FedAda2 as run in Sec. 6 (Tables 4-5: "Adam for all adaptivity"): server Adam
+    (``b1 = 0.9``, ``b2 = 0.999``, no bias correction), client SM3-Adam, zero init."""
+    name = "fedada2-adam"
+    server: str = "adam"
+    server_beta1: float = 0.9
+    client: str = "adam"
+    precond: str = "sm3-ii"
+
+
+@dataclass
+class DirectJoint(JointAdaptive):
+    """Direct joint adaptivity (DJA, Sec. 6 / Table 2): the server preconditioner is sent
+    every round and used as the client's initial accumulator (3d per round)."""
+    name = "dja"
+    init: str = "server"
+
+
+@dataclass
+class JointNoPrecond(JointAdaptive):
+    """Joint adaptivity without preconditioner communication (Sec. 6): full client AdaGrad
+    started at zero every round (2d per round)."""
+    name = "joint-adaptive"
+
+
+@dataclass
+class FedAdaAdam(JointAdaptive):
+    """FedAdaAdam, Alg. 8: server SU (AdaGrad), clients ADMU (Alg. 7: Adam with delayed
+    second-moment updates every ``delay`` steps, debiased by ``1 - b2^(floor((k-1)/z) + 1)``)."""
+    name = "fedadaadam"
+    client: str = "adam"
+
+
+@dataclass
+class FedAdaAdagrad(JointAdaptive):
+    """FedAdaAdagrad, Alg. 10: server SU (AdaGrad), clients AGDU (Alg. 9: AdaGrad with the
+    accumulator updated every ``delay`` steps, zero-initialised)."""
+    name = "fedadaadagrad"
+
+
+STRATEGIES = {"sgd": ("sgd", "full"), "adagrad": ("adagrad", "full"), "adam": ("adam", "full"),
+              "sm3-adagrad": ("adagrad", "sm3-ii"), "sm3-adam": ("adam", "sm3-ii"),
+              "sm3i-adagrad": ("adagrad", "sm3-i"), "sm3i-adam": ("adam", "sm3-i")}
+
+
+def _csv(text, kind, name):
+    if text is None or text == "":
+        return None
+    try:
+        return [kind(v) for v in str(text).split(",")]
+    except ValueError:
+        raise OptimizerError(f"cannot read {name} {text!r}; give comma-separated values") \
+            from None
+
+
+@dataclass
+class FedAda2Blend(JointAdaptive):
+    """Federated Blended Optimization, FedAda2 Alg. 5 (spec 1.7).
+
+    ``strategies`` lists the client optimizers ``O_1..O_p`` (``sgd``, ``adagrad``, ``adam``,
+    ``sm3-adagrad``, ``sm3-adam``; ``sm3i-*`` for SM3-I), all zero-initialised every round
+    and sharing ``eta_l``, ``eps``, ``delay``, betas and clipping. Client ``i`` runs strategy
+    ``i mod p`` (the paper leaves the assignment to the clients' resources), for at most
+    ``steps[l]`` local steps (``K(O_l)``; default: all the problem gives it) and sends
+    ``w(O_l) (x_{t-1} - x_{i,K})`` (``weights``, default 1). The server averages over all
+    participants (``S = sum_l |S_l|``) and applies SU (or the chosen server rule).
+    """
+    name = "fedada2-blend"
+    strategies: str = "sm3-adagrad,sm3-adam,sgd"
+    weights: str | None = None
+    steps: str | None = None
+
+    def __post_init__(self):
+        names = [v.strip() for v in str(self.strategies).split(",") if v.strip()]
+        bad = [v for v in names if v not in STRATEGIES]
+        if not names or bad:
+            raise OptimizerError(f"unknown strategy {bad[0] if bad else ''!r}; choose from "
+                                 f"{', '.join(STRATEGIES)}")
+        self.weight_list = _csv(self.weights, float, "weights") or [1.0] * len(names)
+        self.step_list = _csv(self.steps, int, "steps") or [None] * len(names)
+        if len(self.weight_list) != len(names) or len(self.step_list) != len(names):
+            raise OptimizerError("give one weight and one step count per strategy")
+        if any(not w > 0 for w in self.weight_list):
+            raise OptimizerError("strategy weights must be positive")
+        if any(k is not None and k < 1 for k in self.step_list):
+            raise OptimizerError("strategy step counts must be >= 1")
+        super().__post_init__()
+        shared = {f: getattr(self, f) for f in ("eta", "eta_l", "server", "server_beta1",
+                                                "server_beta2", "tau", "v0", "delay", "eps",
+                                                "beta1", "beta2", "bias_correction", "clip")}
+        self.members = [JointAdaptive(**shared, client=STRATEGIES[v][0],
+                                      precond=STRATEGIES[v][1]) for v in names]
+
+    def _strategy(self, ctx) -> torch.Tensor:
+        return torch.remainder(ctx.clients, len(self.members))
+
+    def local_start(self, bcast, cstate, ctx):
+        theta = bcast["theta"]
+        return {"k": torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device),
+                "members": [m.local_start(bcast, cstate, ctx) for m in self.members]}
+
+    def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        which = self._strategy(ctx)
+        active = torch.ones_like(which, dtype=torch.bool) if mask is None else mask
+        new_states = []
+        for l, (member, st) in enumerate(zip(self.members, lstate["members"])):
+            mine = active & (which == l)
+            if self.step_list[l] is not None:
+                mine = mine & (lstate["k"] < self.step_list[l])
+            theta, st = member.local_step(theta, grad, st, bcast, cstate, mine, ctx)
+            new_states.append(st)
+        return theta, {"k": lstate["k"] + active.to(theta.dtype), "members": new_states}
+
+    def client_message(self, delta, lstate, cstate, ctx):
+        w = torch.as_tensor(self.weight_list, dtype=delta.dtype, device=delta.device)
+        return delta * w[self._strategy(ctx)].unsqueeze(-1), cstate, {}
+
+    def client_memory(self, layout) -> int:
+        """The largest of the strategies' client memories."""
+        return max(m.client_memory(layout) for m in self.members)
+
+    def describe(self):
+        return describe_dataclass(self)

@@ -1,0 +1,161 @@
+"""Every algorithm by name: ``make_algorithm(name, **hyper)``.
+
+Names (``list_algorithms()`` prints them with their papers):
+
+* Fed-EF (Li & Li; :class:`sims.algorithms.fed_ef.FedEF`): ``fed-ef-sgd``, ``fed-ef-ams``
+  (error feedback), ``fed-direct-sgd``, ``fed-direct-ams`` (compression without error
+  feedback, Alg. 1), ``fed-sgd`` (full precision, server SGD with ``eta = 1``: FedAvg, also
+  Fed-LAMB's Fed-SGD). ``compressor`` is a :func:`sims.compress.make_compressor` spec
+  (``"topk-0.01"``, ``"sign"``, ``"hvsign-0.1"``, ``"stoc-2"``, ``"full"``) and ``scope``
+  its block (``"layer"`` or ``"model"``).
+* Fed-LAMB family: ``fed-ams``, ``fed-lamb``, ``adp-fed``, ``mimelite``, ``mimelite-lamb``.
+* FedLADA family: ``fedavg``, ``fedprox``, ``scaffold`` (``alpha`` scales the correction,
+  Eq. 26), ``fedcm``, ``fedadam``, ``fedadam-cm`` (FedAdam(*)), ``fedlada``, ``localadam``.
+* FedAda2 family: ``fedadagrad``, ``fedyogi`` (and ``fedadam``), ``fedada2``,
+  ``fedada2-adam``, ``dja``, ``joint-adaptive``, ``fedadaadam``, ``fedadaadagrad``,
+  ``fedada2-blend``.
+
+Name clash: Fed-EF's paper calls uncompressed Fed-EF-AMS "Fed-AMS" (server AMSGrad); here
+``fed-ams`` is Fed-LAMB's Fed-AMS (local AMSGrad), and the server-AMSGrad rule without
+compression is ``fed-ef-ams`` with ``compressor="full"`` (error feedback is then a no-op).
+
+Mime with its SVRG correction (``mime``, ``mime-lamb``) is refused with a one-line error: the
+engine's hooks cannot express it. The minimal engine change it needs, in ``sims.engine``:
+(1) in ``_run_clients``, put ``ctx.extra["grad_at"] = lambda pts: problem.stoch_grad(pts, cli,
+payload[:, k])`` in the context passed to ``local_step`` (the current minibatch's gradient at
+another point, here the server model ``x``); (2) an optional pre-pass: when
+``algorithm.needs_round_gradient`` is true, before local training compute every participant's
+gradient at ``bcast["theta"]`` (on its first minibatch, or its full data), take the
+per-replica mean over all chunks, and put it in the broadcast as ``bcast["c"]`` gathered per
+participant. With both, ``local_step`` can form ``g(y) - grad_at(x) + c``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+from ..compress import CompressorError, make_compressor
+from ..optim import OptimizerError
+from .fed_ef import FedEF
+from .fed_lamb import AdpFed, FedAMS, FedLAMB, MimeLite, MimeLiteLAMB
+from .fedada2 import (DirectJoint, FedAda2, FedAda2Adam, FedAda2Blend, FedAdaAdagrad,
+                      FedAdaAdam, FedAdaGrad, FedYogi, JointNoPrecond)
+from .fedlada import (FedAdam, FedAdamCM, FedAvg, FedCM, FedLADA, FedProx, LocalAdam,
+                      Scaffold)
+
+
+class AlgorithmError(ValueError):
+    """An unknown algorithm name or a bad hyperparameter (one line)."""
+
+
+def _fed_ef(server: str, error_feedback: bool, compressor: str, eta: float):
+    def make(eta: float = eta, eta_l: float = 0.1, compressor: str | object = compressor,
+             scope: str = "layer", **kw):
+        comp = make_compressor(compressor, scope) if isinstance(compressor, str) else compressor
+        return FedEF(eta=eta, eta_l=eta_l, compressor=comp, error_feedback=error_feedback,
+                     server=server, **kw)
+    make.fed_ef_fields = True
+    return make
+
+
+_FED_EF_FIXED = ("error_feedback", "server")
+
+ALGORITHMS = {
+    # Fed-EF (Li & Li)
+    "fed-ef-sgd": (_fed_ef("sgd", True, "topk-0.01", 1.0), "Fed-EF Alg. 2, server SGD"),
+    "fed-ef-ams": (_fed_ef("amsgrad", True, "topk-0.01", 0.01), "Fed-EF Alg. 2, server AMSGrad"),
+    "fed-direct-sgd": (_fed_ef("sgd", False, "sign", 1.0), "Fed-EF Alg. 1 (no EF), server SGD"),
+    "fed-direct-ams": (_fed_ef("amsgrad", False, "sign", 0.01),
+                       "Fed-EF Alg. 1 (no EF), server AMSGrad"),
+    "fed-sgd": (_fed_ef("sgd", False, "full", 1.0), "full-precision Fed-SGD (= FedAvg)"),
+    # Fed-LAMB (Karimi, Li, Li)
+    "fed-ams": (FedAMS, "Fed-LAMB paper: local AMSGrad, averaged models, server vhat"),
+    "fed-lamb": (FedLAMB, "Fed-LAMB MAIN Alg. 2"),
+    "adp-fed": (AdpFed, "Fed-LAMB SUPP Alg. 1 (local SGD, server Adam)"),
+    "mimelite": (MimeLite, "MimeLite with an AMSGrad base (Fed-LAMB baseline)"),
+    "mimelite-lamb": (MimeLiteLAMB, "Mime-LAMB (MimeLite + layer-wise trust ratio)"),
+    # FedLADA (Sun et al.)
+    "fedavg": (FedAvg, "FedAvg"),
+    "fedprox": (FedProx, "FedProx"),
+    "scaffold": (Scaffold, "SCAFFOLD option II; alpha-scaled (FedLADA Eq. 26)"),
+    "fedcm": (FedCM, "FedCM (client-level momentum)"),
+    "fedadam": (FedAdam, "FedAdam (FedLADA Alg. 1; Reddi et al.)"),
+    "fedadam-cm": (FedAdamCM, "FedAdam(*): FedCM local steps, server Adam"),
+    "fedlada": (FedLADA, "FedLADA Alg. 3"),
+    "localadam": (LocalAdam, "LocalAdam (FedLADA with alpha = 1)"),
+    # FedAda2 (Lee et al.)
+    "fedadagrad": (FedAdaGrad, "FedAdaGrad (server AdaGrad, SGD clients)"),
+    "fedyogi": (FedYogi, "FedYogi (server Yogi, SGD clients)"),
+    "fedada2": (FedAda2, "FedAda2 Alg. 2 (client SM3-II AdaGrad, zero init)"),
+    "fedada2-adam": (FedAda2Adam, "FedAda2 with server Adam and client SM3-Adam"),
+    "dja": (DirectJoint, "direct joint adaptivity (server preconditioner sent)"),
+    "joint-adaptive": (JointNoPrecond, "joint adaptivity without preconditioner transmission"),
+    "fedadaadam": (FedAdaAdam, "FedAda2 Alg. 8 (client ADMU)"),
+    "fedadaadagrad": (FedAdaAdagrad, "FedAda2 Alg. 10 (client AGDU)"),
+    "fedada2-blend": (FedAda2Blend, "FedAda2 Alg. 5 (blended client optimizers)"),
+}
+
+UNAVAILABLE = {
+    "mime": "Mime's SVRG correction needs the engine change described in "
+            "sims.algorithms.registry; use 'mimelite'",
+    "mime-lamb": "Mime-LAMB's SVRG correction needs the engine change described in "
+                 "sims.algorithms.registry; use 'mimelite-lamb'",
+}
+
+
+def canonical(name: str) -> str:
+    return str(name).strip().lower().replace("_", "-")
+
+
+def list_algorithms() -> dict[str, str]:
+    return {name: desc for name, (_, desc) in ALGORITHMS.items()}
+
+
+def hyperparameters(name: str) -> dict:
+    """The hyperparameters ``name`` accepts, with their defaults."""
+    make = _lookup(name)
+    if getattr(make, "fed_ef_fields", False):
+        out = {k: p.default for k, p in inspect.signature(make).parameters.items()
+               if p.kind is p.POSITIONAL_OR_KEYWORD}
+        for f in dataclasses.fields(FedEF):
+            if f.name not in out and f.name not in _FED_EF_FIXED:
+                out[f.name] = (f.default if f.default is not dataclasses.MISSING
+                               else f.default_factory())
+        return out
+    return {f.name: f.default for f in dataclasses.fields(make)}
+
+
+def _lookup(name: str):
+    key = canonical(name)
+    if key in UNAVAILABLE:
+        raise AlgorithmError(f"{key}: {UNAVAILABLE[key]}")
+    if key not in ALGORITHMS:
+        raise AlgorithmError(f"unknown algorithm {name!r}; choose one of "
+                             f"{', '.join(sorted(ALGORITHMS))}")
+    return ALGORITHMS[key][0]
+
+
+def make_algorithm(name: str, **hyper):
+    """Build algorithm ``name`` with hyperparameters ``hyper`` (one-line errors)."""
+    make = _lookup(name)
+    key = canonical(name)
+    valid = hyperparameters(key)
+    unknown = sorted(set(hyper) - set(valid))
+    if unknown:
+        raise AlgorithmError(f"{key}: unknown hyperparameter(s) {', '.join(unknown)}; valid: "
+                             f"{', '.join(sorted(valid))}")
+    try:
+        return make(**hyper)
+    except (OptimizerError, CompressorError, ValueError, TypeError) as exc:
+        msg = " ".join(str(exc).split())
+        raise AlgorithmError(f"{key}: {msg}") from None
+
+
+def client_memory(alg, layout) -> int:
+    """Floats a client holds while training (FedAda2 Table 2 accounting), for every
+    algorithm: its own ``client_memory`` or, for Fed-EF, the model plus its error."""
+    if hasattr(alg, "client_memory"):
+        return int(alg.client_memory(layout))
+    if isinstance(alg, FedEF):
+        return layout.d * (1 + bool(alg.error_feedback))
+    return layout.d
