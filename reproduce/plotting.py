@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
 
@@ -39,6 +40,10 @@ def band_plot(ax, df, metric: str, hue: str, *, x: str = "round", label=None, lo
         ax.fill_between(xs, lo, hi, color=color, alpha=0.2, lw=0)
     if logy:
         ax.set_yscale("log")
+        plain = FuncFormatter(lambda v, _: f"{v:g}")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
+        ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_xlabel(x)
     return ax
 
@@ -61,3 +66,16 @@ def final_values(df: pd.DataFrame, metric: str, by: str, at_round=None) -> pd.Se
         at_round = sub["round"].max()
     sub = sub[sub["round"] == at_round]
     return sub.groupby(by)["value"].mean()
+
+
+def no_minor_labels(fig) -> None:
+    """Hide minor tick labels on the log axes of ``fig`` that span two decades or more (they
+    otherwise label each minor tick, which clutters the figure and slows drawing); axes
+    spanning less keep them, as they may have no major tick at all."""
+    from matplotlib.ticker import NullFormatter
+
+    for ax in fig.axes:
+        for axis, lims in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            lo, hi = sorted(lims)
+            if axis.get_scale() == "log" and lo > 0 and hi / lo >= 100:
+                axis.set_minor_formatter(NullFormatter())

@@ -106,9 +106,12 @@ def _stack_payloads(problem, payloads: list[np.ndarray], device, dtype):
 
 def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
         eval_every: int = 1, eval_test: bool = True, max_batch: int | None = None,
-        progress=None) -> RunOutput:
+        fused: bool = True, progress=None) -> RunOutput:
     """Run ``rounds`` rounds of ``algorithm`` on ``problem`` for every seed, batched.
 
+    With ``fused`` (default), plain local SGD on a problem that offers ``local_sgd`` runs
+    gradient and update fused (:func:`sims.problems.linear_stack.linear_stack_sgd`);
+    ``fused=False`` always steps through ``stoch_grad`` and the algorithm's ``local_step``.
     Participants run in chunks of at most ``max_batch`` clients (default: as many as keep a
     ``[chunk, d]`` tensor under 32 MiB, see :mod:`sims._malloc`).
     The server models are evaluated every ``eval_every`` rounds and after the last one
@@ -162,7 +165,7 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
                 u = np.concatenate([dr.uniforms for dr in draws])[lo:hi]
                 uniforms = torch.as_tensor(u, device=device, dtype=dtype)
             ctx = RoundContext(t, layout, rep, cli, last_round[rep, cli], uniforms)
-            _run_clients(problem, algorithm, bcast, cstate, payloads[lo:hi], ctx, sums, R)
+            _run_clients(problem, algorithm, bcast, cstate, payloads[lo:hi], ctx, sums, R, fused)
         for r in range(R):
             last = last_round[r, torch.as_tensor(draws[r].clients, device=device)]
             stale = (t - last[last >= 0]).cpu().numpy()
@@ -197,7 +200,8 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
                      server, cstate, time.perf_counter() - started)
 
 
-def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext, sums, R):
+def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext, sums, R,
+                 fused=True):
     """Local training and messages of one chunk of participants, summed per replica."""
     rep, cli = ctx.replica, ctx.clients
     device, dtype = rep.device, bcast["theta"].dtype
@@ -205,10 +209,15 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
     c_state = {k: v[rep, cli] for k, v in cstate.items()}
     payload, step_mask = _stack_payloads(problem, payloads, device, dtype)
     theta_start = b_cast["theta"]
-    theta = theta_start.clone()
     lstate = algorithm.local_start(b_cast, c_state, ctx)
+    lr = algorithm.plain_local_sgd() if fused else None
+    fused_end = None
+    if lr is not None and hasattr(problem, "local_sgd"):
+        with torch.no_grad():
+            fused_end = problem.local_sgd(theta_start, cli, payload, lr)
+    theta = theta_start.clone() if fused_end is None else fused_end
     with torch.no_grad():
-        for k in range(payload.shape[1]):
+        for k in range(payload.shape[1] if fused_end is None else 0):
             mask = step_mask[:, k]
             g = problem.stoch_grad(theta, cli, payload[:, k])
             theta, lstate = algorithm.local_step(theta, g, lstate, b_cast, c_state,

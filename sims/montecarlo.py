@@ -12,9 +12,9 @@ Randomness and reproducibility: round ``t`` (1-based) of chunk ``c`` (paths
 ``[c * CHUNK, (c + 1) * CHUNK)``) draws everything from ``numpy.random.default_rng([seed,
 t, c])`` in a fixed order: the participants of every path, then the noise of every
 participating slot client by client (client 0 first). A run is therefore a deterministic
-function of ``(seed, paths, problem, sampler, rounds)``; the first ``CHUNK`` paths do not
-depend on how many paths there are, and the methods of one call see the *same* noise
-(common random numbers, so they differ only by their update rules).
+function of ``(seed, paths, problem, sampler, rounds)`` (``rounds`` only truncates it), and
+the methods of one call see the *same* noise (common random numbers, so they differ only by
+their update rules).
 
 One round of method ``A`` for path ``p`` with participants ``S`` (``|S| = s``)::
 

@@ -53,7 +53,7 @@ class SGD:
         return g, state
 
     def step(self, theta, g, state, mask=None):
-        return _masked(mask, theta - self.lr * g, theta), state
+        return _masked(mask, torch.add(theta, g, alpha=-self.lr), theta), state
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,17 @@ class Algorithm:
     def downlink_bits(self, layout: ParamLayout) -> int:
         return 32 * layout.d
 
+    def plain_local_sgd(self) -> float | None:
+        """The local learning rate when local work is plain SGD through the default hooks,
+        else None. The engine then lets a problem fuse gradient and update
+        (``problem.local_sgd``), which is equal to the step-by-step path."""
+        from ..optim import SGD
+        cls = type(self)
+        if (cls.local_step is Algorithm.local_step and cls.local_start is Algorithm.local_start
+                and type(self.local_rule) is SGD):
+            return self.local_rule.lr
+        return None
+
     def describe(self) -> dict:
         """A JSON-able description for provenance records."""
         return {"name": self.name}

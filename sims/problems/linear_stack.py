@@ -26,9 +26,12 @@ def is_linear_stack(model: nn.Module) -> bool:
 
 
 def _forward(theta, layout, x):
-    B = theta.shape[0]
     params = list(layout.unflatten(theta).values())
-    weights, biases = params[0::2], params[1::2]
+    return _forward_params(params[0::2], params[1::2], x)
+
+
+def _forward_params(weights, biases, x):
+    B = weights[0].shape[0]
     h = x.reshape(B, x.shape[1], -1)
     inputs, pre = [], []
     for i, (W, b) in enumerate(zip(weights, biases)):
@@ -68,3 +71,32 @@ def linear_stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Ten
         if i > 0:
             dz = torch.bmm(dz, weights[i]).mul_(pre[i - 1] > 0)
     return torch.cat(grads, dim=1), loss
+
+
+def linear_stack_sgd(theta: torch.Tensor, layout, batches, lr: float) -> torch.Tensor:
+    """Local SGD fused with the gradient: every client's minibatch steps, returning the final
+    parameters ``[B, d]``.
+
+    ``batches`` yields ``(x[B, b, ...], y[B, b], w[B, b])`` per local step; a client whose
+    weights are all 0 at a step takes no step (its gradient is 0). Equivalent to
+    ``theta <- theta - lr * linear_stack_grad(theta, ...)`` per step, but the weight update
+    ``W <- W - lr dz^T h`` is one in-place batched product on contiguous per-layer copies,
+    so no gradient vector is formed and no flat vector is rewritten each step.
+    """
+    B = theta.shape[0]
+    # copies (never views of theta, which the caller still needs), contiguous per layer
+    params = [p.clone(memory_format=torch.contiguous_format)
+              for p in layout.unflatten(theta).values()]
+    weights, biases = params[0::2], params[1::2]
+    for x, y, w in batches:
+        z, _, inputs, pre = _forward_params(weights, biases, x)
+        log_p = torch.log_softmax(z, dim=-1)
+        dz = log_p.exp_()
+        dz.scatter_add_(-1, y.unsqueeze(-1), -torch.ones_like(y, dtype=dz.dtype).unsqueeze(-1))
+        dz.mul_((w / w.sum(1, keepdim=True).clamp_min(1)).unsqueeze(-1))
+        for i in range(len(weights) - 1, -1, -1):
+            below = torch.bmm(dz, weights[i]).mul_(pre[i - 1] > 0) if i > 0 else None
+            weights[i].baddbmm_(dz.transpose(1, 2), inputs[i], alpha=-lr)
+            biases[i].sub_(dz.sum(1), alpha=lr)
+            dz = below
+    return torch.cat([p.reshape(B, -1) for p in params], dim=1)

@@ -16,7 +16,8 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from ..params import ParamLayout
-from .linear_stack import is_linear_stack, linear_stack_grad, linear_stack_logits
+from .linear_stack import (is_linear_stack, linear_stack_grad, linear_stack_logits,
+                           linear_stack_sgd)
 
 
 class NeuralProblem:
@@ -115,6 +116,19 @@ class NeuralProblem:
         if self.fast_path:
             return linear_stack_grad(theta, self.layout, self.x[idx], self.y[idx], w)[0]
         return self._batched_grad(theta, self.x[idx], self.y[idx], w)
+
+    def local_sgd(self, theta: torch.Tensor, clients, payload: torch.Tensor, lr: float):
+        """All local steps of plain SGD at once (``payload[B, K, batch]``), or None when this
+        problem has no fused path (the engine then steps through ``stoch_grad``)."""
+        if not self.fast_path:
+            return None
+
+        def batches():
+            for k in range(payload.shape[1]):
+                idx = payload[:, k]
+                safe = idx.clamp_min(0)
+                yield self.x[safe], self.y[safe], (idx >= 0).to(self.dtype)
+        return linear_stack_sgd(theta, self.layout, batches(), lr)
 
     def generic_grad(self, theta: torch.Tensor, payload: torch.Tensor):
         """The same through ``torch.func`` (vmap of grad): works for any module."""

@@ -1,0 +1,140 @@
+"""Engine against a plain per-client PyTorch loop on the Fed-EF Figure 8 workload.
+
+MLP 784-200-10, n = 200 clients, m = 100 participants a round, one local epoch of batch
+32, random data with MNIST's shapes, full-precision Fed-SGD (the same local work on both
+sides: the loop baseline keeps one model and one ``torch.optim.SGD`` per client, as a
+straightforward simulator does, and trains the participants one after the other). Two client sizes: 25 samples (the embedded-MNIST scale)
+and 300 (full MNIST). Also measures the machine's float32 matrix-multiply rate and the
+engine's useful FLOP rate as a fraction of it. Everything is measured in this one run,
+interleaved (engine, loop, engine, loop, ...), and reported as medians and ratios: these
+machines are noisy, so only the ratios mean much.
+
+Useful FLOPs per sample and local step count the products the computation needs: the
+forward pass (2 MACs... i.e. 2 FLOPs per weight), the weight gradients (2 per weight) and
+the input gradients of every layer but the first (2 per weight of those layers).
+
+Prints one JSON line. ``python benchmarks/engine_vs_loop.py [--rounds R] [--repeats K]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import types
+
+import numpy as np
+import torch
+
+from sims import engine
+from sims.algorithms.fed_ef import FedEF
+from sims.models import MLP
+from sims.participation import Participation
+from sims.problems.neural import NeuralProblem
+
+N_CLIENTS, M, BATCH = 200, 100, 32
+
+
+def random_dataset(per_client: int, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    n = N_CLIENTS * per_client
+    return types.SimpleNamespace(
+        name="random-mnist-shaped", source="random",
+        x_train=torch.randn(n, 1, 28, 28, generator=gen),
+        y_train=torch.randint(0, 10, (n,), generator=gen),
+        x_test=torch.randn(10, 1, 28, 28, generator=gen),
+        y_test=torch.randint(0, 10, (10,), generator=gen))
+
+
+def engine_round_seconds(per_client: int, rounds: int) -> float:
+    ds = random_dataset(per_client)
+    parts = np.arange(N_CLIENTS * per_client).reshape(N_CLIENTS, per_client)
+    problem = NeuralProblem(ds, parts, MLP(), batch_size=BATCH)
+    alg = FedEF(eta=1.0, eta_l=0.05, error_feedback=False)
+    out = engine.run(problem, alg, Participation("fixed", m=M), rounds + 1, [0], eval_every=0)
+    wall = np.diff(out.metrics["wall_time"][0])
+    return float(np.median(wall))   # the first round (set-up) is left out by the diff
+
+
+def loop_round_seconds(per_client: int, rounds: int) -> float:
+    """A plain simulator: one model and one optimizer per client (built once), each
+    participant loads the global model and trains one local epoch."""
+    ds = random_dataset(per_client)
+    x, y = ds.x_train, ds.y_train
+    global_model = MLP()
+    models = [MLP() for _ in range(N_CLIENTS)]
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.05) for m in models]
+    rng = np.random.default_rng(0)
+    times = []
+    for _ in range(rounds + 1):
+        start = time.perf_counter()
+        clients = rng.choice(N_CLIENTS, M, replace=False)
+        global_state = global_model.state_dict()
+        deltas = [torch.zeros_like(p) for p in global_model.parameters()]
+        for c in clients:
+            model, opt = models[c], optimizers[c]
+            model.load_state_dict(global_state)
+            idx = c * per_client + torch.as_tensor(rng.permutation(per_client))
+            for s in range(0, per_client, BATCH):
+                b = idx[s:s + BATCH]
+                opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(x[b]), y[b])
+                loss.backward()
+                opt.step()
+            for dlt, p0, p in zip(deltas, global_model.parameters(), model.parameters()):
+                dlt += (p0.detach() - p.detach()) / M
+        with torch.no_grad():
+            for p, dlt in zip(global_model.parameters(), deltas):
+                p -= dlt
+        times.append(time.perf_counter() - start)
+    return float(np.median(times[1:]))
+
+
+def matmul_gflops(size: int = 2048, reps: int = 5) -> float:
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    best = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        a @ b
+        best.append(time.perf_counter() - t)
+    return 2 * size ** 3 / statistics.median(best) / 1e9
+
+
+def useful_flops_per_round(per_client: int) -> float:
+    w1, w2 = 784 * 200 + 200, 200 * 10 + 10
+    per_sample = 2 * (w1 + w2) + 2 * (w1 + w2) + 2 * w2
+    return per_sample * per_client * M
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    res = {"small": {"engine": [], "loop": []}, "full": {"engine": [], "loop": []}}
+    peaks = []
+    for _ in range(args.repeats):
+        for key, per in (("small", 25), ("full", 300)):
+            res[key]["engine"].append(engine_round_seconds(per, args.rounds))
+            res[key]["loop"].append(loop_round_seconds(per, args.rounds))
+        peaks.append(matmul_gflops())
+    med = {k: {s: statistics.median(v) for s, v in d.items()} for k, d in res.items()}
+    peak = statistics.median(peaks)
+    engine_gflops = useful_flops_per_round(300) / med["full"]["engine"] / 1e9
+    out = {
+        "speedup_vs_loop_small": round(med["small"]["loop"] / med["small"]["engine"], 2),
+        "speedup_vs_loop_full": round(med["full"]["loop"] / med["full"]["engine"], 2),
+        "fraction_of_matmul_peak_full": round(engine_gflops / peak, 3),
+        "seconds_per_round": {k: {s: round(v, 4) for s, v in d.items()} for k, d in med.items()},
+        "engine_useful_gflops_full": round(engine_gflops, 1),
+        "matmul_peak_gflops": round(peak, 1),
+        "threads": torch.get_num_threads(),
+        "workload": "MLP 784-200-10, n=200, m=100, 1 local epoch, batch 32, 25 / 300 samples per client",
+    }
+    print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+"""Fed-EF stale error under partial participation, and error restarting (Sec. 4.3, Thm 4.4,
+Remark 5, Sec. 5.4 / Fig. 9's heuristic), on a quadratic with known constants.
+
+Problem: :func:`sims.problems.quadratic.heterogeneous_quadratic` with ``n = 50`` clients,
+``d = 100`` (curvatures from ``mu = 0.1`` to ``L = 1``), client centres ``N(0, 0.3^2 I)``
+(``sigma_g^2`` exact), Gaussian noise ``E||xi||^2 = 0.09``, ``K = 5`` local steps, ``x_0 = 3``.
+Fed-EF-SGD with TopK-0.05 (``eta = 1``, ``eta_l = 0.05``) and, as the reference, full-precision
+Fed-SGD with the same rates, for ``m`` of ``n`` clients per round (uniform without
+replacement; ``m = n`` is full participation).
+
+* Staleness: the rounds since a participant's error was last updated, from
+  ``RunOutput.staleness``, against Geometric(``m/n``) (mean ``n/m``; with the finite-run
+  correction of :func:`sims.synthetic.stats.staleness_pmf`).
+* Slowdown: rounds to bring ``||grad f||^2`` to ``--target`` times its start, Fed-EF over
+  full precision at the same ``m``, normalised by the same ratio at ``m = n``, against
+  Theorem 4.4's extra ``sqrt(n/m)`` factor (the fitted log-log slope in ``n/m`` beside 1/2).
+* Restarting: from round ``--restart-start`` on, a participant's error older than ``S``
+  rounds is zeroed (``FedEF(restart_period=S)``); same seeds, so the runs coincide before.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from sims import engine
+from sims.algorithms.fed_ef import FedEF
+from sims.compress import Identity, TopK
+from sims.participation import Participation
+from sims.problems.quadratic import heterogeneous_quadratic
+from sims.results import tidy
+from sims.synthetic import stats, torch_threads
+
+from . import common, plotting
+
+PAPER, TARGET = "Fed-EF", "Sec. 4.3 / Thm 4.4 / Remark 5 (stale error), Fig. 9's restarting"
+TITLE = "stale error under partial participation and error restarting on a quadratic"
+DEFAULT_COST = "about 30 s (n=50, m in {5,10,25,50}, 250 rounds, 3 seeds)"
+
+
+@dataclass
+class Config(common.EntryConfig):
+    seeds: int = 3
+    rounds: int = 250
+    n: int = 50
+    ms: str = "5,10,25,50"
+    d: int = 100
+    topk: float = 0.05
+    eta: float = 1.0
+    eta_l: float = 0.05
+    local_steps: int = 5
+    sigma: float = 0.3
+    heterogeneity: float = 0.3
+    target: float = 0.01             # rounds to reach target * ||grad f(x_0)||^2
+    restart_periods: str = "10,20"   # S values for the restarting runs (at the smallest m)
+    restart_start: int = 100
+
+    def scale(self):
+        if self.full:
+            self.seeds, self.rounds, self.n, self.ms = 20, 300, 100, "5,10,20,50,100"
+            self.restart_start = 150
+        if self.tiny:
+            self.seeds, self.rounds, self.n, self.ms, self.d = 1, 12, 10, "2,10", 20
+            self.restart_periods, self.restart_start = "5", 6
+
+
+def _ints(text):
+    return [int(v) for v in str(text).split(",") if v.strip()]
+
+
+def problem(cfg):
+    return heterogeneous_quadratic(cfg.n, cfg.d, L=1.0, mu=0.1, sigma=cfg.sigma,
+                                   heterogeneity=cfg.heterogeneity,
+                                   local_steps=cfg.local_steps, x0=3.0)
+
+
+def _participation(cfg, m):
+    return Participation("full") if m == cfg.n else Participation("fixed", m=m)
+
+
+def _execute(name, params, make_alg, m):
+    def execute(cfg, seeds, progress):
+        prob, alg = problem(cfg), make_alg(cfg)
+        with torch_threads(1):
+            out = engine.run(prob, alg, _participation(cfg, m), cfg.rounds, seeds,
+                             progress=lambda t: progress(1))
+        df = tidy(out, name, params)
+        rows = []
+        for seed, st in zip(out.seeds, out.staleness):
+            counts = np.bincount(st.astype(int))
+            rows += [{"run": name, "seed": seed, "round": cfg.rounds, "metric": "staleness_count",
+                      "value": float(c), "x": g} for g, c in enumerate(counts) if g >= 1 and c]
+        extra = pd.DataFrame(rows)
+        for key, val in params.items():
+            extra[key] = val
+        record = {"algorithm": alg.describe(), "participation": _participation(cfg, m).describe(),
+                  "problem": common.describe_problem(prob), "diverged_at_round": out.diverged_at}
+        return pd.concat([df, extra], ignore_index=True), record
+    return execute
+
+
+def runs(cfg):
+    ms = _ints(cfg.ms)
+    if not ms or min(ms) < 1 or max(ms) > cfg.n:
+        raise common.EntryError(f"--ms must lie in [1, n={cfg.n}], got {cfg.ms}")
+    out = []
+    for m in ms:
+        for kind, comp in (("ef", lambda cfg: TopK(cfg.topk)), ("fp", lambda cfg: Identity())):
+            name = f"{kind}_m{m}"
+            params = {"kind": kind, "m": m, "n": cfg.n, "S": 0}
+            make = (lambda cfg, comp=comp: FedEF(eta=cfg.eta, eta_l=cfg.eta_l,
+                                                 compressor=comp(cfg)))
+            out.append(common.Run(name, params, execute=_execute(name, params, make, m)))
+    m0 = min(ms)
+    for S in _ints(cfg.restart_periods):
+        name = f"restart_m{m0}_S{S}"
+        params = {"kind": "restart", "m": m0, "n": cfg.n, "S": S}
+        make = (lambda cfg, S=S: FedEF(eta=cfg.eta, eta_l=cfg.eta_l, compressor=TopK(cfg.topk),
+                                       restart_period=S, restart_start=cfg.restart_start))
+        out.append(common.Run(name, params, execute=_execute(name, params, make, m0)))
+    return out
+
+
+def _mean_curve(df, run, metric="grad_norm2"):
+    sub = df[(df.run == run) & (df.metric == metric)]
+    curve = sub.groupby("round").value.mean()
+    return curve.index.to_numpy(), curve.to_numpy()
+
+
+def slowdowns(df, cfg) -> pd.DataFrame:
+    """Per ``m``: rounds to target for Fed-EF and full precision, their ratio and the ratio
+    normalised by full participation (or the largest ``m``)."""
+    rows = []
+    for m in sorted(_ints(cfg.ms)):
+        r_ef, c_ef = _mean_curve(df, f"ef_m{m}")
+        r_fp, c_fp = _mean_curve(df, f"fp_m{m}")
+        if not len(c_ef) or not len(c_fp):
+            continue
+        target = cfg.target * c_fp[0]
+        t_ef = stats.rounds_to_target(r_ef, c_ef, target)
+        t_fp = stats.rounds_to_target(r_fp, c_fp, target)
+        rows.append({"m": m, "n_over_m": cfg.n / m, "rounds_ef": t_ef, "rounds_fp": t_fp,
+                     "ratio": t_ef / t_fp if t_fp else math.nan,
+                     "avg_ratio": float(np.mean(c_ef[1:]) / np.mean(c_fp[1:]))})
+    tab = pd.DataFrame(rows)
+    if len(tab):
+        base = tab.loc[tab.m.idxmax()]
+        tab["slowdown"] = tab.ratio / base.ratio
+        tab["avg_slowdown"] = tab.avg_ratio / base.avg_ratio
+        tab["theory"] = np.sqrt(tab.n_over_m / base.n_over_m)
+    return tab
+
+
+def staleness_fits(df, cfg) -> dict:
+    out = {}
+    for m in sorted(_ints(cfg.ms)):
+        if m == cfg.n:
+            continue
+        sub = df[(df.run == f"ef_m{m}") & (df.metric == "staleness_count")]
+        if not len(sub):
+            continue
+        samples = np.repeat(sub.x.to_numpy(dtype=int), sub.value.to_numpy(dtype=int))
+        out[m] = stats.staleness_fit(samples, m / cfg.n, cfg.rounds)
+    return out
+
+
+def restart_effect(df, cfg) -> list[dict]:
+    m0 = min(_ints(cfg.ms))
+    base = df[(df.run == f"ef_m{m0}") & (df.metric == "grad_norm2")]
+    after = lambda d: d[d["round"] > cfg.restart_start].groupby("seed").value.mean()  # noqa
+    b = after(base)
+    rows = []
+    for S in _ints(cfg.restart_periods):
+        r = after(df[(df.run == f"restart_m{m0}_S{S}") & (df.metric == "grad_norm2")])
+        if not len(r) or not len(b):
+            continue
+        rows.append({"S": S, "m": m0, "avg_after_plain": float(b.mean()),
+                     "avg_after_restart": float(r.mean()), "ratio": float(r.mean() / b.mean()),
+                     "seeds_lower": int((r < b.reindex(r.index)).sum()), "seeds": len(r)})
+    return rows
+
+
+def plot(df, cfg):
+    fig, axes = plt.subplots(1, 4, figsize=(21, 4.6))
+    ms = sorted(_ints(cfg.ms))
+    colors = dict(zip(ms, sns.color_palette("viridis", len(ms))))
+    fits = staleness_fits(df, cfg)
+    ax = axes[0]
+    for m, fit in fits.items():
+        sub = df[(df.run == f"ef_m{m}") & (df.metric == "staleness_count")]
+        counts = sub.groupby("x").value.sum()
+        ax.plot(counts.index, counts.values / counts.sum(), "o", ms=3, color=colors[m],
+                label=f"m={m}: mean {fit['mean']:.2f} (n/m={cfg.n / m:g}), "
+                      f"chi2 p={fit['p_value']:.2f}")
+        g = np.arange(1, int(counts.index.max()) + 1)
+        ax.plot(g, stats.staleness_pmf(m / cfg.n, cfg.rounds, len(g)), "-", color=colors[m], lw=1)
+    ax.set(yscale="log", xlabel="staleness s (rounds since the error was last updated)",
+           ylabel="frequency", title="staleness vs Geometric(m/n) (lines)")
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    for m in ms:
+        for kind, ls in (("ef", "-"), ("fp", "--")):
+            r, c = _mean_curve(df, f"{kind}_m{m}")
+            if len(c):
+                ax.plot(r, c, ls, color=colors[m], lw=1.4,
+                        label=f"m={m} {'Fed-EF TopK' if kind == 'ef' else 'full precision'}")
+    r, c = _mean_curve(df, f"fp_m{ms[-1]}")
+    if len(c):
+        ax.axhline(cfg.target * c[0], color="k", lw=0.8, ls=":")
+    ax.set(yscale="log", xlabel="round", ylabel="||grad f||^2 (mean over seeds)",
+           title=f"n={cfg.n}: Fed-EF-SGD TopK-{cfg.topk:g} (solid) vs full precision (dashed)")
+    ax.legend(fontsize=6, ncol=2)
+    ax = axes[2]
+    tab = slowdowns(df, cfg)
+    if len(tab):
+        ok = tab.slowdown.notna()
+        ax.plot(tab.n_over_m, tab.slowdown, "o-", label="rounds to target, Fed-EF / full prec.")
+        ax.plot(tab.n_over_m, tab.avg_slowdown, "s-",
+                label="mean ||grad f||^2, Fed-EF / full prec.")
+        ax.plot(tab.n_over_m, tab.theory, "k--", label="theory: sqrt(n/m)")
+        slope, _ = stats.loglog_slope(tab.n_over_m[ok], tab.slowdown[ok])
+        ax.set_title(f"slowdown vs n/m (normalised at m=n): slope {slope:.2f} vs 0.5")
+    ax.set(xscale="log", yscale="log", xlabel="n/m", ylabel="slowdown")
+    ax.legend(fontsize=7)
+    ax = axes[3]
+    m0 = ms[0]
+    r, c = _mean_curve(df, f"ef_m{m0}")
+    ax.plot(r, c, color="k", lw=1.6, label="Fed-EF (no restart)")
+    for S, color in zip(_ints(cfg.restart_periods), sns.color_palette("deep")):
+        r, c = _mean_curve(df, f"restart_m{m0}_S{S}")
+        if len(c):
+            ax.plot(r, c, color=color, lw=1.4,
+                    label=f"restart S={S} from round {cfg.restart_start}")
+    ax.axvline(cfg.restart_start, color="grey", ls=":")
+    ax.set(yscale="log", xlabel="round", ylabel="||grad f||^2 (mean over seeds)",
+           title=f"error restarting, m={m0} of n={cfg.n}")
+    ax.legend(fontsize=7)
+    fig.suptitle(f"Fed-EF stale error on a quadratic (d={cfg.d}, K={cfg.local_steps}, "
+                 f"{cfg.seeds} seeds)", y=1.02)
+    plotting.no_minor_labels(fig)
+    return plotting.save(fig, cfg.figures, "fedef_stale_error")
+
+
+def check(df, cfg):
+    lines = []
+    for m, fit in staleness_fits(df, cfg).items():
+        z = (fit["mean"] - fit["mean_window"]) / fit["se"] if fit["se"] else math.nan
+        lines.append(f"staleness m={m}: mean {fit['mean']:.3f} over {fit['n_samples']} samples vs "
+                     f"n/m = {fit['mean_theory']:.3g} (finite-run {fit['mean_window']:.3f}, "
+                     f"z = {z:.2f}); chi-square {fit['chi2']:.1f} on {fit['dof']} dof, "
+                     f"p = {fit['p_value']:.3f}; max |pmf diff| {fit['max_abs_pmf_diff']:.4f}")
+    tab = slowdowns(df, cfg)
+    for _, row in tab.iterrows():
+        lines.append(f"m={row.m:g} (n/m={row.n_over_m:g}): rounds to target Fed-EF "
+                     f"{row.rounds_ef:g}, full precision {row.rounds_fp:g}; slowdown {row.slowdown:.2f} "
+                     f"(mean-grad-norm ratio {row.avg_slowdown:.2f}) vs sqrt(n/m) {row.theory:.2f}")
+    if len(tab) >= 2:
+        ok = tab.slowdown.notna()
+        slope, _ = stats.loglog_slope(tab.n_over_m[ok], tab.slowdown[ok])
+        lines.append(f"-> slowdown grows with n/m with log-log slope {slope:.2f} "
+                     f"(theory's extra factor sqrt(n/m): 0.5)")
+    for row in restart_effect(df, cfg):
+        lines.append(f"restart S={row['S']} (m={row['m']}): mean ||grad f||^2 after round "
+                     f"{cfg.restart_start} {row['avg_after_restart']:.4g} vs "
+                     f"{row['avg_after_plain']:.4g} without (x{row['ratio']:.2f}; lower in "
+                     f"{row['seeds_lower']}/{row['seeds']} seeds)")
+    return lines
+
+
+if __name__ == "__main__":
+    raise SystemExit(common.main(__import__(__name__)))
