@@ -64,6 +64,21 @@ class RunOutput:
     wall_time: float = 0.0
 
 
+@dataclass
+class RoundView:
+    """What an observer sees after round ``t`` (``t`` rounds done): the problem, the
+    algorithm, the server state (``server["theta"]`` is ``[R, d]``), the per-client state
+    ``[R, n, ...]``, the round's draws per replica, and each client's last round."""
+    t: int
+    problem: object
+    algorithm: object
+    server: dict
+    client_state: dict
+    draws: list
+    last_round: torch.Tensor
+    seeds: list
+
+
 class _Curves:
     def __init__(self, n_replicas: int):
         self.values: dict[str, list] = {}
@@ -106,12 +121,15 @@ def _stack_payloads(problem, payloads: list[np.ndarray], device, dtype):
 
 def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
         eval_every: int = 1, eval_test: bool = True, max_batch: int | None = None,
-        fused: bool = True, progress=None) -> RunOutput:
+        fused: bool = True, progress=None, observers=()) -> RunOutput:
     """Run ``rounds`` rounds of ``algorithm`` on ``problem`` for every seed, batched.
 
     With ``fused`` (default), plain local SGD on a problem that offers ``local_sgd`` runs
     gradient and update fused (:func:`sims.problems.linear_stack.linear_stack_sgd`);
     ``fused=False`` always steps through ``stoch_grad`` and the algorithm's ``local_step``.
+    ``observers`` are callables ``obs(view: RoundView) -> dict[name, values[R]]`` run every
+    ``obs.every`` rounds (default 1) and after the last; their values become metrics (an
+    observer that is not passed costs nothing).
     Participants run in chunks of at most ``max_batch`` clients (default: as many as keep a
     ``[chunk, d]`` tensor under 32 MiB, see :mod:`sims._malloc`).
     The server models are evaluated every ``eval_every`` rounds and after the last one
@@ -190,6 +208,11 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
                 diverged_at[r] = t + 1
         if eval_every and ((t + 1) % eval_every == 0 or t + 1 == rounds):
             evaluate(t + 1)
+        for obs in observers:
+            if (t + 1) % getattr(obs, "every", 1) == 0 or t + 1 == rounds:
+                with torch.no_grad():
+                    curves.add(t + 1, obs(RoundView(t + 1, problem, algorithm, server, cstate,
+                                                    draws, last_round, seeds)))
         if progress is not None:
             progress(t + 1)
         if all(x is not None for x in diverged_at):
