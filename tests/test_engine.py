@@ -246,3 +246,36 @@ def test_participation_errors(build):
     Participation("fixed", m=4).check(4)          # m == n is fine
     Participation("fixed", m=np.int64(2)).check(4)
     assert Participation("fixed", m=3).describe() == {"kind": "fixed", "m": 3, "p": None}
+
+
+def test_fused_local_sgd_equals_step_by_step(mlp_problem):
+    """The fused gradient-and-update path (linear stacks, plain local SGD) against stepping
+    through stoch_grad and the SGD rule, with unequal client sizes (masked steps)."""
+    alg = FedEF(eta=1.0, eta_l=0.05, compressor=TopK(0.1))
+    assert alg.plain_local_sgd() == 0.05
+    a = run(mlp_problem, alg, Participation("fixed", m=3), 4, [0, 1], eval_every=2)
+    b = run(mlp_problem, alg, Participation("fixed", m=3), 4, [0, 1], eval_every=2, fused=False)
+    err = (a.server["theta"] - b.server["theta"]).abs().max() / b.server["theta"].abs().max()
+    assert err <= 1e-12
+    assert not torch.equal(a.server["theta"], mlp_problem.init_theta(0).expand(2, -1))
+
+
+def test_observers_add_metrics_on_their_rounds_only(quad):
+    class NormProbe:
+        every = 3
+
+        def __init__(self):
+            self.seen = []
+
+        def __call__(self, view):
+            self.seen.append(view.t)
+            return {"theta_norm": view.server["theta"].norm(dim=-1)}
+
+    probe = NormProbe()
+    out = run(quad, FedEF(eta=1.0, eta_l=0.05), Participation("full"), 7, [0, 1],
+              observers=[probe])
+    assert probe.seen == [3, 6, 7]
+    assert list(out.rounds["theta_norm"]) == [3, 6, 7]
+    assert out.metrics["theta_norm"].shape == (2, 3)
+    plain = run(quad, FedEF(eta=1.0, eta_l=0.05), Participation("full"), 7, [0, 1])
+    assert "theta_norm" not in plain.metrics
