@@ -21,7 +21,7 @@ def curves(df: pd.DataFrame, metric: str, hue: str, x: str = "round") -> dict:
     sub = df[df.metric == metric]
     for key, grp in sub.groupby(hue, sort=True):
         table = grp.pivot_table(index=x, columns="seed", values="value")
-        mean, std = table.mean(1), table.std(1).fillna(0)
+        mean, std = table.mean(axis=1), table.std(axis=1).fillna(0)
         out[key] = (table.index.to_numpy(), mean.to_numpy(), (mean - std).to_numpy(),
                     (mean + std).to_numpy())
     return out

@@ -9,12 +9,15 @@ client with no data left in its epoch takes no step).
 Conventions are per paper and written on each rule:
 
 * :class:`SGD` -- ``theta - lr * g``.
-* :class:`AMSGrad` -- Fed-EF Alg. 2 lines 17-19 (and Fed-LAMB/FedLADA local AMSGrad):
+* :func:`AMSGrad` -- Fed-EF Alg. 2 lines 17-19 (and Fed-LAMB/FedLADA local AMSGrad):
   ``m = b1 m + (1-b1) g``, ``v = b2 v + (1-b2) g^2``, ``vhat = max(vhat, v)``,
   ``theta - lr * m / sqrt(vhat + eps)``: epsilon *inside* the square root and no bias
   correction by default (Fed-EF spec 6.3); ``eps_inside_sqrt=False`` gives
   ``m / (sqrt(vhat) + eps)`` and ``bias_correction=True`` the torch.optim convention.
-* :class:`Adam` -- the same without the max (``amsgrad=False`` reading of the above).
+* :func:`Adam` -- the same without the max (``amsgrad=False`` reading of the above).
+
+Both are presets of :class:`AdaptiveRule` (Adam / AMSGrad / AdaGrad / Yogi with every
+placement option the papers use), defined below with the other adaptive rules.
 """
 from __future__ import annotations
 
@@ -54,68 +57,6 @@ class SGD:
 
     def step(self, theta, g, state, mask=None):
         return _masked(mask, torch.add(theta, g, alpha=-self.lr), theta), state
-
-
-@dataclass(frozen=True)
-class Adam:
-    lr: float
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    eps_inside_sqrt: bool = True
-    bias_correction: bool = False
-    amsgrad: bool = False
-
-    def __post_init__(self):
-        _check_positive(lr=self.lr, eps=self.eps)
-        for key in ("beta1", "beta2"):
-            if not 0.0 <= getattr(self, key) < 1.0:
-                raise OptimizerError(f"{key} must be in [0, 1), got {getattr(self, key)}")
-
-    def init(self, theta: torch.Tensor) -> dict:
-        z = torch.zeros_like(theta)
-        state = {"m": z, "v": z.clone(), "t": torch.zeros(theta.shape[0], dtype=theta.dtype,
-                                                          device=theta.device)}
-        if self.amsgrad:
-            state["vhat"] = z.clone()
-        return state
-
-    def direction(self, g: torch.Tensor, state: dict):
-        """The preconditioned direction ``m / sqrt(vhat + eps)`` and the advanced state."""
-        m = self.beta1 * state["m"] + (1 - self.beta1) * g
-        v = self.beta2 * state["v"] + (1 - self.beta2) * g * g
-        t = state["t"] + 1
-        new = {"m": m, "v": v, "t": t}
-        second = v
-        if self.amsgrad:
-            second = new["vhat"] = torch.maximum(state["vhat"], v)
-        if self.bias_correction:
-            m = m / (1 - self.beta1 ** t).unsqueeze(-1)
-            second = second / (1 - self.beta2 ** t).unsqueeze(-1)
-        if self.eps_inside_sqrt:
-            denom = torch.sqrt(second + self.eps)
-        else:
-            denom = torch.sqrt(second) + self.eps
-        return m / denom, new
-
-    def step(self, theta, g, state, mask=None):
-        u, new = self.direction(g, state)
-        new = {k: _masked(mask, v, state[k]) for k, v in new.items()}
-        return _masked(mask, theta - self.lr * u, theta), new
-
-
-def AMSGrad(lr: float, **kw) -> Adam:
-    """AMSGrad as in Fed-EF Alg. 2 lines 17-19 (see the module docstring)."""
-    return Adam(lr, amsgrad=True, **kw)
-
-
-SERVER_RULES = {"sgd": SGD, "adam": Adam, "amsgrad": AMSGrad}
-
-
-def make_rule(name: str, lr: float, **kw):
-    if name not in SERVER_RULES:
-        raise OptimizerError(f"unknown optimizer {name!r}; choose one of {sorted(SERVER_RULES)}")
-    return SERVER_RULES[name](lr, **kw)
 
 
 # ---------------------------------------------------------------------------------------
@@ -233,6 +174,10 @@ class AdaptiveRule:
         if self.eps == 0 and self.v0 == 0:
             raise OptimizerError("eps = 0 needs v0 > 0 (the denominator could vanish)")
 
+    @property
+    def amsgrad(self) -> bool:
+        return self.kind == "amsgrad"
+
     def init(self, theta: torch.Tensor) -> dict:
         state = {"m": torch.zeros_like(theta), "v": torch.full_like(theta, self.v0),
                  "t": torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device)}
@@ -268,6 +213,30 @@ class AdaptiveRule:
         u, new = self.direction(g, state)
         new = {k: _masked(mask, v, state[k]) for k, v in new.items()}
         return _masked(mask, theta - self.lr * u, theta), new
+
+
+def Adam(lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+         eps_inside_sqrt: bool = True, bias_correction: bool = False,
+         amsgrad: bool = False) -> "AdaptiveRule":
+    """Adam / AMSGrad with Fed-EF's conventions as defaults (Alg. 2 lines 17-19, spec 6.3):
+    epsilon inside the square root, no bias correction, ``v0 = 0``. The torch.optim reading
+    is ``eps_inside_sqrt=False, bias_correction=True``."""
+    return AdaptiveRule(lr, "amsgrad" if amsgrad else "adam", beta1, beta2, eps, 0.0,
+                        eps_inside_sqrt, bias_correction)
+
+
+def AMSGrad(lr: float, **kw) -> "AdaptiveRule":
+    """AMSGrad as in Fed-EF Alg. 2 lines 17-19 (see the module docstring)."""
+    return Adam(lr, amsgrad=True, **kw)
+
+
+SERVER_RULES = {"sgd": SGD, "adam": Adam, "amsgrad": AMSGrad}
+
+
+def make_rule(name: str, lr: float, **kw):
+    if name not in SERVER_RULES:
+        raise OptimizerError(f"unknown optimizer {name!r}; choose one of {sorted(SERVER_RULES)}")
+    return SERVER_RULES[name](lr, **kw)
 
 
 class SM3Cover:
