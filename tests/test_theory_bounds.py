@@ -203,6 +203,8 @@ def test_compressor_q2():
     assert B.compressor_q2("topk", [150], k=0.01) == pytest.approx(1 - 1 / 150)  # floor(1.5) = 1 kept: above 1 - k
     assert B.compressor_q2("sign", [10, 100]) == pytest.approx(1 - 1 / 100)
     assert B.compressor_q2("hvsign", [10, 100], k=0.1) == pytest.approx(1 - 0.1 / 100)
+    # floored counts: d = 2, k = 0.9 keeps one entry -> 1 - 1/4, not the printed 1 - 0.45
+    assert B.compressor_q2("hvsign", [2], k=0.9) == pytest.approx(0.75)
     with pytest.raises(ValueError):
         B.compressor_q2("topk", [10])
     with pytest.raises(ValueError):

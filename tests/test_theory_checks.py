@@ -48,6 +48,7 @@ EXPECTED = {
     "fed-ef:thm44_paper_bound_on_A": "refuted",
     "fed-ef:prop31_sign_identity": "verified",
     "fed-ef:compressor_q_bounds": "verified",
+    "fed-ef:hvsign_bound_with_flooring": "refuted",
     "fed-ef:stoc_unbiased_variance": "verified",
     "fed-ef:stoc_sparsity_bound_vs_qsgd": "refuted",
     "fed-ef:lemma_D8_telescoping": "verified",

@@ -64,7 +64,10 @@ def compressor_q2(name: str, layer_sizes: Sequence[int], k: float | None = None)
     * ``topk``: keeps max(1, floor(k d_l)) entries per layer (footnote 2), so
       q^2 = 1 - min_l max(1, floor(k d_l))/d_l (Prop. 3.1 states 1 - k).
     * ``sign``: grouped Sign with one group per layer, q^2 = 1 - min_l 1/d_l (Prop. 3.1).
-    * ``hvsign``: heavy-Sign = Sign(TopK), q^2 = 1 - min_l k/d_l (Prop. 3.2).
+    * ``hvsign``: heavy-Sign = Sign(TopK); Prop. 3.2 states q^2 = 1 - min_l k/d_l, which
+      assumes ||C_k(x)||^2 >= k ||x||^2; with the layer-wise flooring the kept fraction is
+      k_l/d_l (k_l = max(1, floor(k d_l))), so q^2 = 1 - min_l k_l/d_l^2 (check
+      fed-ef:hvsign_bound_with_flooring; equal to the paper's when k d_l is whole).
     """
     sizes = [int(s) for s in layer_sizes]
     if not sizes or min(sizes) < 1:
@@ -79,7 +82,7 @@ def compressor_q2(name: str, layer_sizes: Sequence[int], k: float | None = None)
     if name == "sign":
         return 1.0 - min(1.0 / d for d in sizes)
     if name == "hvsign":
-        return 1.0 - min(k / d for d in sizes)
+        return 1.0 - min(max(1, math.floor(k * d)) / (d * d) for d in sizes)
     raise ValueError(f"unknown compressor {name!r}; use identity, topk, sign or hvsign")
 
 

@@ -816,8 +816,9 @@ def _prop31():
 
 @check(PAPER, "compressor_q_bounds",
        "Def. 1 bounds ||C(x)-x||^2 <= q^2 ||x||^2 hold for layer-wise TopK (q^2 = 1 - min_l max(1,floor(k d_l))/d_l), "
-       "grouped Sign (q^2 = 1 - min 1/d_i, tight for 1-sparse blocks) and heavy-Sign (q^2 = 1 - min k/d_i, "
-       "Prop. 3.2; both scalings), including ||C_k(x)||^2 >= k||x||^2 and the orthogonal split of Prop. 3.2.",
+       "grouped Sign (q^2 = 1 - min 1/d_i, tight for 1-sparse blocks) and heavy-Sign (q^2 = 1 - min k_l/d_l^2 with "
+       "the floored counts k_l, both scalings), including ||C_k(x)||^2 >= sum_l (k_l/d_l)||x_l||^2 and the "
+       "orthogonal split of Prop. 3.2.",
        spec=("V16", "T4", "err-13"))
 def _compressor_bounds():
     """fed-ef.txt Prop. 3.1 (line 76), Prop. 3.2 (line 105) and its proof (lines 110-121), footnote 2 (layer-wise TopK)."""
@@ -835,8 +836,11 @@ def _compressor_bounds():
             ck = topk(x, k, layers)
             if float((ck - x) @ (ck - x)) > compressor_q2("topk", sizes, k) * nx * (1 + 1e-12):
                 return refuted(f"TopK bound violated for sizes={sizes}, k={k}", "numeric")
-            if float(ck @ ck) < k * nx * (1 - 1e-12):
-                return refuted(f"||C_k(x)||^2 < k||x||^2 for sizes={sizes}, k={k}", "numeric")
+            kept = sum(max(1, int(np.floor(k * d))) / d * float(x[a:b] @ x[a:b]) for (a, b), d
+                       in zip(layers, sizes))
+            if float(ck @ ck) < kept * (1 - 1e-12):
+                return refuted(f"||C_k(x)||^2 < sum_l (k_l/d_l)||x_l||^2 for sizes={sizes}, k={k}",
+                               "numeric")
             for scale in ("size", "nnz"):
                 hv = hv_sign(x, k, layers, scale)
                 split = float((hv - ck) @ (hv - ck)) + float((ck - x) @ (ck - x))
@@ -860,6 +864,26 @@ def _compressor_bounds():
                     f"violation of the TopK, Sign (both hv-Sign scalings) bounds; Sign's error ratio on the block "
                     f"(2, 1e-9, 1e-9, 1e-9, 1e-9) is {fmt(block_ratio, 8)} -> q^2 = 1 - 1/5 (tight in the limit; with "
                     "exact zeros and sign(0) = 0 the ratio is smaller)", "numeric")
+
+
+@check(PAPER, "hvsign_bound_with_flooring",
+       "Prop. 3.2's heavy-Sign bound q^2 = 1 - min_i k/d_i holds for the layer-wise implementation that keeps "
+       "max(1, floor(k d_l)) entries (footnote 2).",
+       spec=("err-13",))
+def _hvsign_flooring():
+    """fed-ef.txt Prop. 3.2 (line 105) and its proof (lines 110-121), which uses ||C_k(x)||^2 >= k||x||^2; the
+    experiments' TopK floors the kept count per layer (footnote 2)."""
+    x = np.array([1.0, 1.0])
+    k, d = 0.9, 2
+    ck = np.array([1.0, 0.0])                       # max(1, floor(1.8)) = 1 entry kept
+    hv = np.abs(ck).sum() / d * np.sign(ck)          # Definition 2 as printed: scale ||.||_1 / d
+    ratio = float((hv - x) @ (hv - x) / (x @ x))
+    printed = 1 - k / d
+    if ratio <= printed:
+        return verified("no counterexample at the tested point")
+    return refuted(f"d = 2, k = 0.9, x = (1, 1): one entry kept, ||C(x) - x||^2/||x||^2 = {fmt(ratio)} > "
+                   f"1 - k/d = {fmt(printed)} (also ||C_k(x)||^2 = 1 < k||x||^2 = 1.8); with the floored count k_l "
+                   "the bound 1 - min_l k_l/d_l^2 holds (compressor_q_bounds)", "exact")
 
 
 @check(PAPER, "stoc_unbiased_variance",
