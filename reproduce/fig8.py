@@ -97,7 +97,7 @@ def plot(df, cfg):
         ax.set_ylabel("squared gradient norm" if metric == "grad_norm2" else "train loss")
         ax.legend(fontsize=8)
     fig.suptitle(f"Fed-EF-SGD, TopK-{cfg.topk:g}, MLP on {cfg.dataset.upper()} "
-                 f"({cfg.seeds} seeds, mean and +/- 1 std)", y=1.02)
+                 f"({cfg.seeds} seeds: mean, band from lowest to highest seed)", y=1.02)
     return plotting.save(fig, cfg.figures, "fedef_fig8")
 
 

@@ -16,14 +16,14 @@ sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
 
 
 def curves(df: pd.DataFrame, metric: str, hue: str, x: str = "round") -> dict:
-    """``{hue value: (x, mean, low, high)}`` over seeds; the band is mean +/- one std."""
+    """``{hue value: (x, mean, low, high)}`` over seeds; the band runs from the lowest to the
+    highest seed (with a handful of seeds a +/- std band dips below zero on log axes)."""
     out = {}
     sub = df[df.metric == metric]
     for key, grp in sub.groupby(hue, sort=True):
         table = grp.pivot_table(index=x, columns="seed", values="value")
-        mean, std = table.mean(axis=1), table.std(axis=1).fillna(0)
-        out[key] = (table.index.to_numpy(), mean.to_numpy(), (mean - std).to_numpy(),
-                    (mean + std).to_numpy())
+        out[key] = (table.index.to_numpy(), table.mean(axis=1).to_numpy(),
+                    table.min(axis=1).to_numpy(), table.max(axis=1).to_numpy())
     return out
 
 
@@ -32,9 +32,6 @@ def band_plot(ax, df, metric: str, hue: str, *, x: str = "round", label=None, lo
     data = curves(df, metric, hue, x)
     colors = palette or sns.color_palette("viridis", max(len(data), 1))
     for color, (key, (xs, mean, lo, hi)) in zip(colors, data.items()):
-        if logy:
-            floor = np.nanmin(mean[mean > 0]) * 1e-2 if (mean > 0).any() else 1e-12
-            lo = np.maximum(lo, floor)
         ax.plot(xs, mean, color=color, lw=1.6, ls=linestyle,
                 label=label(key) if label else str(key))
         ax.fill_between(xs, lo, hi, color=color, alpha=0.2, lw=0)
@@ -52,9 +49,10 @@ def save(fig, figures_dir, stem: str) -> list[Path]:
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
     paths = [figures_dir / f"{stem}.png", figures_dir / f"{stem}.pdf"]
+    no_minor_labels(fig)
     fig.tight_layout()
     for p in paths:
-        fig.savefig(p, dpi=130)
+        fig.savefig(p, dpi=130, bbox_inches="tight")
     plt.close(fig)
     return paths
 
