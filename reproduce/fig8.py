@@ -50,7 +50,7 @@ class Config(common.EntryConfig):
         if self.full:
             self.seeds, self.rounds = 20, 100
         if self.tiny:
-            self.seeds, self.rounds, self.ns, self.ms = 2, 6, "20,100", "20,100"
+            self.seeds, self.rounds, self.ns, self.ms, self.n_partial = 2, 4, "10,20", "5,20", 40
 
 
 def _ints(text):
