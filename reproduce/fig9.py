@@ -29,7 +29,7 @@ from . import common, plotting
 
 PAPER, TARGET = "Fed-EF", "Figure 9"
 TITLE = "error restarting (S = 10 from round 50) under partial participation"
-DEFAULT_COST = "about 2 min (embedded 4,000-image MNIST, 3 seeds, 100 rounds)"
+DEFAULT_COST = "about 4-6 min (embedded 4,000-image MNIST, 3 seeds, 100 rounds)"
 
 
 @dataclass
