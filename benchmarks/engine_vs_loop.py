@@ -13,7 +13,9 @@ Useful FLOPs per sample and local step count the products the computation needs:
 forward pass (2 MACs... i.e. 2 FLOPs per weight), the weight gradients (2 per weight) and
 the input gradients of every layer but the first (2 per weight of those layers).
 
-Prints one JSON line. ``python benchmarks/engine_vs_loop.py [--rounds R] [--repeats K]``.
+Prints one JSON line. ``python benchmarks/engine_vs_loop.py [--rounds R] [--repeats K]
+[--threads N]`` (on a machine shared with other jobs, ``--threads 1`` avoids measuring
+OpenMP threads waiting for a busy core).
 """
 from __future__ import annotations
 
@@ -111,7 +113,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch intra-op threads for every measurement (0: torch's default)")
     args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     res = {"small": {"engine": [], "loop": []}, "full": {"engine": [], "loop": []}}
     peaks = []
     for _ in range(args.repeats):
