@@ -14,4 +14,8 @@ ENTRIES = {
     "qa_sim": "reproduce.qa_sim",
     "stale_error": "reproduce.stale_error",
     "speedup": "reproduce.speedup",
+    "fedef_images": "reproduce.fedef_images",
+    "fedef_qa_train": "reproduce.fedef_qa_train",
+    "fedef_cifar": "reproduce.fedef_cifar",
+    "probes": "reproduce.probes",
 }

@@ -1,0 +1,605 @@
+"""Fed-EF Figures 2-5 and 10-15, Tables 2-5: the CNN on MNIST and Fashion-MNIST.
+
+The paper's setting (Sec. 5, spec 4.2-4.6): the CNN of spec 4.3 (1,199,882 parameters),
+label-shard clients (two single-class shards of 150 samples, so 300 samples and 10 local
+steps of batch 32 per client and round), ``n = 200``, participation ``p = 0.5`` and
+``p = 0.1`` (``m = 100`` / ``20`` clients sampled per round), 100 rounds; Fed-EF-SGD and
+Fed-EF-AMS with layer-wise Sign, TopK ``k in {0.001, 0.01, 0.05}`` and heavy-Sign
+``k in {0.01, 0.05, 0.1}``; without error feedback, Stoc ``b in {1, 2, 4}`` and full
+precision, each with the SGD and the AMSGrad server; Table 1's learning rates per dataset
+and server (the same for every compressor, spec 6.17).
+
+What is plotted (spec 4.7): test accuracy against rounds (Figs. 2, 3, 14, 15) and training
+loss against rounds (Figs. 10-13), one figure per dataset and participation, rows SGD / AMS,
+one panel per compressor family with full precision dashed in each; test accuracy and
+training loss against accumulated uplink bits (Figs. 4, 5; values-only accounting, spec
+2.6) with one curve per method chosen by the paper's rule (spec 4.4): the highest compression
+whose final test accuracy is within 0.1 points of full precision, else the most accurate
+setting. Tables 2-5 (final test accuracy, ours beside the paper's) are generated from the
+saved results as markdown: written to ``results/fedef_images/tables.md``, printed by the
+check, and with ``--write-docs FILE`` put between the markers of ``FILE`` (the repository's
+``docs/fedef_results.md``).
+
+Scale. The CNN costs about 2 GFLOP per local step; one client's round (10 steps) takes about
+0.65 s on one core here (0.9 s on this shared machine under load), against 100 clients x 100
+rounds per configuration in the paper (about 2 CPU-hours per configuration and seed). The CPU
+default is therefore a small slice: Fashion-MNIST (full size here), a population of
+``--n 10`` clients taken from the paper's 200-client partition (so every client has the
+paper's 300 samples, two classes and 10 local steps), ``p = 0.5`` (5 clients per round), 15
+rounds, one seed, full precision and one setting per error-feedback compressor (Sign,
+TopK-0.01, heavy-Sign-0.1; add Stoc and more settings with ``--compressors``), evaluation
+every 5 rounds on 500 training samples (train loss) and a stratified 1,000-image test subset.
+MNIST here is the embedded 4,000-image subset (13 clients of 300 samples, of which ``n`` are
+used); full MNIST is used when ``--data-dir`` holds it. ``--full`` is the paper's scale (all
+grids, both participations, 3 seeds; for a GPU: ``--device cuda``). The population is always
+cut from the partition into ``N_train // samples_per_client`` clients (200 for full MNIST /
+Fashion-MNIST), keeping ``n`` of them (spec 4.8's "subset of 200" construction); with
+``p = 0.1`` and ``n = 10`` one client is sampled per round, which keeps the paper's expected
+staleness ``n / m = 10``.
+
+On the CPU the CNN runs through :class:`sims.problems.conv.ConvProblem`'s per-client loop
+(equal to the batched ``torch.func`` path, about 1.5x faster here); on a GPU through the
+batched path. A run whose model becomes non-finite is reported as diverged (no final
+accuracy), in the tables and the figure legends.
+
+Sweeps resume: every (dataset, p, server, compressor) run is saved when it finishes, and
+the grid flags (``--datasets``, ``--ps``, ``--servers``, ``--compressors``) are not part of
+a run's fingerprint, so widening the grid reuses the runs already done.
+"""
+from __future__ import annotations
+
+import math
+import re
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+from sims.algorithms.fed_ef import FedEF
+from sims.compress import HeavySign, make_compressor
+from sims.participation import Participation
+
+from . import common, plotting
+
+PAPER, TARGET = "Fed-EF", "Figures 2-5, 10-15 and Tables 2-5"
+TITLE = ("CNN on MNIST / Fashion-MNIST: Fed-EF-SGD and -AMS with Sign, TopK, heavy-Sign; "
+         "Stoc and full precision")
+DEFAULT_COST = ("about 10 min (Fashion-MNIST, 10 clients of the 200-client split, p=0.5 "
+                "(5 per round), 15 rounds, 1 seed, full/Sign/TopK-0.01/hv-Sign-0.1 x SGD/AMS: "
+                "8 runs of ~70 s); --full: paper scale, for a GPU")
+
+#: Table 1: (eta, eta_l) per dataset and server.
+LRS = {("mnist", "sgd"): (10.0, 1e-3), ("mnist", "ams"): (1e-3, 1e-2),
+       ("fmnist", "sgd"): (1.0, 1e-1), ("fmnist", "ams"): (1e-2, 1e-1),
+       ("cifar10", "sgd"): (1.0, 1e-1), ("cifar10", "ams"): (1e-3, 1e-2)}
+FULL_GRID = ("full,sign,topk-0.001,topk-0.01,topk-0.05,hvsign-0.01,hvsign-0.05,hvsign-0.1,"
+             "stoc-1,stoc-2,stoc-4")
+DEFAULT_GRID = "full,sign,topk-0.01,hvsign-0.1"
+FAMILIES = ("sign", "topk", "hvsign", "stoc", "full")
+FAMILY_LABEL = {"sign": "Sign", "topk": "TopK", "hvsign": "Hv-Sign", "stoc": "Stoc",
+                "full": "Full-precision"}
+EF_FAMILIES = ("sign", "topk", "hvsign")
+SERVER_LABEL = {"sgd": "Fed-EF-SGD", "ams": "Fed-EF-AMS"}
+DATASET_LABEL = {"mnist": "MNIST", "fmnist": "FMNIST", "cifar10": "CIFAR-10"}
+SELECT_TOL = 0.1   # percentage points: "within 0.1%" (spec 6.12 reading)
+
+#: Tables 2-5 verbatim (spec 4.6): {(p, server): {dataset: {family: (mean, std)}}}.
+PAPER_TABLES = {
+    (0.5, "sgd"): {"mnist": {"sign": (90.87, 0.84), "topk": (91.04, 1.05),
+                             "hvsign": (91.18, 1.10), "stoc": (90.16, 0.96), "full": (90.85, 0.89)},
+                   "fmnist": {"sign": (71.13, 0.68), "topk": (71.16, 0.77),
+                              "hvsign": (71.07, 0.83), "stoc": (71.26, 0.87),
+                              "full": (71.20, 0.71)}},
+    (0.5, "ams"): {"mnist": {"sign": (92.32, 0.98), "topk": (92.74, 0.84),
+                             "hvsign": (91.77, 1.22), "stoc": (92.36, 0.93), "full": (92.23, 0.73)},
+                   "fmnist": {"sign": (71.35, 0.61), "topk": (71.90, 0.78),
+                              "hvsign": (70.73, 1.03), "stoc": (71.94, 0.95),
+                              "full": (71.97, 0.86)}},
+    (0.1, "sgd"): {"mnist": {"sign": (90.15, 1.06), "topk": (90.61, 0.93),
+                             "hvsign": (90.42, 1.09), "stoc": (90.27, 1.18), "full": (90.22, 0.82)},
+                   "fmnist": {"sign": (67.69, 0.73), "topk": (67.47, 0.80),
+                              "hvsign": (67.72, 0.55), "stoc": (67.71, 0.78),
+                              "full": (67.50, 0.85)}},
+    (0.1, "ams"): {"mnist": {"sign": (88.67, 1.11), "topk": (88.97, 1.16),
+                             "hvsign": (77.49, 1.53), "stoc": (88.76, 1.22), "full": (89.05, 1.04)},
+                   "fmnist": {"sign": (57.60, 2.34), "topk": (64.09, 0.91),
+                              "hvsign": (50.77, 2.87), "stoc": (64.35, 1.06),
+                              "full": (64.18, 0.90)}},
+}
+TABLE_NUMBER = {(0.5, "sgd"): 2, (0.5, "ams"): 3, (0.1, "sgd"): 4, (0.1, "ams"): 5}
+FIG_ACC = {("mnist", 0.5): 2, ("fmnist", 0.5): 3, ("mnist", 0.1): 14, ("fmnist", 0.1): 15}
+FIG_LOSS = {("mnist", 0.5): 10, ("fmnist", 0.5): 11, ("mnist", 0.1): 12, ("fmnist", 0.1): 13}
+FIG_BITS = {0.5: 4, 0.1: 5}
+DOCS_START, DOCS_END = "<!-- fedef-tables:start -->", "<!-- fedef-tables:end -->"
+
+
+@dataclass
+class Config(common.EntryConfig):
+    seeds: int = 1
+    rounds: int = 15
+    datasets: str = "fmnist"
+    ps: str = "0.5"
+    servers: str = "sgd,ams"
+    compressors: str = DEFAULT_GRID
+    n: int = 10                       # clients in the population (paper: 200)
+    samples_per_client: int = 300     # two shards of 150 (paper)
+    eval_every: int = 5
+    eval_train: int = 500             # training samples for the train loss (0: all)
+    test_samples: int = 1000          # stratified test subset (0: the whole test set)
+    hv_scale: str = "kept"            # heavy-Sign scale reading (spec 2.4)
+    threads: int = 1                  # torch threads on the CPU (0: leave torch's choice)
+    write_docs: str = ""              # markdown file whose generated tables to replace
+
+    def scale(self):
+        if self.full:
+            self.seeds, self.rounds, self.n = 3, 100, 200
+            self.datasets, self.ps, self.compressors = "mnist,fmnist", "0.5,0.1", FULL_GRID
+            self.eval_every, self.eval_train, self.test_samples = 1, 0, 0
+        if self.tiny:
+            self.seeds, self.rounds, self.n, self.samples_per_client = 1, 2, 4, 64
+            self.datasets, self.ps, self.compressors = "fmnist", "0.5", "full,sign,topk-0.01"
+            self.eval_every, self.eval_train, self.test_samples = 1, 64, 100
+
+    def run_key(self):
+        key = super().run_key()
+        for k in ("datasets", "ps", "servers", "compressors", "threads", "write_docs"):
+            key.pop(k, None)
+        return key
+
+
+# ---------------------------------------------------------------------------- building blocks
+def items(text, kind=str):
+    return [kind(v.strip()) for v in str(text).split(",") if v.strip()]
+
+
+def family(spec: str) -> str:
+    name = spec.split("-")[0]
+    return {"identity": "full", "none": "full", "heavysign": "hvsign"}.get(name, name)
+
+
+def param_of(spec: str) -> float:
+    """The compressor's parameter (k or b; nan for Sign / full)."""
+    tail = spec.partition("-")[2]
+    return float(tail) if tail else math.nan
+
+
+def compressor(spec: str, hv_scale: str = "kept"):
+    if family(spec) == "hvsign":
+        return HeavySign(param_of(spec), scale=hv_scale)
+    return make_compressor(spec)
+
+
+def dataset_key(name: str) -> str:
+    return {"fashion-mnist": "fmnist", "fashion_mnist": "fmnist", "cifar-10": "cifar10"}.get(
+        name.lower(), name.lower())
+
+
+def clients_per_round(p: float, n: int) -> int:
+    return max(1, min(n, int(round(p * n))))
+
+
+@lru_cache(maxsize=6)
+def conv_problem(dataset: str, model: str, n: int, samples_per_client: int, data_dir, device,
+                 eval_train: int, test_samples: int, augment=None):
+    """The image problem of a population of ``n`` clients cut from the paper's partition
+    (``N_train // samples_per_client`` clients of two single-class shards), cached per
+    process; ``n`` is capped at the number of such clients the data allows."""
+    from sims.problems.conv import build_conv_problem
+    ds = common.cached_dataset(dataset, data_dir)
+    total = len(ds.y_train) // samples_per_client
+    if total < 1:
+        raise common.EntryError(f"{dataset}: {len(ds.y_train)} training samples cannot make a "
+                                f"client of {samples_per_client}")
+    return build_conv_problem(dataset, model, min(n, total), data=ds, subset_of=total,
+                              eval_train_samples=eval_train or None,
+                              test_samples=test_samples or None, augment=augment,
+                              device=device)
+
+
+def population(dataset: str, n: int, samples_per_client: int, data_dir) -> int:
+    """Clients actually simulated: ``n``, capped at ``N_train // samples_per_client``."""
+    total = len(common.cached_dataset(dataset, data_dir).y_train) // samples_per_client
+    return max(1, min(n, total))
+
+
+def fed_ef(dataset: str, server: str, spec: str, hv_scale: str = "kept", lrs=None) -> FedEF:
+    eta, eta_l = (lrs or LRS)[(dataset, server)]
+    fam = family(spec)
+    return FedEF(eta=eta, eta_l=eta_l, compressor=compressor(spec, hv_scale),
+                 error_feedback=fam in EF_FAMILIES,
+                 server="sgd" if server == "sgd" else "amsgrad")
+
+
+def set_threads(cfg) -> None:
+    if cfg.threads and str(cfg.device).startswith("cpu"):
+        torch.set_num_threads(cfg.threads)
+
+
+def _check_grid(cfg, allowed_datasets=("mnist", "fmnist")):
+    for ds in items(cfg.datasets):
+        if dataset_key(ds) not in allowed_datasets:
+            raise common.EntryError(f"--datasets: {ds!r} is not one of {allowed_datasets}")
+    for s in items(cfg.servers):
+        if s not in SERVER_LABEL:
+            raise common.EntryError(f"--servers: {s!r} is not sgd or ams")
+    for p in items(cfg.ps, float):
+        if not 0 < p <= 1:
+            raise common.EntryError(f"--ps: participation {p} is not in (0, 1]")
+    for spec in items(cfg.compressors):
+        if family(spec) not in FAMILIES:
+            raise common.EntryError(f"--compressors: unknown {spec!r}")
+        compressor(spec, cfg.hv_scale)
+
+
+def runs(cfg):
+    _check_grid(cfg)
+    set_threads(cfg)
+    out = []
+    for ds in map(dataset_key, items(cfg.datasets)):
+        for p in items(cfg.ps, float):
+            n = population(ds, cfg.n, cfg.samples_per_client, cfg.data_dir)
+            m = clients_per_round(p, n)
+            for server in items(cfg.servers):
+                for spec in items(cfg.compressors):
+                    def build(ds=ds, p=p, server=server, spec=spec):
+                        prob = conv_problem(ds, "cnn", cfg.n, cfg.samples_per_client,
+                                            cfg.data_dir, cfg.device, cfg.eval_train,
+                                            cfg.test_samples)
+                        part = Participation("fixed", m=clients_per_round(p, prob.n_clients))
+                        return prob, fed_ef(ds, server, spec, cfg.hv_scale), part
+                    eta, eta_l = LRS[(ds, server)]
+                    params = {"dataset": ds, "p": p, "n": n, "m": m, "server": server,
+                              "compressor": spec,
+                              "family": family(spec), "param": param_of(spec),
+                              "eta": eta, "eta_l": eta_l}
+                    out.append(common.Run(f"{ds}_p{p:g}_{server}_{spec}", params, build,
+                                          eval_every=cfg.eval_every))
+    return out
+
+
+# ---------------------------------------------------------------------------- results
+def finals(df: pd.DataFrame, rounds: int | None = None) -> pd.DataFrame:
+    """One row per run: final test accuracy (percent, mean and std over seeds), final train
+    loss, uplink bits per client and round (``bits``), the round count and divergence.
+
+    A seed whose model became non-finite (the engine stops a run when all its seeds have; a
+    diverged seed's train loss is NaN) counts as diverged; a run with a diverged seed gets
+    no final accuracy (NaN) and ``diverged`` = the number of such seeds, ``diverged_at`` the
+    first round without a finite model. ``rounds`` is the planned length (default: the
+    longest run in ``df``)."""
+    keys = ["dataset", "p", "server", "compressor", "family", "param"]
+    planned = int(df["round"].max()) if rounds is None else int(rounds)
+    rows = []
+    for key, grp in df.groupby(keys, dropna=False):
+        row = dict(zip(keys, key))
+        bits = grp[grp.metric == "bits_up"]
+        loss = grp[grp.metric == "train_loss"]
+        bad = {}
+        for seed, s_bits in bits.groupby("seed"):
+            end = int(s_bits["round"].max())
+            s_loss = loss[loss.seed == seed].sort_values("round")
+            nonfinite = s_loss[~np.isfinite(s_loss.value)]
+            if len(nonfinite):
+                bad[seed] = int(nonfinite["round"].min())
+            elif end < planned:
+                bad[seed] = end
+        for metric, col, scale in (("test_acc", "acc", 100.0), ("train_loss", "loss", 1.0)):
+            sub = grp[grp.metric == metric]
+            if not len(sub) or bad:
+                row[col], row[col + "_std"] = math.nan, math.nan
+                continue
+            last = sub[sub["round"] == sub["round"].max()]
+            vals = last.groupby("seed")["value"].mean() * scale
+            row[col] = float(vals.mean())
+            row[col + "_std"] = float(vals.std(ddof=1)) if len(vals) > 1 else math.nan
+        per_round = bits[bits["round"] == 1].value
+        row["bits"] = float(per_round.mean()) if len(per_round) else math.nan
+        row["rounds"] = int(grp["round"].max())
+        row["seeds"] = int(grp["seed"].nunique())
+        row["diverged"] = len(bad)
+        row["diverged_at"] = min(bad.values()) if bad else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def select(final: pd.DataFrame, tol: float = SELECT_TOL) -> pd.DataFrame:
+    """The paper's rule (spec 4.4) per (dataset, p, server) and family: the setting with the
+    fewest uplink bits whose final accuracy is at least full precision's minus ``tol``
+    points, else the most accurate setting. Full precision and Sign have one setting each.
+    Adds ``rule`` ('matches FP' / 'best, below FP' / 'reference') and ``fp_acc``."""
+    chosen = []
+    for (ds, p, server), grp in final.groupby(["dataset", "p", "server"]):
+        fp = grp[grp.family == "full"]
+        fp_acc = float(fp.acc.iloc[0]) if len(fp) else math.nan
+        for fam, sub in grp.groupby("family"):
+            if fam == "full":
+                row = sub.iloc[0].copy()
+                row["rule"] = "reference"
+            else:
+                ok = sub[sub.acc >= fp_acc - tol - 1e-9] if len(fp) else sub.iloc[:0]
+                if len(ok):
+                    row = ok.sort_values(["bits", "acc"], ascending=[True, False]).iloc[0].copy()
+                    row["rule"] = "matches FP"
+                else:
+                    row = sub.sort_values(["acc", "bits"], ascending=[False, True]).iloc[0].copy()
+                    row["rule"] = "diverged" if math.isnan(row.acc) else "best, below FP"
+            row["fp_acc"] = fp_acc
+            chosen.append(row)
+    out = pd.DataFrame(chosen).reset_index(drop=True)
+    if len(out):
+        out["order"] = out.family.map({f: i for i, f in enumerate(FAMILIES)})
+        out["ds_order"] = out.dataset.map({"mnist": 0, "fmnist": 1}).fillna(2)
+        out = out.sort_values(["p", "server", "ds_order", "order"],
+                              ascending=[False, False, True, True])
+        out = out.drop(columns=["order", "ds_order"]).reset_index(drop=True)
+    return out
+
+
+def _fmt(mean, std):
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "-"
+    return f"{mean:.2f}" + (f" (±{std:.2f})" if std is not None and not math.isnan(std) else "")
+
+
+def _signed(v):
+    return "-" if v is None or math.isnan(v) else f"{v:+.2f}"
+
+
+def setting_label(spec: str, hv_scale: str = "kept") -> str:
+    fam, prm = family(spec), param_of(spec)
+    if fam == "full":
+        return "full precision"
+    if fam == "sign":
+        return FAMILY_LABEL[fam]
+    if fam == "stoc":
+        return f"Stoc b={prm:g}"
+    return f"{FAMILY_LABEL[fam]} k={prm:g}"
+
+
+def tables_markdown(final: pd.DataFrame, scale_note: str = "", tol: float = SELECT_TOL) -> str:
+    """Tables 2-5 as markdown: for each (p, server) present, one row per dataset and method
+    with the setting the rule chose, our final accuracy, the paper's, the difference, and
+    both gaps to full precision (the comparison that survives a change of scale)."""
+    chosen = select(final, tol)
+    lines = []
+    if scale_note:
+        lines += [scale_note, ""]
+    for (p, server), grp in chosen.groupby(["p", "server"], sort=False):
+        num = TABLE_NUMBER.get((float(p), server))
+        title = (f"Table {num}" if num else "Table") + f": p = {p:g}, {SERVER_LABEL[server]}"
+        lines += [f"**{title}** (final test accuracy, %; Sign / TopK / Hv-Sign with error "
+                  f"feedback, Stoc and full precision without)", "",
+                  "| dataset | method | setting (rule) | ours | paper | ours − paper | "
+                  "ours − our FP | paper − paper FP |",
+                  "|---|---|---|---|---|---|---|---|"]
+        paper = PAPER_TABLES.get((float(p), server), {})
+        for _, r in grp.iterrows():
+            pv = paper.get(r.dataset, {}).get(r.family)
+            pfp = paper.get(r.dataset, {}).get("full")
+            pm, ps = (pv if pv else (math.nan, math.nan))
+            diff = r.acc - pm if pv else math.nan
+            ours_gap = r.acc - r.fp_acc if r.family != "full" else math.nan
+            paper_gap = pm - pfp[0] if (pv and pfp and r.family != "full") else math.nan
+            rule = "" if r.rule == "reference" else f" ({r.rule})"
+            ours = (f"diverged ({int(r.diverged)}/{int(r.seeds)} seeds, round "
+                    f"{int(r.diverged_at)})" if r.get("diverged", 0) else _fmt(r.acc, r.acc_std))
+            lines.append(f"| {DATASET_LABEL.get(r.dataset, r.dataset)} | "
+                         f"{FAMILY_LABEL[r.family]} | {setting_label(r.compressor)}{rule} | "
+                         f"{ours} | {_fmt(pm, ps)} | {_signed(diff)} | "
+                         f"{_signed(ours_gap)} | {_signed(paper_gap)} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def scale_note(df: pd.DataFrame, cfg) -> str:
+    parts = []
+    for ds in sorted(df.dataset.unique()):
+        sub = df[df.dataset == ds]
+        n = int(sub["n"].iloc[0]) if "n" in sub else cfg.n
+        ms = ", ".join(f"p={p:g}: m={clients_per_round(p, n)}" for p in sorted(sub.p.unique(),
+                                                                             reverse=True))
+        parts.append(f"{DATASET_LABEL.get(ds, ds)} n={n} ({ms})")
+    rounds = int(df["round"].max())
+    seeds = int(df["seed"].nunique())
+    return (f"Scale: {'; '.join(parts)}; {rounds} rounds; {seeds} seed(s); "
+            f"selection tolerance {SELECT_TOL:g} points.")
+
+
+def write_docs(path, markdown: str) -> Path:
+    """Replace the text between the generated-tables markers of ``path`` (appending the
+    marked block when the file has none)."""
+    path = Path(path)
+    block = f"{DOCS_START}\n{markdown.rstrip()}\n{DOCS_END}"
+    text = path.read_text() if path.exists() else ""
+    pattern = re.compile(re.escape(DOCS_START) + r".*?" + re.escape(DOCS_END), re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else (
+        text + ("\n\n" if text and not text.endswith("\n\n") else "") + block + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------------------- figures
+def _palette(k):
+    import seaborn as sns
+    return sns.color_palette("viridis", max(k, 1))
+
+
+def _diverged_label(spec, fin):
+    row = fin[fin.compressor == spec]
+    if len(row) and row.diverged.iloc[0]:
+        return f"{setting_label(spec)} (diverged, round {int(row.diverged_at.iloc[0])})"
+    return setting_label(spec)
+
+
+def _family_panel(ax, sub, metric, fam, x="round", logx=False, rounds=None):
+    fp = sub[sub.family == "full"]
+    grp = sub[sub.family == fam].copy()
+    fin = finals(sub, rounds) if len(sub) else None
+    if len(grp):
+        settings = sorted(grp.compressor.unique(), key=lambda s: param_of(s) if
+                          not math.isnan(param_of(s)) else 0)
+        grp["label"] = grp.compressor.map({s: i for i, s in enumerate(settings)})
+        plotting.band_plot(ax, grp, metric, "label", x=x, palette=_palette(len(settings)),
+                           label=lambda i: _diverged_label(settings[int(i)], fin))
+    if len(fp) and fam != "full":
+        plotting.band_plot(ax, fp, metric, "family", x=x, palette=["black"], linestyle="--",
+                           label=lambda _: _diverged_label(fp.compressor.iloc[0], fin))
+    if logx:
+        log_x(ax)
+
+
+def log_x(ax):
+    """A log x axis with plain-text tick labels (mathtext labels are slow to lay out)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0e}".replace("e+0", "e")))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _with_bits(df):
+    """Rows of test_acc / train_loss with the cumulative uplink bits of their round as x."""
+    bits = df[df.metric == "bits_up"][["run", "seed", "round", "value"]].rename(
+        columns={"value": "bits"})
+    ev = df[df.metric.isin(["test_acc", "train_loss"]) & (df["round"] > 0)]
+    return ev.merge(bits, on=["run", "seed", "round"], how="inner")
+
+
+def plot(df, cfg):
+    paths = []
+    servers = [s for s in ("sgd", "ams") if s in set(df.server)]
+    fams = [f for f in FAMILIES[:4] if f in set(df.family)] or ["full"]
+    for (ds, p), sub in df.groupby(["dataset", "p"]):
+        n = int(sub["n"].iloc[0])
+        for metric, figs, ylabel in (("test_acc", FIG_ACC, "test accuracy"),
+                                     ("train_loss", FIG_LOSS, "train loss")):
+            fig, axes = plt.subplots(len(servers), len(fams), squeeze=False,
+                                     figsize=(4.2 * len(fams), 3.3 * len(servers)))
+            for i, server in enumerate(servers):
+                for j, fam in enumerate(fams):
+                    ax = axes[i][j]
+                    _family_panel(ax, sub[sub.server == server], metric, fam,
+                                  rounds=cfg.rounds)
+                    ax.set_title(f"{SERVER_LABEL[server]}: {FAMILY_LABEL[fam]}"
+                                 f"{' (no EF)' if fam == 'stoc' else ''}", fontsize=10)
+                    ax.set_ylabel(ylabel)
+                    ax.legend(fontsize=7)
+            num = figs.get((ds, float(p)))
+            fig.suptitle(f"{'Fig. ' + str(num) + ': ' if num else ''}{DATASET_LABEL[ds]} CNN "
+                         f"{ylabel}, n={n}, p={p:g} (m={clients_per_round(p, n)}), "
+                         f"{cfg.seeds} seed(s)")
+            stem = f"fedef_fig{num}" if num else f"fedef_{metric}_{ds}_p{p:g}"
+            paths += plotting.save(fig, cfg.figures, stem)
+    final = finals(df, cfg.rounds)
+    chosen = select(final)
+    for p, sub in df.groupby("p"):
+        datasets = [d for d in ("mnist", "fmnist") if d in set(sub.dataset)]
+        cols = [(d, m) for d in datasets for m in ("train_loss", "test_acc")]
+        fig, axes = plt.subplots(len(servers), len(cols), squeeze=False,
+                                 figsize=(4.2 * len(cols), 3.3 * len(servers)))
+        bits = _with_bits(sub)
+        for i, server in enumerate(servers):
+            keep = chosen[(chosen.p == p) & (chosen.server == server)]
+            for j, (ds, metric) in enumerate(cols):
+                ax = axes[i][j]
+                picked = keep[keep.dataset == ds].compressor.tolist()
+                rows = bits[(bits.server == server) & (bits.dataset == ds)
+                            & bits.compressor.isin(picked)].copy()
+                colors = {"sign": "tab:red", "topk": "tab:blue", "hvsign": "tab:green",
+                          "stoc": "tab:purple", "full": "black"}
+                for fam in FAMILIES:
+                    f_rows = rows[rows.family == fam]
+                    if not len(f_rows):
+                        continue
+                    spec = f_rows.compressor.iloc[0]
+                    plotting.band_plot(ax, f_rows, metric, "family", x="bits",
+                                       palette=[colors[fam]],
+                                       linestyle="--" if fam == "full" else "-",
+                                       label=lambda _, s=spec: setting_label(s))
+                log_x(ax)
+                ax.set_xlabel("uplink bits per client (cumulative)")
+                ax.set_ylabel("train loss" if metric == "train_loss" else "test accuracy")
+                ax.set_title(f"{SERVER_LABEL[server]}: {DATASET_LABEL[ds]}", fontsize=10)
+                ax.legend(fontsize=7)
+        num = FIG_BITS.get(float(p))
+        fig.suptitle(f"{'Fig. ' + str(num) + ': ' if num else ''}loss and accuracy against "
+                     f"uplink bits, p={p:g}\n(one setting per method, by the paper's rule)")
+        paths += plotting.save(fig, cfg.figures, f"fedef_fig{num}" if num else
+                               f"fedef_bits_p{p:g}")
+    md = tables_markdown(final, scale_note(df, cfg))
+    out = common.results_dir(sys.modules[__name__], cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tables.md").write_text(md)
+    if cfg.write_docs:
+        write_docs(cfg.write_docs, md)
+    return paths
+
+
+# ---------------------------------------------------------------------------- claims
+def check(df, cfg):
+    final = finals(df, cfg.rounds)
+    chosen = select(final)
+    lines = [scale_note(df, cfg)]
+    for (ds, p, server), grp in final.groupby(["dataset", "p", "server"]):
+        fp = grp[grp.family == "full"]
+        accs = ", ".join(f"{r.compressor} " + (f"diverged at round {int(r.diverged_at)}"
+                                                 if r.diverged else f"{r.acc:.2f}")
+                         for _, r in grp.iterrows())
+        lines.append(f"{DATASET_LABEL[ds]} p={p:g} {SERVER_LABEL[server]}: final test accuracy "
+                     f"(%) {accs}")
+        if not len(fp):
+            continue
+        fp_acc, fp_bits = float(fp.acc.iloc[0]), float(fp.bits.iloc[0])
+        sel = chosen[(chosen.dataset == ds) & (chosen.p == p) & (chosen.server == server)]
+        paper = PAPER_TABLES.get((float(p), server), {}).get(ds, {})
+        for _, r in sel.iterrows():
+            if r.family == "full":
+                continue
+            gap = r.acc - fp_acc
+            pv = paper.get(r.family)
+            pgap = f"; paper {pv[0] - paper['full'][0]:+.2f}" if pv else ""
+            what = (f"diverged at round {int(r.diverged_at)}" if r.diverged else
+                    f"{gap:+.2f} points vs full precision")
+            lines.append(f"  {setting_label(r.compressor)} ({r.rule}): {what}{pgap}; "
+                         f"{fp_bits / r.bits:.0f}x fewer uplink bits")
+        if math.isnan(fp_acc):
+            lines.append("  -> full precision diverged: no comparison")
+            continue
+        ef = sel[sel.family.isin(EF_FAMILIES)]
+        if len(ef):
+            worst = float((ef.acc.fillna(-np.inf) - fp_acc).min())
+            lines.append(f"  -> Fed-EF within 1 point of full precision for all of "
+                         f"{', '.join(ef.compressor)}: "
+                         f"{'shows' if worst >= -1.0 else 'does NOT show'} (worst "
+                         f"{'a divergence' if worst == -np.inf else f'{worst:+.2f}'})")
+        for fam in ("topk", "hvsign", "stoc"):
+            sub = grp[grp.family == fam].sort_values("bits")
+            if len(sub) >= 2:
+                acc = sub.acc.fillna(-np.inf)   # a diverged setting counts as the worst
+                mono = acc.iloc[0] <= acc.iloc[-1] + 1e-9
+                lines.append(f"  {FAMILY_LABEL[fam]}: accuracy at the heaviest compression "
+                             f"{sub.acc.iloc[0]:.2f} vs the lightest {sub.acc.iloc[-1]:.2f} -> "
+                             f"{'shows' if mono else 'does NOT show'} accuracy falling with "
+                             f"compression (E7)")
+    for (ds, p), grp in chosen[chosen.server == "ams"].groupby(["dataset", "p"]):
+        if float(p) != 0.1:
+            continue
+        acc = grp.set_index("family").acc.fillna(-np.inf)
+        if {"topk", "sign", "hvsign"} <= set(acc.index):
+            ok = acc["topk"] > max(acc["sign"], acc["hvsign"])
+            lines.append(f"{DATASET_LABEL[ds]} p=0.1 Fed-EF-AMS: TopK {acc['topk']:.2f}, Sign "
+                         f"{acc['sign']:.2f}, Hv-Sign {acc['hvsign']:.2f} -> "
+                         f"{'shows' if ok else 'does NOT show'} sign-based compressors below "
+                         f"TopK (E5)")
+    lines.append("")
+    lines.append(tables_markdown(final, scale_note(df, cfg)))
+    return lines
+
+
+if __name__ == "__main__":
+    raise SystemExit(common.main(__import__(__name__)))

@@ -1,0 +1,126 @@
+"""Fed-EF Figure 19: the compression discrepancy q_A^2 measured while training the CNN.
+
+App. C.2 (spec 4.11): the CNN on MNIST and Fashion-MNIST in the non-iid setting of Sec. 5,
+``eta = 1``, ``eta_l = 0.01``, Sign, TopK-0.01 and TopK-0.1 (layer-wise); every round
+
+    q_A^2(t) = || mean_i C(x_i) - mean_i x_i ||^2 / || mean_i x_i ||^2,  x_i = delta_i + e_i,
+
+over the round's participants (:meth:`sims.algorithms.fed_ef.FedEF.server_step` reports it as
+the metric ``qA2``). The server optimizer and the participation are not stated: Fed-EF-SGD
+and ``p = 0.5`` here (spec reading). Claim (E13): well below 1 throughout training, for both
+datasets and all three compressors.
+
+Scale: the CPU default uses the population of :mod:`reproduce.fedef_images` (``--n 10``
+clients of the 200-client partition, 300 samples and 10 local steps each; MNIST is the
+embedded subset here), 5 clients per round, 15 rounds, one seed, no evaluation (q_A needs
+none). ``--full``: ``n = 200``, 100 rounds, 3 seeds (a GPU).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+
+from sims.algorithms.fed_ef import FedEF
+from sims.participation import Participation
+
+from . import common, plotting
+from .fedef_images import (DATASET_LABEL, clients_per_round, compressor, conv_problem,
+                           dataset_key, items, population, set_threads)
+
+PAPER, TARGET = "Fed-EF", "Figure 19"
+TITLE = "q_A^2 during CNN training on MNIST / Fashion-MNIST: Sign, TopK-0.01, TopK-0.1"
+DEFAULT_COST = ("about 6 min (MNIST subset and Fashion-MNIST, 10 clients, p=0.5 (5 per "
+                "round), 15 rounds, 1 seed, 3 compressors: 6 runs of ~1 min); --full: n=200, "
+                "100 rounds, 3 seeds, for a GPU")
+
+
+@dataclass
+class Config(common.EntryConfig):
+    seeds: int = 1
+    rounds: int = 15
+    datasets: str = "mnist,fmnist"
+    compressors: str = "sign,topk-0.01,topk-0.1"
+    eta: float = 1.0
+    eta_l: float = 0.01
+    p: float = 0.5
+    n: int = 10
+    samples_per_client: int = 300
+    threads: int = 1
+
+    def scale(self):
+        if self.full:
+            self.seeds, self.rounds, self.n = 3, 100, 200
+        if self.tiny:
+            self.seeds, self.rounds, self.n, self.samples_per_client = 1, 2, 4, 64
+            self.datasets, self.compressors = "mnist", "sign,topk-0.1"
+
+    def run_key(self):
+        key = super().run_key()
+        for k in ("datasets", "compressors", "threads"):
+            key.pop(k, None)
+        return key
+
+
+def runs(cfg):
+    set_threads(cfg)
+    if not 0 < cfg.p <= 1:
+        raise common.EntryError(f"--p must be in (0, 1], got {cfg.p}")
+    out = []
+    for ds in map(dataset_key, items(cfg.datasets)):
+        if ds not in ("mnist", "fmnist"):
+            raise common.EntryError(f"--datasets: {ds!r} is not mnist or fmnist")
+        n = population(ds, cfg.n, cfg.samples_per_client, cfg.data_dir)
+        m = clients_per_round(cfg.p, n)
+        for spec in items(cfg.compressors):
+            compressor(spec)  # validates
+
+            def build(ds=ds, spec=spec, m=m):
+                prob = conv_problem(ds, "cnn", cfg.n, cfg.samples_per_client, cfg.data_dir,
+                                    cfg.device, 64, 10)
+                alg = FedEF(eta=cfg.eta, eta_l=cfg.eta_l, compressor=compressor(spec))
+                return prob, alg, Participation("fixed", m=m)
+            out.append(common.Run(f"{ds}_{spec}", {"dataset": ds, "compressor": spec, "n": n,
+                                                   "m": m}, build, eval_every=0))
+    return out
+
+
+def _label(spec):
+    return "Sign" if spec == "sign" else f"TopK k={spec.split('-')[1]}"
+
+
+def plot(df, cfg):
+    specs = list(dict.fromkeys(items(cfg.compressors))) or sorted(df.compressor.unique())
+    specs = [s for s in specs if s in set(df.compressor)]
+    fig, axes = plt.subplots(1, len(specs), figsize=(4.5 * len(specs), 3.6), squeeze=False)
+    colors = {"mnist": "tab:blue", "fmnist": "tab:orange"}
+    for ax, spec in zip(axes[0], specs):
+        sub = df[df.compressor == spec]
+        present = sorted(sub.dataset.unique())
+        plotting.band_plot(ax, sub, "qA2", "dataset", palette=[colors.get(d, "k") for d in present],
+                           label=lambda d: f"{DATASET_LABEL.get(d, d)} (n={int(sub[sub.dataset == d].n.iloc[0])}"
+                                           f", m={int(sub[sub.dataset == d].m.iloc[0])})")
+        ax.axhline(1.0, color="k", lw=0.8, ls="--")
+        ax.set(ylim=(0, 1.1), ylabel="q_A^2 of the round", title=_label(spec))
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Fig. 19: compression discrepancy during Fed-EF-SGD training of the CNN "
+                 f"(eta={cfg.eta:g}, eta_l={cfg.eta_l:g}, p={cfg.p:g}, {cfg.seeds} seed(s))")
+    return plotting.save(fig, cfg.figures, "fedef_fig19")
+
+
+def check(df, cfg):
+    lines, worst = [], 0.0
+    for (ds, spec), grp in df[df.metric == "qA2"].groupby(["dataset", "compressor"]):
+        per_round = grp.groupby("round").value.mean().dropna()
+        worst = max(worst, float(per_round.max()))
+        lines.append(f"{DATASET_LABEL.get(ds, ds)} {_label(spec)}: q_A^2 over {len(per_round)} "
+                     f"rounds mean {per_round.mean():.3f}, first {per_round.iloc[0]:.3f}, last "
+                     f"{per_round.iloc[-1]:.3f}, max {per_round.max():.3f}")
+    lines.append(f"-> largest per-round q_A^2 {worst:.3f}: "
+                 f"{'shows' if worst < 1 else 'does NOT show'} q_A^2 < 1 throughout training "
+                 f"(E13)")
+    return lines
+
+
+if __name__ == "__main__":
+    raise SystemExit(common.main(__import__(__name__)))
