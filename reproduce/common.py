@@ -72,6 +72,7 @@ class Run:
     build: Callable[[], tuple] | None = None     # -> (problem, algorithm, participation)
     rounds: int | None = None
     eval_every: int = 1
+    eval_test: bool = True                       # also test loss/accuracy at eval rounds
     extra: dict = field(default_factory=dict)
     # Instead of ``build``: ``execute(cfg, seeds, progress) -> (tidy DataFrame, record dict)``
     # for runs that are not one engine run (Monte-Carlo experiments); ``progress(x)`` advances
@@ -184,7 +185,7 @@ def execute(entry, cfg, progress=None) -> pd.DataFrame:
         for chunk in chunks:
             bar.set_description(f"{run.name} seeds {chunk[0]}-{chunk[-1]}")
             out = engine.run(problem, algorithm, participation, rounds, chunk,
-                             eval_every=run.eval_every,
+                             eval_every=run.eval_every, eval_test=run.eval_test,
                              progress=lambda t: bar.update(1 / len(chunks)))
             bar.update((rounds - len(out.participants[0])) / len(chunks))
             parts.append(tidy(out, run.name, run.params))

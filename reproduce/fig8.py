@@ -32,7 +32,7 @@ from . import common, plotting
 
 PAPER, TARGET = "Fed-EF", "Figure 8"
 TITLE = "speedup in n (full participation) and m (partial participation), MLP on MNIST"
-DEFAULT_COST = "about 6-9 min (embedded 4,000-image MNIST, 2 seeds, 100 rounds)"
+DEFAULT_COST = "about 6-9 min (embedded 4,000-image MNIST, 2 seeds, 100 rounds, evaluated every 2)"
 
 
 @dataclass
@@ -46,10 +46,11 @@ class Config(common.EntryConfig):
     topk: float = 0.01
     eta_l: float = 0.1
     eta_scale: float = 0.1
+    eval_every: int = 2                  # rounds between evaluations of the server model
 
     def scale(self):
         if self.full:
-            self.seeds, self.rounds = 20, 100
+            self.seeds, self.rounds, self.eval_every = 20, 100, 1
         if self.tiny:
             self.seeds, self.rounds, self.ns, self.ms, self.n_partial = 2, 4, "10,20", "5,20", 40
 
@@ -74,14 +75,16 @@ def runs(cfg):
             alg = FedEF(eta=cfg.eta_scale * math.sqrt(n), eta_l=cfg.eta_l,
                         compressor=TopK(cfg.topk))
             return _problem(cfg, n, subset), alg, Participation("full")
-        out.append(common.Run(f"full_n{n}", {"setting": "full", "n": n, "m": n}, build))
+        out.append(common.Run(f"full_n{n}", {"setting": "full", "n": n, "m": n}, build,
+                              eval_every=cfg.eval_every, eval_test=False))
     for m in _ints(cfg.ms):
         def build(m=m):
             alg = FedEF(eta=cfg.eta_scale * math.sqrt(m), eta_l=cfg.eta_l,
                         compressor=TopK(cfg.topk))
             return _problem(cfg, cfg.n_partial), alg, Participation("fixed", m=m)
         out.append(common.Run(f"partial_m{m}", {"setting": "partial", "n": cfg.n_partial,
-                                                 "m": m}, build))
+                                                 "m": m}, build,
+                              eval_every=cfg.eval_every, eval_test=False))
     return out
 
 
