@@ -32,9 +32,10 @@ import matplotlib.pyplot as plt
 from sims.participation import Participation
 
 from . import common, plotting
-from .fedef_images import (FAMILY_LABEL, LRS, SERVER_LABEL, _family_panel, _with_bits,
-                           clients_per_round, compressor, conv_problem, family, fed_ef, finals,
-                           items, log_x, param_of, population, select, set_threads, setting_label)
+from .fedef_images import (FAMILY_LABEL, LRS, SERVER_LABEL, _diverged_label, _family_panel,
+                           _with_bits, clients_per_round, compressor, conv_problem, family,
+                           fed_ef, finals, items, log_x, param_of, population, select,
+                           set_threads, setting_label)
 
 PAPER, TARGET = "Fed-EF", "Figures 6-7"
 TITLE = "ResNet-18 (GroupNorm) on CIFAR-10: Fed-EF-SGD and -AMS with TopK, Sign, heavy-Sign"
@@ -119,7 +120,8 @@ def plot(df, cfg):
     paths = []
     servers = [s for s in ("sgd", "ams") if s in set(df.server)]
     fams = [f for f in ("topk", "sign", "hvsign") if f in set(df.family)] or ["full"]
-    chosen = select(finals(df, cfg.rounds))
+    final = finals(df, cfg.rounds)
+    chosen = select(final)
     colors = {"sign": "tab:red", "topk": "tab:blue", "hvsign": "tab:green", "full": "black"}
     for p, sub in df.groupby("p"):
         n, m = int(sub.n.iloc[0]), int(sub.m.iloc[0])
@@ -141,7 +143,9 @@ def plot(df, cfg):
                 plotting.band_plot(ax, rows, "test_acc", "family", x="bits",
                                    palette=[colors[r.family]],
                                    linestyle="--" if r.family == "full" else "-",
-                                   label=lambda _, s=r.compressor: setting_label(s))
+                                   label=lambda _, s=r.compressor, f=final[
+                                       (final.p == p) & (final.server == server)]:
+                                   _diverged_label(s, f))
             log_x(ax)
             ax.set(xlabel="uplink bits per client (cumulative)", ylabel="test accuracy",
                    title=f"{SERVER_LABEL[server]}: chosen settings")
@@ -169,8 +173,10 @@ def check(df, cfg):
         fp_acc, fp_bits = float(fp.acc.iloc[0]), float(fp.bits.iloc[0])
         sel = chosen[(chosen.p == p) & (chosen.server == server) & (chosen.family != "full")]
         for _, r in sel.iterrows():
-            lines.append(f"  {setting_label(r.compressor)} ({r.rule}): {r.acc - fp_acc:+.2f} "
-                         f"points vs full precision at {fp_bits / r.bits:.0f}x fewer uplink bits")
+            what = (f"diverged at round {int(r.diverged_at)}" if r.diverged else
+                    f"{r.acc - fp_acc:+.2f} points vs full precision")
+            lines.append(f"  {setting_label(r.compressor)} ({r.rule}): {what} at "
+                         f"{fp_bits / r.bits:.0f}x fewer uplink bits")
         if len(sel):
             worst = float((sel.acc.fillna(-float("inf")) - fp_acc).min())
             lines.append(f"  -> every Fed-EF compressor within 1 point of full precision: "

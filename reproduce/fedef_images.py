@@ -134,6 +134,7 @@ class Config(common.EntryConfig):
     hv_scale: str = "kept"            # heavy-Sign scale reading (spec 2.4)
     threads: int = 1                  # torch threads on the CPU (0: leave torch's choice)
     write_docs: str = ""              # markdown file whose generated tables to replace
+    available: bool = False           # with --plot-only: the grid's runs that have results
 
     def scale(self):
         if self.full:
@@ -147,7 +148,8 @@ class Config(common.EntryConfig):
 
     def run_key(self):
         key = super().run_key()
-        for k in ("datasets", "ps", "servers", "compressors", "threads", "write_docs"):
+        for k in ("datasets", "ps", "servers", "compressors", "threads", "write_docs",
+                  "available"):
             key.pop(k, None)
         return key
 
@@ -259,7 +261,19 @@ def runs(cfg):
                               "eta": eta, "eta_l": eta_l}
                     out.append(common.Run(f"{ds}_p{p:g}_{server}_{spec}", params, build,
                                           eval_every=cfg.eval_every))
-    return out
+    return only_available(out, cfg)
+
+
+def only_available(runs_, cfg):
+    """With ``--plot-only --available``, the runs that have a saved results file (so one
+    call can draw a grid that was run in parts of different widths)."""
+    if not (cfg.plot_only and getattr(cfg, "available", False)):
+        return runs_
+    where = common.results_dir(sys.modules[__name__], cfg)
+    kept = [r for r in runs_ if (where / f"{r.name}.csv").exists()]
+    if not kept:
+        raise common.EntryError(f"--available: no saved results in {where}")
+    return kept
 
 
 # ---------------------------------------------------------------------------- results
@@ -517,10 +531,11 @@ def plot(df, cfg):
                     if not len(f_rows):
                         continue
                     spec = f_rows.compressor.iloc[0]
+                    fin = final[(final.dataset == ds) & (final.p == p) & (final.server == server)]
                     plotting.band_plot(ax, f_rows, metric, "family", x="bits",
                                        palette=[colors[fam]],
                                        linestyle="--" if fam == "full" else "-",
-                                       label=lambda _, s=spec: setting_label(s))
+                                       label=lambda _, s=spec, f=fin: _diverged_label(s, f))
                 log_x(ax)
                 ax.set_xlabel("uplink bits per client (cumulative)")
                 ax.set_ylabel("train loss" if metric == "train_loss" else "test accuracy")

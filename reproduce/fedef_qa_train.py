@@ -97,9 +97,11 @@ def plot(df, cfg):
     for ax, spec in zip(axes[0], specs):
         sub = df[df.compressor == spec]
         present = sorted(sub.dataset.unique())
+        sizes = {d: (int(sub[sub.dataset == d].n.iloc[0]), int(sub[sub.dataset == d].m.iloc[0]))
+                 for d in present}
         plotting.band_plot(ax, sub, "qA2", "dataset", palette=[colors.get(d, "k") for d in present],
-                           label=lambda d: f"{DATASET_LABEL.get(d, d)} (n={int(sub[sub.dataset == d].n.iloc[0])}"
-                                           f", m={int(sub[sub.dataset == d].m.iloc[0])})")
+                           label=lambda d: f"{DATASET_LABEL.get(d, d)} (n={sizes[d][0]}, "
+                                           f"m={sizes[d][1]})")
         ax.axhline(1.0, color="k", lw=0.8, ls="--")
         ax.set(ylim=(0, 1.1), ylabel="q_A^2 of the round", title=_label(spec))
         ax.legend(fontsize=8)

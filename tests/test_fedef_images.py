@@ -8,7 +8,6 @@ import pickle
 
 import numpy as np
 import pandas as pd
-import pytest
 import torch
 
 from reproduce import common, fedef_cifar, fedef_images, fedef_qa_train
@@ -200,7 +199,8 @@ def test_images_tiny_entry(tmp_path, capsys):
     _figures(figs, ["fedef_fig2", "fedef_fig10", "fedef_fig4"])
     meta = _records(out, "fedef_images")
     assert {m["run"] for m in meta} == {"mnist_p0.5_sgd_full", "mnist_p0.5_sgd_topk-0.01"}
-    assert meta[0]["problem"]["local_steps"] is None and set(meta[0]["problem"]["client_sizes"]) <= {64, 65}
+    problem = meta[0]["problem"]
+    assert problem["local_steps"] is None and set(problem["client_sizes"]) <= {64, 65}
     assert "**Table 2: p = 0.5, Fed-EF-SGD**" in printed
     assert "Table 2" in (out / "fedef_images" / "tables.md").read_text()
     assert fedef_images.DOCS_START in (tmp_path / "r.md").read_text()
@@ -208,6 +208,10 @@ def test_images_tiny_entry(tmp_path, capsys):
     cfg = common.parse_config(fedef_images, argv[:-2] + ["--compressors", "topk-0.01",
                                                         "--plot-only"])
     assert set(common.execute(fedef_images, cfg).compressor) == {"topk-0.01"}
+    # --available draws what a wider grid has on disk instead of refusing
+    cfg = common.parse_config(fedef_images, argv[:-2] + ["--compressors", "full,sign,topk-0.01",
+                                                        "--plot-only", "--available"])
+    assert set(common.execute(fedef_images, cfg).compressor) == {"full", "topk-0.01"}
 
 
 def test_qa_train_tiny_entry(tmp_path, capsys):
