@@ -340,7 +340,11 @@ def select(final: pd.DataFrame, tol: float = SELECT_TOL) -> pd.DataFrame:
                     row = ok.sort_values(["bits", "acc"], ascending=[True, False]).iloc[0].copy()
                     row["rule"] = "matches FP"
                 else:
-                    row = sub.sort_values(["acc", "bits"], ascending=[False, True]).iloc[0].copy()
+                    late = sub["diverged_at"] if "diverged_at" in sub else math.nan
+                    late = pd.Series(late, index=sub.index).fillna(np.inf)
+                    row = sub.assign(_late=late).sort_values(
+                        ["acc", "_late", "bits"], ascending=[False, False, True]).iloc[0].copy()
+                    row = row.drop("_late")
                     row["rule"] = "diverged" if math.isnan(row.acc) else "best, below FP"
             row["fp_acc"] = fp_acc
             chosen.append(row)
@@ -468,6 +472,15 @@ def _family_panel(ax, sub, metric, fam, x="round", logx=False, rounds=None):
         log_x(ax)
 
 
+def clip_loss(ax, df):
+    """Cap a train-loss axis at 1.3x the initial loss, so that a diverging run does not
+    flatten the others (its legend entry says it diverged)."""
+    start = df[(df.metric == "train_loss") & (df["round"] == 0)].value
+    if len(start) and np.isfinite(start).all():
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(max(0.0, lo), min(hi, 1.3 * float(start.mean())))
+
+
 def log_x(ax):
     """A log x axis with plain-text tick labels (mathtext labels are slow to lay out)."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
@@ -502,6 +515,8 @@ def plot(df, cfg):
                     ax.set_title(f"{SERVER_LABEL[server]}: {FAMILY_LABEL[fam]}"
                                  f"{' (no EF)' if fam == 'stoc' else ''}", fontsize=10)
                     ax.set_ylabel(ylabel)
+                    if metric == "train_loss":
+                        clip_loss(ax, sub)
                     ax.legend(fontsize=7)
             num = figs.get((ds, float(p)))
             fig.suptitle(f"{'Fig. ' + str(num) + ': ' if num else ''}{DATASET_LABEL[ds]} CNN "
@@ -537,6 +552,8 @@ def plot(df, cfg):
                                        linestyle="--" if fam == "full" else "-",
                                        label=lambda _, s=spec, f=fin: _diverged_label(s, f))
                 log_x(ax)
+                if metric == "train_loss":
+                    clip_loss(ax, sub[sub.dataset == ds])
                 ax.set_xlabel("uplink bits per client (cumulative)")
                 ax.set_ylabel("train loss" if metric == "train_loss" else "test accuracy")
                 ax.set_title(f"{SERVER_LABEL[server]}: {DATASET_LABEL[ds]}", fontsize=10)
@@ -594,13 +611,18 @@ def check(df, cfg):
                          f"{'a divergence' if worst == -np.inf else f'{worst:+.2f}'})")
         for fam in ("topk", "hvsign", "stoc"):
             sub = grp[grp.family == fam].sort_values("bits")
-            if len(sub) >= 2:
+            if len(sub) >= 2 and not sub.acc.isna().all():
                 acc = sub.acc.fillna(-np.inf)   # a diverged setting counts as the worst
                 mono = acc.iloc[0] <= acc.iloc[-1] + 1e-9
-                lines.append(f"  {FAMILY_LABEL[fam]}: accuracy at the heaviest compression "
-                             f"{sub.acc.iloc[0]:.2f} vs the lightest {sub.acc.iloc[-1]:.2f} -> "
-                             f"{'shows' if mono else 'does NOT show'} accuracy falling with "
-                             f"compression (E7)")
+
+                def show(r):
+                    return (f"diverged at round {int(r.diverged_at)}" if r.diverged
+                            else f"{r.acc:.2f}")
+                lines.append(f"  {FAMILY_LABEL[fam]}: heaviest compression "
+                             f"({setting_label(sub.compressor.iloc[0])}) {show(sub.iloc[0])} vs "
+                             f"lightest ({setting_label(sub.compressor.iloc[-1])}) "
+                             f"{show(sub.iloc[-1])} -> {'shows' if mono else 'does NOT show'} "
+                             f"accuracy falling with compression (E7)")
     for (ds, p), grp in chosen[chosen.server == "ams"].groupby(["dataset", "p"]):
         if float(p) != 0.1:
             continue

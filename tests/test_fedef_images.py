@@ -8,6 +8,7 @@ import pickle
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 
 from reproduce import common, fedef_cifar, fedef_images, fedef_qa_train
@@ -148,6 +149,43 @@ def test_selection_rule_picks_highest_matching_compression_else_best():
     ams = fedef_images.select(other)
     ams = ams[ams.server == "ams"].set_index("family")
     assert ams.loc["topk", "compressor"] == "topk-0.001"
+    # a diverged setting (no final accuracy) never matches; if all diverged, the latest is shown
+    div = _final([("fmnist", 0.5, "ams", "full", 70.0, 3200),
+                  ("fmnist", 0.5, "ams", "topk-0.001", np.nan, 3),
+                  ("fmnist", 0.5, "ams", "topk-0.01", 60.0, 32),
+                  ("fmnist", 0.5, "ams", "hvsign-0.01", np.nan, 1),
+                  ("fmnist", 0.5, "ams", "hvsign-0.1", np.nan, 10)])
+    div["diverged"] = div.acc.isna().astype(int)
+    div["diverged_at"] = [np.nan, 13, np.nan, 9, 14]
+    sel = fedef_images.select(div).set_index("family")
+    assert (sel.loc["topk", "compressor"], sel.loc["topk", "rule"]) == ("topk-0.01",
+                                                                       "best, below FP")
+    assert (sel.loc["hvsign", "compressor"], sel.loc["hvsign", "rule"]) == ("hvsign-0.1",
+                                                                           "diverged")
+    assert "diverged (1/3 seeds, round 14)" in fedef_images.tables_markdown(
+        div.assign(seeds=3))
+
+
+def test_finals_marks_runs_that_stopped_or_went_non_finite():
+    rows = []
+    for comp, last, nan_at in (("full", 4, None), ("sign", 2, None), ("topk-0.01", 4, 4)):
+        for t in range(0, last + 1):
+            loss = np.nan if nan_at is not None and t >= nan_at else 2.0 - 0.1 * t
+            rows += [dict(metric="train_loss", value=loss), dict(metric="test_acc", value=0.1 * t)]
+            rows[-2].update(round=t)
+            rows[-1].update(round=t)
+            if t:
+                rows.append(dict(metric="bits_up", value=100.0 * t, round=t))
+        for r in rows:
+            r.setdefault("compressor", comp)
+    df = pd.DataFrame(rows).assign(dataset="fmnist", p=0.5, server="sgd", seed=0)
+    df["family"] = df.compressor.map(fedef_images.family)
+    df["param"] = df.compressor.map(fedef_images.param_of)
+    fin = fedef_images.finals(df, rounds=4).set_index("compressor")
+    assert fin.loc["full", "diverged"] == 0 and fin.loc["full", "acc"] == pytest.approx(40.0)
+    assert fin.loc["sign", "diverged"] == 1 and fin.loc["sign", "diverged_at"] == 2
+    assert fin.loc["topk-0.01", "diverged_at"] == 4 and np.isnan(fin.loc["topk-0.01", "acc"])
+    assert fin.bits.tolist() == [100.0] * 3          # per round, not cumulative
 
 
 def test_tables_markdown_and_docs_block(tmp_path):
