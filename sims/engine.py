@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +24,7 @@ import torch
 
 from . import _malloc
 from .algorithms.base import RoundContext
+from .batching import start_minus
 from .participation import Participation
 
 
@@ -68,7 +70,11 @@ class RunOutput:
 class RoundView:
     """What an observer sees after round ``t`` (``t`` rounds done): the problem, the
     algorithm, the server state (``server["theta"]`` is ``[R, d]``), the per-client state
-    ``[R, n, ...]``, the round's draws per replica, and each client's last round."""
+    ``[R, n, ...]``, the round's draws per replica, each client's last round (``[R, n]``,
+    this round's participants already set to ``t - 1``), ``last_round_before`` (the same as
+    it was before this round's update) and ``server_metrics`` (what ``server_step`` returned
+    this round). At ``t = 0`` (observers with ``at_start = True``): no draws, both
+    last-round tensors all -1, no server metrics."""
     t: int
     problem: object
     algorithm: object
@@ -77,6 +83,8 @@ class RoundView:
     draws: list
     last_round: torch.Tensor
     seeds: list
+    server_metrics: dict = field(default_factory=dict)
+    last_round_before: torch.Tensor | None = None
 
 
 class _Curves:
@@ -125,11 +133,16 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
     """Run ``rounds`` rounds of ``algorithm`` on ``problem`` for every seed, batched.
 
     With ``fused`` (default), plain local SGD on a problem that offers ``local_sgd`` runs
-    gradient and update fused (:func:`sims.problems.linear_stack.linear_stack_sgd`);
+    gradient and update fused (:func:`sims.problems.linear_stack.linear_stack_sgd_delta`);
     ``fused=False`` always steps through ``stoch_grad`` and the algorithm's ``local_step``.
     ``observers`` are callables ``obs(view: RoundView) -> dict[name, values[R]]`` run every
-    ``obs.every`` rounds (default 1) and after the last; their values become metrics (an
-    observer that is not passed costs nothing).
+    ``obs.every`` rounds (default 1) and after the last, and once at ``t = 0`` before the
+    first round when ``obs.at_start`` is true (default false); their values become metrics
+    (an observer that is not passed costs nothing).
+    An algorithm with ``needs_round_gradient`` gets each replica's mean full local gradient
+    of the round's participants before the broadcast (``round_gradient`` hook), one with
+    ``needs_anchor_grad`` each step's minibatch gradient at the start model as well
+    (:mod:`sims.algorithms.base`).
     Participants run in chunks of at most ``max_batch`` clients (default: as many as keep a
     ``[chunk, d]`` tensor under 32 MiB, see :mod:`sims._malloc`).
     The server models are evaluated every ``eval_every`` rounds and after the last one
@@ -164,6 +177,11 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
 
     if eval_every:
         evaluate(0)
+    for obs in observers:
+        if getattr(obs, "at_start", False):
+            with torch.no_grad():
+                curves.add(0, obs(RoundView(0, problem, algorithm, server, cstate, [],
+                                            last_round, seeds, {}, last_round.clone())))
     for t in range(rounds):
         draws = [draw_round(problem, participation, algorithm.needs_uniforms, s, t) for s in seeds]
         rep_np = np.concatenate([np.full(len(dr.clients), r) for r, dr in enumerate(draws)])
@@ -173,6 +191,11 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
         for r, dr in enumerate(draws):
             participants[r].append(dr.clients)
         sums: dict[str, torch.Tensor] = {}
+        if getattr(algorithm, "needs_round_gradient", False):
+            mean_grad = _round_gradient(problem, server["theta"], rep_np, cli_np, counts, R,
+                                        max_batch)
+            server = algorithm.round_gradient(server, mean_grad,
+                                              torch.as_tensor(counts > 0, device=device))
         bcast = algorithm.broadcast(server)
         for lo in range(0, len(cli_np), max_batch):
             hi = min(lo + max_batch, len(cli_np))
@@ -184,6 +207,7 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
                 uniforms = torch.as_tensor(u, device=device, dtype=dtype)
             ctx = RoundContext(t, layout, rep, cli, last_round[rep, cli], uniforms)
             _run_clients(problem, algorithm, bcast, cstate, payloads[lo:hi], ctx, sums, R, fused)
+        last_before = last_round.clone() if observers else None
         for r in range(R):
             last = last_round[r, torch.as_tensor(draws[r].clients, device=device)]
             stale = (t - last[last >= 0]).cpu().numpy()
@@ -212,7 +236,8 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
             if (t + 1) % getattr(obs, "every", 1) == 0 or t + 1 == rounds:
                 with torch.no_grad():
                     curves.add(t + 1, obs(RoundView(t + 1, problem, algorithm, server, cstate,
-                                                    draws, last_round, seeds)))
+                                                    draws, last_round, seeds, extra,
+                                                    last_before)))
         if progress is not None:
             progress(t + 1)
         if all(x is not None for x in diverged_at):
@@ -223,31 +248,73 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
                      server, cstate, time.perf_counter() - started)
 
 
+class _ParticipantRows(Mapping):
+    """The broadcast gathered per participant (``bcast[k][rep]``), each entry on first use:
+    a fused plain-SGD chunk never reads the gathered server model, so it is never built."""
+
+    def __init__(self, bcast: dict, rep: torch.Tensor):
+        self._bcast, self._rep, self._rows = bcast, rep, {}
+
+    def __getitem__(self, key):
+        if key not in self._rows:
+            self._rows[key] = self._bcast[key].index_select(0, self._rep)
+        return self._rows[key]
+
+    def __iter__(self):
+        return iter(self._bcast)
+
+    def __len__(self):
+        return len(self._bcast)
+
+
+def _fused_delta(problem, server_theta, rep, cli, payload, lr):
+    """``theta_start - theta_end`` of all local steps of plain SGD fused with the gradient,
+    when the problem offers it: ``local_sgd_delta`` works from the server models directly,
+    ``local_sgd`` from gathered copies; None when the problem has neither (or declines)."""
+    if hasattr(problem, "local_sgd_delta"):
+        delta = problem.local_sgd_delta(server_theta, rep, cli, payload, lr)
+        if delta is not None:
+            return delta
+    if hasattr(problem, "local_sgd"):
+        end = problem.local_sgd(server_theta.index_select(0, rep), cli, payload, lr)
+        if end is not None:
+            return start_minus(server_theta, rep, end, out=end)
+    return None
+
+
 def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext, sums, R,
                  fused=True):
     """Local training and messages of one chunk of participants, summed per replica."""
     rep, cli = ctx.replica, ctx.clients
     device, dtype = rep.device, bcast["theta"].dtype
-    b_cast = {k: v[rep] for k, v in bcast.items()}
-    c_state = {k: v[rep, cli] for k, v in cstate.items()}
+    b_cast = _ParticipantRows(bcast, rep)
+    slot = rep * problem.n_clients + cli          # row of (replica, client) in [R * n, ...]
+    c_state = {k: v.flatten(0, 1).index_select(0, slot) for k, v in cstate.items()}
     payload, step_mask = _stack_payloads(problem, payloads, device, dtype)
-    theta_start = b_cast["theta"]
     lstate = algorithm.local_start(b_cast, c_state, ctx)
     lr = algorithm.plain_local_sgd() if fused else None
-    fused_end = None
-    if lr is not None and hasattr(problem, "local_sgd"):
-        with torch.no_grad():
-            fused_end = problem.local_sgd(theta_start, cli, payload, lr)
-    theta = theta_start.clone() if fused_end is None else fused_end
     with torch.no_grad():
-        for k in range(payload.shape[1] if fused_end is None else 0):
-            mask = step_mask[:, k]
-            g = problem.stoch_grad(theta, cli, payload[:, k])
-            theta, lstate = algorithm.local_step(theta, g, lstate, b_cast, c_state,
-                                                 None if bool(mask.all()) else mask, ctx)
-        msg, c_new, aux = algorithm.client_message(theta_start - theta, lstate, c_state, ctx)
+        delta = None if lr is None else _fused_delta(problem, bcast["theta"], rep, cli,
+                                                     payload, lr)
+        if delta is None:
+            # this chunk's own copies of the server models (b_cast["theta"] stays as it is)
+            theta = bcast["theta"].index_select(0, rep)
+            for k in range(payload.shape[1]):
+                mask = step_mask[:, k]
+                g = problem.stoch_grad(theta, cli, payload[:, k])
+                if getattr(algorithm, "needs_anchor_grad", False):   # same minibatch at the start
+                    ctx.extra["anchor_grad"] = problem.stoch_grad(b_cast["theta"], cli,
+                                                                  payload[:, k])
+                theta, lstate = algorithm.local_step(theta, g, lstate, b_cast, c_state,
+                                                     None if bool(mask.all()) else mask, ctx)
+            delta = start_minus(bcast["theta"], rep, theta)
+        msg, c_new, aux = algorithm.client_message(delta, lstate, c_state, ctx)
     for k, v in c_new.items():
-        cstate[k][rep, cli] = v
+        rows = cstate[k].flatten(0, 1)
+        if v.shape == (len(slot), *rows.shape[1:]) and v.dtype == rows.dtype:
+            rows.index_copy_(0, slot, v)
+        else:                                       # a broadcastable value
+            cstate[k][rep, cli] = v
     # Per-replica sums. A one-hot product is much faster than index_add_ for few replicas
     # (index_add_ costs ~1 ms even on tiny float64 tensors); many replicas use index_add_.
     onehot = (torch.nn.functional.one_hot(rep, R).T.to(msg.dtype) if R <= 64 else None)
@@ -258,3 +325,25 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
             sums[k] += (onehot @ v.reshape(len(v), -1)).view_as(sums[k])
         else:
             sums[k].index_add_(0, rep, v)
+
+
+def _round_gradient(problem, theta, rep_np, cli_np, counts, R, max_batch):
+    """Each replica's mean over its participants of the full local gradient at its server
+    model ``theta[R, d]`` (``problem.full_grad``), in chunks of ``max_batch`` participants
+    like the local training; ``[R, d]``, 0 for a replica without participants."""
+    if not hasattr(problem, "full_grad"):
+        raise ValueError(f"{type(problem).__name__} has no full_grad(theta, clients): the "
+                         "algorithm needs each participant's full local gradient")
+    device = theta.device
+    total = torch.zeros_like(theta)
+    with torch.no_grad():
+        for lo in range(0, len(cli_np), max_batch):
+            rep = torch.as_tensor(rep_np[lo:lo + max_batch], device=device)
+            cli = torch.as_tensor(cli_np[lo:lo + max_batch], device=device)
+            g = problem.full_grad(theta[rep], cli)
+            if R <= 64:      # one-hot product, as for the local training's per-replica sums
+                total += torch.nn.functional.one_hot(rep, R).T.to(g.dtype) @ g
+            else:
+                total.index_add_(0, rep, g)
+    counts_t = torch.as_tensor(counts, device=device, dtype=theta.dtype)
+    return total / counts_t.clamp_min(1).unsqueeze(-1)

@@ -318,11 +318,8 @@ def ref_fedlamb(problem, alg, participation, rounds, seed) -> ReferenceRun:
                         {"vhat": vhat_glob} if alg.vhat != "local" else {}, state)
 
 
-def ref_mimelite(problem, alg, participation, rounds, seed) -> ReferenceRun:
-    """MimeLite / Mime-LAMB (Fed-LAMB spec 1.6): local steps with the frozen server state."""
-    theta = problem.init_theta(seed).clone()
-    s = {"m": torch.zeros_like(theta), "v": torch.zeros_like(theta),
-         "vhat": torch.zeros_like(theta)}
+def _mime_advance(alg):
+    """The base optimizer ``(direction, new state) = U/V(g; s)`` of Mime / MimeLite, plainly."""
     b1, b2 = alg.beta1, alg.beta2
 
     def advance(g, s):
@@ -333,7 +330,18 @@ def ref_mimelite(problem, alg, participation, rounds, seed) -> ReferenceRun:
         vhat = torch.maximum(s["vhat"], v) if alg.base == "amsgrad" else s["vhat"]
         second = vhat if alg.base == "amsgrad" else v
         return m / torch.sqrt(second + alg.eps), {"m": m, "v": v, "vhat": vhat}
+    return advance
 
+
+_MIME_KEPT = {"sgdm": ("m",), "adam": ("m", "v"), "amsgrad": ("m", "v", "vhat")}
+
+
+def ref_mimelite(problem, alg, participation, rounds, seed) -> ReferenceRun:
+    """MimeLite / MimeLite-LAMB (Fed-LAMB spec 1.6): local steps with the frozen server state."""
+    theta = problem.init_theta(seed).clone()
+    s = {"m": torch.zeros_like(theta), "v": torch.zeros_like(theta),
+         "vhat": torch.zeros_like(theta)}
+    advance = _mime_advance(alg)
     hist = _History(problem, theta)
     for t, draw in _rounds(problem, participation, seed, rounds):
         lr = alg.eta_l * alg.lr_decay ** t
@@ -355,8 +363,43 @@ def ref_mimelite(problem, alg, participation, rounds, seed) -> ReferenceRun:
             theta = theta - alg.eta * _mean(deltas)
             _, s = advance(_mean(gxs), s)
         hist.add(theta)
-    kept = {"sgdm": ("m",), "adam": ("m", "v"), "amsgrad": ("m", "v", "vhat")}[alg.base]
-    return ReferenceRun(hist.arrays(), theta, {k: s[k] for k in kept})
+    return ReferenceRun(hist.arrays(), theta, {k: s[k] for k in _MIME_KEPT[alg.base]})
+
+
+def ref_mime(problem, alg, participation, rounds, seed) -> ReferenceRun:
+    """Mime / Mime-LAMB (Karimireddy et al. Alg. 1; Fed-LAMB spec 1.6), one client at a time:
+    ``c`` = mean of the participants' full gradients at ``x``; local steps
+    ``y <- y - lr U(grad f_i(y; z) - grad f_i(x; z) + c; s)`` with ``s`` frozen (the trust
+    ratio per layer for Mime-LAMB); ``x <- x - eta mean(x - y_i)``, ``s <- V(c, s)``."""
+    theta = problem.init_theta(seed).clone()
+    s = {"m": torch.zeros_like(theta), "v": torch.zeros_like(theta),
+         "vhat": torch.zeros_like(theta)}
+    c = torch.zeros_like(theta)
+    advance = _mime_advance(alg)
+    hist = _History(problem, theta)
+    for t, draw in _rounds(problem, participation, seed, rounds):
+        if len(draw.clients) == 0:
+            hist.add(theta)
+            continue
+        lr = alg.eta_l * alg.lr_decay ** t
+        c = _mean([problem.reference_full_grad(theta, int(client))
+                   for client in draw.clients])
+        deltas = []
+        for j, client in enumerate(draw.clients):
+            y = theta.clone()
+            for batch in draw.payloads[j]:
+                g = (problem.reference_grad(y, int(client), batch)
+                     - problem.reference_grad(theta, int(client), batch) + c)
+                u, _ = advance(g, s)                 # frozen: the state is not kept
+                if alg.layerwise:
+                    u = _trust_step(alg, problem.layout, y, u)
+                y = y - lr * u
+            deltas.append(theta - y)
+        theta = theta - alg.eta * _mean(deltas)
+        _, s = advance(c, s)
+        hist.add(theta)
+    return ReferenceRun(hist.arrays(), theta,
+                        {"c": c, **{k: s[k] for k in _MIME_KEPT[alg.base]}})
 
 
 # ------------------------------------------------------------------------------ FedAda2
@@ -493,12 +536,12 @@ def ref_joint_adaptive(problem, alg, participation, rounds, seed) -> ReferenceRu
 def run_reference(problem, alg, participation, rounds: int, seed: int) -> ReferenceRun:
     """The reference run of any algorithm of the three families (by class)."""
     from .algorithms.adaptive import FedOpt
-    from .algorithms.fed_lamb import FedLAMB, MimeLite
+    from .algorithms.fed_lamb import FedLAMB, Mime, MimeLite
     from .algorithms.fedada2 import JointAdaptive
     from .algorithms.fedlada import FedLADA, Scaffold
-    for cls, fn in ((FedLAMB, ref_fedlamb), (MimeLite, ref_mimelite), (FedLADA, ref_fedlada),
-                    (Scaffold, ref_scaffold), (JointAdaptive, ref_joint_adaptive),
-                    (FedOpt, ref_fedopt)):
+    for cls, fn in ((FedLAMB, ref_fedlamb), (Mime, ref_mime), (MimeLite, ref_mimelite),
+                    (FedLADA, ref_fedlada), (Scaffold, ref_scaffold),
+                    (JointAdaptive, ref_joint_adaptive), (FedOpt, ref_fedopt)):
         if isinstance(alg, cls):
             return fn(problem, alg, participation, rounds, seed)
     raise TypeError(f"no sequential reference for {type(alg).__name__}")

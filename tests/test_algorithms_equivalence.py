@@ -4,14 +4,16 @@ final model, every round's train loss and gradient norm, and the server and clie
 reference exposes. Problems: a small heterogeneous quadratic (equal local steps) and the
 784-4-10 MLP on 5 clients of unequal sizes (clients take 2-5 local steps, so the engine's
 step masks matter), under fixed-m and Bernoulli participation (rounds where a replica has no
-participant included)."""
+participant included); Mime and Mime-LAMB (the engine's round-gradient pre-pass and anchor
+gradients) also under full participation and split over engine chunks."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from sims.algorithms.fed_lamb import AdpFed, FedAMS, FedLAMB, MimeLite, MimeLiteLAMB
+from sims.algorithms.fed_lamb import (AdpFed, FedAMS, FedLAMB, Mime, MimeLAMB, MimeLite,
+                                      MimeLiteLAMB)
 from sims.algorithms.fedada2 import (DirectJoint, FedAda2, FedAda2Adam, FedAda2Blend,
                                      FedAdaAdagrad, FedAdaAdam, FedAdaGrad, FedYogi,
                                      JointNoPrecond)
@@ -97,6 +99,9 @@ ALGORITHMS = {
     "mimelite-adam": lambda n: MimeLite(eta_l=0.01, base="adam"),
     "mimelite-sgdm": lambda n: MimeLite(eta_l=0.05, base="sgdm"),
     "mimelite-lamb": lambda n: MimeLiteLAMB(eta_l=0.01, lam=0.1),
+    "mime": lambda n: Mime(eta_l=0.01),
+    "mime-sgdm-eta": lambda n: Mime(eta=0.8, eta_l=0.05, base="sgdm", lr_decay=0.9),
+    "mime-lamb": lambda n: MimeLAMB(eta_l=0.01, lam=0.1),
     # FedAda2 family
     "fedadagrad": lambda n: FedAdaGrad(eta=0.05, eta_l=0.05, beta1=0.5),
     "fedyogi": lambda n: FedYogi(eta=0.05, eta_l=0.05),
@@ -168,7 +173,7 @@ def test_engine_equals_reference_mlp(mlp_small, name):
 
 
 @pytest.mark.parametrize("name", ["fedlada", "scaffold", "fed-lamb", "fedada2", "mimelite",
-                                  "fedadam-cm"])
+                                  "fedadam-cm", "mime", "mime-lamb"])
 def test_engine_equals_reference_bernoulli(quad_small, name):
     """Bernoulli participation: varying numbers of participants, some rounds with none."""
     part = Participation("bernoulli", p=0.25)
@@ -187,3 +192,26 @@ def test_engine_equals_reference_in_chunks(mlp_small):
     assert _rel(chunked.server["theta"], whole.server["theta"]) <= TOL
     ref = run_reference(mlp_small, alg, part, ROUNDS, SEEDS[1])
     assert _rel(chunked.server["c"][1], ref.server["c"]) <= TOL
+
+
+@pytest.mark.parametrize("name", ["mime", "mime-lamb", "mime-sgdm-eta"])
+@pytest.mark.parametrize("problem", ["quad_small", "mlp_small"])
+def test_mime_engine_equals_reference_full_participation(request, problem, name):
+    """Mime's pre-pass (the participants' full gradients at x, averaged into c) and its
+    SVRG-corrected local steps, full participation; the reference exposes c and s."""
+    prob = request.getfixturevalue(problem)
+    out = check(prob, ALGORITHMS[name](prob.n_clients), Participation("full"))
+    assert set(out.server) >= {"theta", "s", "c"}
+
+
+def test_mime_engine_equals_reference_in_chunks(mlp_small):
+    """The round-gradient pre-pass and the local training split over engine chunks."""
+    alg = MimeLAMB(eta_l=0.01, lam=0.1)
+    part = Participation("fixed", m=4)
+    whole = run(mlp_small, alg, part, ROUNDS, SEEDS, eval_test=False)
+    chunked = run(mlp_small, alg, part, ROUNDS, SEEDS, eval_test=False, max_batch=3)
+    for key in ("theta", "c"):
+        assert _rel(chunked.server[key], whole.server[key]) <= TOL
+    ref = run_reference(mlp_small, alg, part, ROUNDS, SEEDS[1])
+    assert _rel(chunked.server["c"][1], ref.server["c"]) <= TOL
+    assert _rel(chunked.server["theta"][1], ref.theta) <= TOL

@@ -373,7 +373,7 @@ def test_communication_and_memory_accounting():
 TUNED = {"fedlada": dict(eta_l=0.1), "localadam": dict(eta_l=0.03),
          "fedadam-cm": dict(eta=0.03, alpha=0.5), "scaffold": dict(n_clients=8),
          "fedadagrad": dict(eta=0.1), "fedyogi": dict(eta=0.1)}
-for _name in ("fed-ams", "fed-lamb", "mimelite", "mimelite-lamb"):
+for _name in ("fed-ams", "fed-lamb", "mimelite", "mimelite-lamb", "mime", "mime-lamb"):
     TUNED[_name] = dict(eta_l=0.03)
 for _name in ("fedada2", "fedada2-adam", "dja", "joint-adaptive", "fedadaadam", "fedada2-blend",
               "fedadaadagrad"):

@@ -58,7 +58,7 @@ def test_fed_ef_variants():
     ("fed-ef-sgd", {"compressor": "topk-x"}, "bad compressor parameter"),
     ("fedadagrad", {"server": "lion"}, "unknown server rule"),
     ("dja", {"server": "sgd"}, "needs an adaptive server"),
-    ("mime", {}, "engine change"),
+    ("mime", {"base": "lion"}, "Mime base must be one of"),
 ])
 def test_registry_errors_are_one_line(name, hyper, text):
     with pytest.raises(AlgorithmError) as exc:
@@ -100,6 +100,25 @@ def test_compare_tiny_writes_results_and_figures(tmp_path, capsys):
     assert row.loc["scaffold", "bits_up_per_round"] == 2 * row.loc["fedavg", "bits_up_per_round"]
     assert (figs / "compare.png").stat().st_size > 0 and (figs / "compare.pdf").exists()
     assert "results:" in capsys.readouterr().out
+
+
+def test_compare_runs_mime(tmp_path):
+    """Mime and Mime-LAMB are registry names the comparison command runs (their bits: the
+    model and the full gradient up, model, optimizer state and c down)."""
+    assert {"mime", "mime-lamb"} <= set(list_algorithms())
+    assert make_algorithm("mime").needs_anchor_grad
+    assert make_algorithm("mime-lamb", lam=0.01).layerwise
+    out = tmp_path / "res"
+    rc = compare.main(["--tiny", "--quiet", "--algorithms", "mime,mime-lamb:eta_l=0.02,mimelite",
+                       "--problem", "quadratic", "--participation", "m=4", "--seeds", "1",
+                       "--out", str(out), "--figures", str(tmp_path / "fig")])
+    assert rc == 0
+    row = pd.read_csv(out / "compare_summary.csv").set_index("algorithm")
+    assert row.loc["mime", "bits_up_per_round"] == row.loc["mimelite", "bits_up_per_round"]
+    record = json.loads((out / "compare_mime.json").read_text())
+    assert record["algorithm"]["name"] == "mime"
+    df = pd.read_csv(out / "compare_mime-lamb_eta_l=0.02.csv")
+    assert df[df.metric == "train_loss"]["value"].notna().all()
 
 
 def test_compare_bits_axis_total(tmp_path):

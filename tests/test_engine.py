@@ -279,3 +279,51 @@ def test_observers_add_metrics_on_their_rounds_only(quad):
     assert out.metrics["theta_norm"].shape == (2, 3)
     plain = run(quad, FedEF(eta=1.0, eta_l=0.05), Participation("full"), 7, [0, 1])
     assert "theta_norm" not in plain.metrics
+
+
+def test_observer_view_at_start_server_metrics_and_last_round_before(quad):
+    """``at_start`` observers also run at t = 0 (no draws, nothing participated yet); the
+    view carries the round's ``server_step`` metrics and ``last_round`` as it was before the
+    round's update beside the updated one."""
+    class Recorder:
+        at_start = True
+        every = 2
+
+        def __init__(self):
+            self.views = []
+
+        def __call__(self, view):
+            self.views.append((view.t, view.draws, view.last_round.clone(),
+                               None if view.last_round_before is None
+                               else view.last_round_before.clone(), dict(view.server_metrics)))
+            return {"theta_norm": view.server["theta"].norm(dim=-1)}
+
+    class EveryRound:
+        def __init__(self):
+            self.before, self.after = [], []
+
+        def __call__(self, view):
+            self.before.append(view.last_round_before.clone())
+            self.after.append(view.last_round.clone())
+            return {}
+
+    rec, every = Recorder(), EveryRound()
+    alg = FedEF(eta=1.0, eta_l=0.05, compressor=TopK(0.2))
+    out = run(quad, alg, Participation("fixed", m=3), 5, [0, 1], observers=[rec, every])
+    assert [v[0] for v in rec.views] == [0, 2, 4, 5]
+    assert list(out.rounds["theta_norm"]) == [0, 2, 4, 5]
+    t0, draws0, last0, before0, metrics0 = rec.views[0]
+    assert draws0 == [] and metrics0 == {}
+    assert (last0 == -1).all() and torch.equal(before0, last0)
+    for t, _, _, _, metrics in rec.views[1:]:
+        assert "qA2" in metrics and metrics["qA2"].shape == (2,)
+    assert (every.before[0] == -1).all()
+    for t in range(5):
+        if t:
+            assert torch.equal(every.before[t], every.after[t - 1])
+        changed = every.after[t] != every.before[t]
+        for r in range(2):
+            ids = np.flatnonzero(changed[r].numpy())
+            assert set(ids) <= set(out.participants[r][t].tolist())
+            assert (every.after[t][r, out.participants[r][t]] == t).all()
+    assert len(every.after) == 5                           # at_start is off by default

@@ -317,6 +317,7 @@ def test_entry_tiny_writes_results_and_figures(tmp_path, capsys):
     assert "fig8_full_n20" in printed and "premise" in printed
     records = sorted((out / "probes").glob("*.json"))
     assert len(records) == 2
-    meta = json.loads((out / "probes" / "quadratic.json").read_text())
+    (quad_record,) = [r for r in records if r.name.startswith("quadratic")]
+    meta = json.loads(quad_record.read_text())
     assert meta["entry"] == "probes" and meta["known_constants"]["L"] == 1.0
     assert meta["probe"]["every"] == 2 and "premise_violations" in meta

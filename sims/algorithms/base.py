@@ -14,12 +14,24 @@ Hooks, in the order the engine calls them each round:
 ``client_state_spec() -> dict[name, "vector" | "scalar"]``
     Persistent per-client state (zeros at start), stored as ``[R, n, d]`` or ``[R, n]``:
     an EF error, a control variate, optimizer moments. Inactive clients' state is untouched.
+``round_gradient(server, mean_grad[R, d], active[R]) -> server``
+    Only when ``needs_round_gradient`` is True (default False): after the round's
+    participants are drawn and before ``broadcast``, the engine computes every participant's
+    full local gradient at the server model ``server["theta"]`` (``problem.full_grad``), in
+    the same chunks as the local training, and passes the mean over each replica's
+    participants (0 for a replica with none, ``active`` False). The algorithm returns the
+    server state to broadcast from (Mime stores ``c`` there). Costs one extra uplink (the
+    gradients) and downlink (``c``) per participant, which the algorithm's bit counts state.
 ``broadcast(server) -> dict``
     What the server sends (at least ``"theta"``); each entry is gathered per participant.
 ``local_start(bcast, cstate, ctx) -> dict``
     Local optimizer state at the start of the round (e.g. moments from the broadcast).
 ``local_step(theta[B, d], grad[B, d], lstate, bcast, cstate, mask[B], ctx) -> (theta, lstate)``
     One local step. The default is the rule in ``self.local_rule`` (plain SGD for Fed-EF).
+    When ``needs_anchor_grad`` is True (default False) the engine also computes the same
+    step's minibatch gradient at the round's start model ``bcast["theta"]`` and passes it as
+    ``ctx.extra["anchor_grad"]`` ``[B, d]`` (Mime's SVRG correction
+    ``grad f_i(y; z) - grad f_i(x; z) + c``); one more gradient per step.
 ``client_message(delta[B, d], lstate, cstate, ctx) -> (message, cstate, aux)``
     What a client sends, given its pseudo-gradient ``delta = theta_start - theta_end``; the
     new persistent state; ``aux``: per-participant tensors the engine sums per replica.
@@ -30,7 +42,8 @@ Hooks, in the order the engine calls them each round:
 
 ``ctx`` is a :class:`RoundContext`. The engine adds ``ctx.last_round`` (the round each
 participant last took part in, ``-1`` if never) so staleness-aware rules (error restarting)
-can use it.
+can use it, and ``ctx.extra["anchor_grad"]`` for ``needs_anchor_grad``. An algorithm with
+either flag never takes the engine's fused local-SGD path (:meth:`Algorithm.plain_local_sgd`).
 """
 from __future__ import annotations
 
@@ -57,6 +70,8 @@ class Algorithm:
 
     name = "algorithm"
     needs_uniforms = False
+    needs_round_gradient = False      # engine calls round_gradient before broadcast
+    needs_anchor_grad = False         # engine puts ctx.extra["anchor_grad"] in local_step
     local_rule = None
 
     def init_server(self, theta0: torch.Tensor) -> dict:
@@ -64,6 +79,11 @@ class Algorithm:
 
     def client_state_spec(self) -> dict[str, str]:
         return {}
+
+    def round_gradient(self, server: dict, mean_grad: torch.Tensor,
+                       active: torch.Tensor) -> dict:
+        raise NotImplementedError(f"{self.name} sets needs_round_gradient but has no "
+                                  "round_gradient hook")
 
     def broadcast(self, server: dict) -> dict:
         return {"theta": server["theta"]}
@@ -93,7 +113,8 @@ class Algorithm:
         from ..optim import SGD
         cls = type(self)
         if (cls.local_step is Algorithm.local_step and cls.local_start is Algorithm.local_start
-                and type(self.local_rule) is SGD):
+                and type(self.local_rule) is SGD and not self.needs_anchor_grad
+                and not self.needs_round_gradient):
             return self.local_rule.lr
         return None
 

@@ -11,6 +11,8 @@ UAI supplement (Alg. 1 = Adp-Fed). Conventions (pseudo-gradient sign, aggregatio
 * :class:`AdpFed` -- SUPP Alg. 1: local SGD, server Adam (FedAdam of Reddi et al.).
 * :class:`MimeLite` / :class:`MimeLiteLAMB` -- Mime without the SVRG correction, with the
   AMSGrad base optimizer, and its layer-wise (LAMB) variant (spec 1.6, [EXT] + [OURS]).
+* :class:`Mime` / :class:`MimeLAMB` -- full Mime (SVRG-corrected local steps, server
+  statistics from the full-batch gradients) and Mime-LAMB, the paper's "proposed" variant.
 
 Decisions on the spec's ambiguities (section 1.2 choices (a)-(g) and section 5), each with
 an option for the other reading:
@@ -228,11 +230,9 @@ class MimeLite(Algorithm):
     Server: ``x <- x - eta mean(delta)`` (``eta = 1``: the average of the local models) and
     ``s <- V(c, s)`` with ``c`` the mean gradient at ``x``.
 
-    Full Mime adds the SVRG correction ``g = grad f_i(y; z) - grad f_i(x; z) + c`` to every
-    local step. That needs each step's minibatch gradient at a second point ``x`` and ``c``
-    before the local work starts (a first pass over the round's participants); the engine's
-    hooks see only the gradient at the local iterate, so it is not offered (the engine change
-    it needs is described in the registry module). Mime's LR grid (Table 1) equals Fed-AMS's.
+    Full Mime (:class:`Mime`) adds the SVRG correction ``g = grad f_i(y; z) - grad f_i(x; z)
+    + c`` to every local step and builds ``s`` from the full-batch gradients. Mime's LR grid
+    (Table 1) equals Fed-AMS's.
     """
     name = "mimelite"
     layerwise = False
@@ -327,5 +327,107 @@ class MimeLiteLAMB(MimeLite):
     whose base direction (AMSGrad with the frozen server state) goes through Fed-LAMB's
     layer-wise normalisation (MAIN Alg. 2 line 13). LR grid (Table 1) equals Fed-LAMB's."""
     name = "mimelite-lamb"
+    layerwise = True
+    eta_l: float = 0.01
+
+
+@dataclass
+class Mime(MimeLite):
+    """Mime (Karimireddy et al., arXiv 2008.03606, Alg. 1; Fed-LAMB spec 1.6 [EXT]) with the
+    AMSGrad base optimizer of :class:`MimeLite` (``base="adam"`` / ``"sgdm"`` as options).
+
+    Round ``t``, server model ``x``, base-optimizer state ``s`` (AMSGrad ``m, v, vhat``),
+    participants ``S``, ``lr = eta_l lr_decay^t``::
+
+        c = (1/|S|) sum_{i in S} grad f_i(x)          full-batch client gradients at x
+        client i:  y = x
+                   for each local minibatch z:
+                       g = grad f_i(y; z) - grad f_i(x; z) + c          (SVRG correction)
+                       y = y - lr U(g; s)         s frozen (U as in MimeLite)
+                   send delta_i = x - y
+        server:    x <- x - eta mean_i delta_i    (eta = 1: the average of the y_i)
+                   s <- V(c, s)                   statistics from c only, never from deltas
+
+    Engine hooks: ``needs_round_gradient`` (the engine computes ``grad f_i(x)`` for every
+    participant before the broadcast and passes the per-replica mean to
+    :meth:`round_gradient`, which stores it as ``server["c"]`` and so broadcasts it) and
+    ``needs_anchor_grad`` (each step also gets ``grad f_i(x; z)`` on the same minibatch as
+    ``ctx.extra["anchor_grad"]``). With one local step ``g = c`` exactly (``y = x``), so the
+    first step of every client is the centralized base-optimizer step on ``c``.
+
+    Decisions (the paper and the spec leave them open; options where cheap):
+
+    * ``grad f_i`` is the client's full local gradient (``problem.full_grad``: the
+      quadratic's exact gradient, a network's mean loss over the client's whole data) and
+      ``c`` is the *unweighted* mean over the round's participants, as every aggregate here
+      (``f = (1/n) sum f_i``); FedJAX weights clients by their number of examples (not
+      offered). A replica with no participant in a round keeps ``x``, ``s`` and its last ``c``.
+    * ``s`` is updated *after* the local work with the round's ``c`` (the clients of round
+      ``t`` use ``s_t``), as in MimeLite; the model update is the plain average of the local
+      models (``eta = 1``), ``eta != 1`` scales it (server LR).
+    * The correction enters the base optimizer (``U(g; s)``); the frozen ``s`` is never
+      advanced locally.
+    * Models with dropout draw independent masks for ``grad f_i(y; z)`` and ``grad f_i(x; z)``
+      (the correction is then not exact at ``y = x``); the papers' test models use none.
+
+    Communication: up, the local model (delta) and ``grad f_i(x)`` (2d, in two phases: the
+    gradient before local work, the model after); down, ``x``, the optimizer state ``s`` and
+    ``c`` (``(2 + |s|) d``: 5d with AMSGrad). Client memory: ``y``, ``x``, ``c`` and ``s``.
+    """
+    name = "mime"
+    needs_round_gradient = True
+    needs_anchor_grad = True
+
+    def init_server(self, theta0):
+        server = super().init_server(theta0)
+        server["c"] = torch.zeros_like(theta0)
+        return server
+
+    def round_gradient(self, server, mean_grad, active):
+        return {**server, "c": masked_rows(active, mean_grad, server["c"])}
+
+    def broadcast(self, server):
+        return {**super().broadcast(server), "c": server["c"]}
+
+    def local_start(self, bcast, cstate, ctx):
+        return {}
+
+    def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
+        frozen = {k[2:]: v for k, v in bcast.items() if k.startswith("s_")}
+        g = grad - ctx.extra["anchor_grad"] + bcast["c"]
+        u, _ = self._advance(g, frozen)
+        if self.trust is not None:
+            u = self.trust(theta, u, ctx.layout, layer_seg(ctx.layout, theta))
+        return _masked(mask, theta - lr * u, theta), lstate
+
+    def client_message(self, delta, lstate, cstate, ctx):
+        return delta, cstate, {}
+
+    def server_step(self, server, mean_message, sums, active, ctx):
+        _, s = self._advance(server["c"], server["s"])
+        new = {"theta": masked_rows(active, server["theta"] - self.eta * mean_message,
+                                    server["theta"]),
+               "s": {k: masked_rows(active, v, server["s"][k]) for k, v in s.items()},
+               "c": server["c"]}
+        return new, {}
+
+    def downlink_bits(self, layout):
+        return bits(layout, 2 + self.state_vectors)        # model, optimizer state and c
+
+    def client_memory(self, layout) -> int:
+        """The local model, the anchor ``x``, ``c`` and the frozen server state."""
+        return layout.d * (3 + self.state_vectors)
+
+
+@dataclass
+class MimeLAMB(Mime):
+    """Mime-LAMB (SUPP Fig. 1, "proposed"; no pseudo-code in either file): [OURS] full
+    :class:`Mime` whose base direction ``U(g; s)`` (AMSGrad with the frozen server state, on
+    the SVRG-corrected ``g``) goes through Fed-LAMB's layer-wise normalisation (MAIN Alg. 2
+    line 13, the rule of :class:`MimeLiteLAMB`): ``theta_l <- theta_l - lr phi(||theta_l||)
+    (u_l + lam theta_l) / ||u_l + lam theta_l||``. The server statistics are those of Mime
+    (``V(c, s)``, no trust ratio). LR grid (Table 1) equals Fed-LAMB's."""
+    name = "mime-lamb"
     layerwise = True
     eta_l: float = 0.01

@@ -8,7 +8,10 @@ Names (``list_algorithms()`` prints them with their papers):
   Fed-LAMB's Fed-SGD). ``compressor`` is a :func:`sims.compress.make_compressor` spec
   (``"topk-0.01"``, ``"sign"``, ``"hvsign-0.1"``, ``"stoc-2"``, ``"full"``) and ``scope``
   its block (``"layer"`` or ``"model"``).
-* Fed-LAMB family: ``fed-ams``, ``fed-lamb``, ``adp-fed``, ``mimelite``, ``mimelite-lamb``.
+* Fed-LAMB family: ``fed-ams``, ``fed-lamb``, ``adp-fed``, ``mimelite``, ``mimelite-lamb``,
+  ``mime`` and ``mime-lamb`` (full Mime with the SVRG correction, and its layer-wise
+  variant; they use the engine's ``needs_round_gradient`` / ``needs_anchor_grad`` hooks, so
+  the problem must offer ``full_grad``, and cost one more gradient per local step).
 * FedLADA family: ``fedavg``, ``fedprox``, ``scaffold`` (``alpha`` scales the correction,
   Eq. 26), ``fedcm``, ``fedadam``, ``fedadam-cm`` (FedAdam(*)), ``fedlada``, ``localadam``.
 * FedAda2 family: ``fedadagrad``, ``fedyogi`` (and ``fedadam``), ``fedada2``,
@@ -18,16 +21,6 @@ Names (``list_algorithms()`` prints them with their papers):
 Name clash: Fed-EF's paper calls uncompressed Fed-EF-AMS "Fed-AMS" (server AMSGrad); here
 ``fed-ams`` is Fed-LAMB's Fed-AMS (local AMSGrad), and the server-AMSGrad rule without
 compression is ``fed-ef-ams`` with ``compressor="full"`` (error feedback is then a no-op).
-
-Mime with its SVRG correction (``mime``, ``mime-lamb``) is refused with a one-line error: the
-engine's hooks cannot express it. The minimal engine change it needs, in ``sims.engine``:
-(1) in ``_run_clients``, put ``ctx.extra["grad_at"] = lambda pts: problem.stoch_grad(pts, cli,
-payload[:, k])`` in the context passed to ``local_step`` (the current minibatch's gradient at
-another point, here the server model ``x``); (2) an optional pre-pass: when
-``algorithm.needs_round_gradient`` is true, before local training compute every participant's
-gradient at ``bcast["theta"]`` (on its first minibatch, or its full data), take the
-per-replica mean over all chunks, and put it in the broadcast as ``bcast["c"]`` gathered per
-participant. With both, ``local_step`` can form ``g(y) - grad_at(x) + c``.
 """
 from __future__ import annotations
 
@@ -37,7 +30,7 @@ import inspect
 from ..compress import CompressorError, make_compressor
 from ..optim import OptimizerError
 from .fed_ef import FedEF
-from .fed_lamb import AdpFed, FedAMS, FedLAMB, MimeLite, MimeLiteLAMB
+from .fed_lamb import AdpFed, FedAMS, FedLAMB, Mime, MimeLAMB, MimeLite, MimeLiteLAMB
 from .fedada2 import (DirectJoint, FedAda2, FedAda2Adam, FedAda2Blend, FedAdaAdagrad,
                       FedAdaAdam, FedAdaGrad, FedYogi, JointNoPrecond)
 from .fedlada import (FedAdam, FedAdamCM, FedAvg, FedCM, FedLADA, FedProx, LocalAdam,
@@ -73,7 +66,9 @@ ALGORITHMS = {
     "fed-lamb": (FedLAMB, "Fed-LAMB MAIN Alg. 2"),
     "adp-fed": (AdpFed, "Fed-LAMB SUPP Alg. 1 (local SGD, server Adam)"),
     "mimelite": (MimeLite, "MimeLite with an AMSGrad base (Fed-LAMB baseline)"),
-    "mimelite-lamb": (MimeLiteLAMB, "Mime-LAMB (MimeLite + layer-wise trust ratio)"),
+    "mimelite-lamb": (MimeLiteLAMB, "MimeLite + layer-wise trust ratio (Mime-LAMB, no SVRG)"),
+    "mime": (Mime, "Mime (SVRG-corrected local steps, frozen server AMSGrad state)"),
+    "mime-lamb": (MimeLAMB, "Mime-LAMB (Mime + layer-wise trust ratio)"),
     # FedLADA (Sun et al.)
     "fedavg": (FedAvg, "FedAvg"),
     "fedprox": (FedProx, "FedProx"),
@@ -95,12 +90,7 @@ ALGORITHMS = {
     "fedada2-blend": (FedAda2Blend, "FedAda2 Alg. 5 (blended client optimizers)"),
 }
 
-UNAVAILABLE = {
-    "mime": "Mime's SVRG correction needs the engine change described in "
-            "sims.algorithms.registry; use 'mimelite'",
-    "mime-lamb": "Mime-LAMB's SVRG correction needs the engine change described in "
-                 "sims.algorithms.registry; use 'mimelite-lamb'",
-}
+UNAVAILABLE: dict[str, str] = {}   # names refused with a one-line reason (none at present)
 
 
 def canonical(name: str) -> str:

@@ -11,6 +11,13 @@ A problem answers four questions, all batched over a leading axis:
   (the sequential reference path);
 * ``evaluate(theta[R, d])`` -- metrics of server models: train loss, squared norm of the
   full gradient of the global objective, test loss and accuracy where they exist.
+
+Optional, for algorithms that need the full local gradient (Mime's ``c``; the engine's
+``needs_round_gradient`` hook) and for the probes:
+
+* ``full_grad(theta[B, d], clients[B])`` -- each row's full local gradient ``grad f_i``
+  (the quadratic's exact gradient; a neural problem's mean loss over the client's data);
+* ``reference_full_grad(theta[d], client)`` -- the same for one client, written plainly.
 """
 from .neural import NeuralProblem  # noqa: F401
 from .quadratic import NoiseLaw, QuadraticProblem  # noqa: F401

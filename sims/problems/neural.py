@@ -17,7 +17,7 @@ from torch.func import functional_call, grad, vmap
 
 from ..params import ParamLayout
 from .linear_stack import (is_linear_stack, linear_stack_grad, linear_stack_logits,
-                           linear_stack_sgd)
+                           linear_stack_sgd_, linear_stack_sgd_delta)
 
 
 class NeuralProblem:
@@ -58,6 +58,12 @@ class NeuralProblem:
             self.eval_weights = np.concatenate([np.full(len(p), 1.0 / (self.n_clients * len(p)))
                                                 for p in self.parts])
         self.eval_index = torch.as_tensor(population, device=self.device)
+        # Widths that are a property of the problem, never of a chunk of clients, so a
+        # client's arithmetic (and its rounding) does not depend on who it is batched with:
+        # the widest minibatch any client takes, and the most local steps any client takes.
+        self.batch_width = (batch_size if local_steps is not None else
+                            min(batch_size, max(len(p) for p in self.parts)))
+        self.max_steps = max(self.steps_for(c) for c in range(self.n_clients))
         self._batched_grad = vmap(grad(self._loss), randomness="different")
         self.fast_path = fast_path and is_linear_stack(self.model)
         self._eval_grad = vmap(grad(self._sum_loss, has_aux=True), in_dims=(0, None, None, None))
@@ -111,29 +117,90 @@ class NeuralProblem:
     # ----------------------------------------------------------------- batched path
     def stoch_grad(self, theta: torch.Tensor, clients: torch.Tensor, payload: torch.Tensor):
         """Minibatch gradients ``[B, d]``; ``payload[B, batch]`` holds sample indices."""
-        idx = payload.clamp_min(0)
-        w = (payload >= 0).to(self.dtype)
+        x, y, w = self.minibatch(payload)
         if self.fast_path:
-            return linear_stack_grad(theta, self.layout, self.x[idx], self.y[idx], w)[0]
-        return self._batched_grad(theta, self.x[idx], self.y[idx], w)
+            return linear_stack_grad(theta, self.layout, x, y, w)[0]
+        return self._batched_grad(theta, x, y, w)
 
-    def local_sgd(self, theta: torch.Tensor, clients, payload: torch.Tensor, lr: float):
-        """All local steps of plain SGD at once (``payload[B, K, batch]``), or None when this
-        problem has no fused path (the engine then steps through ``stoch_grad``)."""
+    def minibatch(self, payload: torch.Tensor):
+        """Inputs, labels and weights (0 = padding) of index rows ``payload[..., b]``.
+
+        Columns beyond :attr:`batch_width` that are padding in every row are dropped first
+        (in a plan's rows they always are: clients of 25 samples with batch 32 compute on
+        25, whoever they are batched with), then ``index_select`` on the flattened inputs:
+        4-7x faster than ``x[idx]`` advanced indexing for MNIST-sized rows."""
+        if payload.shape[-1] > self.batch_width and not bool(
+                (payload[..., self.batch_width:] >= 0).any()):
+            payload = payload[..., : self.batch_width]
+        safe = payload.clamp_min(0).reshape(-1)
+        x = self.x.reshape(len(self.x), -1).index_select(0, safe)
+        return (x.view(*payload.shape, *self.x.shape[1:]), self.y.index_select(0, safe)
+                .view(payload.shape), (payload >= 0).to(self.dtype))
+
+    def local_sgd_(self, theta: torch.Tensor, clients, payload: torch.Tensor, lr: float):
+        """All local steps of plain SGD at once (``payload[B, K, batch]``), in place on
+        ``theta`` (returned), or None when this problem has no fused path (the engine then
+        steps through ``stoch_grad``)."""
         if not self.fast_path:
             return None
+        return linear_stack_sgd_(theta, self.layout, lambda k: self.minibatch(payload[:, k]),
+                                 payload.shape[1], lr)
 
-        def batches():
-            for k in range(payload.shape[1]):
-                idx = payload[:, k]
-                safe = idx.clamp_min(0)
-                yield self.x[safe], self.y[safe], (idx >= 0).to(self.dtype)
-        return linear_stack_sgd(theta, self.layout, batches(), lr)
+    def local_sgd_delta(self, server: torch.Tensor, rep: torch.Tensor, clients,
+                        payload: torch.Tensor, lr: float):
+        """``theta_start - theta_end`` of all local steps of plain SGD, participant ``b``
+        starting from ``server[rep[b]]`` (:func:`linear_stack_sgd_delta`), or None."""
+        if not self.fast_path:
+            return None
+        return linear_stack_sgd_delta(server, rep, self.layout,
+                                      lambda k: self.minibatch(payload[:, k]),
+                                      payload.shape[1], lr, one_step=self.max_steps == 1)
+
+    def local_sgd(self, theta: torch.Tensor, clients, payload: torch.Tensor, lr: float):
+        """:meth:`local_sgd_` on a copy (``theta`` is left as it was), or None."""
+        if not self.fast_path:
+            return None
+        return self.local_sgd_(theta.clone(memory_format=torch.contiguous_format), clients,
+                               payload, lr)
 
     def generic_grad(self, theta: torch.Tensor, payload: torch.Tensor):
         """The same through ``torch.func`` (vmap of grad): works for any module."""
         idx = payload.clamp_min(0)
         return self._batched_grad(theta, self.x[idx], self.y[idx], (payload >= 0).to(self.dtype))
+
+    def full_grad(self, theta: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+        """Each row's full local gradient ``grad f_i(theta_b)`` ``[B, d]``, ``f_i`` = the mean
+        loss over client ``i``'s samples (Fed-EF eq. (1)); Mime's ``c`` averages these.
+
+        Each client's data is one padded index row, cut into column blocks of up to 256
+        samples (wider than a local minibatch, so not through ``stoch_grad``); a block's
+        gradient (the mean over its valid samples) is weighted by its share of the client's
+        samples. Rows and blocks are sized to keep the gathered inputs and the ``[rows, d]``
+        outputs near the engine's chunk budget."""
+        from .._malloc import CHUNK_BYTES
+        parts = [self.parts[int(c)] for c in clients.tolist()]
+        width = max(len(p) for p in parts)
+        index = np.full((len(parts), width), -1, dtype=np.int64)
+        for j, p in enumerate(parts):
+            index[j, : len(p)] = p
+        index = torch.as_tensor(index, device=theta.device)
+        sizes = torch.as_tensor([len(p) for p in parts], device=theta.device, dtype=theta.dtype)
+        cols = min(width, max(self.batch_size, 256))
+        per_row = max(2 * self.d, cols * self.x[0].numel()) * theta.element_size()
+        rows = int(max(1, min(4096, CHUNK_BYTES // per_row)))
+        out = torch.zeros_like(theta)
+        for lo in range(0, len(parts), rows):
+            th = theta[lo:lo + rows]
+            for s in range(0, width, cols):
+                block = index[lo:lo + rows, s:s + cols]
+                share = (block >= 0).sum(1).to(theta.dtype) / sizes[lo:lo + rows]
+                if bool((share > 0).any()):
+                    safe = block.clamp_min(0)
+                    x, y, w = self.x[safe], self.y[safe], (block >= 0).to(self.dtype)
+                    g = (linear_stack_grad(th, self.layout, x, y, w)[0] if self.fast_path
+                         else self._batched_grad(th, x, y, w))
+                    out[lo:lo + rows] += g * share.unsqueeze(-1)
+        return out
 
     # ----------------------------------------------------------------- reference path
     def reference_grad(self, theta: torch.Tensor, client: int, payload: np.ndarray):
@@ -144,6 +211,10 @@ class NeuralProblem:
         loss = F.cross_entropy(self.model(self.x[idx]), self.y[idx])
         loss.backward()
         return torch.cat([p.grad.reshape(-1) for p in self.model.parameters()])
+
+    def reference_full_grad(self, theta: torch.Tensor, client: int):
+        """One client's full local gradient: its whole data as one minibatch, plainly."""
+        return self.reference_grad(theta, client, self.parts[client])
 
     # ----------------------------------------------------------------- evaluation
     @torch.no_grad()

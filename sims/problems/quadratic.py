@@ -117,6 +117,16 @@ class QuadraticProblem:
     def stoch_grad(self, theta, clients, payload):
         return self.a[clients] * (theta - self.b[clients]) + payload
 
+    def full_grad(self, theta, clients):
+        """Each row's exact client gradient ``grad F_i(theta_b) = a_i (theta_b - b_i)``
+        (``[B, d]``; the noise is additive and mean zero, so this is the full local gradient
+        that Mime's ``c`` averages)."""
+        return self.a[clients] * (theta - self.b[clients])
+
+    def reference_full_grad(self, theta, client: int):
+        """The same for one client, plainly (the sequential reference path)."""
+        return self.a[client] * (theta - self.b[client])
+
     def reference_grad(self, theta, client: int, payload: np.ndarray):
         noise = torch.as_tensor(payload, device=self.device, dtype=self.dtype)
         return self.a[client] * (theta - self.b[client]) + noise

@@ -1,0 +1,32 @@
+"""Small helpers for batches of participants that belong to several replicas.
+
+The engine orders each chunk's participants by replica (all of replica 0's, then replica
+1's, ...), so a per-replica server tensor ``[R, ...]`` applies to consecutive runs of rows.
+Working run by run with the server row broadcast (``expand``) avoids gathering ``[B, d]``
+copies of the server model, a full pass over memory.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def replica_runs(rep: torch.Tensor) -> list[tuple[int, slice]]:
+    """``(replica, rows)`` for each run of equal consecutive entries of ``rep[B]``."""
+    runs, lengths = torch.unique_consecutive(rep, return_counts=True)
+    out, lo = [], 0
+    for r, length in zip(runs.tolist(), lengths.tolist()):
+        out.append((r, slice(lo, lo + length)))
+        lo += length
+    return out
+
+
+def start_minus(server: torch.Tensor, rep: torch.Tensor, theta: torch.Tensor,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+    """``server[rep] - theta`` (``[B, d]``) without forming ``server[rep]``; ``out`` may be
+    ``theta`` itself (written over in place)."""
+    if out is None:
+        out = torch.empty_like(theta)
+    for r, rows in replica_runs(rep):
+        torch.sub(server[r].expand(rows.stop - rows.start, *server.shape[1:]), theta[rows],
+                  out=out[rows])
+    return out
