@@ -107,18 +107,20 @@ def matmul_gflops(size: int = 2048, reps: int = 5) -> float:
 
 
 def batched_product_gflops(clients: int = 50, batch: int = BATCH, reps: int = 5) -> float:
-    """The rate of the products the workload is made of, on their own: the first layer's
-    per-client forward ``[batch, 784] x [784, 200]`` and weight update
+    """The rate of the products the workload is made of, on their own and in the form the
+    engine runs them (feature-major, see ``sims.problems.linear_stack``): the first layer's
+    per-client forward ``[200, 784] x [784, batch]`` and weight update
     ``W += [200, batch] x [batch, 784]`` for a chunk of clients (the engine's 32 MiB chunk of
     the 784-200-10 MLP holds about 50). Small per-client matrices with an inner dimension of
-    32 run well below a large square product: this is the ceiling the engine works under."""
+    ``batch`` run well below a large square product: this is the ceiling the engine works
+    under."""
     w = torch.randn(clients, 200, 784) * 0.01
-    h = torch.randn(clients, batch, 784)
-    bias = torch.zeros(clients, 1, 200)
+    x = torch.randn(clients, batch, 784)
+    bias = torch.zeros(clients, 200, 1)
 
     def step():
-        z = torch.baddbmm(bias, h, w.transpose(1, 2))
-        w.baddbmm_(z.transpose(1, 2), h, alpha=-1e-6)
+        z = torch.baddbmm(bias, w, x.transpose(1, 2))
+        w.baddbmm_(z, x, alpha=-1e-6)
     step()
     times = []
     for _ in range(reps):

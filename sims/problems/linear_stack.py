@@ -105,16 +105,31 @@ def linear_stack_sgd_(theta: torch.Tensor, layout, minibatch, steps: int,
 
 def _sgd_step(weights, biases, x, y, w, lr):
     """One minibatch step on per-client weights, in place (a step with all-zero weights
-    leaves them exactly as they were)."""
-    z, _, inputs, pre = _forward_params(weights, biases, x)
-    dz = torch.softmax(z, dim=-1)
-    dz.scatter_add_(-1, y.unsqueeze(-1), -torch.ones_like(y, dtype=dz.dtype).unsqueeze(-1))
-    dz.mul_((w / w.sum(1, keepdim=True).clamp_min(1)).unsqueeze(-1))
+    leaves them exactly as they were).
+
+    Activations are kept feature-major (``[B, features, b]``): every product is then
+    ``W @ H`` with the weight as the left operand, ``[out, in] x [in, b]``, which MKL runs
+    ~1.4x faster than ``H @ W^T`` for the first layer's shapes (``[200, 784] x [784, 32]``);
+    the weight update ``W -= lr dZ H^T`` takes ``dZ`` ``[out, b]`` as it comes."""
+    B, b = y.shape
+    hT = x.reshape(B, b, -1).transpose(1, 2)             # [B, in, b], a view
+    inputs, pre = [], []
+    for i, (W, bias) in enumerate(zip(weights, biases)):
+        inputs.append(hT)
+        zT = torch.baddbmm(bias.unsqueeze(2), W, hT)     # [B, out, b]
+        if i < len(weights) - 1:
+            pre.append(zT)
+            hT = torch.relu(zT)
+    dzT = torch.softmax(zT, dim=1)
+    dzT.scatter_add_(1, y.unsqueeze(1), -torch.ones((B, 1, b), dtype=dzT.dtype,
+                                                    device=dzT.device))
+    dzT.mul_((w / w.sum(1, keepdim=True).clamp_min(1)).unsqueeze(1))
     for i in range(len(weights) - 1, -1, -1):
-        below = _relu_backward(torch.bmm(dz, weights[i]), pre[i - 1]) if i > 0 else None
-        weights[i].baddbmm_(dz.transpose(1, 2), inputs[i], alpha=-lr)
-        biases[i].sub_(dz.sum(1), alpha=lr)
-        dz = below
+        below = (_relu_backward(torch.bmm(weights[i].transpose(1, 2), dzT), pre[i - 1])
+                 if i > 0 else None)
+        weights[i].baddbmm_(dzT, inputs[i].transpose(1, 2), alpha=-lr)
+        biases[i].sub_(dzT.sum(2), alpha=lr)
+        dzT = below
 
 
 def linear_stack_sgd(theta: torch.Tensor, layout, minibatch, steps: int,
