@@ -80,8 +80,8 @@ def check(df, cfg):
     acc = plotting.final_values(df, "test_acc", "method")
     loss = plotting.final_values(df, "train_loss", "method")
     fp, sign = "full precision", "Sign, no EF (Alg. 1)"
-    lines = [f"final test accuracy: " + ", ".join(f"{k} {v:.3f}" for k, v in acc.items()),
-             f"final train loss: " + ", ".join(f"{k} {v:.3f}" for k, v in loss.items())]
+    lines = ["final test accuracy: " + ", ".join(f"{k} {v:.3f}" for k, v in acc.items()),
+             "final train loss: " + ", ".join(f"{k} {v:.3f}" for k, v in loss.items())]
     gap = acc[fp] - acc[sign]
     lines.append(f"direct Sign ends {gap * 100:.1f} accuracy points below full precision -> "
                  f"{'shows' if gap > 0.05 else 'does NOT show'} the collapse")

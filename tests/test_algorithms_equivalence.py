@@ -25,28 +25,12 @@ from sims.participation import Participation
 from sims.problems.neural import NeuralProblem
 from sims.problems.quadratic import heterogeneous_quadratic
 from sims.reference_algorithms import run_reference
+from conftest import random_dataset
+
 
 TOL = 1e-10
 SEEDS = (0, 3)
 ROUNDS = 3
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one thread is faster and immune to a loaded machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _random_dataset(n_train, side, seed):
-    from sims.data import Dataset
-    g = torch.Generator().manual_seed(seed)
-    return Dataset("fixture", torch.randn(n_train, 1, side, side, generator=g),
-                   torch.randint(0, 10, (n_train,), generator=g),
-                   torch.randn(8, 1, side, side, generator=g),
-                   torch.randint(0, 10, (8,), generator=g), 10, "random fixture")
 
 
 SIZES = (5, 9, 14, 20, 14)                   # batch 4 -> 2, 3, 4, 5, 4 local steps
@@ -61,7 +45,7 @@ def quad_small():
 def mlp_small():
     perm = np.random.default_rng(7).permutation(sum(SIZES))
     parts = [np.sort(p) for p in np.split(perm, np.cumsum(SIZES)[:-1])]
-    prob = NeuralProblem(_random_dataset(sum(SIZES), 28, 0), parts, MLP(784, hidden=4),
+    prob = NeuralProblem(random_dataset(sum(SIZES), 28, 0), parts, MLP(784, hidden=4),
                          batch_size=4, dtype=torch.float64)
     assert prob.fast_path
     return prob

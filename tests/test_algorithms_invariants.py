@@ -38,14 +38,6 @@ LAYOUT = ParamLayout.from_module(MLP(20, hidden=6, num_classes=3))     # 2-D wei
 TENSOR_LAYOUT = ParamLayout(("conv", "bias", "fc"), ((3, 2, 4, 2), (3,), (5, 7)))
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def quad():
     return heterogeneous_quadratic(8, 10, local_steps=3, seed=3, sigma=0.1, x0=1.0)

@@ -7,21 +7,12 @@ import json
 
 import pandas as pd
 import pytest
-import torch
 
 from sims import compare
 from sims.algorithms.fed_ef import FedEF
 from sims.algorithms.registry import (ALGORITHMS, AlgorithmError, hyperparameters,
                                       list_algorithms, make_algorithm)
 from sims.compress import TopK
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _one_line(exc) -> str:

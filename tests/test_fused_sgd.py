@@ -17,7 +17,7 @@ from sims.compress import TopK
 from sims.engine import run
 from sims.models import MLP, LogReg
 from sims.participation import Participation
-from sims.problems.linear_stack import linear_stack_grad, linear_stack_sgd_delta
+from sims.problems.linear_stack import linear_stack_grad
 from sims.problems.neural import NeuralProblem
 
 

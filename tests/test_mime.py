@@ -27,14 +27,8 @@ from sims.params import ParamLayout
 from sims.participation import Participation
 from sims.problems.neural import NeuralProblem
 from sims.problems.quadratic import NoiseLaw, QuadraticProblem, heterogeneous_quadratic
+from conftest import random_dataset
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _rel(a, b):
@@ -210,15 +204,6 @@ def test_problem_without_full_grad_is_refused():
         run(prob, Mime(), Participation("full"), 1, [0])
 
 
-def _random_dataset(n_train, side, seed):
-    from sims.data import Dataset
-    g = torch.Generator().manual_seed(seed)
-    return Dataset("fixture", torch.randn(n_train, 1, side, side, generator=g),
-                   torch.randint(0, 10, (n_train,), generator=g),
-                   torch.randn(8, 1, side, side, generator=g),
-                   torch.randint(0, 10, (8,), generator=g), 10, "random fixture")
-
-
 @pytest.mark.parametrize("fast_path", [True, False], ids=["linear-stack", "vmap"])
 def test_neural_full_grad_equals_the_plain_whole_data_gradient(fast_path):
     """NeuralProblem.full_grad (column blocks of 256 samples weighted by their share) equals
@@ -226,7 +211,7 @@ def test_neural_full_grad_equals_the_plain_whole_data_gradient(fast_path):
     sizes = (300, 600, 40)
     perm = np.random.default_rng(0).permutation(sum(sizes))
     parts = [np.sort(p) for p in np.split(perm, np.cumsum(sizes)[:-1])]
-    prob = NeuralProblem(_random_dataset(sum(sizes), 8, 1), parts, MLP(64, hidden=5),
+    prob = NeuralProblem(random_dataset(sum(sizes), 8, 1), parts, MLP(64, hidden=5),
                          batch_size=16, dtype=torch.float64, fast_path=fast_path)
     clients = torch.tensor([1, 0, 2, 1])
     theta = torch.stack([prob.init_theta(s) for s in range(4)])
@@ -242,7 +227,7 @@ def test_mime_decreases_the_mlp_loss(name, eta_l):
     sizes = (30, 50, 40, 60)
     perm = np.random.default_rng(3).permutation(sum(sizes))
     parts = [np.sort(p) for p in np.split(perm, np.cumsum(sizes)[:-1])]
-    prob = NeuralProblem(_random_dataset(sum(sizes), 8, 2), parts, MLP(64, hidden=16),
+    prob = NeuralProblem(random_dataset(sum(sizes), 8, 2), parts, MLP(64, hidden=16),
                          batch_size=10, dtype=torch.float64)
     out = run(prob, make_algorithm(name, eta_l=eta_l), Participation("fixed", m=3), 15, [0],
               eval_test=False)

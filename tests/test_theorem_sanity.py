@@ -8,8 +8,6 @@ average over rounds t < T of ||grad f(theta_t)||^2, averaged over seeds (the exp
 """
 import math
 
-import numpy as np
-import pytest
 
 from sims import engine
 from sims.algorithms.fed_ef import FedEF

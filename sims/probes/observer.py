@@ -147,7 +147,7 @@ class Probe:
     # ------------------------------------------------------------------ measurement
     def _measure(self, view) -> dict:
         problem, theta = view.problem, view.server["theta"]
-        R, n, d = theta.shape[0], problem.n_clients, problem.d
+        R, n = theta.shape[0], problem.n_clients
         dev = theta.device
         key = tuple(view.seeds)
         st = self._state
