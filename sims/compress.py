@@ -5,7 +5,8 @@ Every compressor maps a batch of flat vectors ``x`` of shape ``[B, d]`` to ``[B,
 Fed-EF footnote 2) or ``"model"`` (the whole vector as one block).
 
 * :class:`TopK` -- keep exactly ``max(1, floor(k * d_l))`` largest-magnitude entries per block
-  (Fed-EF Sec. 3, footnote 2; exact-count selection, ties broken by ``torch.topk``).
+  (Fed-EF Sec. 3, footnote 2; exact-count selection, :func:`top_indices`; ties broken
+  arbitrarily).
 * :class:`Sign` -- grouped sign, ``||x_I||_1 / d_I * sign(x_I)`` per block (Fed-EF Sec. 3).
 * :class:`HeavySign` -- Sign applied after TopK (Fed-EF Definition 2). The scale is ambiguous
   (spec section 2.4): ``scale="kept"`` (default) divides the block's l1 norm by the number of
@@ -82,6 +83,40 @@ class Identity:
         return 0.0
 
 
+# Rows at least this many times longer than (k x the block width) go through
+# :func:`top_indices`'s block filter; shorter rows call ``torch.topk`` directly.
+TOPK_BLOCK = 8
+TOPK_FILTER_RATIO = 4
+
+
+def top_indices(a: torch.Tensor, k: int) -> torch.Tensor:
+    """Indices ``[B, k]`` of the ``k`` largest entries of each row of ``a[B, n]``, unsorted.
+
+    The same selection as ``a.topk(k, dim=1)`` (ties aside), ~2.5x faster on the Fed-EF
+    layers (k = 1% of a 156,800-entry layer): cut each row into blocks of
+    :data:`TOPK_BLOCK` entries, keep the ``k`` blocks with the largest maxima, and select
+    among their entries (and the row's tail that fills no whole block). Exact: an entry
+    above the ``k``-th largest value ``v`` lies in a block whose maximum exceeds ``v``, and
+    fewer than ``k`` blocks have one, so all are kept; and the ``k`` kept blocks hold at
+    least ``k`` entries ``>= v`` whenever ``k`` blocks reach ``v`` (else every block that
+    does is kept). Among equal values the choice may differ from ``torch.topk``'s, which is
+    itself unspecified.
+    """
+    B, n = a.shape
+    s = TOPK_BLOCK
+    if n < k * s * TOPK_FILTER_RATIO:
+        return a.topk(k, dim=1, sorted=False).indices
+    nb = n // s
+    maxima = torch.nn.functional.max_pool1d(a.unsqueeze(1), s).squeeze(1)       # [B, nb]
+    blocks = maxima.topk(k, dim=1, sorted=False).indices                        # [B, k]
+    cand = a.unfold(1, s, s).gather(1, blocks.unsqueeze(2).expand(B, k, s)).reshape(B, k * s)
+    if n > nb * s:
+        cand = torch.cat([cand, a[:, nb * s:]], dim=1)
+    pick = cand.topk(k, dim=1, sorted=False).indices
+    in_block = blocks.gather(1, (pick // s).clamp_max(k - 1)) * s + pick % s
+    return torch.where(pick < k * s, in_block, pick - k * s + nb * s)
+
+
 @dataclass(frozen=True)
 class TopK:
     k: float
@@ -105,7 +140,7 @@ class TopK:
         blocks = _blocks(layout, self.scope)
         for sl, size in zip(blocks.slices, blocks.sizes):
             block = x[:, sl]
-            idx = block.abs().topk(kept_count(self.k, size), dim=1, sorted=False).indices
+            idx = top_indices(block.abs(), kept_count(self.k, size))
             out[:, sl].scatter_(1, idx, block.gather(1, idx))
         return out
 
