@@ -66,13 +66,28 @@ def final_values(df: pd.DataFrame, metric: str, by: str, at_round=None) -> pd.Se
 
 
 def no_minor_labels(fig) -> None:
-    """Hide minor tick labels on the log axes of ``fig`` that span two decades or more (they
-    otherwise label each minor tick, which clutters the figure and slows drawing); axes
-    spanning less keep them, as they may have no major tick at all."""
-    from matplotlib.ticker import NullFormatter
+    """Thin the minor tick labels of the log axes of ``fig``: none where two or more major
+    (decade) ticks are in view, only the 2s and 5s where one is, all of them where none is
+    (a short axis needs them to be read at all). Labelling every minor tick clutters the
+    figure and overlaps the decade labels."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    def twos_and_fives(value, _pos):
+        if value <= 0:
+            return ""
+        lead = round(value / 10 ** math.floor(math.log10(value) + 1e-9))
+        return f"{value:g}" if lead in (2, 5) else ""
 
     for ax in fig.axes:
         for axis, lims in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
             lo, hi = sorted(lims)
-            if axis.get_scale() == "log" and lo > 0 and hi / lo >= 100:
+            if axis.get_scale() != "log" or lo <= 0:
+                continue
+            decades = [e for e in range(math.ceil(math.log10(lo) - 1e-9),
+                                        math.floor(math.log10(hi) + 1e-9) + 1)]
+            if len(decades) >= 2:
                 axis.set_minor_formatter(NullFormatter())
+            elif len(decades) == 1:
+                axis.set_minor_formatter(FuncFormatter(twos_and_fives))
