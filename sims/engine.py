@@ -132,8 +132,9 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
         fused: bool = True, progress=None, observers=()) -> RunOutput:
     """Run ``rounds`` rounds of ``algorithm`` on ``problem`` for every seed, batched.
 
-    With ``fused`` (default), plain local SGD on a problem that offers ``local_sgd`` runs
-    gradient and update fused (:func:`sims.problems.linear_stack.linear_stack_sgd_delta`);
+    With ``fused`` (default), plain local SGD on a problem that offers ``local_sgd_delta``
+    or ``local_sgd`` runs gradient and update fused (for stacks of Linear layers
+    :func:`sims.problems.linear_stack.linear_stack_sgd_delta`);
     ``fused=False`` always steps through ``stoch_grad`` and the algorithm's ``local_step``.
     ``observers`` are callables ``obs(view: RoundView) -> dict[name, values[R]]`` run every
     ``obs.every`` rounds (default 1) and after the last, and once at ``t = 0`` before the
