@@ -24,7 +24,7 @@ import torch
 
 from . import _malloc
 from .algorithms.base import RoundContext
-from .batching import start_minus
+from .batching import start_minus, start_rows
 from .participation import Participation
 
 
@@ -277,7 +277,7 @@ def _fused_delta(problem, server_theta, rep, cli, payload, lr):
         if delta is not None:
             return delta
     if hasattr(problem, "local_sgd"):
-        end = problem.local_sgd(server_theta.index_select(0, rep), cli, payload, lr)
+        end = problem.local_sgd(start_rows(server_theta, rep), cli, payload, lr)
         if end is not None:
             return start_minus(server_theta, rep, end, out=end)
     return None
@@ -299,7 +299,7 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
                                                      payload, lr)
         if delta is None:
             # this chunk's own copies of the server models (b_cast["theta"] stays as it is)
-            theta = bcast["theta"].index_select(0, rep)
+            theta = start_rows(bcast["theta"], rep)
             for k in range(payload.shape[1]):
                 mask = step_mask[:, k]
                 g = problem.stoch_grad(theta, cli, payload[:, k])

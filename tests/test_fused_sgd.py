@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from sims.algorithms.fed_ef import FedEF
-from sims.batching import replica_runs, start_minus
+from sims.batching import replica_runs, start_minus, start_rows
 from sims.compress import TopK
 from sims.engine import run
 from sims.models import MLP, LogReg
@@ -100,6 +100,7 @@ def test_replica_runs_and_start_minus():
     theta = torch.randn(6, 7, dtype=torch.float64)
     want = server[rep] - theta
     assert torch.equal(start_minus(server, rep, theta), want)
+    assert torch.equal(start_rows(server, rep), server[rep]) and start_rows(server, rep).is_contiguous()
     assert torch.equal(start_minus(server, rep, theta, out=theta), want) and torch.equal(theta, want)
 
 

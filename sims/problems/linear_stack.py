@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..batching import replica_runs, start_minus
+from ..batching import replica_runs, start_minus, start_rows
 
 
 def is_linear_stack(model: nn.Module) -> bool:
@@ -160,7 +160,7 @@ def linear_stack_sgd_delta(server: torch.Tensor, rep: torch.Tensor, layout, mini
         if steps != 1:
             raise ValueError(f"one_step needs steps == 1, got {steps}")
         return _one_step_delta(server, rep, layout, *minibatch(0), lr)
-    theta = server.index_select(0, rep)
+    theta = start_rows(server, rep)
     linear_stack_sgd_(theta, layout, minibatch, steps, lr)
     return start_minus(server, rep, theta, out=theta)
 
