@@ -12,7 +12,16 @@ An entry module defines
 
 :func:`main` parses the flags, runs what is not finished yet (each run's results are saved
 atomically, so an interrupted entry started again with the same arguments continues),
-draws the figure and prints the check. ``--plot-only`` redraws from saved results.
+draws the figure and prints the check. ``--plot-only`` redraws from saved results;
+``--plot-only --available`` draws the runs that have results and leaves the others out.
+
+A run's results are ``OUT/ENTRY/NAME_T{rounds}_{hash}.csv`` (+ ``.json``), where ``hash`` is
+the start of the run's fingerprint (the config's :meth:`EntryConfig.run_key`, the run's name,
+parameters, round count and extras): runs that differ in anything that changes results
+(``--rounds``, ``--seeds``, ...) have different files and never overwrite each other. Results
+saved under the earlier name ``NAME.csv`` are still found when their fingerprint matches.
+Shared flags that do not change results: ``--max-batch`` (the engine's client chunk, see
+:class:`Run`), ``--available``, ``--plot-only``, ``--quiet``, the output folders, the device.
 """
 from __future__ import annotations
 
@@ -51,6 +60,8 @@ class EntryConfig:
     tiny: bool = False             # seconds-long smoke scale (tests)
     plot_only: bool = False
     quiet: bool = False
+    available: bool = False        # with --plot-only: use the runs that have saved results
+    max_batch: int = 0             # clients per engine chunk (0: the run's or engine's default)
 
     def scale(self) -> None:
         """Apply the ``--full`` / ``--tiny`` presets (entries override)."""
@@ -61,7 +72,7 @@ class EntryConfig:
 
     def run_key(self) -> dict:
         """The settings a saved run must match to be reused."""
-        skip = {"out", "figures", "plot_only", "quiet", "device"}
+        skip = {"out", "figures", "plot_only", "quiet", "device", "available", "max_batch"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
 
@@ -74,6 +85,14 @@ class Run:
     eval_every: int = 1
     eval_test: bool = True                       # also test loss/accuracy at eval rounds
     extra: dict = field(default_factory=dict)
+    # The engine's chunk of clients run at once (None: the engine's 32 MiB rule, which caps
+    # a ResNet-18 chunk at 8 clients; a GPU wants more). ``--max-batch`` overrides it. It
+    # changes floating-point summation order only, so it is not part of the fingerprint.
+    max_batch: int | None = None
+    # False: evaluation leaves out the squared full-gradient norm ``grad_norm2`` (a backward
+    # pass over the evaluation samples; costly for CNNs) where the entry does not plot it.
+    # Saved results that have the metric serve such a run too.
+    eval_grad: bool = True
     # Instead of ``build``: ``execute(cfg, seeds, progress) -> (tidy DataFrame, record dict)``
     # for runs that are not one engine run (Monte-Carlo experiments); ``progress(x)`` advances
     # the bar by ``x`` rounds.
@@ -122,6 +141,8 @@ def validate(cfg: EntryConfig) -> None:
         raise EntryError(f"--seeds must be >= 1, got {cfg.seeds}")
     if cfg.rounds < 1:
         raise EntryError(f"--rounds must be >= 1, got {cfg.rounds}")
+    if (getattr(cfg, "max_batch", 0) or 0) < 0:
+        raise EntryError(f"--max-batch must be >= 0 (0: default), got {cfg.max_batch}")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise EntryError("--device cuda asked for, but torch sees no GPU here")
 
@@ -142,6 +163,48 @@ def _fingerprint(cfg, run: Run) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def run_stem(cfg, run: Run) -> str:
+    """The file stem of a run's results: its name, round count and fingerprint start."""
+    return f"{run.name}_T{run.rounds or cfg.rounds}_{_fingerprint(cfg, run)[:8]}"
+
+
+def find_saved(outdir: Path, cfg, run: Run):
+    """The saved ``(DataFrame, record)`` of ``run`` under this config, or None: the file
+    named by :func:`run_stem`, else one saved under the run's bare name (the earlier naming),
+    if its fingerprint matches. A run that evaluates the gradient norm does not take results
+    without it."""
+    fp = _fingerprint(cfg, run)
+    for stem in (run_stem(cfg, run), run.name):
+        found = load_run(Path(outdir) / f"{stem}.csv")
+        if found is None or found[1].get("fingerprint") != fp:
+            continue
+        if run.eval_grad and found[1].get("eval_grad") is False:
+            continue
+        return found
+    return None
+
+
+class _NoGradEval:
+    """A problem whose evaluation leaves out ``grad_norm2`` (see :attr:`Run.eval_grad`):
+    ``evaluate(theta, test, grad=False)`` where the problem takes ``grad`` (it then skips the
+    backward pass), else the metric is dropped from the problem's evaluation."""
+
+    def __init__(self, problem):
+        self._problem = problem
+
+    def __getattr__(self, name):
+        return getattr(self._problem, name)
+
+    def evaluate(self, theta, test: bool = True):
+        import inspect
+        if "grad" in inspect.signature(self._problem.evaluate).parameters:
+            out = self._problem.evaluate(theta, test, grad=False)
+        else:
+            out = self._problem.evaluate(theta, test)
+        out.pop("grad_norm2", None)
+        return out
+
+
 def _replica_chunks(problem, algorithm, seeds, budget_bytes=3e9):
     n_vec = sum(1 for v in algorithm.client_state_spec().values() if v == "vector")
     per = 4 * problem.d * (problem.n_clients * n_vec + 16) + 1
@@ -155,15 +218,21 @@ def execute(entry, cfg, progress=None) -> pd.DataFrame:
     outdir = results_dir(entry, cfg)
     frames, todo = [], []
     for run in runs:
-        found = load_run(outdir / f"{run.name}.csv")
-        if found is not None and found[1].get("fingerprint") == _fingerprint(cfg, run):
+        found = find_saved(outdir, cfg, run)
+        if found is not None:
             frames.append(found[0])
         else:
             todo.append(run)
     if cfg.plot_only:
+        if getattr(cfg, "available", False):
+            if not frames:
+                raise EntryError(f"--available: no saved results for any of the {len(runs)} "
+                                 f"run(s) in {outdir}")
+            return pd.concat(frames, ignore_index=True)
         if todo:
             raise EntryError(f"--plot-only: no saved results for {len(todo)} run(s) in {outdir} "
-                             f"(first: {todo[0].name}); run without --plot-only first")
+                             f"(first: {todo[0].name}); run without --plot-only first, or add "
+                             "--available to draw what is there")
         return pd.concat(frames, ignore_index=True)
     bar = _progress(cfg, todo)
     for run in todo:
@@ -176,16 +245,19 @@ def execute(entry, cfg, progress=None) -> pd.DataFrame:
                                 {"entry": entry_name(entry), "run": run.name,
                                  "params": run.params, **extra,
                                  "fingerprint": _fingerprint(cfg, run)})
-            save_run(df, record, outdir / f"{run.name}.csv")
+            save_run(df, record, outdir / f"{run_stem(cfg, run)}.csv")
             frames.append(df)
             continue
         problem, algorithm, participation = run.build()
         parts, diverged = [], []
         chunks = _replica_chunks(problem, algorithm, cfg.seed_list)
+        max_batch = getattr(cfg, "max_batch", 0) or run.max_batch or None
+        engine_problem = problem if run.eval_grad else _NoGradEval(problem)
         for chunk in chunks:
             bar.set_description(f"{run.name} seeds {chunk[0]}-{chunk[-1]}")
-            out = engine.run(problem, algorithm, participation, rounds, chunk,
+            out = engine.run(engine_problem, algorithm, participation, rounds, chunk,
                              eval_every=run.eval_every, eval_test=run.eval_test,
+                             max_batch=max_batch,
                              progress=lambda t: bar.update(1 / len(chunks)))
             bar.update((rounds - len(out.participants[0])) / len(chunks))
             parts.append(tidy(out, run.name, run.params))
@@ -197,8 +269,9 @@ def execute(entry, cfg, progress=None) -> pd.DataFrame:
                              "participation": participation.describe(),
                              "problem": describe_problem(problem),
                              "diverged_at_round": diverged,
+                             "max_batch": max_batch, "eval_grad": run.eval_grad,
                              "fingerprint": _fingerprint(cfg, run)})
-        save_run(df, record, outdir / f"{run.name}.csv")
+        save_run(df, record, outdir / f"{run_stem(cfg, run)}.csv")
         frames.append(df)
     bar.close()
     return pd.concat(frames, ignore_index=True)

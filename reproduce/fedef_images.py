@@ -21,14 +21,18 @@ check, and with ``--write-docs FILE`` put between the markers of ``FILE`` (the r
 ``docs/fedef_results.md``).
 
 Scale. The CNN costs about 2 GFLOP per local step; one client's round (10 steps) takes about
-0.65 s on one core here (0.9 s on this shared machine under load), against 100 clients x 100
-rounds per configuration in the paper (about 2 CPU-hours per configuration and seed). The CPU
-default is therefore a small slice: Fashion-MNIST (full size here), a population of
-``--n 10`` clients taken from the paper's 200-client partition (so every client has the
-paper's 300 samples, two classes and 10 local steps), ``p = 0.5`` (5 clients per round), 15
-rounds, one seed, full precision and one setting per error-feedback compressor (Sign,
-TopK-0.01, heavy-Sign-0.1; add Stoc and more settings with ``--compressors``), evaluation
-every 5 rounds on 500 training samples (train loss) and a stratified 1,000-image test subset.
+0.65-0.85 s on one core here (measured: a round of 20 clients 14-17 s on this shared
+machine), against 100 clients x 100 rounds per configuration in the paper (about 2 CPU-hours
+per configuration and seed). The CPU default is therefore a small slice: Fashion-MNIST (full
+size here), a population of ``--n 10`` clients taken from the paper's 200-client partition
+(so every client has the paper's 300 samples, two classes and 10 local steps), ``p = 0.5`` (5
+clients per round), 15 rounds, one seed, full precision and one setting per error-feedback
+compressor (Sign, TopK-0.01, heavy-Sign-0.1; add Stoc and more settings with
+``--compressors``), evaluation every 5 rounds on 500 training samples (train loss, forward
+passes only: the squared gradient norm is not plotted and costs a backward pass, ``--grad-norm``
+adds it) and a stratified 1,000-image test subset. The largest setting run here is the paper's
+own population at ``p = 0.1`` for 50 rounds (``--n 200 --ps 0.1 --rounds 50``; ~15 s a
+round, see ``docs/fedef_results.md``).
 MNIST here is the embedded 4,000-image subset (13 clients of 300 samples, of which ``n`` are
 used); full MNIST is used when ``--data-dir`` holds it. ``--full`` is the paper's scale (all
 grids, both participations, 3 seeds; for a GPU: ``--device cuda``). The population is always
@@ -37,14 +41,27 @@ Fashion-MNIST), keeping ``n`` of them (spec 4.8's "subset of 200" construction);
 ``p = 0.1`` and ``n = 10`` one client is sampled per round, which keeps the paper's expected
 staleness ``n / m = 10``.
 
-On the CPU the CNN runs through :class:`sims.problems.conv.ConvProblem`'s per-client loop
-(equal to the batched ``torch.func`` path, about 1.5x faster here); on a GPU through the
-batched path. A run whose model becomes non-finite is reported as diverged (no final
-accuracy), in the tables and the figure legends.
+The problem is built by the shared builder (:func:`reproduce.common.cached_problem`, i.e.
+:func:`sims.problems.image.build_image_problem`), which makes the CNN a
+:class:`sims.problems.conv.ConvProblem`: on the CPU its per-client loop (equal to the batched
+``torch.func`` path, about 1.5x faster here), on a GPU the batched path with every
+participant of a round in one engine chunk (``--max-batch`` sets the chunk). A run whose model
+becomes non-finite is reported as diverged (no final accuracy), in the tables and the figure
+legends. Besides the final accuracy the tables give the "tail" accuracy (mean over the
+evaluations in the last 20% of rounds), steadier than one evaluation when few non-iid clients
+a round swing the model.
 
-Sweeps resume: every (dataset, p, server, compressor) run is saved when it finishes, and
-the grid flags (``--datasets``, ``--ps``, ``--servers``, ``--compressors``) are not part of
-a run's fingerprint, so widening the grid reuses the runs already done.
+Fed-EF-AMS follows Alg. 2 as printed (epsilon inside the square root, no bias correction);
+``--ams-reading torch`` uses ``torch.optim``'s AMSGrad conventions instead (bias correction,
+epsilon outside), which keeps every coordinate's step near ``eta`` in the first rounds (see
+:func:`fed_ef` and ``docs/fedef_results.md``: the printed reading diverges at Table 1's
+learning rate with few clients a round).
+
+Sweeps resume: every (dataset, p, server, compressor) run is saved when it finishes (in a
+file named by the run, its round count and its fingerprint, so runs of different lengths
+coexist), and the grid flags (``--datasets``, ``--ps``, ``--servers``, ``--compressors``) are
+not part of a run's fingerprint, so widening the grid reuses the runs already done;
+``--plot-only --available`` draws whatever part of a grid has results.
 """
 from __future__ import annotations
 
@@ -52,7 +69,6 @@ import math
 import re
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -69,9 +85,10 @@ from . import common, plotting
 PAPER, TARGET = "Fed-EF", "Figures 2-5, 10-15 and Tables 2-5"
 TITLE = ("CNN on MNIST / Fashion-MNIST: Fed-EF-SGD and -AMS with Sign, TopK, heavy-Sign; "
          "Stoc and full precision")
-DEFAULT_COST = ("about 10 min (Fashion-MNIST, 10 clients of the 200-client split, p=0.5 "
+DEFAULT_COST = ("6.5 min measured (Fashion-MNIST, 10 clients of the 200-client split, p=0.5 "
                 "(5 per round), 15 rounds, 1 seed, full/Sign/TopK-0.01/hv-Sign-0.1 x SGD/AMS: "
-                "8 runs of ~70 s); --full: paper scale, for a GPU")
+                "8 runs of ~45 s); largest run here --n 200 --ps 0.1 --rounds 50: ~10 min per "
+                "run; --full: paper scale, for a GPU")
 
 #: Table 1: (eta, eta_l) per dataset and server.
 LRS = {("mnist", "sgd"): (10.0, 1e-3), ("mnist", "ams"): (1e-3, 1e-2),
@@ -87,6 +104,7 @@ EF_FAMILIES = ("sign", "topk", "hvsign")
 SERVER_LABEL = {"sgd": "Fed-EF-SGD", "ams": "Fed-EF-AMS"}
 DATASET_LABEL = {"mnist": "MNIST", "fmnist": "FMNIST", "cifar10": "CIFAR-10"}
 SELECT_TOL = 0.1   # percentage points: "within 0.1%" (spec 6.12 reading)
+TAIL = 0.2         # "tail" accuracy: mean over the evaluations in the last 20% of rounds
 
 #: Tables 2-5 verbatim (spec 4.6): {(p, server): {dataset: {family: (mean, std)}}}.
 PAPER_TABLES = {
@@ -132,9 +150,11 @@ class Config(common.EntryConfig):
     eval_train: int = 500             # training samples for the train loss (0: all)
     test_samples: int = 1000          # stratified test subset (0: the whole test set)
     hv_scale: str = "kept"            # heavy-Sign scale reading (spec 2.4)
+    ams_reading: str = "literal"      # AMSGrad as printed, or "torch" (bias correction)
     threads: int = 1                  # torch threads on the CPU (0: leave torch's choice)
     write_docs: str = ""              # markdown file whose generated tables to replace
-    available: bool = False           # with --plot-only: the grid's runs that have results
+    docs_block: str = ""              # name of the marked block there ("": the unnamed one)
+    grad_norm: bool = False           # also evaluate grad_norm2 (a backward pass; not plotted)
 
     def scale(self):
         if self.full:
@@ -149,8 +169,11 @@ class Config(common.EntryConfig):
     def run_key(self):
         key = super().run_key()
         for k in ("datasets", "ps", "servers", "compressors", "threads", "write_docs",
-                  "available"):
+                  "docs_block",
+                  "available", "grad_norm"):
             key.pop(k, None)
+        if key.get("ams_reading") == "literal":   # runs saved before the option keep matching
+            key.pop("ams_reading")
         return key
 
 
@@ -185,22 +208,30 @@ def clients_per_round(p: float, n: int) -> int:
     return max(1, min(n, int(round(p * n))))
 
 
-@lru_cache(maxsize=6)
 def conv_problem(dataset: str, model: str, n: int, samples_per_client: int, data_dir, device,
                  eval_train: int, test_samples: int, augment=None):
     """The image problem of a population of ``n`` clients cut from the paper's partition
-    (``N_train // samples_per_client`` clients of two single-class shards), cached per
-    process; ``n`` is capped at the number of such clients the data allows."""
-    from sims.problems.conv import build_conv_problem
+    (``N_train // samples_per_client`` clients of two single-class shards), built by the
+    shared builder (:func:`reproduce.common.cached_problem`, so once per process; a ``cnn`` or
+    ``resnet18`` is a :class:`sims.problems.conv.ConvProblem` for the dataset's image shape);
+    ``n`` is capped at the number of such clients the data allows."""
     ds = common.cached_dataset(dataset, data_dir)
     total = len(ds.y_train) // samples_per_client
     if total < 1:
         raise common.EntryError(f"{dataset}: {len(ds.y_train)} training samples cannot make a "
                                 f"client of {samples_per_client}")
-    return build_conv_problem(dataset, model, min(n, total), data=ds, subset_of=total,
-                              eval_train_samples=eval_train or None,
-                              test_samples=test_samples or None, augment=augment,
-                              device=device)
+    return common.cached_problem(dataset, data_dir, model=model, n_clients=min(n, total),
+                                 subset_of=total, eval_train_samples=eval_train or None,
+                                 test_samples=test_samples or None, augment=augment,
+                                 device=device)
+
+
+def gpu_max_batch(cfg, clients: int) -> int | None:
+    """The engine chunk for a run on a GPU: every participant of a round at once, up to
+    ``clients`` (the engine's 32 MiB default caps CNN and ResNet-18 chunks at 8 clients,
+    which leaves a GPU idle); None (the engine's rule) on the CPU, where the per-client loop
+    does not batch. ``--max-batch`` overrides it."""
+    return clients if str(cfg.device).startswith("cuda") else None
 
 
 def population(dataset: str, n: int, samples_per_client: int, data_dir) -> int:
@@ -209,12 +240,27 @@ def population(dataset: str, n: int, samples_per_client: int, data_dir) -> int:
     return max(1, min(n, total))
 
 
-def fed_ef(dataset: str, server: str, spec: str, hv_scale: str = "kept", lrs=None) -> FedEF:
+AMS_READINGS = ("literal", "torch")
+
+
+def fed_ef(dataset: str, server: str, spec: str, hv_scale: str = "kept", lrs=None,
+           ams_reading: str = "literal") -> FedEF:
+    """Fed-EF with Table 1's learning rates. ``ams_reading`` (AMS server only): ``literal``
+    is Alg. 2 as printed (epsilon inside the square root, no bias correction; spec 6.3);
+    ``torch`` is ``torch.optim.Adam(amsgrad=True)``'s convention (bias correction, epsilon
+    outside), under which no coordinate moves more than about ``eta`` a round. Without bias
+    correction ``v`` is ``1 - beta2^t`` (~t/1000) of its running scale early on, so a
+    coordinate's step can reach several times ``eta`` in the first rounds (measured: up to
+    5.5x on FMNIST with TopK-0.01 and 5 clients a round, docs/fedef_results.md)."""
+    if ams_reading not in AMS_READINGS:
+        raise common.EntryError(f"--ams-reading must be one of {AMS_READINGS}, got "
+                                f"{ams_reading!r}")
     eta, eta_l = (lrs or LRS)[(dataset, server)]
     fam = family(spec)
     return FedEF(eta=eta, eta_l=eta_l, compressor=compressor(spec, hv_scale),
                  error_feedback=fam in EF_FAMILIES,
-                 server="sgd" if server == "sgd" else "amsgrad")
+                 server="sgd" if server == "sgd" else "amsgrad",
+                 ams_convention="torch" if ams_reading == "torch" else "paper")
 
 
 def set_threads(cfg) -> None:
@@ -232,10 +278,14 @@ def _check_grid(cfg, allowed_datasets=("mnist", "fmnist")):
     for p in items(cfg.ps, float):
         if not 0 < p <= 1:
             raise common.EntryError(f"--ps: participation {p} is not in (0, 1]")
+    docs_markers(cfg.docs_block)
     for spec in items(cfg.compressors):
         if family(spec) not in FAMILIES:
             raise common.EntryError(f"--compressors: unknown {spec!r}")
         compressor(spec, cfg.hv_scale)
+    if cfg.ams_reading not in AMS_READINGS:
+        raise common.EntryError(f"--ams-reading must be one of {AMS_READINGS}, got "
+                                f"{cfg.ams_reading!r}")
 
 
 def runs(cfg):
@@ -253,33 +303,28 @@ def runs(cfg):
                                             cfg.data_dir, cfg.device, cfg.eval_train,
                                             cfg.test_samples)
                         part = Participation("fixed", m=clients_per_round(p, prob.n_clients))
-                        return prob, fed_ef(ds, server, spec, cfg.hv_scale), part
+                        return prob, fed_ef(ds, server, spec, cfg.hv_scale,
+                                            ams_reading=cfg.ams_reading), part
                     eta, eta_l = LRS[(ds, server)]
                     params = {"dataset": ds, "p": p, "n": n, "m": m, "server": server,
                               "compressor": spec,
                               "family": family(spec), "param": param_of(spec),
                               "eta": eta, "eta_l": eta_l}
+                    if server == "ams" and cfg.ams_reading != "literal":
+                        params["ams_reading"] = cfg.ams_reading
                     out.append(common.Run(f"{ds}_p{p:g}_{server}_{spec}", params, build,
-                                          eval_every=cfg.eval_every))
-    return only_available(out, cfg)
-
-
-def only_available(runs_, cfg):
-    """With ``--plot-only --available``, the runs that have a saved results file (so one
-    call can draw a grid that was run in parts of different widths)."""
-    if not (cfg.plot_only and getattr(cfg, "available", False)):
-        return runs_
-    where = common.results_dir(sys.modules[__name__], cfg)
-    kept = [r for r in runs_ if (where / f"{r.name}.csv").exists()]
-    if not kept:
-        raise common.EntryError(f"--available: no saved results in {where}")
-    return kept
+                                          eval_every=cfg.eval_every, eval_grad=cfg.grad_norm,
+                                          max_batch=gpu_max_batch(cfg, m)))
+    return out
 
 
 # ---------------------------------------------------------------------------- results
 def finals(df: pd.DataFrame, rounds: int | None = None) -> pd.DataFrame:
     """One row per run: final test accuracy (percent, mean and std over seeds), final train
-    loss, uplink bits per client and round (``bits``), the round count and divergence.
+    loss, uplink bits per client and round (``bits``), the round count and divergence;
+    ``acc_tail``: the test accuracy averaged over the evaluations in the last :data:`TAIL`
+    of the rounds (e.g. rounds 40, 45, 50 of 50), steadier than one round's value when a
+    round's few non-iid clients swing the model.
 
     A seed whose model became non-finite (the engine stops a run when all its seeds have; a
     diverged seed's train loss is NaN) counts as diverged; a run with a diverged seed gets
@@ -307,10 +352,15 @@ def finals(df: pd.DataFrame, rounds: int | None = None) -> pd.DataFrame:
             if not len(sub) or bad:
                 row[col], row[col + "_std"] = math.nan, math.nan
                 continue
-            last = sub[sub["round"] == sub["round"].max()]
+            last_round = int(sub["round"].max())
+            last = sub[sub["round"] == last_round]
             vals = last.groupby("seed")["value"].mean() * scale
             row[col] = float(vals.mean())
             row[col + "_std"] = float(vals.std(ddof=1)) if len(vals) > 1 else math.nan
+            if col == "acc":
+                tail = sub[sub["round"] >= last_round - math.ceil(TAIL * last_round)]
+                row["acc_tail"] = float(tail.groupby("seed")["value"].mean().mean() * scale)
+        row.setdefault("acc_tail", math.nan)
         per_round = bits[bits["round"] == 1].value
         row["bits"] = float(per_round.mean()) if len(per_round) else math.nan
         row["rounds"] = int(grp["round"].max())
@@ -330,6 +380,7 @@ def select(final: pd.DataFrame, tol: float = SELECT_TOL) -> pd.DataFrame:
     for (ds, p, server), grp in final.groupby(["dataset", "p", "server"]):
         fp = grp[grp.family == "full"]
         fp_acc = float(fp.acc.iloc[0]) if len(fp) else math.nan
+        fp_tail = float(fp.acc_tail.iloc[0]) if len(fp) and "acc_tail" in fp else math.nan
         for fam, sub in grp.groupby("family"):
             if fam == "full":
                 row = sub.iloc[0].copy()
@@ -347,6 +398,7 @@ def select(final: pd.DataFrame, tol: float = SELECT_TOL) -> pd.DataFrame:
                     row = row.drop("_late")
                     row["rule"] = "diverged" if math.isnan(row.acc) else "best, below FP"
             row["fp_acc"] = fp_acc
+            row["fp_tail"] = fp_tail
             chosen.append(row)
     out = pd.DataFrame(chosen).reset_index(drop=True)
     if len(out):
@@ -391,10 +443,11 @@ def tables_markdown(final: pd.DataFrame, scale_note: str = "", tol: float = SELE
         num = TABLE_NUMBER.get((float(p), server))
         title = (f"Table {num}" if num else "Table") + f": p = {p:g}, {SERVER_LABEL[server]}"
         lines += [f"**{title}** (final test accuracy, %; Sign / TopK / Hv-Sign with error "
-                  f"feedback, Stoc and full precision without)", "",
+                  f"feedback, Stoc and full precision without; \"tail\": our mean over the "
+                  f"evaluations in the last {TAIL:.0%} of rounds)", "",
                   "| dataset | method | setting (rule) | ours | paper | ours − paper | "
-                  "ours − our FP | paper − paper FP |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "ours − our FP | paper − paper FP | ours, tail | tail − our FP tail |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         paper = PAPER_TABLES.get((float(p), server), {})
         for _, r in grp.iterrows():
             pv = paper.get(r.dataset, {}).get(r.family)
@@ -402,6 +455,9 @@ def tables_markdown(final: pd.DataFrame, scale_note: str = "", tol: float = SELE
             pm, ps = (pv if pv else (math.nan, math.nan))
             diff = r.acc - pm if pv else math.nan
             ours_gap = r.acc - r.fp_acc if r.family != "full" else math.nan
+            tail = r.get("acc_tail", math.nan)
+            tail_gap = (tail - r.get("fp_tail", math.nan) if r.family != "full"
+                        else math.nan)
             paper_gap = pm - pfp[0] if (pv and pfp and r.family != "full") else math.nan
             rule = "" if r.rule == "reference" else f" ({r.rule})"
             ours = (f"diverged ({int(r.diverged)}/{int(r.seeds)} seeds, round "
@@ -409,7 +465,9 @@ def tables_markdown(final: pd.DataFrame, scale_note: str = "", tol: float = SELE
             lines.append(f"| {DATASET_LABEL.get(r.dataset, r.dataset)} | "
                          f"{FAMILY_LABEL[r.family]} | {setting_label(r.compressor)}{rule} | "
                          f"{ours} | {_fmt(pm, ps)} | {_signed(diff)} | "
-                         f"{_signed(ours_gap)} | {_signed(paper_gap)} |")
+                         f"{_signed(ours_gap)} | {_signed(paper_gap)} | "
+                         f"{'-' if r.get('diverged', 0) else _fmt(tail, math.nan)} | "
+                         f"{_signed(tail_gap)} |")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -428,13 +486,25 @@ def scale_note(df: pd.DataFrame, cfg) -> str:
             f"selection tolerance {SELECT_TOL:g} points.")
 
 
-def write_docs(path, markdown: str) -> Path:
-    """Replace the text between the generated-tables markers of ``path`` (appending the
-    marked block when the file has none)."""
+def docs_markers(name: str = "") -> tuple[str, str]:
+    """The markers of a generated-tables block: ``<!-- fedef-tables:start -->`` /
+    ``...:end -->``, or with a name ``<!-- fedef-tables:NAME:start -->`` (one file can hold the
+    tables of several scales)."""
+    if not name:
+        return DOCS_START, DOCS_END
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise common.EntryError(f"--docs-block: {name!r} (letters, digits, '_', '.', '-')")
+    return f"<!-- fedef-tables:{name}:start -->", f"<!-- fedef-tables:{name}:end -->"
+
+
+def write_docs(path, markdown: str, name: str = "") -> Path:
+    """Replace the text between the generated-tables markers of ``path`` (named ``name``,
+    see :func:`docs_markers`), appending the marked block when the file has none."""
     path = Path(path)
-    block = f"{DOCS_START}\n{markdown.rstrip()}\n{DOCS_END}"
+    start, end = docs_markers(name)
+    block = f"{start}\n{markdown.rstrip()}\n{end}"
     text = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(DOCS_START) + r".*?" + re.escape(DOCS_END), re.S)
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else (
         text + ("\n\n" if text and not text.endswith("\n\n") else "") + block + "\n")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -512,8 +582,10 @@ def plot(df, cfg):
                     ax = axes[i][j]
                     _family_panel(ax, sub[sub.server == server], metric, fam,
                                   rounds=cfg.rounds)
+                    ran = ((sub.server == server) & (sub.family == fam)).any()
                     ax.set_title(f"{SERVER_LABEL[server]}: {FAMILY_LABEL[fam]}"
-                                 f"{' (no EF)' if fam == 'stoc' else ''}", fontsize=10)
+                                 f"{' (no EF)' if fam == 'stoc' else ''}"
+                                 f"{'' if ran else ' (not run)'}", fontsize=10)
                     ax.set_ylabel(ylabel)
                     if metric == "train_loss":
                         clip_loss(ax, sub)
@@ -568,7 +640,7 @@ def plot(df, cfg):
     out.mkdir(parents=True, exist_ok=True)
     (out / "tables.md").write_text(md)
     if cfg.write_docs:
-        write_docs(cfg.write_docs, md)
+        write_docs(cfg.write_docs, md, cfg.docs_block)
     return paths
 
 
@@ -595,8 +667,9 @@ def check(df, cfg):
             gap = r.acc - fp_acc
             pv = paper.get(r.family)
             pgap = f"; paper {pv[0] - paper['full'][0]:+.2f}" if pv else ""
+            tail_gap = r.get("acc_tail", math.nan) - float(fp.acc_tail.iloc[0])
             what = (f"diverged at round {int(r.diverged_at)}" if r.diverged else
-                    f"{gap:+.2f} points vs full precision")
+                    f"{gap:+.2f} points vs full precision (tail mean {tail_gap:+.2f})")
             lines.append(f"  {setting_label(r.compressor)} ({r.rule}): {what}{pgap}; "
                          f"{fp_bits / r.bits:.0f}x fewer uplink bits")
         if math.isnan(fp_acc):
@@ -604,11 +677,14 @@ def check(df, cfg):
             continue
         ef = sel[sel.family.isin(EF_FAMILIES)]
         if len(ef):
-            worst = float((ef.acc.fillna(-np.inf) - fp_acc).min())
-            lines.append(f"  -> Fed-EF within 1 point of full precision for all of "
-                         f"{', '.join(ef.compressor)}: "
-                         f"{'shows' if worst >= -1.0 else 'does NOT show'} (worst "
-                         f"{'a divergence' if worst == -np.inf else f'{worst:+.2f}'})")
+            for what, col, ref in (("final", "acc", fp_acc),
+                                   ("tail mean", "acc_tail", float(fp.acc_tail.iloc[0]))):
+                gaps = ef[col].where(ef.diverged == 0).fillna(-np.inf) - ref
+                worst = float(gaps.min())
+                lines.append(f"  -> Fed-EF within 1 point of full precision ({what}) for all "
+                             f"of {', '.join(ef.compressor)}: "
+                             f"{'shows' if worst >= -1.0 else 'does NOT show'} (worst "
+                             f"{'a divergence' if worst == -np.inf else f'{worst:+.2f}'})")
         for fam in ("topk", "hvsign", "stoc"):
             sub = grp[grp.family == fam].sort_values("bits")
             if len(sub) >= 2 and not sub.acc.isna().all():

@@ -13,7 +13,9 @@ datasets and all three compressors.
 Scale: the CPU default uses the population of :mod:`reproduce.fedef_images` (``--n 10``
 clients of the 200-client partition, 300 samples and 10 local steps each; MNIST is the
 embedded subset here), 5 clients per round, 15 rounds, one seed, no evaluation (q_A needs
-none). ``--full``: ``n = 200``, 100 rounds, 3 seeds (a GPU).
+none). ``--full``: ``n = 200``, 100 rounds, 3 seeds (a GPU: every participant of a round in
+one engine chunk, ``--max-batch`` to change it). The problem comes from the shared builder
+(:func:`reproduce.fedef_images.conv_problem`).
 """
 from __future__ import annotations
 
@@ -26,12 +28,12 @@ from sims.participation import Participation
 
 from . import common, plotting
 from .fedef_images import (DATASET_LABEL, clients_per_round, compressor, conv_problem,
-                           dataset_key, items, population, set_threads)
+                           dataset_key, gpu_max_batch, items, population, set_threads)
 
 PAPER, TARGET = "Fed-EF", "Figure 19"
 TITLE = "q_A^2 during CNN training on MNIST / Fashion-MNIST: Sign, TopK-0.01, TopK-0.1"
-DEFAULT_COST = ("about 6 min (MNIST subset and Fashion-MNIST, 10 clients, p=0.5 (5 per "
-                "round), 15 rounds, 1 seed, 3 compressors: 6 runs of ~1 min); --full: n=200, "
+DEFAULT_COST = ("4 min measured (MNIST subset and Fashion-MNIST, 10 clients, p=0.5 (5 per "
+                "round), 15 rounds, 1 seed, 3 compressors: 6 runs of ~40 s); --full: n=200, "
                 "100 rounds, 3 seeds, for a GPU")
 
 
@@ -81,7 +83,8 @@ def runs(cfg):
                 alg = FedEF(eta=cfg.eta, eta_l=cfg.eta_l, compressor=compressor(spec))
                 return prob, alg, Participation("fixed", m=m)
             out.append(common.Run(f"{ds}_{spec}", {"dataset": ds, "compressor": spec, "n": n,
-                                                   "m": m}, build, eval_every=0))
+                                                   "m": m}, build, eval_every=0,
+                                  max_batch=gpu_max_batch(cfg, m)))
     return out
 
 

@@ -266,3 +266,32 @@ def test_qa2_is_undefined_for_a_replica_without_participants(quad):
     rounds = list(out.rounds["qA2"])
     assert t_idle + 1 in rounds
     assert math.isnan(out.metrics["qA2"][0, rounds.index(t_idle + 1)])
+
+
+def test_ams_torch_convention_matches_torch_optim_amsgrad():
+    """``ams_convention="torch"``: three server steps equal torch.optim.Adam(amsgrad=True)
+    fed the mean messages as gradients; the printed reading differs from it."""
+    from sims.optim import OptimizerError
+
+    g = torch.Generator().manual_seed(0)
+    theta0 = torch.randn(1, 6, generator=g, dtype=torch.float64)
+    msgs = [torch.randn(1, 6, generator=g, dtype=torch.float64) for _ in range(3)]
+    layout = ParamLayout.single(6)
+    ctx = RoundContext(0, layout, torch.arange(1), None, None)
+    active = torch.tensor([True])
+    ends = {}
+    for conv in ("torch", "paper"):
+        alg = FedEF(eta=0.05, eta_l=0.1, server="amsgrad", ams_convention=conv)
+        server = alg.init_server(theta0)
+        for m in msgs:
+            server, _ = alg.server_step(server, m, {}, active, ctx)
+        ends[conv] = server["theta"]
+    p = torch.nn.Parameter(theta0.clone())
+    opt = torch.optim.Adam([p], lr=0.05, betas=(0.9, 0.999), eps=1e-8, amsgrad=True)
+    for m in msgs:
+        p.grad = m.clone()
+        opt.step()
+    assert torch.allclose(ends["torch"], p.detach(), rtol=1e-12, atol=1e-14)
+    assert not torch.allclose(ends["paper"], p.detach(), rtol=1e-3, atol=0)
+    with pytest.raises(OptimizerError, match="convention"):
+        FedEF(eta=0.05, eta_l=0.1, server="amsgrad", ams_convention="keras")

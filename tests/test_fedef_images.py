@@ -3,8 +3,10 @@ augmentation, the paper's selection rule, the generated tables, and ``--tiny`` r
 each entry (the CIFAR one on fixture pickle files)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -183,6 +185,8 @@ def test_finals_marks_runs_that_stopped_or_went_non_finite():
     df["param"] = df.compressor.map(fedef_images.param_of)
     fin = fedef_images.finals(df, rounds=4).set_index("compressor")
     assert fin.loc["full", "diverged"] == 0 and fin.loc["full", "acc"] == pytest.approx(40.0)
+    # tail: the evaluations in the last 20% of the rounds (rounds 3 and 4 of 4)
+    assert fin.loc["full", "acc_tail"] == pytest.approx(35.0)
     assert fin.loc["sign", "diverged"] == 1 and fin.loc["sign", "diverged_at"] == 2
     assert fin.loc["topk-0.01", "diverged_at"] == 4 and np.isnan(fin.loc["topk-0.01", "acc"])
     assert fin.bits.tolist() == [100.0] * 3          # per round, not cumulative
@@ -201,6 +205,7 @@ def test_tables_markdown_and_docs_block(tmp_path):
     # ours, paper (71.13 +/- 0.68), ours - paper, ours - our FP, paper - paper FP
     assert cells[3] == "70.00 (±0.50)" and cells[4] == "71.13 (±0.68)"
     assert cells[5] == "-1.13" and cells[6] == "-0.20" and cells[7] == "-0.07"
+    assert cells[8] == "-" and cells[9] == "-"          # no tail accuracy in this fixture
     assert "TopK k=0.01 (matches FP)" in md
     doc = tmp_path / "results.md"
     doc.write_text("# Results\n\nintro\n\n" + fedef_images.DOCS_START + "\nold\n"
@@ -212,6 +217,15 @@ def test_tables_markdown_and_docs_block(tmp_path):
     fresh = fedef_images.write_docs(tmp_path / "new.md", md).read_text()
     assert fresh.startswith(fedef_images.DOCS_START) and fresh.rstrip().endswith(
         fedef_images.DOCS_END)
+    # a named block (another scale's tables) lives beside the unnamed one
+    fedef_images.write_docs(doc, "named v1", "n200")
+    fedef_images.write_docs(doc, "named v2", "n200")
+    text = doc.read_text()
+    start, _ = fedef_images.docs_markers("n200")
+    assert text.count(start) == 1 and "named v2" in text and "named v1" not in text
+    assert "Table 5" in text and text.count(fedef_images.DOCS_START) == 1
+    with pytest.raises(common.EntryError):
+        fedef_images.docs_markers("bad name -->")
 
 
 # ----------------------------------------------------------------------------- entries
@@ -298,3 +312,162 @@ def test_cifar_one_round_on_fixture_files(tmp_path, capsys):
 def test_cifar_refuses_the_gpu_default_on_cpu(tmp_path, capsys):
     assert common.main(fedef_cifar, ["--out", str(tmp_path)]) == 2
     assert "--device cuda" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- shared builder
+def test_conv_models_go_through_the_shared_builder():
+    from sims.problems.conv import build_conv_problem
+    from sims.problems.image import build_image_problem
+    data = _fixture(side=6, n_train=40, channels=4)
+    # 4 x 6 x 6 = 144 = 12^2 input features: guessing channels from the flat size would say 1
+    res = build_image_problem("fixture", "resnet18", 4, data=data, scheme="iid",
+                              model_kw={"width": 4}, batch_size=4)
+    assert isinstance(res, ConvProblem) and res.model.conv1.in_channels == 4
+    cnn = build_image_problem("fixture", "cnn", 4, data=data, scheme="iid", batch_size=4,
+                              test_samples=4)
+    assert isinstance(cnn, ConvProblem) and cnn.model.conv1.in_channels == 4
+    assert len(cnn.y_test) == 4
+    mlp = build_image_problem("fixture", "mlp", 4, data=data, scheme="iid")
+    assert type(mlp) is NeuralProblem
+    with pytest.raises(ValueError):
+        build_image_problem("fixture", "mlp", 4, data=data, scheme="iid", augment="crop-flip")
+    wrapped = build_conv_problem("fixture", "cnn", 4, data=data, scheme="iid", batch_size=4)
+    torch.testing.assert_close(wrapped.init_theta(0), cnn.init_theta(0))
+
+
+def test_entry_problems_are_the_cached_shared_problem(monkeypatch):
+    calls = []
+    real = common.cached_problem
+
+    def spy(*args, **kw):
+        calls.append((args, kw))
+        return real(*args, **kw)
+    monkeypatch.setattr(common, "cached_problem", spy)
+    a = fedef_images.conv_problem("mnist", "cnn", 3, 64, None, "cpu", 32, 20)
+    b = fedef_images.conv_problem("mnist", "cnn", 3, 64, None, "cpu", 32, 20)
+    assert a is b and isinstance(a, ConvProblem) and a.n_clients == 3
+    assert [kw["model"] for _, kw in calls] == ["cnn", "cnn"]
+    assert calls[0][1]["subset_of"] == len(common.cached_dataset("mnist", None).y_train) // 64
+
+
+@pytest.mark.parametrize("loop", [True, False])
+def test_evaluation_without_the_gradient_norm(loop):
+    data = _fixture()
+    prob = ConvProblem(data, _parts(), make_model("cnn", (1, 6, 6), 10, dropout=0.0),
+                       batch_size=4, dtype=torch.float64, loop=loop)
+    theta = torch.stack([prob.init_theta(s) for s in (0, 1)])
+    full = prob.evaluate(theta)
+    lean = prob.evaluate(theta, grad=False)
+    assert "grad_norm2" in full and "grad_norm2" not in lean
+    for k in lean:
+        torch.testing.assert_close(lean[k], full[k], rtol=1e-10, atol=1e-12)
+    prob.eval_grad = False
+    assert "grad_norm2" not in prob.evaluate(theta)
+
+
+# ----------------------------------------------------------------------------- common options
+_TINY = ["--tiny", "--quiet", "--datasets", "mnist", "--servers", "sgd", "--compressors",
+         "topk-0.01", "--rounds", "1"]
+
+
+def _tiny_args(tmp_path, *extra):
+    return _TINY + ["--out", str(tmp_path / "results"), "--figures", str(tmp_path / "figs"),
+                    *extra]
+
+
+def _exec(tmp_path, *extra):
+    """Run (or resume) the tiny entry without drawing: the saved results as one table."""
+    return common.execute(fedef_images, common.parse_config(fedef_images,
+                                                            _tiny_args(tmp_path, *extra)))
+
+
+def _spy_engine(monkeypatch):
+    seen = []
+    real = common.engine.run
+
+    def spy(*args, **kw):
+        seen.append(kw.get("max_batch"))
+        return real(*args, **kw)
+    monkeypatch.setattr(common.engine, "run", spy)
+    return seen
+
+
+def test_max_batch_reaches_the_engine(tmp_path, monkeypatch):
+    seen = _spy_engine(monkeypatch)
+    _exec(tmp_path, "--max-batch", "1")
+    assert seen == [1]
+    (meta,) = _records(tmp_path / "results", "fedef_images")
+    assert meta["max_batch"] == 1
+    # not part of the fingerprint: a different chunk reuses the saved run
+    _exec(tmp_path, "--max-batch", "2")
+    assert seen == [1]
+    # a Run's own chunk is used unless the flag is given; the flag wins
+    cfg = common.parse_config(fedef_images, _tiny_args(tmp_path / "b"))
+    assert fedef_images.runs(cfg)[0].max_batch is None          # CPU: the engine's rule
+    assert fedef_images.gpu_max_batch(SimpleNamespace(device="cuda:0"), 20) == 20
+    real_runs = fedef_images.runs
+    monkeypatch.setattr(fedef_images, "runs",
+                        lambda c: [dataclasses.replace(r, max_batch=3) for r in real_runs(c)])
+    common.execute(fedef_images, cfg)
+    assert seen[-1] == 3
+    _exec(tmp_path / "c", "--max-batch", "2")
+    assert seen[-1] == 2
+
+
+def test_result_files_are_named_by_round_count_and_resume(tmp_path, monkeypatch):
+    seen = _spy_engine(monkeypatch)
+    out = tmp_path / "results" / "fedef_images"
+    _exec(tmp_path)
+    _exec(tmp_path, "--rounds", "2")
+    names = sorted(p.name for p in out.glob("*.csv"))
+    assert len(names) == 2 and len(seen) == 2
+    assert names[0].startswith("mnist_p0.5_sgd_topk-0.01_T1_")
+    assert names[1].startswith("mnist_p0.5_sgd_topk-0.01_T2_")
+    stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("*.csv")}
+    # running either again resumes (nothing recomputed, nothing overwritten)
+    assert int(_exec(tmp_path)["round"].max()) == 1
+    assert int(_exec(tmp_path, "--rounds", "2")["round"].max()) == 2
+    assert len(seen) == 2
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.csv")} == stamps
+    # results saved under the earlier naming (the bare run name) are still found
+    t1 = out / names[0]
+    for ext in (".csv", ".json"):
+        t1.with_suffix(ext).rename(out / f"mnist_p0.5_sgd_topk-0.01{ext}")
+    assert int(_exec(tmp_path, "--plot-only")["round"].max()) == 1 and len(seen) == 2
+    # an interrupted run (record missing) is run again
+    (out / "mnist_p0.5_sgd_topk-0.01.json").unlink()
+    _exec(tmp_path)
+    assert len(seen) == 3
+
+
+def test_gradient_evaluation_is_skipped_unless_asked(tmp_path, monkeypatch):
+    seen = _spy_engine(monkeypatch)
+    df = _exec(tmp_path)
+    assert "grad_norm2" not in set(df.metric) and "train_loss" in set(df.metric)
+    assert {"test_acc", "bits_up"} <= set(df.metric)
+    # --grad-norm needs the metric, so the lean run is not reused; then it is saved and reused
+    df = _exec(tmp_path, "--grad-norm")
+    assert len(seen) == 2 and np.isfinite(df[df.metric == "grad_norm2"].value).all()
+    assert len(_exec(tmp_path, "--grad-norm", "--plot-only"))
+    # ... and serves the lean configuration too (a superset)
+    _exec(tmp_path)
+    assert len(seen) == 2
+
+
+def test_ams_reading_option(tmp_path):
+    literal = fedef_images.fed_ef("fmnist", "ams", "topk-0.01")
+    assert not literal.server_rule.bias_correction and literal.server_rule.eps_inside_sqrt
+    torch_rule = fedef_images.fed_ef("fmnist", "ams", "topk-0.01", ams_reading="torch")
+    rule = torch_rule.server_rule
+    assert rule.bias_correction and not rule.eps_inside_sqrt and rule.amsgrad
+    assert (rule.lr, torch_rule.eta) == (1e-2, 1e-2)
+    assert fedef_images.fed_ef("fmnist", "sgd", "full", ams_reading="torch").server == "sgd"
+    with pytest.raises(common.EntryError):
+        fedef_images.fed_ef("fmnist", "ams", "full", ams_reading="adam")
+    # the printed reading keeps the fingerprints of runs saved before the option existed
+    cfg = common.parse_config(fedef_images, _tiny_args(tmp_path))
+    assert "ams_reading" not in cfg.run_key()
+    cfg = common.parse_config(fedef_images, _tiny_args(tmp_path, "--ams-reading", "torch",
+                                                       "--servers", "ams"))
+    assert cfg.run_key()["ams_reading"] == "torch"
+    assert fedef_images.runs(cfg)[0].params["ams_reading"] == "torch"

@@ -82,11 +82,16 @@ def test_interrupted_entry_resumes_only_unfinished_runs(tmp_path):
 
 
 def test_changed_settings_are_not_mistaken_for_saved_runs(tmp_path):
+    """Runs at another round count are run again, into files of their own: the file names
+    carry the round count (and a fingerprint), so the earlier results are kept."""
     rc, results, _ = _run("fig9", tmp_path)
     stamps = {p.name: p.stat().st_mtime_ns for p in results.glob("*.csv")}
     rc, _, _ = _run("fig9", tmp_path, "--rounds", "5")
     assert rc == 0
-    assert all(p.stat().st_mtime_ns != stamps[p.name] for p in results.glob("*.csv"))
+    after = {p.name: p.stat().st_mtime_ns for p in results.glob("*.csv")}
+    new = set(after) - set(stamps)
+    assert len(new) == len(stamps) and all("_T5_" in name for name in new)
+    assert all(after[name] == stamp for name, stamp in stamps.items())
 
 
 def test_plot_only_redraws_or_says_what_is_missing(tmp_path, capsys):

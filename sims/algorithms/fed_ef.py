@@ -12,6 +12,10 @@ sign) a round is:
 * server (lines 15-19): ``U = mean_i m_i`` over the participants (``1/m`` under partial
   participation, spec 1.3); Fed-EF-SGD: ``theta <- theta - eta U``; Fed-EF-AMS: AMSGrad on
   ``U`` with epsilon inside the square root and no bias correction (spec 6.3);
+  ``ams_convention="torch"`` is ``torch.optim.Adam(amsgrad=True)``'s reading instead (bias
+  correction, epsilon outside the root), under which a coordinate moves at most about
+  ``eta`` a round (the printed reading can move it several times ``eta`` early on, while
+  ``v`` is still ``1 - beta2^t`` of its running scale);
 * partial participation (Sec. 4.3): inactive clients keep their error (the paper's
   ``e_{t,i} = e_{t-1,i}`` is an index typo for ``e_{t+1,i} = e_{t,i}``, spec 6.2);
 * error restarting (Sec. 5.4): from round ``restart_start`` on, a participant whose error
@@ -36,6 +40,9 @@ from ..optim import SGD, Adam, OptimizerError
 from .base import Algorithm, masked_rows
 
 
+AMS_CONVENTIONS = ("paper", "torch")
+
+
 @dataclass
 class FedEF(Algorithm):
     eta: float
@@ -49,6 +56,7 @@ class FedEF(Algorithm):
     restart_period: int | None = None   # S of error restarting; None = off
     restart_start: int = 0              # first (0-based) round at which restarting applies
     two_way: bool = False               # Alg. 3: compress the broadcast too
+    ams_convention: str = "paper"       # "paper" (Alg. 2 as printed) or "torch" (see below)
 
     def __post_init__(self):
         if self.server not in ("sgd", "amsgrad"):
@@ -56,11 +64,16 @@ class FedEF(Algorithm):
         if self.two_way and self.compressor.needs_uniforms:
             raise OptimizerError("two-way compression needs a deterministic compressor "
                                  "(Alg. 3 uses the biased C on the broadcast), not Stoc")
+        if self.ams_convention not in AMS_CONVENTIONS:
+            raise OptimizerError(f"Fed-EF-AMS convention must be one of {AMS_CONVENTIONS}, "
+                                 f"got {self.ams_convention!r}")
         if self.restart_period is not None and self.restart_period < 1:
             raise OptimizerError(f"restart period S must be >= 1, got {self.restart_period}")
         self.local_rule = SGD(self.eta_l)
+        torch_style = self.ams_convention == "torch"
         self.server_rule = (SGD(self.eta) if self.server == "sgd" else
-                            Adam(self.eta, self.beta1, self.beta2, self.eps, amsgrad=True))
+                            Adam(self.eta, self.beta1, self.beta2, self.eps, amsgrad=True,
+                                 eps_inside_sqrt=not torch_style, bias_correction=torch_style))
         self.needs_uniforms = self.compressor.needs_uniforms
 
     @property
@@ -125,4 +138,4 @@ class FedEF(Algorithm):
                 "compressor": repr(self.compressor), "error_feedback": self.error_feedback,
                 "server": self.server, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
                 "restart_period": self.restart_period, "restart_start": self.restart_start,
-                "two_way": self.two_way}
+                "two_way": self.two_way, "ams_convention": self.ams_convention}

@@ -22,9 +22,12 @@ batched form (it has parallelism to spare), so the loop is the default on the CP
   offset and flip in its index), so augmented runs are as reproducible as the rest of the
   engine. Evaluation uses the plain images.
 
-:func:`build_conv_problem` is :func:`sims.problems.image.build_image_problem` with these
-options, plus ``test_samples`` (evaluate on a fixed stratified subset of the test set, a CPU
-economy) and ``fast_path`` passed through.
+* with ``eval_grad=False`` evaluates the train loss, test loss and accuracy but not the
+  squared full-gradient norm ``grad_norm2`` (a backward pass over the evaluation samples,
+  the costly part of a CNN evaluation, which the Fed-EF image figures do not plot).
+
+:func:`sims.problems.image.build_image_problem` builds it for the convolutional models
+(``cnn``, ``resnet18``); :func:`build_conv_problem` is that builder with ``conv=True``.
 """
 from __future__ import annotations
 
@@ -33,10 +36,9 @@ import copy
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.func import vmap
 
-from ..data import load_dataset, partition, subset_of_clients
 from ..data.base import NORMALIZATION, Dataset
-from ..models import make_model
 from .neural import NeuralProblem
 
 AUGMENTATIONS = (None, "crop-flip")
@@ -44,11 +46,13 @@ AUGMENTATIONS = (None, "crop-flip")
 
 class ConvProblem(NeuralProblem):
     def __init__(self, dataset, parts, model, *, loop: bool | None = None,
-                 augment: str | None = None, pad: int = 4, eval_chunk: int = 512, **kw):
+                 augment: str | None = None, pad: int = 4, eval_chunk: int = 512,
+                 eval_grad: bool = True, **kw):
         if augment not in AUGMENTATIONS:
             raise ValueError(f"augment must be one of {AUGMENTATIONS}, got {augment!r}")
         super().__init__(dataset, parts, model, eval_chunk=eval_chunk, **kw)
         self.loop = (self.device.type == "cpu") if loop is None else bool(loop)
+        self.eval_grad = bool(eval_grad)
         self.augment, self.pad = augment, int(pad)
         self.n_train = len(self.x)
         if augment:
@@ -153,15 +157,50 @@ class ConvProblem(NeuralProblem):
         F.cross_entropy(self.model(x), y).backward()
         return torch.cat([p.grad.reshape(-1) for p in self.model.parameters()])
 
-    def evaluate(self, theta: torch.Tensor, test: bool = True) -> dict[str, torch.Tensor]:
+    def _eval_w(self, s: int, size: int) -> torch.Tensor:
+        """Weights of evaluation samples ``s .. s + size`` in the global objective."""
+        if self.eval_weights is None:
+            return torch.full((size,), 1.0 / len(self.eval_index), dtype=self.dtype,
+                              device=self.device)
+        return torch.as_tensor(self.eval_weights[s:s + size], dtype=self.dtype,
+                               device=self.device)
+
+    @torch.no_grad()
+    def _batched_train_loss(self, theta: torch.Tensor) -> torch.Tensor:
+        """The global objective at each server model (vmap path), forward passes only."""
+        logits_fn = vmap(self._logits, in_dims=(0, None))
+        loss = torch.zeros(theta.shape[0], dtype=self.dtype, device=self.device)
+        for s in range(0, len(self.eval_index), self.eval_chunk):
+            idx = self.eval_index[s:s + self.eval_chunk]
+            logits = logits_fn(theta, self.x[idx])
+            losses = F.cross_entropy(logits.flatten(0, 1), self.y[idx].repeat(theta.shape[0]),
+                                     reduction="none").view(theta.shape[0], -1)
+            loss += (losses * self._eval_w(s, len(idx))).sum(-1)
+        return loss
+
+    def evaluate(self, theta: torch.Tensor, test: bool = True,
+                 grad: bool | None = None) -> dict[str, torch.Tensor]:
         """As :meth:`NeuralProblem.evaluate` (train loss and squared full-gradient norm of
         the global objective on the evaluation samples; test loss and accuracy), one server
-        model at a time in loop mode."""
+        model at a time in loop mode. ``grad=False`` (default: ``self.eval_grad``) leaves out
+        ``grad_norm2`` and computes the train loss with forward passes only."""
+        grad = self.eval_grad if grad is None else bool(grad)
         if not self.loop:
-            return super().evaluate(theta, test)
+            if grad:
+                return super().evaluate(theta, test)
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                out = {"train_loss": self._batched_train_loss(theta)}
+                if test and len(self.y_test):
+                    out["test_acc"], out["test_loss"] = self._accuracy(theta, self.x_test,
+                                                                       self.y_test)
+            finally:
+                self.model.train(was_training)
+            return out
         R, n_eval = theta.shape[0], len(self.eval_index)
         out = {k: torch.zeros(R, dtype=self.dtype, device=self.device)
-               for k in ("train_loss", "grad_norm2")}
+               for k in (("train_loss", "grad_norm2") if grad else ("train_loss",))}
         do_test = test and len(self.y_test)
         if do_test:
             out.update(test_acc=torch.zeros(R, device=self.device),
@@ -170,23 +209,19 @@ class ConvProblem(NeuralProblem):
         try:
             for r in range(R):
                 self._load(theta[r])
-                g = torch.zeros(self.d, dtype=self.dtype, device=self.device)
+                g = torch.zeros(self.d, dtype=self.dtype, device=self.device) if grad else None
                 for s in range(0, n_eval, self.eval_chunk):
                     idx = self.eval_index[s:s + self.eval_chunk]
-                    if self.eval_weights is None:
-                        w = torch.full((len(idx),), 1.0 / n_eval, dtype=self.dtype,
-                                       device=self.device)
-                    else:
-                        w = torch.as_tensor(self.eval_weights[s:s + self.eval_chunk],
-                                            dtype=self.dtype, device=self.device)
+                    w = self._eval_w(s, len(idx))
                     x = self.x[idx].contiguous(memory_format=torch.channels_last)
-                    with torch.enable_grad():
+                    with torch.set_grad_enabled(grad):
                         losses = F.cross_entropy(self._work(x), self.y[idx], reduction="none")
                         total = (losses * w).sum()
-                        grads = torch.autograd.grad(total, self._params)
-                    g += self._flat(grads)
+                    if grad:
+                        g += self._flat(torch.autograd.grad(total, self._params))
                     out["train_loss"][r] += total.detach()
-                out["grad_norm2"][r] = (g * g).sum()
+                if grad:
+                    out["grad_norm2"][r] = (g * g).sum()
                 if do_test:
                     correct, loss = 0.0, 0.0
                     with torch.no_grad():
@@ -219,26 +254,14 @@ def stratified_test_subset(ds: Dataset, size: int | None, seed: int = 0) -> Data
                    ds.num_classes, ds.source)
 
 
-def build_conv_problem(dataset: str = "fmnist", model: str = "cnn", n_clients: int = 200, *,
-                       data: Dataset | None = None, data_dir=None, scheme: str = "shards",
-                       partition_seed: int = 0, subset_of: int | None = None,
-                       batch_size: int = 32, local_epochs: int = 1,
-                       eval_train_samples: int | None = None, test_samples: int | None = None,
-                       loop: bool | None = None, augment: str | None = None, device="cpu",
-                       dtype=torch.float32, model_kw: dict | None = None) -> ConvProblem:
-    """:func:`sims.problems.image.build_image_problem` returning a :class:`ConvProblem`.
+def build_conv_problem(dataset: str = "fmnist", model: str = "cnn", n_clients: int = 200,
+                       **kw) -> ConvProblem:
+    """:func:`sims.problems.image.build_image_problem` with ``conv=True`` (the one builder;
+    kept under this name for callers of the convolutional options).
 
     ``subset_of=N`` partitions the training data among ``N`` clients (two single-class shards
     each) and keeps ``n_clients`` of them, so a small CPU population has the paper's client
     structure (Fed-EF, ``N = 200``: 300 samples and 10 local steps per client).
     """
-    ds = data if data is not None else load_dataset(dataset, data_dir)
-    ds = stratified_test_subset(ds, test_samples)
-    labels = ds.y_train.numpy()
-    parts = partition(labels, subset_of or n_clients, scheme, partition_seed)
-    if subset_of:
-        parts = subset_of_clients(parts, n_clients, partition_seed)
-    net = make_model(model, tuple(ds.x_train.shape[1:]), ds.num_classes, **(model_kw or {}))
-    return ConvProblem(ds, [np.asarray(p) for p in parts], net, batch_size=batch_size,
-                       local_epochs=local_epochs, eval_train_samples=eval_train_samples,
-                       loop=loop, augment=augment, device=device, dtype=dtype)
+    from .image import build_image_problem
+    return build_image_problem(dataset, model, n_clients, conv=True, **kw)
