@@ -193,7 +193,7 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
             participants[r].append(dr.clients)
         sums: dict[str, torch.Tensor] = {}
         if getattr(algorithm, "needs_round_gradient", False):
-            mean_grad = _round_gradient(problem, server["theta"], rep_np, cli_np, counts, R,
+            mean_grad = _round_gradient(problem, server["theta"], rep_np, cli_np, counts,
                                         max_batch)
             server = algorithm.round_gradient(server, mean_grad,
                                               torch.as_tensor(counts > 0, device=device))
@@ -258,7 +258,7 @@ class _ParticipantRows(Mapping):
 
     def __getitem__(self, key):
         if key not in self._rows:
-            self._rows[key] = self._bcast[key].index_select(0, self._rep)
+            self._rows[key] = start_rows(self._bcast[key], self._rep)
         return self._rows[key]
 
     def __iter__(self):
@@ -316,19 +316,25 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
             rows.index_copy_(0, slot, v)
         else:                                       # a broadcastable value
             cstate[k][rep, cli] = v
-    # Per-replica sums. A one-hot product is much faster than index_add_ for few replicas
-    # (index_add_ costs ~1 ms even on tiny float64 tensors); many replicas use index_add_.
-    onehot = (torch.nn.functional.one_hot(rep, R).T.to(msg.dtype) if R <= 64 else None)
     for k, v in {"message": msg, **aux}.items():
         if k not in sums:
             sums[k] = torch.zeros((R, *v.shape[1:]), dtype=v.dtype, device=device)
-        if onehot is not None:
-            sums[k] += (onehot @ v.reshape(len(v), -1)).view_as(sums[k])
-        else:
-            sums[k].index_add_(0, rep, v)
+        _add_per_replica(sums[k], rep, v)
 
 
-def _round_gradient(problem, theta, rep_np, cli_np, counts, R, max_batch):
+def _add_per_replica(total: torch.Tensor, rep: torch.Tensor, v: torch.Tensor) -> None:
+    """``total[r] += sum of v[b] over the rows b with rep[b] == r`` (``total`` is ``[R, ...]``).
+    A one-hot product is much faster than ``index_add_`` for few replicas (``index_add_``
+    costs ~1 ms even on tiny float64 tensors); many replicas use ``index_add_``."""
+    R = total.shape[0]
+    if R <= 64:
+        onehot = torch.nn.functional.one_hot(rep, R).T.to(v.dtype)
+        total += (onehot @ v.reshape(len(v), -1)).view_as(total)
+    else:
+        total.index_add_(0, rep, v)
+
+
+def _round_gradient(problem, theta, rep_np, cli_np, counts, max_batch):
     """Each replica's mean over its participants of the full local gradient at its server
     model ``theta[R, d]`` (``problem.full_grad``), in chunks of ``max_batch`` participants
     like the local training; ``[R, d]``, 0 for a replica without participants."""
@@ -341,10 +347,6 @@ def _round_gradient(problem, theta, rep_np, cli_np, counts, R, max_batch):
         for lo in range(0, len(cli_np), max_batch):
             rep = torch.as_tensor(rep_np[lo:lo + max_batch], device=device)
             cli = torch.as_tensor(cli_np[lo:lo + max_batch], device=device)
-            g = problem.full_grad(theta[rep], cli)
-            if R <= 64:      # one-hot product, as for the local training's per-replica sums
-                total += torch.nn.functional.one_hot(rep, R).T.to(g.dtype) @ g
-            else:
-                total.index_add_(0, rep, g)
+            _add_per_replica(total, rep, problem.full_grad(start_rows(theta, rep), cli))
     counts_t = torch.as_tensor(counts, device=device, dtype=theta.dtype)
     return total / counts_t.clamp_min(1).unsqueeze(-1)

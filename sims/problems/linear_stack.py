@@ -32,6 +32,16 @@ def _relu_backward(grad: torch.Tensor, pre: torch.Tensor) -> torch.Tensor:
     return torch.ops.aten.threshold_backward(grad, pre, 0)
 
 
+def _logit_grad(z: torch.Tensor, y: torch.Tensor, scale: torch.Tensor, dim: int) -> torch.Tensor:
+    """The weighted cross-entropy gradient with respect to logits ``z`` whose class axis is
+    ``dim``: ``(softmax(z) - onehot(y)) * scale``, with labels ``y`` and per-sample factors
+    ``scale`` shaped like ``z`` without that axis."""
+    dz = torch.softmax(z, dim=dim)
+    y = y.unsqueeze(dim)
+    dz.scatter_add_(dim, y, -torch.ones(y.shape, dtype=dz.dtype, device=dz.device))
+    return dz.mul_(scale.unsqueeze(dim))
+
+
 def _forward(theta, layout, x):
     params = list(layout.unflatten(theta).values())
     return _forward_params(params[0::2], params[1::2], x)
@@ -120,23 +130,13 @@ def _sgd_step(weights, biases, x, y, w, lr):
         if i < len(weights) - 1:
             pre.append(zT)
             hT = torch.relu(zT)
-    dzT = torch.softmax(zT, dim=1)
-    dzT.scatter_add_(1, y.unsqueeze(1), -torch.ones((B, 1, b), dtype=dzT.dtype,
-                                                    device=dzT.device))
-    dzT.mul_((w / w.sum(1, keepdim=True).clamp_min(1)).unsqueeze(1))
+    dzT = _logit_grad(zT, y, w / w.sum(1, keepdim=True).clamp_min(1), dim=1)
     for i in range(len(weights) - 1, -1, -1):
         below = (_relu_backward(torch.bmm(weights[i].transpose(1, 2), dzT), pre[i - 1])
                  if i > 0 else None)
         weights[i].baddbmm_(dzT, inputs[i].transpose(1, 2), alpha=-lr)
         biases[i].sub_(dzT.sum(2), alpha=lr)
         dzT = below
-
-
-def linear_stack_sgd(theta: torch.Tensor, layout, minibatch, steps: int,
-                     lr: float) -> torch.Tensor:
-    """:func:`linear_stack_sgd_` on a copy: ``theta`` is left as it was."""
-    return linear_stack_sgd_(theta.clone(memory_format=torch.contiguous_format), layout,
-                             minibatch, steps, lr)
 
 
 def linear_stack_sgd_delta(server: torch.Tensor, rep: torch.Tensor, layout, minibatch,
@@ -181,10 +181,7 @@ def _one_step_delta(server, rep, layout, x, y, w, lr):
             if i < len(weights) - 1:
                 pre.append(z)
                 h = torch.relu(z)
-        dz = torch.softmax(z, dim=-1)
-        dz.scatter_add_(-1, y[rows].reshape(-1, 1),
-                        -torch.ones((nb * b, 1), dtype=dz.dtype, device=dz.device))
-        dz.mul_(scale[rows].reshape(-1, 1))
+        dz = _logit_grad(z, y[rows].reshape(-1), scale[rows].reshape(-1), dim=-1)
         delta = list(layout.unflatten(out[rows]).values())
         for i in range(len(weights) - 1, -1, -1):
             below = _relu_backward(dz @ weights[i], pre[i - 1]) if i > 0 else None

@@ -173,9 +173,8 @@ class NeuralProblem:
         loss over client ``i``'s samples (Fed-EF eq. (1)); Mime's ``c`` averages these.
 
         Each client's data is one padded index row, cut into column blocks of up to 256
-        samples (wider than a local minibatch, so not through ``stoch_grad``); a block's
-        gradient (the mean over its valid samples) is weighted by its share of the client's
-        samples. Rows and blocks are sized to keep the gathered inputs and the ``[rows, d]``
+        samples; a block's :meth:`stoch_grad` (the mean over its valid samples) is weighted
+        by its share of the client's samples. Rows and blocks are sized to keep the gathered inputs and the ``[rows, d]``
         outputs near the engine's chunk budget."""
         from .._malloc import CHUNK_BYTES
         parts = [self.parts[int(c)] for c in clients.tolist()]
@@ -195,10 +194,7 @@ class NeuralProblem:
                 block = index[lo:lo + rows, s:s + cols]
                 share = (block >= 0).sum(1).to(theta.dtype) / sizes[lo:lo + rows]
                 if bool((share > 0).any()):
-                    safe = block.clamp_min(0)
-                    x, y, w = self.x[safe], self.y[safe], (block >= 0).to(self.dtype)
-                    g = (linear_stack_grad(th, self.layout, x, y, w)[0] if self.fast_path
-                         else self._batched_grad(th, x, y, w))
+                    g = self.stoch_grad(th, clients[lo:lo + rows], block)
                     out[lo:lo + rows] += g * share.unsqueeze(-1)
         return out
 
