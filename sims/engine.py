@@ -292,11 +292,14 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
     slot = rep * problem.n_clients + cli          # row of (replica, client) in [R * n, ...]
     c_state = {k: v.flatten(0, 1).index_select(0, slot) for k, v in cstate.items()}
     payload, step_mask = _stack_payloads(problem, payloads, device, dtype)
-    lstate = algorithm.local_start(b_cast, c_state, ctx)
     lr = algorithm.plain_local_sgd() if fused else None
     with torch.no_grad():
         delta = None if lr is None else _fused_delta(problem, bcast["theta"], rep, cli,
                                                      payload, lr)
+        # Plain SGD through the default hooks (what ``plain_local_sgd`` checks) keeps no
+        # local state; not calling ``local_start`` then also spares building the gathered
+        # server rows that it would be handed.
+        lstate = {} if delta is not None else algorithm.local_start(b_cast, c_state, ctx)
         if delta is None:
             # this chunk's own copies of the server models (b_cast["theta"] stays as it is)
             theta = start_rows(bcast["theta"], rep)

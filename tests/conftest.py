@@ -90,6 +90,29 @@ def cnn_problem():
     return prob
 
 
+def plan_payload(prob, clients, seed: int = 3) -> torch.Tensor:
+    """One round's minibatch plans of ``clients`` stacked as the engine does:
+    ``[B, max steps, batch]``, -1 = padding."""
+    rng = np.random.default_rng(seed)
+    plans = [prob.plan_client(rng, c) for c in clients]
+    out = np.full((len(plans), max(len(p) for p in plans), plans[0].shape[1]), -1)
+    for j, p in enumerate(plans):
+        out[j, : len(p)] = p
+    return torch.as_tensor(out)
+
+
+def stepwise_sgd_delta(prob, server, rep, payload, lr):
+    """``theta_start - theta_end`` of plain SGD stepped one minibatch at a time through
+    ``linear_stack_grad``, participant ``j`` starting from ``server[rep[j]]``."""
+    from sims.problems.linear_stack import linear_stack_grad
+    start = server[rep]
+    theta = start.clone()
+    for k in range(payload.shape[1]):
+        x, y, w = prob.minibatch(payload[:, k])
+        theta = theta - lr * linear_stack_grad(theta, prob.layout, x, y, w)[0]
+    return start - theta
+
+
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     den = float(b.norm())
     return float((a - b).norm()) / (den if den > 0 else 1.0)

@@ -17,8 +17,9 @@ from sims.compress import TopK
 from sims.engine import run
 from sims.models import MLP, LogReg
 from sims.participation import Participation
-from sims.problems.linear_stack import linear_stack_grad
 from sims.problems.neural import NeuralProblem
+
+from conftest import plan_payload, stepwise_sgd_delta
 
 
 def _problem(image_data, model, batch_size, sizes=(5, 9, 14, 20, 14)):
@@ -29,15 +30,6 @@ def _problem(image_data, model, batch_size, sizes=(5, 9, 14, 20, 14)):
     return prob
 
 
-def _stepwise_delta(prob, server, rep, payload, lr):
-    start = server[rep]
-    theta = start.clone()
-    for k in range(payload.shape[1]):
-        x, y, w = prob.minibatch(payload[:, k])
-        theta = theta - lr * linear_stack_grad(theta, prob.layout, x, y, w)[0]
-    return start - theta
-
-
 @pytest.mark.parametrize("model", [lambda: MLP(784, hidden=4), lambda: LogReg(784)])
 @pytest.mark.parametrize("batch_size", [32, 4])        # one padded step / several steps
 @pytest.mark.parametrize("rep", [[0, 0, 1, 1, 1], [1, 0, 0, 1, 0], [0, 0, 0, 0, 0]])
@@ -45,16 +37,11 @@ def test_sgd_delta_equals_step_by_step(image_data, model, batch_size, rep):
     prob = _problem(image_data, model(), batch_size)
     R = max(rep) + 1
     server = torch.stack([prob.init_theta(s) for s in range(R)])
-    rng = np.random.default_rng(3)
-    plans = [prob.plan_client(rng, c) for c in range(5)]
-    k_max = max(len(p) for p in plans)
-    payload = np.full((5, k_max, batch_size), -1)
-    for j, p in enumerate(plans):
-        payload[j, : len(p)] = p
-    payload = torch.as_tensor(payload)
+    payload = plan_payload(prob, range(5))
+    k_max = payload.shape[1]
     rep = torch.as_tensor(rep)
     got = prob.local_sgd_delta(server, rep, torch.arange(5), payload, 0.3)
-    want = _stepwise_delta(prob, server, rep, payload, 0.3)
+    want = stepwise_sgd_delta(prob, server, rep, payload, 0.3)
     assert (k_max == 1) == (batch_size == 32)
     assert torch.allclose(got, want, rtol=0, atol=1e-12 * want.abs().max())
     assert want.abs().max() > 0

@@ -109,20 +109,29 @@ def linear_stack_sgd_(theta: torch.Tensor, layout, minibatch, steps: int,
     params = list(layout.unflatten(theta).values())      # views into theta
     weights, biases = params[0::2], params[1::2]
     for k in range(steps):
-        _sgd_step(weights, biases, *minibatch(k), lr)
+        x, y, w = minibatch(k)
+        B, b = y.shape
+        sgd_step_(weights, biases, x.reshape(B, b, -1).transpose(1, 2), y, lr_scale(w, lr))
     return theta
 
 
-def _sgd_step(weights, biases, x, y, w, lr):
-    """One minibatch step on per-client weights, in place (a step with all-zero weights
-    leaves them exactly as they were).
+def lr_scale(w: torch.Tensor, lr: float) -> torch.Tensor:
+    """Per-sample factors ``lr * w_s / sum_s w_s`` of a minibatch's weights ``w[..., b]``: the
+    mean over valid samples with the step size folded in (all-zero weights give zeros)."""
+    return w * (lr / w.sum(-1, keepdim=True).clamp_min(1))
+
+
+def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False):
+    """One minibatch step on per-client weights, in place, from inputs ``hT[B, in, b]``
+    (feature-major), labels ``y[B, b]`` and per-sample factors ``scale[B, b]`` that include
+    the step size (:func:`lr_scale`); a step whose factors are all 0 leaves the weights
+    exactly as they were. With ``input_grad``, returns ``lr`` times the loss gradient with
+    respect to the inputs, sample-major (``[B, b, in]``, taken before the update), else None.
 
     Activations are kept feature-major (``[B, features, b]``): every product is then
     ``W @ H`` with the weight as the left operand, ``[out, in] x [in, b]``, which MKL runs
     ~1.4x faster than ``H @ W^T`` for the first layer's shapes (``[200, 784] x [784, 32]``);
-    the weight update ``W -= lr dZ H^T`` takes ``dZ`` ``[out, b]`` as it comes."""
-    B, b = y.shape
-    hT = x.reshape(B, b, -1).transpose(1, 2)             # [B, in, b], a view
+    the weight update ``W -= dZ H^T`` takes ``dZ`` ``[out, b]`` as it comes."""
     inputs, pre = [], []
     for i, (W, bias) in enumerate(zip(weights, biases)):
         inputs.append(hT)
@@ -130,13 +139,15 @@ def _sgd_step(weights, biases, x, y, w, lr):
         if i < len(weights) - 1:
             pre.append(zT)
             hT = torch.relu(zT)
-    dzT = _logit_grad(zT, y, w / w.sum(1, keepdim=True).clamp_min(1), dim=1)
+    dzT = _logit_grad(zT, y, scale, dim=1)               # lr * dLoss/dz
+    grad_in = torch.bmm(dzT.transpose(1, 2), weights[0]) if input_grad else None
     for i in range(len(weights) - 1, -1, -1):
         below = (_relu_backward(torch.bmm(weights[i].transpose(1, 2), dzT), pre[i - 1])
                  if i > 0 else None)
-        weights[i].baddbmm_(dzT, inputs[i].transpose(1, 2), alpha=-lr)
-        biases[i].sub_(dzT.sum(2), alpha=lr)
+        weights[i].baddbmm_(dzT, inputs[i].transpose(1, 2), alpha=-1)
+        biases[i].sub_(dzT.sum(2))
         dzT = below
+    return grad_in
 
 
 def linear_stack_sgd_delta(server: torch.Tensor, rep: torch.Tensor, layout, minibatch,
@@ -168,7 +179,7 @@ def linear_stack_sgd_delta(server: torch.Tensor, rep: torch.Tensor, layout, mini
 def _one_step_delta(server, rep, layout, x, y, w, lr):
     B, b = y.shape
     out = torch.empty((B, layout.d), dtype=server.dtype, device=server.device)
-    scale = w * (lr / w.sum(1, keepdim=True).clamp_min(1))      # lr * the per-sample weights
+    scale = lr_scale(w, lr)
     for r, rows in replica_runs(rep):
         params = list(layout.unflatten(server[r]).values())
         weights, biases = params[0::2], params[1::2]

@@ -5,6 +5,11 @@ Local work is ``local_epochs`` passes over the client's data in minibatches of
 6.16), or exactly ``local_steps`` minibatches when that is set (the theory's fixed K).
 Minibatches are index arrays padded with -1; padded entries get weight 0, and a step whose
 batch is all padding is masked out (clients with less data take fewer steps).
+
+Plain local SGD on a stack of Linear layers (``LogReg``, ``MLP``) runs fused
+(:mod:`sims.problems.linear_stack`); an MLP whose clients take several steps of modest total
+width runs through the clients' Gram matrices instead (:mod:`sims.problems.gram_sgd`, the
+``gram_path`` option).
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from ..params import ParamLayout
+from .gram_sgd import ClientGram, gram_sgd_delta
 from .linear_stack import (is_linear_stack, linear_stack_grad, linear_stack_logits,
                            linear_stack_sgd_, linear_stack_sgd_delta)
 
@@ -24,7 +30,7 @@ class NeuralProblem:
     def __init__(self, dataset, parts: list[np.ndarray], model: torch.nn.Module, *,
                  batch_size: int = 32, local_epochs: int = 1, local_steps: int | None = None,
                  eval_train_samples: int | None = None, device="cpu", dtype=torch.float32,
-                 eval_chunk: int = 4096, fast_path: bool = True):
+                 eval_chunk: int = 4096, fast_path: bool = True, gram_path: bool | None = None):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if local_steps is None and local_epochs < 1:
@@ -67,6 +73,36 @@ class NeuralProblem:
         self._batched_grad = vmap(grad(self._loss), randomness="different")
         self.fast_path = fast_path and is_linear_stack(self.model)
         self._eval_grad = vmap(grad(self._sum_loss, has_aux=True), in_dims=(0, None, None, None))
+        self.gram_path = self._choose_gram_path(gram_path)
+        self._client_gram = None
+
+    # Memory the Gram path may take for its client-major inputs and Gram matrices.
+    GRAM_BYTES = 1 << 30
+
+    def _choose_gram_path(self, wanted: bool | None) -> bool:
+        """Whether fused local SGD goes through the clients' Gram matrices
+        (:mod:`sims.problems.gram_sgd`); a property of the problem, never of a chunk.
+
+        It needs the fused path, an MLP (at least two layers), clients that take several
+        steps, and a partition that uses each sample at most once. ``None`` (default) takes
+        it where it was measured faster (Fed-EF Figure 8 MLP, 300 samples per client, one
+        thread: 1.25x; 600 samples: 0.85x): a first layer at least 64 wide, the widest
+        round of local work (``max_steps * batch_width``) at most half the input width, and
+        the Gram data within :attr:`GRAM_BYTES`."""
+        if wanted is False:
+            return False
+        samples = np.concatenate(self.parts)
+        usable = (self.fast_path and len(self.layout.shapes) >= 4 and self.max_steps >= 2
+                  and len(np.unique(samples)) == len(samples))
+        if wanted:
+            if not usable:
+                raise ValueError("gram_path=True needs an MLP (LogReg/MLP with a hidden layer), "
+                                 "clients that take at least 2 local steps and a partition "
+                                 "that uses each sample at most once")
+            return True
+        out_dim, in_dim = self.layout.shapes[0]
+        return (usable and out_dim >= 64 and 2 * self.max_steps * self.batch_width <= in_dim + 1
+                and ClientGram.nbytes(self.parts, in_dim, self.x.element_size()) <= self.GRAM_BYTES)
 
     # ----------------------------------------------------------------- definitions
     def _logits(self, flat, x):
@@ -129,13 +165,19 @@ class NeuralProblem:
         (in a plan's rows they always are: clients of 25 samples with batch 32 compute on
         25, whoever they are batched with), then ``index_select`` on the flattened inputs:
         4-7x faster than ``x[idx]`` advanced indexing for MNIST-sized rows."""
-        if payload.shape[-1] > self.batch_width and not bool(
-                (payload[..., self.batch_width:] >= 0).any()):
-            payload = payload[..., : self.batch_width]
+        payload = self._trim(payload)
         safe = payload.clamp_min(0).reshape(-1)
         x = self.x.reshape(len(self.x), -1).index_select(0, safe)
         return (x.view(*payload.shape, *self.x.shape[1:]), self.y.index_select(0, safe)
                 .view(payload.shape), (payload >= 0).to(self.dtype))
+
+    def _trim(self, payload: torch.Tensor) -> torch.Tensor:
+        """``payload`` without the columns beyond :attr:`batch_width` when they are padding in
+        every row."""
+        if payload.shape[-1] > self.batch_width and not bool(
+                (payload[..., self.batch_width:] >= 0).any()):
+            payload = payload[..., : self.batch_width]
+        return payload
 
     def local_sgd_(self, theta: torch.Tensor, clients, payload: torch.Tensor, lr: float):
         """All local steps of plain SGD at once (``payload[B, K, batch]``), in place on
@@ -149,9 +191,19 @@ class NeuralProblem:
     def local_sgd_delta(self, server: torch.Tensor, rep: torch.Tensor, clients,
                         payload: torch.Tensor, lr: float):
         """``theta_start - theta_end`` of all local steps of plain SGD, participant ``b``
-        starting from ``server[rep[b]]`` (:func:`linear_stack_sgd_delta`), or None."""
+        starting from ``server[rep[b]]`` (:func:`linear_stack_sgd_delta`, or
+        :func:`sims.problems.gram_sgd.gram_sgd_delta` where :attr:`gram_path` is set), or
+        None."""
         if not self.fast_path:
             return None
+        if self.gram_path:
+            if self._client_gram is None:
+                self._client_gram = ClientGram(self.x, self.parts)
+            payload = self._trim(payload)
+            y = self.y.index_select(0, payload.clamp_min(0).reshape(-1)).view(payload.shape)
+            return gram_sgd_delta(server, rep, torch.as_tensor(clients, device=self.device),
+                                  self.layout, self._client_gram, payload, y,
+                                  (payload >= 0).to(self.dtype), lr)
         return linear_stack_sgd_delta(server, rep, self.layout,
                                       lambda k: self.minibatch(payload[:, k]),
                                       payload.shape[1], lr, one_step=self.max_steps == 1)
