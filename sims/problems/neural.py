@@ -100,8 +100,10 @@ class NeuralProblem:
                                  "clients that take at least 2 local steps and a partition "
                                  "that uses each sample at most once")
             return True
+        if not usable:
+            return False
         out_dim, in_dim = self.layout.shapes[0]
-        return (usable and out_dim >= 64 and 2 * self.max_steps * self.batch_width <= in_dim + 1
+        return (out_dim >= 64 and 2 * self.max_steps * self.batch_width <= in_dim + 1
                 and ClientGram.nbytes(self.parts, in_dim, self.x.element_size()) <= self.GRAM_BYTES)
 
     # ----------------------------------------------------------------- definitions
