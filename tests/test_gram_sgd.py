@@ -17,18 +17,24 @@ from sims.problems.neural import NeuralProblem
 from conftest import plan_payload, random_dataset, stepwise_sgd_delta, unequal_parts
 
 
-def _problem(image_data, gram_path=True, **kw):
+def _problem(image_data, gram_path=True, parts=None, **kw):
     kw = {"batch_size": 4, **kw}
-    return NeuralProblem(image_data, unequal_parts(), MLP(784, hidden=6), dtype=torch.float64,
-                         gram_path=gram_path, **kw)
+    return NeuralProblem(image_data, unequal_parts() if parts is None else parts,
+                         MLP(784, hidden=6), dtype=torch.float64, gram_path=gram_path, **kw)
+
+
+# a partition that leaves samples out (sample 0 among them: padding must not read it)
+SUBSET = [np.arange(1, 6), np.arange(10, 19), np.arange(20, 34), np.arange(40, 60),
+          np.arange(61, 62)]
 
 
 @pytest.mark.parametrize("rep", [[0, 0, 1, 1, 1], [1, 0, 0, 1, 0]])
 @pytest.mark.parametrize("work", [{}, {"local_epochs": 2}, {"local_steps": 7},
-                                  {"batch_size": 3, "local_steps": 4}])
+                                  {"batch_size": 3, "local_steps": 4}, {"parts": SUBSET}])
 def test_gram_delta_equals_step_by_step(image_data, rep, work):
     """Unequal clients (2-5 steps of batch 4, padded), two replicas in runs or interleaved,
-    two epochs, and a fixed step count whose stream repeats samples within a round."""
+    two epochs, a fixed step count whose stream repeats samples within a round, and a
+    partition that leaves samples out."""
     prob = _problem(image_data, **work)
     assert prob.gram_path
     clients = [4, 0, 2, 3, 1]
@@ -97,3 +103,4 @@ def test_gram_path_refused_where_it_cannot_run(image_data):
         NeuralProblem(image_data, shared, MLP(784, hidden=6), batch_size=4, gram_path=True)
     with pytest.raises(ValueError, match="gram_path=True needs"):
         NeuralProblem(image_data, unequal_parts(), LogReg(784), batch_size=4, gram_path=True)
+

@@ -81,7 +81,9 @@ def gram_sgd_delta(server: torch.Tensor, rep: torch.Tensor, clients: torch.Tenso
     out_dim, in_dim = W0.shape[1:]
     cl, rp = clients.tolist(), rep.tolist()
     # every step's samples as rows of the clients' local data, in step order
+    # (padding reads position 0: its weight is 0, so it adds nothing)
     pos = cg.local_pos.index_select(0, payload.clamp_min(0).reshape(-1)).view(B, S * b)
+    pos = pos.masked_fill_(payload.reshape(B, S * b) < 0, 0)
     local_rows = (torch.arange(B, device=pos.device).unsqueeze(1) * n_max + pos).view(-1)
     # shared-model pre-activations W_0 X + b_0 of each client's data (local order), then
     # gathered into step order; the Gram entries of the steps' samples, in step order
