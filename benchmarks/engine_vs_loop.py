@@ -10,7 +10,9 @@ interleaved (engine, loop, engine, loop, ...), and reported as medians and ratio
 machines are noisy, so only the ratios mean much. It also times the workload's own products
 alone (per-client batched products of the first layer, inner dimension 32) and reports the
 engine's rate as a fraction of that: the part of the gap to the square-matmul peak that is
-the products' shape rather than the engine's overhead.
+the products' shape rather than the engine's overhead. At 300 samples per client the engine
+takes its Gram path (``sims.problems.gram_sgd``), whose big products have inner dimensions
+784 and 300; the direct path is timed too (``speedup_gram_vs_direct_full``).
 
 Useful FLOPs per sample and local step count the products the computation needs: the
 forward pass (2 MACs... i.e. 2 FLOPs per weight), the weight gradients (2 per weight) and
@@ -51,14 +53,17 @@ def random_dataset(per_client: int, seed: int = 0):
         y_test=torch.randint(0, 10, (10,), generator=gen))
 
 
-def engine_round_seconds(per_client: int, rounds: int) -> float:
+def engine_round_seconds(per_client: int, rounds: int,
+                         gram_path: bool | None = None) -> tuple[float, bool]:
+    """Median seconds a round, and whether the Gram path ran; ``gram_path`` as in
+    ``NeuralProblem`` (None: the problem's own choice)."""
     ds = random_dataset(per_client)
     parts = np.arange(N_CLIENTS * per_client).reshape(N_CLIENTS, per_client)
-    problem = NeuralProblem(ds, parts, MLP(), batch_size=BATCH)
+    problem = NeuralProblem(ds, parts, MLP(), batch_size=BATCH, gram_path=gram_path)
     alg = FedEF(eta=1.0, eta_l=0.05, error_feedback=False)
     out = engine.run(problem, alg, Participation("fixed", m=M), rounds + 1, [0], eval_every=0)
     wall = np.diff(out.metrics["wall_time"][0])
-    return float(np.median(wall))   # the first round (set-up) is left out by the diff
+    return float(np.median(wall)), problem.gram_path   # the diff leaves the set-up round out
 
 
 def loop_round_seconds(per_client: int, rounds: int) -> float:
@@ -107,8 +112,9 @@ def matmul_gflops(size: int = 2048, reps: int = 5) -> float:
 
 
 def batched_product_gflops(clients: int = 50, batch: int = BATCH, reps: int = 5) -> float:
-    """The rate of the products the workload is made of, on their own and in the form the
-    engine runs them (feature-major, see ``sims.problems.linear_stack``): the first layer's
+    """The rate of the products direct local training is made of, on their own and in the
+    form the direct path runs them (feature-major, see ``sims.problems.linear_stack``; the
+    Gram path, ``sims.problems.gram_sgd``, replaces them with larger ones): the first layer's
     per-client forward ``[200, 784] x [784, batch]`` and weight update
     ``W += [200, batch] x [batch, 784]`` for a chunk of clients (the engine's 32 MiB chunk of
     the 784-200-10 MLP holds about 50). Small per-client matrices with an inner dimension of
@@ -145,12 +151,15 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    res = {"small": {"engine": [], "loop": []}, "full": {"engine": [], "loop": []}}
-    peaks, batched = [], []
+    res = {"small": {"engine": [], "loop": []},
+           "full": {"engine": [], "loop": [], "engine_direct": []}}
+    peaks, batched, paths = [], [], {}
     for _ in range(args.repeats):
         for key, per in (("small", 25), ("full", 300)):
-            res[key]["engine"].append(engine_round_seconds(per, args.rounds))
+            seconds, paths[key] = engine_round_seconds(per, args.rounds)
+            res[key]["engine"].append(seconds)
             res[key]["loop"].append(loop_round_seconds(per, args.rounds))
+        res["full"]["engine_direct"].append(engine_round_seconds(300, args.rounds, False)[0])
         peaks.append(matmul_gflops())
         batched.append(batched_product_gflops())
     med = {k: {s: statistics.median(v) for s, v in d.items()} for k, d in res.items()}
@@ -160,12 +169,16 @@ def main(argv=None):
     out = {
         "speedup_vs_loop_small": round(med["small"]["loop"] / med["small"]["engine"], 2),
         "speedup_vs_loop_full": round(med["full"]["loop"] / med["full"]["engine"], 2),
+        "gram_path_full": paths["full"],
+        "speedup_gram_vs_direct_full": round(med["full"]["engine_direct"] / med["full"]["engine"], 2),
         "fraction_of_matmul_peak_full": round(engine_gflops / peak, 3),
         "seconds_per_round": {k: {s: round(v, 4) for s, v in d.items()} for k, d in med.items()},
         "engine_useful_gflops_full": round(engine_gflops, 1),
         "matmul_peak_gflops": round(peak, 1),
         "batched_product_gflops": round(batched_rate, 1),
         "fraction_of_batched_product_rate_full": round(engine_gflops / batched_rate, 3),
+        "fraction_of_matmul_peak_full_direct": round(
+            useful_flops_per_round(300) / med["full"]["engine_direct"] / 1e9 / peak, 3),
         "threads": torch.get_num_threads(),
         "workload": "MLP 784-200-10, n=200, m=100, 1 local epoch, batch 32, 25 / 300 samples per client",
     }
