@@ -60,9 +60,10 @@ def test_client_gram_holds_inner_products_and_positions(image_data):
     want = flat[p] @ flat[p].T + 1
     assert torch.allclose(cg.gram[c, : len(p), : len(p)], want, rtol=1e-13)
     assert not cg.gram[0, len(parts[0]):].any() and not cg.gram[0, :, len(parts[0]):].any()
-    assert torch.equal(cg.x[c, : len(p)], flat[p]) and not cg.x[0, len(parts[0]):].any()
+    assert torch.equal(cg.x[c, : len(p), :-1], flat[p]) and (cg.x[c, : len(p), -1] == 1).all()
+    assert not cg.x[0, len(parts[0]):].any()
     assert cg.local_pos[p].tolist() == list(range(len(p)))
-    assert ClientGram.nbytes(parts, 784, 8) == 5 * 20 * (20 + 784) * 8
+    assert ClientGram.nbytes(parts, 784, 8) == 5 * 20 * (20 + 785) * 8
 
 
 def test_engine_runs_agree_through_gram_direct_and_unfused_paths(image_data):

@@ -36,32 +36,31 @@ from .linear_stack import lr_scale, sgd_step_
 
 
 class ClientGram:
-    """Every client's inputs client-major (``x[n, n_max, in]``, zero padding), their Gram
-    matrices with the bias's constant feature (``gram[n, n_max, n_max]``,
-    ``x_i . x_j + 1`` for valid pairs, 0 elsewhere), and each sample's position in its
-    client's rows (``local_pos[N]``; the partition must use each sample at most once)."""
+    """Every client's inputs client-major with the bias's constant feature appended
+    (``x[n, n_max, in + 1]``: rows ``[x_i, 1]``, zero rows as padding), their Gram matrices
+    (``gram[n, n_max, n_max]``: ``x_i . x_j + 1`` for valid pairs, 0 elsewhere), and each
+    sample's position in its client's rows (``local_pos[N]``; the partition must use each
+    sample at most once)."""
 
     def __init__(self, x: torch.Tensor, parts: list[np.ndarray], chunk: int = 64):
         flat = x.reshape(len(x), -1)
         n, n_max = len(parts), max(len(p) for p in parts)
-        self.x = flat.new_zeros((n, n_max, flat.shape[1]))
+        self.x = flat.new_zeros((n, n_max, flat.shape[1] + 1))
         self.local_pos = torch.full((len(flat),), -1, dtype=torch.long, device=flat.device)
-        valid = flat.new_zeros((n, n_max))
         for c, p in enumerate(parts):
             idx = torch.as_tensor(p, device=flat.device)
-            self.x[c, : len(p)] = flat.index_select(0, idx)
+            self.x[c, : len(p), :-1] = flat.index_select(0, idx)
+            self.x[c, : len(p), -1] = 1
             self.local_pos[idx] = torch.arange(len(p), device=flat.device)
-            valid[c, : len(p)] = 1
         self.gram = flat.new_empty((n, n_max, n_max))
         for lo in range(0, n, chunk):
-            xs, v = self.x[lo:lo + chunk], valid[lo:lo + chunk]
-            torch.baddbmm(v.unsqueeze(2) * v.unsqueeze(1), xs, xs.transpose(1, 2),
-                          out=self.gram[lo:lo + chunk])
+            xs = self.x[lo:lo + chunk]
+            torch.bmm(xs, xs.transpose(1, 2), out=self.gram[lo:lo + chunk])
 
     @staticmethod
     def nbytes(parts: list[np.ndarray], in_features: int, itemsize: int) -> int:
         n_max = max(len(p) for p in parts)
-        return len(parts) * n_max * (n_max + in_features) * itemsize
+        return len(parts) * n_max * (n_max + in_features + 1) * itemsize
 
 
 def gram_sgd_delta(server: torch.Tensor, rep: torch.Tensor, clients: torch.Tensor, layout,
@@ -86,16 +85,14 @@ def gram_sgd_delta(server: torch.Tensor, rep: torch.Tensor, clients: torch.Tenso
     pos = pos.masked_fill_(payload.reshape(B, S * b) < 0, 0)
     local_rows = (torch.arange(B, device=pos.device).unsqueeze(1) * n_max + pos).view(-1)
     # shared-model pre-activations W_0 X + b_0 of each client's data (local order), then
-    # gathered into step order; the Gram entries of the steps' samples, in step order
+    # gathered into step order; the Gram rows of the steps' samples, in step order
     z0 = server.new_empty((B, n_max, out_dim))
+    wb = {r: torch.cat([W0[r], b0[r].unsqueeze(1)], 1) for r in set(rp)}  # [W_0, b_0]
     for j in range(B):
-        torch.addmm(b0[rp[j]], cg.x[cl[j]], W0[rp[j]].T, out=z0[j])
+        torch.mm(cg.x[cl[j]], wb[rp[j]].T, out=z0[j])
     z0 = z0.view(B * n_max, out_dim).index_select(0, local_rows).view(B, S * b, out_dim)
-    rows = cg.gram.view(-1, n_max).index_select(
+    gram_rows = cg.gram.view(-1, n_max).index_select(
         0, (clients.unsqueeze(1) * n_max + pos).view(-1)).view(B, S * b, n_max)
-    gram = server.new_empty((B, S * b, S * b))
-    for j in range(B):          # faster than one gather with a [B, S*b, S*b] index
-        torch.index_select(rows[j], 1, pos[j], out=gram[j])
     # the layers above the first train directly, on contiguous per-client copies
     tail = [start_rows(p, rep) for p in server_params[2:]]
     scale = lr_scale(w, lr)
@@ -103,8 +100,9 @@ def gram_sgd_delta(server: torch.Tensor, rep: torch.Tensor, clients: torch.Tenso
     for t in range(S):
         cols = slice(t * b, (t + 1) * b)
         z = z0[:, cols]
-        if t:
-            z = torch.baddbmm(z, gram[:, cols, : t * b], g[:, : t * b], alpha=-1)
+        if t:   # Gram entries of this step's samples with all earlier steps' samples
+            gram = gram_rows[:, cols].gather(2, pos[:, : t * b].unsqueeze(1).expand(B, b, t * b))
+            z = torch.baddbmm(z, gram, g[:, : t * b], alpha=-1)
         dh = sgd_step_(tail[0::2], tail[1::2], torch.relu(z).transpose(1, 2), y[:, t],
                        scale[:, t], input_grad=True)
         torch.ops.aten.threshold_backward.grad_input(dh, z, 0,
@@ -117,7 +115,7 @@ def gram_sgd_delta(server: torch.Tensor, rep: torch.Tensor, clients: torch.Tenso
     g_local.index_add_(0, local_rows, g.view(-1, out_dim))
     g_local = g_local.view(B, n_max, out_dim)
     for j in range(B):
-        torch.mm(g_local[j].T, cg.x[cl[j]], out=delta[0][j])
+        torch.mm(g_local[j].T, cg.x[cl[j], :, :in_dim], out=delta[0][j])
     torch.sum(g, 1, out=delta[1])
     for sl, p_end in zip(layout.slices[2:], tail):
         start_minus(server[:, sl], rep, p_end.flatten(1), out=out[:, sl])
