@@ -21,7 +21,8 @@ parameters, round count and extras): runs that differ in anything that changes r
 (``--rounds``, ``--seeds``, ...) have different files and never overwrite each other. Results
 saved under the earlier name ``NAME.csv`` are still found when their fingerprint matches.
 Shared flags that do not change results: ``--max-batch`` (the engine's client chunk, see
-:class:`Run`), ``--available``, ``--plot-only``, ``--quiet``, the output folders, the device.
+:class:`Run`), ``--threads`` (torch's intra-op threads on a CPU), ``--available``,
+``--plot-only``, ``--quiet``, the output folders, the device.
 """
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ class EntryConfig:
     quiet: bool = False
     available: bool = False        # with --plot-only: use the runs that have saved results
     max_batch: int = 0             # clients per engine chunk (0: the run's or engine's default)
+    threads: int = 0               # torch intra-op threads on a CPU (0: torch's default)
 
     def scale(self) -> None:
         """Apply the ``--full`` / ``--tiny`` presets (entries override)."""
@@ -72,7 +74,8 @@ class EntryConfig:
 
     def run_key(self) -> dict:
         """The settings a saved run must match to be reused."""
-        skip = {"out", "figures", "plot_only", "quiet", "device", "available", "max_batch"}
+        skip = {"out", "figures", "plot_only", "quiet", "device", "available", "max_batch",
+                "threads"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
 
@@ -143,8 +146,17 @@ def validate(cfg: EntryConfig) -> None:
         raise EntryError(f"--rounds must be >= 1, got {cfg.rounds}")
     if (getattr(cfg, "max_batch", 0) or 0) < 0:
         raise EntryError(f"--max-batch must be >= 0 (0: default), got {cfg.max_batch}")
+    if cfg.threads < 0:
+        raise EntryError(f"--threads must be >= 0 (0: torch's default), got {cfg.threads}")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise EntryError("--device cuda asked for, but torch sees no GPU here")
+
+
+def set_threads(cfg) -> None:
+    """Apply ``--threads`` (on a CPU; 0 leaves torch's choice). On a machine whose cores are
+    shared with other jobs, one thread avoids OpenMP threads waiting for a busy core."""
+    if cfg.threads and str(cfg.device).startswith("cpu"):
+        torch.set_num_threads(cfg.threads)
 
 
 def entry_name(entry) -> str:
@@ -313,6 +325,7 @@ def cached_problem(dataset: str, data_dir: str | None = None, **kw):
 def main(entry, argv=None) -> int:
     try:
         cfg = parse_config(entry, argv)
+        set_threads(cfg)
         df = execute(entry, cfg)
         paths = entry.plot(df, cfg)
         lines = entry.check(df, cfg)

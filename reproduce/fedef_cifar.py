@@ -39,7 +39,7 @@ from . import common, plotting
 from .fedef_images import (FAMILY_LABEL, LRS, SERVER_LABEL, _diverged_label, _family_panel,
                            _with_bits, clients_per_round, compressor, conv_problem, family,
                            fed_ef, finals, gpu_max_batch, items, log_x, param_of, population,
-                           select, set_threads, setting_label)
+                           select, setting_label)
 
 PAPER, TARGET = "Fed-EF", "Figures 6-7"
 TITLE = "ResNet-18 (GroupNorm) on CIFAR-10: Fed-EF-SGD and -AMS with TopK, Sign, heavy-Sign"
@@ -92,7 +92,7 @@ def runs(cfg):
                                 "one-round check, or --cpu-ok to run on the CPU anyway")
     if cfg.augment not in ("crop-flip", "none"):
         raise common.EntryError(f"--augment must be crop-flip or none, got {cfg.augment!r}")
-    set_threads(cfg)
+    common.set_threads(cfg)
     augment = None if cfg.augment == "none" else cfg.augment
     n = population("cifar10", cfg.n, cfg.samples_per_client, cfg.data_dir)
     out = []

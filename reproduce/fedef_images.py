@@ -74,7 +74,6 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
 from sims.algorithms.fed_ef import FedEF
 from sims.compress import HeavySign, make_compressor
@@ -263,11 +262,6 @@ def fed_ef(dataset: str, server: str, spec: str, hv_scale: str = "kept", lrs=Non
                  ams_convention="torch" if ams_reading == "torch" else "paper")
 
 
-def set_threads(cfg) -> None:
-    if cfg.threads and str(cfg.device).startswith("cpu"):
-        torch.set_num_threads(cfg.threads)
-
-
 def _check_grid(cfg, allowed_datasets=("mnist", "fmnist")):
     for ds in items(cfg.datasets):
         if dataset_key(ds) not in allowed_datasets:
@@ -290,7 +284,7 @@ def _check_grid(cfg, allowed_datasets=("mnist", "fmnist")):
 
 def runs(cfg):
     _check_grid(cfg)
-    set_threads(cfg)
+    common.set_threads(cfg)
     out = []
     for ds in map(dataset_key, items(cfg.datasets)):
         for p in items(cfg.ps, float):

@@ -28,7 +28,7 @@ from sims.participation import Participation
 
 from . import common, plotting
 from .fedef_images import (DATASET_LABEL, clients_per_round, compressor, conv_problem,
-                           dataset_key, gpu_max_batch, items, population, set_threads)
+                           dataset_key, gpu_max_batch, items, population)
 
 PAPER, TARGET = "Fed-EF", "Figure 19"
 TITLE = "q_A^2 during CNN training on MNIST / Fashion-MNIST: Sign, TopK-0.01, TopK-0.1"
@@ -65,7 +65,7 @@ class Config(common.EntryConfig):
 
 
 def runs(cfg):
-    set_threads(cfg)
+    common.set_threads(cfg)
     if not 0 < cfg.p <= 1:
         raise common.EntryError(f"--p must be in (0, 1], got {cfg.p}")
     out = []

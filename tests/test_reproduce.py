@@ -94,6 +94,21 @@ def test_changed_settings_are_not_mistaken_for_saved_runs(tmp_path):
     assert all(after[name] == stamp for name, stamp in stamps.items())
 
 
+def test_threads_flag_reuses_saved_runs_and_sets_torch_threads(tmp_path):
+    """``--threads`` does not change results, so it is not part of the fingerprint."""
+    import torch
+    before = torch.get_num_threads()
+    try:
+        assert _run("fig9", tmp_path)[0] == 0
+        results = tmp_path / "results" / "fig9"
+        stamps = {p.name: p.stat().st_mtime_ns for p in results.glob("*.csv")}
+        assert _run("fig9", tmp_path, "--threads", "2")[0] == 0
+        assert torch.get_num_threads() == 2
+        assert {p.name: p.stat().st_mtime_ns for p in results.glob("*.csv")} == stamps
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_plot_only_redraws_or_says_what_is_missing(tmp_path, capsys):
     rc, _, figs = _run("fig9", tmp_path, "--plot-only")
     assert rc == 2
@@ -109,6 +124,7 @@ def test_plot_only_redraws_or_says_what_is_missing(tmp_path, capsys):
     (["--seeds", "0"], "--seeds"),
     (["--partition", "halves"], "partition"),
     (["--data-dir", "/nonexistent/dir"], "/nonexistent/dir"),
+    (["--threads", "-1"], "--threads"),
 ])
 def test_bad_input_is_one_line(args, words, tmp_path, capsys):
     rc, _, _ = _run("fig8", tmp_path, *args)
