@@ -304,6 +304,8 @@ def describe_problem(problem) -> dict:
                     model=type(problem.model).__name__, batch_size=problem.batch_size,
                     local_epochs=problem.local_epochs, local_steps=problem.local_steps,
                     client_sizes=sorted({len(p) for p in problem.parts}))
+        if hasattr(problem, "gram_path"):       # which fused path ran (rounding differs)
+            desc["local_sgd_path"] = "gram" if problem.gram_path else "direct"
     if hasattr(problem, "constants"):
         desc["constants"] = problem.constants()
     return desc

@@ -45,6 +45,8 @@ def _check_outputs(results, figs, stem):
         record = json.loads(path.with_suffix(".json").read_text())
         assert record["seeds"] and record["versions"]["torch"] and record["commit"]
         assert record["config"]["tiny"] is True and record["fingerprint"]
+        if record["problem"]["type"] == "NeuralProblem":    # which fused path ran
+            assert record["problem"]["local_sgd_path"] in ("gram", "direct")
 
 
 @pytest.mark.parametrize("name,stem", [("fig8", "fedef_fig8"), ("fig9", "fedef_fig9")])
