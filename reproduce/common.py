@@ -226,6 +226,7 @@ def _replica_chunks(problem, algorithm, seeds, budget_bytes=3e9):
 
 def execute(entry, cfg, progress=None) -> pd.DataFrame:
     """Run every unfinished run of ``entry`` and return all results as one table."""
+    set_threads(cfg)
     runs = entry.runs(cfg)
     outdir = results_dir(entry, cfg)
     frames, todo = [], []
@@ -327,7 +328,6 @@ def cached_problem(dataset: str, data_dir: str | None = None, **kw):
 def main(entry, argv=None) -> int:
     try:
         cfg = parse_config(entry, argv)
-        set_threads(cfg)
         df = execute(entry, cfg)
         paths = entry.plot(df, cfg)
         lines = entry.check(df, cfg)

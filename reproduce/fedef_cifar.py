@@ -92,7 +92,6 @@ def runs(cfg):
                                 "one-round check, or --cpu-ok to run on the CPU anyway")
     if cfg.augment not in ("crop-flip", "none"):
         raise common.EntryError(f"--augment must be crop-flip or none, got {cfg.augment!r}")
-    common.set_threads(cfg)
     augment = None if cfg.augment == "none" else cfg.augment
     n = population("cifar10", cfg.n, cfg.samples_per_client, cfg.data_dir)
     out = []

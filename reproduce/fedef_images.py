@@ -284,7 +284,6 @@ def _check_grid(cfg, allowed_datasets=("mnist", "fmnist")):
 
 def runs(cfg):
     _check_grid(cfg)
-    common.set_threads(cfg)
     out = []
     for ds in map(dataset_key, items(cfg.datasets)):
         for p in items(cfg.ps, float):

@@ -65,7 +65,6 @@ class Config(common.EntryConfig):
 
 
 def runs(cfg):
-    common.set_threads(cfg)
     if not 0 < cfg.p <= 1:
         raise common.EntryError(f"--p must be in (0, 1], got {cfg.p}")
     out = []

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ..batching import start_minus, start_rows
-from .linear_stack import lr_scale, sgd_step_
+from .linear_stack import lr_scale, relu_backward, sgd_step_
 
 
 class ClientGram:
@@ -105,8 +105,7 @@ def gram_sgd_delta(server: torch.Tensor, rep: torch.Tensor, clients: torch.Tenso
             z = torch.baddbmm(z, gram, g[:, : t * b], alpha=-1)
         dh = sgd_step_(tail[0::2], tail[1::2], torch.relu(z).transpose(1, 2), y[:, t],
                        scale[:, t], input_grad=True)
-        torch.ops.aten.threshold_backward.grad_input(dh, z, 0,
-                                                     grad_input=g[:, cols])
+        relu_backward(dh, z, out=g[:, cols])
     out = server.new_empty((B, layout.d))
     delta = list(layout.unflatten(out).values())
     # back to local order (a sample drawn twice in a round adds up), then one product per

@@ -27,9 +27,13 @@ def is_linear_stack(model: nn.Module) -> bool:
     return type(model) in (LogReg, MLP)
 
 
-def _relu_backward(grad: torch.Tensor, pre: torch.Tensor) -> torch.Tensor:
-    """``grad * (pre > 0)`` as one fused kernel (several times faster than forming the mask)."""
-    return torch.ops.aten.threshold_backward(grad, pre, 0)
+def relu_backward(grad: torch.Tensor, pre: torch.Tensor,
+                  out: torch.Tensor | None = None) -> torch.Tensor:
+    """``grad * (pre > 0)`` as one fused kernel (several times faster than forming the mask),
+    into ``out`` when given."""
+    if out is None:
+        return torch.ops.aten.threshold_backward(grad, pre, 0)
+    return torch.ops.aten.threshold_backward.grad_input(grad, pre, 0, grad_input=out)
 
 
 def _logit_grad(z: torch.Tensor, y: torch.Tensor, scale: torch.Tensor, dim: int) -> torch.Tensor:
@@ -86,7 +90,7 @@ def linear_stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Ten
         grads[2 * i] = torch.bmm(dz.transpose(1, 2), inputs[i]).view(B, -1)
         grads[2 * i + 1] = dz.sum(1)
         if i > 0:
-            dz = _relu_backward(torch.bmm(dz, weights[i]), pre[i - 1])
+            dz = relu_backward(torch.bmm(dz, weights[i]), pre[i - 1])
     return torch.cat(grads, dim=1), loss
 
 
@@ -142,7 +146,7 @@ def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False):
     dzT = _logit_grad(zT, y, scale, dim=1)               # lr * dLoss/dz
     grad_in = torch.bmm(dzT.transpose(1, 2), weights[0]) if input_grad else None
     for i in range(len(weights) - 1, -1, -1):
-        below = (_relu_backward(torch.bmm(weights[i].transpose(1, 2), dzT), pre[i - 1])
+        below = (relu_backward(torch.bmm(weights[i].transpose(1, 2), dzT), pre[i - 1])
                  if i > 0 else None)
         weights[i].baddbmm_(dzT, inputs[i].transpose(1, 2), alpha=-1)
         biases[i].sub_(dzT.sum(2))
@@ -195,7 +199,7 @@ def _one_step_delta(server, rep, layout, x, y, w, lr):
         dz = _logit_grad(z, y[rows].reshape(-1), scale[rows].reshape(-1), dim=-1)
         delta = list(layout.unflatten(out[rows]).values())
         for i in range(len(weights) - 1, -1, -1):
-            below = _relu_backward(dz @ weights[i], pre[i - 1]) if i > 0 else None
+            below = relu_backward(dz @ weights[i], pre[i - 1]) if i > 0 else None
             dz3 = dz.view(nb, b, -1)
             torch.bmm(dz3.transpose(1, 2), inputs[i].view(nb, b, -1), out=delta[2 * i])
             torch.sum(dz3, 1, out=delta[2 * i + 1])

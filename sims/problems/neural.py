@@ -91,20 +91,20 @@ class NeuralProblem:
         the Gram data within :attr:`GRAM_BYTES`."""
         if wanted is False:
             return False
-        samples = np.concatenate(self.parts)
-        usable = (self.fast_path and len(self.layout.shapes) >= 4 and self.max_steps >= 2
-                  and len(np.unique(samples)) == len(samples))
-        if wanted:
-            if not usable:
-                raise ValueError("gram_path=True needs an MLP (LogReg/MLP with a hidden layer), "
-                                 "clients that take at least 2 local steps and a partition "
-                                 "that uses each sample at most once")
-            return True
-        if not usable:
-            return False
-        out_dim, in_dim = self.layout.shapes[0]
-        return (out_dim >= 64 and 2 * self.max_steps * self.batch_width <= in_dim + 1
-                and ClientGram.nbytes(self.parts, in_dim, self.x.element_size()) <= self.GRAM_BYTES)
+        usable = self.fast_path and len(self.layout.shapes) >= 4 and self.max_steps >= 2
+        if usable and not wanted:           # auto: also where it pays (cheap checks first)
+            out_dim, in_dim = self.layout.shapes[0]
+            usable = (out_dim >= 64 and 2 * self.max_steps * self.batch_width <= in_dim + 1
+                      and ClientGram.nbytes(self.parts, in_dim, self.x.element_size())
+                      <= self.GRAM_BYTES)
+        if usable:
+            samples = np.concatenate(self.parts)
+            usable = len(np.unique(samples)) == len(samples)
+        if wanted and not usable:
+            raise ValueError("gram_path=True needs an MLP (LogReg/MLP with a hidden layer), "
+                             "clients that take at least 2 local steps and a partition "
+                             "that uses each sample at most once")
+        return usable
 
     # ----------------------------------------------------------------- definitions
     def _logits(self, flat, x):
@@ -168,10 +168,13 @@ class NeuralProblem:
         25, whoever they are batched with), then ``index_select`` on the flattened inputs:
         4-7x faster than ``x[idx]`` advanced indexing for MNIST-sized rows."""
         payload = self._trim(payload)
-        safe = payload.clamp_min(0).reshape(-1)
-        x = self.x.reshape(len(self.x), -1).index_select(0, safe)
-        return (x.view(*payload.shape, *self.x.shape[1:]), self.y.index_select(0, safe)
-                .view(payload.shape), (payload >= 0).to(self.dtype))
+        x = self.x.reshape(len(self.x), -1).index_select(0, payload.clamp_min(0).reshape(-1))
+        return (x.view(*payload.shape, *self.x.shape[1:]), *self._labels_weights(payload))
+
+    def _labels_weights(self, payload: torch.Tensor):
+        """Labels and weights (0 = padding) of index rows ``payload``."""
+        y = self.y.index_select(0, payload.clamp_min(0).reshape(-1)).view(payload.shape)
+        return y, (payload >= 0).to(self.dtype)
 
     def _trim(self, payload: torch.Tensor) -> torch.Tensor:
         """``payload`` without the columns beyond :attr:`batch_width` when they are padding in
@@ -202,10 +205,9 @@ class NeuralProblem:
             if self._client_gram is None:
                 self._client_gram = ClientGram(self.x, self.parts)
             payload = self._trim(payload)
-            y = self.y.index_select(0, payload.clamp_min(0).reshape(-1)).view(payload.shape)
             return gram_sgd_delta(server, rep, torch.as_tensor(clients, device=self.device),
-                                  self.layout, self._client_gram, payload, y,
-                                  (payload >= 0).to(self.dtype), lr)
+                                  self.layout, self._client_gram, payload,
+                                  *self._labels_weights(payload), lr)
         return linear_stack_sgd_delta(server, rep, self.layout,
                                       lambda k: self.minibatch(payload[:, k]),
                                       payload.shape[1], lr, one_step=self.max_steps == 1)
