@@ -26,14 +26,16 @@ forward pass (2 MACs... i.e. 2 FLOPs per weight), the weight gradients (2 per we
 the input gradients of every layer but the first (2 per weight of those layers).
 
 Prints one JSON line. ``python benchmarks/engine_vs_loop.py [--rounds R] [--repeats K]
-[--threads N]`` (on a machine shared with other jobs, ``--threads 1`` avoids measuring
-OpenMP threads waiting for a busy core).
+[--threads N] [--profile]``. On a machine shared with other jobs, ``--threads 1`` avoids
+measuring OpenMP threads waiting for a busy core; ``--profile`` adds, on stderr, the operator
+table of two 300-sample engine rounds (where the time goes).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
+import sys
 import time
 import types
 
@@ -60,17 +62,33 @@ def random_dataset(per_client: int, seed: int = 0):
         y_test=torch.randint(0, 10, (10,), generator=gen))
 
 
-def engine_round_seconds(per_client: int, rounds: int,
-                         gram_path: bool | None = None) -> tuple[float, bool]:
-    """Median seconds a round, and whether the Gram path ran; ``gram_path`` as in
-    ``NeuralProblem`` (None: the problem's own choice)."""
+def engine_workload(per_client: int, gram_path: bool | None = None):
+    """The engine's side of the workload: problem, algorithm (full-precision Fed-SGD) and
+    participation; ``gram_path`` as in ``NeuralProblem`` (None: the problem's own choice)."""
     ds = random_dataset(per_client)
     parts = np.arange(N_CLIENTS * per_client).reshape(N_CLIENTS, per_client)
     problem = NeuralProblem(ds, parts, MLP(), batch_size=BATCH, gram_path=gram_path)
-    alg = FedEF(eta=1.0, eta_l=0.05, error_feedback=False)
-    out = engine.run(problem, alg, Participation("fixed", m=M), rounds + 1, [0], eval_every=0)
+    return problem, FedEF(eta=1.0, eta_l=0.05, error_feedback=False), Participation("fixed", m=M)
+
+
+def engine_round_seconds(per_client: int, rounds: int,
+                         gram_path: bool | None = None) -> tuple[float, bool]:
+    """Median seconds a round, and whether the Gram path ran."""
+    problem, alg, part = engine_workload(per_client, gram_path)
+    out = engine.run(problem, alg, part, rounds + 1, [0], eval_every=0)
     wall = np.diff(out.metrics["wall_time"][0])
     return float(np.median(wall)), problem.gram_path   # the diff leaves the set-up round out
+
+
+def operator_profile(per_client: int = 300, rounds: int = 2, rows: int = 15) -> str:
+    """Where an engine round's time goes: ``torch.profiler``'s operator table (self CPU
+    time, summed over ``rounds`` rounds after a warm-up run that also builds the Gram data)."""
+    from torch.profiler import ProfilerActivity, profile
+    problem, alg, part = engine_workload(per_client)
+    engine.run(problem, alg, part, 2, [0], eval_every=0)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        engine.run(problem, alg, part, rounds, [0], eval_every=0)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
 def loop_round_seconds(per_client: int, rounds: int) -> float:
@@ -155,6 +173,9 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0,
                     help="torch intra-op threads for every measurement (0: torch's default)")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print the operator table of two 300-sample engine rounds "
+                         "(torch.profiler, self CPU time) to stderr")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -199,6 +220,8 @@ def main(argv=None):
         "workload": "MLP 784-200-10, n=200, m=100, 1 local epoch, batch 32, 25 / 300 samples per client",
     }
     print(json.dumps(out))
+    if args.profile:
+        print(operator_profile(), file=sys.stderr)
     return out
 
 

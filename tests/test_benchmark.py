@@ -48,3 +48,10 @@ def test_benchmark_prints_its_json_line(bench, monkeypatch, capsys):
     assert lo <= out["fraction_of_matmul_peak_full"] <= hi
     assert out["gram_path_full"] is True       # 300 samples per client take the Gram path
     assert out["threads"] == 1
+
+
+def test_operator_profile_shows_the_gram_path_products(bench, monkeypatch):
+    monkeypatch.setattr(bench, "N_CLIENTS", 6)
+    monkeypatch.setattr(bench, "M", 3)
+    table = bench.operator_profile(rounds=1)
+    assert "aten::mm" in table and "aten::baddbmm" in table   # big products, corrections
