@@ -22,7 +22,7 @@ large product behind the peak feel other tenants' load differently, so the fract
 by more than the peak does.
 
 Useful FLOPs per sample and local step count the products the computation needs: the
-forward pass (2 MACs... i.e. 2 FLOPs per weight), the weight gradients (2 per weight) and
+forward pass (2 FLOPs per weight: a multiply and an add), the weight gradients (2 per weight) and
 the input gradients of every layer but the first (2 per weight of those layers).
 
 Prints one JSON line. ``python benchmarks/engine_vs_loop.py [--rounds R] [--repeats K]
