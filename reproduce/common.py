@@ -202,17 +202,16 @@ class _NoGradEval:
     backward pass), else the metric is dropped from the problem's evaluation."""
 
     def __init__(self, problem):
+        import inspect
         self._problem = problem
+        self._takes_grad = "grad" in inspect.signature(problem.evaluate).parameters
 
     def __getattr__(self, name):
         return getattr(self._problem, name)
 
     def evaluate(self, theta, test: bool = True):
-        import inspect
-        if "grad" in inspect.signature(self._problem.evaluate).parameters:
-            out = self._problem.evaluate(theta, test, grad=False)
-        else:
-            out = self._problem.evaluate(theta, test)
+        out = (self._problem.evaluate(theta, test, grad=False) if self._takes_grad
+               else self._problem.evaluate(theta, test))
         out.pop("grad_norm2", None)
         return out
 

@@ -80,7 +80,7 @@ class Config(common.EntryConfig):
 
     def run_key(self):
         key = super().run_key()
-        for k in ("ps", "servers", "compressors", "cpu_ok", "threads", "grad_norm"):
+        for k in ("ps", "servers", "compressors", "cpu_ok", "grad_norm"):
             key.pop(k, None)
         return key
 

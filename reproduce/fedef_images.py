@@ -167,9 +167,8 @@ class Config(common.EntryConfig):
 
     def run_key(self):
         key = super().run_key()
-        for k in ("datasets", "ps", "servers", "compressors", "threads", "write_docs",
-                  "docs_block",
-                  "available", "grad_norm"):
+        for k in ("datasets", "ps", "servers", "compressors", "write_docs", "docs_block",
+                  "grad_norm"):
             key.pop(k, None)
         if key.get("ams_reading") == "literal":   # runs saved before the option keep matching
             key.pop("ams_reading")
@@ -242,6 +241,12 @@ def population(dataset: str, n: int, samples_per_client: int, data_dir) -> int:
 AMS_READINGS = ("literal", "torch")
 
 
+def check_ams_reading(reading: str) -> None:
+    """A one-line error for an ``--ams-reading`` that is not one of :data:`AMS_READINGS`."""
+    if reading not in AMS_READINGS:
+        raise common.EntryError(f"--ams-reading must be one of {AMS_READINGS}, got {reading!r}")
+
+
 def fed_ef(dataset: str, server: str, spec: str, hv_scale: str = "kept", lrs=None,
            ams_reading: str = "literal") -> FedEF:
     """Fed-EF with Table 1's learning rates. ``ams_reading`` (AMS server only): ``literal``
@@ -251,9 +256,7 @@ def fed_ef(dataset: str, server: str, spec: str, hv_scale: str = "kept", lrs=Non
     correction ``v`` is ``1 - beta2^t`` (~t/1000) of its running scale early on, so a
     coordinate's step can reach several times ``eta`` in the first rounds (measured: up to
     5.5x on FMNIST with TopK-0.01 and 5 clients a round, docs/fedef_results.md)."""
-    if ams_reading not in AMS_READINGS:
-        raise common.EntryError(f"--ams-reading must be one of {AMS_READINGS}, got "
-                                f"{ams_reading!r}")
+    check_ams_reading(ams_reading)
     eta, eta_l = (lrs or LRS)[(dataset, server)]
     fam = family(spec)
     return FedEF(eta=eta, eta_l=eta_l, compressor=compressor(spec, hv_scale),
@@ -277,9 +280,7 @@ def _check_grid(cfg, allowed_datasets=("mnist", "fmnist")):
         if family(spec) not in FAMILIES:
             raise common.EntryError(f"--compressors: unknown {spec!r}")
         compressor(spec, cfg.hv_scale)
-    if cfg.ams_reading not in AMS_READINGS:
-        raise common.EntryError(f"--ams-reading must be one of {AMS_READINGS}, got "
-                                f"{cfg.ams_reading!r}")
+    check_ams_reading(cfg.ams_reading)
 
 
 def runs(cfg):
@@ -652,6 +653,7 @@ def check(df, cfg):
         if not len(fp):
             continue
         fp_acc, fp_bits = float(fp.acc.iloc[0]), float(fp.bits.iloc[0])
+        fp_tail = float(fp.acc_tail.iloc[0])
         sel = chosen[(chosen.dataset == ds) & (chosen.p == p) & (chosen.server == server)]
         paper = PAPER_TABLES.get((float(p), server), {}).get(ds, {})
         for _, r in sel.iterrows():
@@ -660,7 +662,7 @@ def check(df, cfg):
             gap = r.acc - fp_acc
             pv = paper.get(r.family)
             pgap = f"; paper {pv[0] - paper['full'][0]:+.2f}" if pv else ""
-            tail_gap = r.get("acc_tail", math.nan) - float(fp.acc_tail.iloc[0])
+            tail_gap = r.get("acc_tail", math.nan) - fp_tail
             what = (f"diverged at round {int(r.diverged_at)}" if r.diverged else
                     f"{gap:+.2f} points vs full precision (tail mean {tail_gap:+.2f})")
             lines.append(f"  {setting_label(r.compressor)} ({r.rule}): {what}{pgap}; "
@@ -671,7 +673,7 @@ def check(df, cfg):
         ef = sel[sel.family.isin(EF_FAMILIES)]
         if len(ef):
             for what, col, ref in (("final", "acc", fp_acc),
-                                   ("tail mean", "acc_tail", float(fp.acc_tail.iloc[0]))):
+                                   ("tail mean", "acc_tail", fp_tail)):
                 gaps = ef[col].where(ef.diverged == 0).fillna(-np.inf) - ref
                 worst = float(gaps.min())
                 lines.append(f"  -> Fed-EF within 1 point of full precision ({what}) for all "

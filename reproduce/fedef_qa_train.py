@@ -59,7 +59,7 @@ class Config(common.EntryConfig):
 
     def run_key(self):
         key = super().run_key()
-        for k in ("datasets", "compressors", "threads"):
+        for k in ("datasets", "compressors"):
             key.pop(k, None)
         return key
 

@@ -72,7 +72,7 @@ def no_minor_labels(fig) -> None:
     figure and overlaps the decade labels."""
     import math
 
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import NullFormatter
 
     def twos_and_fives(value, _pos):
         if value <= 0:
@@ -85,9 +85,9 @@ def no_minor_labels(fig) -> None:
             lo, hi = sorted(lims)
             if axis.get_scale() != "log" or lo <= 0:
                 continue
-            decades = [e for e in range(math.ceil(math.log10(lo) - 1e-9),
-                                        math.floor(math.log10(hi) + 1e-9) + 1)]
-            if len(decades) >= 2:
+            decades = (math.floor(math.log10(hi) + 1e-9)
+                       - math.ceil(math.log10(lo) - 1e-9) + 1)   # decade ticks in view
+            if decades >= 2:
                 axis.set_minor_formatter(NullFormatter())
-            elif len(decades) == 1:
+            elif decades == 1:
                 axis.set_minor_formatter(FuncFormatter(twos_and_fives))

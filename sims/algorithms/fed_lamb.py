@@ -282,26 +282,35 @@ class MimeLite(Algorithm):
         return {"k": torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device),
                 "gx": torch.zeros_like(theta)}
 
-    def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+    def _frozen_step(self, theta, g, bcast, mask, ctx):
+        """``theta - lr U(g; s)`` with the broadcast server state ``s`` frozen (through the
+        layer-wise trust ratio for the LAMB variants); masked rows keep ``theta``."""
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
         frozen = {k[2:]: v for k, v in bcast.items() if k.startswith("s_")}
-        u, _ = self._advance(grad, frozen)
+        u, _ = self._advance(g, frozen)
         if self.trust is not None:
             u = self.trust(theta, u, ctx.layout, layer_seg(ctx.layout, theta))
+        return _masked(mask, theta - lr * u, theta)
+
+    def _server_update(self, server, mean_message, stat, active):
+        """``x <- x - eta mean(delta)`` and ``s <- V(stat, s)`` for the active replicas."""
+        _, s = self._advance(stat, server["s"])
+        return {"theta": masked_rows(active, server["theta"] - self.eta * mean_message,
+                                     server["theta"]),
+                "s": {k: masked_rows(active, v, server["s"][k]) for k, v in s.items()}}
+
+    def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         first = (lstate["k"] == 0).unsqueeze(-1)
         new_state = {"k": lstate["k"] + (1 if mask is None else mask.to(theta.dtype)),
                      "gx": _masked(mask, torch.where(first, grad, lstate["gx"]), lstate["gx"])}
-        return _masked(mask, theta - lr * u, theta), new_state
+        return self._frozen_step(theta, grad, bcast, mask, ctx), new_state
 
     def client_message(self, delta, lstate, cstate, ctx):
         return delta, cstate, {"gx": lstate["gx"]}
 
     def server_step(self, server, mean_message, sums, active, ctx):
-        _, s = self._advance(mean_of(sums, "gx", mean_message), server["s"])
-        new = {"theta": masked_rows(active, server["theta"] - self.eta * mean_message,
-                                    server["theta"]),
-               "s": {k: masked_rows(active, v, server["s"][k]) for k, v in s.items()}}
-        return new, {}
+        stat = mean_of(sums, "gx", mean_message)
+        return self._server_update(server, mean_message, stat, active), {}
 
     @property
     def state_vectors(self) -> int:
@@ -393,24 +402,15 @@ class Mime(MimeLite):
         return {}
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
-        lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
-        frozen = {k[2:]: v for k, v in bcast.items() if k.startswith("s_")}
-        g = grad - ctx.extra["anchor_grad"] + bcast["c"]
-        u, _ = self._advance(g, frozen)
-        if self.trust is not None:
-            u = self.trust(theta, u, ctx.layout, layer_seg(ctx.layout, theta))
-        return _masked(mask, theta - lr * u, theta), lstate
+        g = grad - ctx.extra["anchor_grad"] + bcast["c"]          # SVRG correction
+        return self._frozen_step(theta, g, bcast, mask, ctx), lstate
 
     def client_message(self, delta, lstate, cstate, ctx):
         return delta, cstate, {}
 
     def server_step(self, server, mean_message, sums, active, ctx):
-        _, s = self._advance(server["c"], server["s"])
-        new = {"theta": masked_rows(active, server["theta"] - self.eta * mean_message,
-                                    server["theta"]),
-               "s": {k: masked_rows(active, v, server["s"][k]) for k, v in s.items()},
-               "c": server["c"]}
-        return new, {}
+        new = self._server_update(server, mean_message, server["c"], active)
+        return {**new, "c": server["c"]}, {}
 
     def downlink_bits(self, layout):
         return bits(layout, 2 + self.state_vectors)        # model, optimizer state and c

@@ -157,14 +157,6 @@ class ConvProblem(NeuralProblem):
         F.cross_entropy(self.model(x), y).backward()
         return torch.cat([p.grad.reshape(-1) for p in self.model.parameters()])
 
-    def _eval_w(self, s: int, size: int) -> torch.Tensor:
-        """Weights of evaluation samples ``s .. s + size`` in the global objective."""
-        if self.eval_weights is None:
-            return torch.full((size,), 1.0 / len(self.eval_index), dtype=self.dtype,
-                              device=self.device)
-        return torch.as_tensor(self.eval_weights[s:s + size], dtype=self.dtype,
-                               device=self.device)
-
     @torch.no_grad()
     def _batched_train_loss(self, theta: torch.Tensor) -> torch.Tensor:
         """The global objective at each server model (vmap path), forward passes only."""

@@ -221,8 +221,7 @@ class NeuralProblem:
 
     def generic_grad(self, theta: torch.Tensor, payload: torch.Tensor):
         """The same through ``torch.func`` (vmap of grad): works for any module."""
-        idx = payload.clamp_min(0)
-        return self._batched_grad(theta, self.x[idx], self.y[idx], (payload >= 0).to(self.dtype))
+        return self._batched_grad(theta, *self.minibatch(payload))
 
     def full_grad(self, theta: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
         """Each row's full local gradient ``grad f_i(theta_b)`` ``[B, d]``, ``f_i`` = the mean
@@ -230,8 +229,8 @@ class NeuralProblem:
 
         Each client's data is one padded index row, cut into column blocks of up to 256
         samples; a block's :meth:`stoch_grad` (the mean over its valid samples) is weighted
-        by its share of the client's samples. Rows and blocks are sized to keep the gathered inputs and the ``[rows, d]``
-        outputs near the engine's chunk budget."""
+        by its share of the client's samples. Rows and blocks are sized to keep the gathered
+        inputs and the ``[rows, d]`` outputs near the engine's chunk budget."""
         from .._malloc import CHUNK_BYTES
         parts = [self.parts[int(c)] for c in clients.tolist()]
         width = max(len(p) for p in parts)
@@ -285,6 +284,14 @@ class NeuralProblem:
                                     reduction="none").view(theta.shape[0], -1).sum(-1)
         return correct / len(y), loss / len(y)
 
+    def _eval_w(self, s: int, size: int) -> torch.Tensor:
+        """Weights of evaluation samples ``s .. s + size`` in the global objective."""
+        if self.eval_weights is None:
+            return torch.full((size,), 1.0 / len(self.eval_index), dtype=self.dtype,
+                              device=self.device)
+        return torch.as_tensor(self.eval_weights[s:s + size], dtype=self.dtype,
+                               device=self.device)
+
     def evaluate(self, theta: torch.Tensor, test: bool = True) -> dict[str, torch.Tensor]:
         """Train loss and squared full-gradient norm of f at each server model ``theta[R, d]``.
 
@@ -300,11 +307,7 @@ class NeuralProblem:
         n_eval = len(self.eval_index)
         for s in range(0, n_eval, self.eval_chunk):
             idx = self.eval_index[s:s + self.eval_chunk]
-            if self.eval_weights is None:
-                w = torch.full((len(idx),), 1.0 / n_eval, dtype=self.dtype, device=self.device)
-            else:
-                w = torch.as_tensor(self.eval_weights[s:s + self.eval_chunk], dtype=self.dtype,
-                                    device=self.device)
+            w = self._eval_w(s, len(idx))
             if self.fast_path:
                 R = theta.shape[0]
                 gc, lc = linear_stack_grad(theta, self.layout, self.x[idx].expand(R, *self.x[idx].shape),
