@@ -289,6 +289,22 @@ def execute(entry, cfg, progress=None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def missing_runs(entry, cfg, df: pd.DataFrame) -> list[str]:
+    """Names of the entry's runs (``entry.runs(cfg)``) that have no rows in ``df``: a check
+    given partial results (``--plot-only --available``) says which are missing and gives no
+    verdict that needs them."""
+    present = set(df["run"].unique()) if len(df) and "run" in df else set()
+    return [r.name for r in entry.runs(cfg) if r.name not in present]
+
+
+def healthy(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` without the (run, seed) replicas recorded as diverged (a non-null
+    ``diverged_at`` column, when results carry one): a diverged run is never evidence."""
+    if "diverged_at" not in df:
+        return df
+    return df[df["diverged_at"].isna()]
+
+
 def _progress(cfg, todo):
     from tqdm.auto import tqdm
     total = sum(r.rounds or cfg.rounds for r in todo)
