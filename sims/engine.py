@@ -219,7 +219,8 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
         means = {k: v / counts_t.clamp_min(1).unsqueeze(-1) for k, v in sums.items()}
         active = counts_t > 0
         msg = means.pop("message", torch.zeros_like(server["theta"]))
-        server_ctx = RoundContext(t, layout, torch.arange(R, device=device), None, None)
+        server_ctx = RoundContext(t, layout, torch.arange(R, device=device), None, None,
+                                  extra={"seeds": seeds})  # per-seed streams (DP noise)
         server, extra = algorithm.server_step(server, msg, means, active, server_ctx)
         cum_up += counts * up_bits / n
         cum_down += counts * down_bits / n
