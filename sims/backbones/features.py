@@ -22,6 +22,7 @@ of convergence and how much adaptivity helps are not the paper's.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -92,27 +93,38 @@ def backbone_features(backbone, images: torch.Tensor, dataset_name: str, *, devi
                       batch_size: int = 256, norm=VIT_NORM, dtype=torch.float32,
                       progress=None) -> torch.Tensor:
     """``[N, embed_dim]`` float32 features of a dataset's normalised images: back to pixels,
-    :func:`sims.backbones.vit.prepare_images` (resize to 224, ViT normalisation), then the
-    frozen backbone's ``forward_features`` in batches (``dtype``: e.g. bfloat16 on a GPU)."""
+    then :func:`features_of_batches`."""
+    return features_of_batches(
+        backbone, len(images), lambda lo, hi: _pixels(images[lo:hi].float(), dataset_name),
+        device=device, batch_size=batch_size, norm=norm, dtype=dtype, progress=progress)
+
+
+def features_of_batches(backbone, n: int, pixels, *, device="cpu", batch_size: int = 256,
+                        norm=VIT_NORM, dtype=torch.float32, progress=None) -> torch.Tensor:
+    """``[n, embed_dim]`` float32 features; ``pixels(lo, hi)`` gives images ``lo..hi-1`` on the
+    [0, 1] scale, ``[hi - lo, C, H, W]``; each batch goes through
+    :func:`sims.backbones.vit.prepare_images` (resize to 224, ViT normalisation) and the frozen
+    backbone's ``forward_features`` (``dtype``: e.g. bfloat16 on a GPU)."""
     backbone = backbone.to(device=device, dtype=dtype).eval()
     out = []
     with torch.no_grad():
-        for lo in range(0, len(images), batch_size):
-            px = _pixels(images[lo:lo + batch_size].float(), dataset_name).to(device)
-            x = prepare_images(px, backbone.img_size, norm).to(dtype)
+        for lo in range(0, n, batch_size):
+            hi = min(lo + batch_size, n)
+            x = prepare_images(pixels(lo, hi).to(device), backbone.img_size, norm).to(dtype)
             out.append(backbone.forward_features(x).float().cpu())
             if progress is not None:
-                progress(min(lo + batch_size, len(images)), len(images))
+                progress(hi, n)
     return torch.cat(out) if out else torch.zeros(0, backbone.embed_dim)
 
 
-def as_feature_dataset(ds: Dataset, f_train: torch.Tensor, f_test: torch.Tensor, name: str,
-                       source: str) -> Dataset:
+def as_feature_dataset(f_train: torch.Tensor, y_train: torch.Tensor, f_test: torch.Tensor,
+                       y_test: torch.Tensor, num_classes: int, name: str, source: str) -> Dataset:
     """Features ``[N, D]`` as a :class:`Dataset` of ``[N, D, 1, 1]`` "images" (what
-    ``LogReg`` flattens), with the original labels."""
+    ``LogReg`` flattens)."""
     return Dataset(name, f_train.float().reshape(len(f_train), -1, 1, 1).contiguous(),
-                   ds.y_train, f_test.float().reshape(len(f_test), -1, 1, 1).contiguous(),
-                   ds.y_test, ds.num_classes, source)
+                   torch.as_tensor(y_train, dtype=torch.int64),
+                   f_test.float().reshape(len(f_test), -1, 1, 1).contiguous(),
+                   torch.as_tensor(y_test, dtype=torch.int64), num_classes, source)
 
 
 def vit_feature_dataset(ds: Dataset, backbone, weights_sha256: str, *, cache_dir=None,
@@ -130,15 +142,18 @@ def vit_feature_dataset(ds: Dataset, backbone, weights_sha256: str, *, cache_dir
         return {"train": backbone_features(backbone, ds.x_train, ds.name, **kw),
                 "test": backbone_features(backbone, ds.x_test, ds.name, **kw)}
     f = cached_features(compute, key, cache_dir)
-    return as_feature_dataset(ds, f["train"], f["test"], f"{ds.name}-vit-s16",
+    return as_feature_dataset(f["train"], ds.y_train, f["test"], ds.y_test, ds.num_classes,
+                              f"{ds.name}-vit-s16",
                               f"ViT-S/16 features (weights sha256 {weights_sha256[:12]}) of "
                               f"{ds.source}")
 
 
+@functools.lru_cache(maxsize=2)
 def random_features_dataset(ds: Dataset, width: int = 384, seed: int = 0) -> Dataset:
     """CPU stand-in for the ViT features (module docstring): ``phi(x) = ReLU(W x + b)`` with
     ``W ~ N(0, 1/p)`` (``p`` input pixels), ``b ~ N(0, 1)`` fixed by ``seed``, then each
-    feature standardised with the training set's mean and std."""
+    feature standardised with the training set's mean and std. Memoised per dataset object
+    (datasets compare by identity), so several runs in one process compute it once."""
     g = torch.Generator().manual_seed(seed)
     p = int(np.prod(ds.x_train.shape[1:]))
     w = torch.randn(p, width, generator=g) / p ** 0.5
@@ -148,8 +163,8 @@ def random_features_dataset(ds: Dataset, width: int = 384, seed: int = 0) -> Dat
         return torch.relu(x.reshape(len(x), -1).float() @ w + b)
     f_tr, f_te = phi(ds.x_train), phi(ds.x_test)
     mu, sd = f_tr.mean(0), f_tr.std(0).clamp_min(1e-6)
-    return as_feature_dataset(ds, (f_tr - mu) / sd, (f_te - mu) / sd,
-                              f"{ds.name}-randfeat{width}",
+    return as_feature_dataset((f_tr - mu) / sd, ds.y_train, (f_te - mu) / sd, ds.y_test,
+                              ds.num_classes, f"{ds.name}-randfeat{width}",
                               f"random ReLU features (width {width}, seed {seed}) of {ds.source}")
 
 
