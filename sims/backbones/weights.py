@@ -5,7 +5,7 @@ format, e.g. ``model.safetensors`` of the Hugging Face repository
 ``timm/vit_small_patch16_224.augreg_in21k`` (ImageNet-21K pretraining, FedAda2 Sec. 6 / spec
 4.1; the authors' ``timm.create_model(..., pretrained=True)`` resolves to
 ``...augreg_in21k_ft_in1k``, which loads the same way). It is found at the path the user gives
-(``--vit-weights PATH``) or at ``DIR/vit/vit_small_patch16_224.safetensors``
+(``weights=PATH``; the entries will expose it as a flag) or at ``DIR/vit/vit_small_patch16_224.safetensors``
 (:data:`VIT_WEIGHTS_PATH`, ``DIR`` = ``--data-dir`` / ``$FEDTOOLKIT_DATA``).
 
 Key mapping: the project's :class:`sims.backbones.vit.VisionTransformer` uses timm's names, so
@@ -44,7 +44,7 @@ def resolve_vit_weights(weights=None, data_dir=None) -> Path:
         raise DataError(f"ViT-S weights: {where}; put timm's vit_small_patch16_224 "
                         "model.safetensors (e.g. from timm/vit_small_patch16_224.augreg_in21k) "
                         f"at DIR/{VIT_WEIGHTS_PATH} and pass --data-dir DIR (or set {ENV_VAR}), "
-                        "or pass --vit-weights PATH")
+                        "or pass the file's path as weights=PATH")
     return root / VIT_WEIGHTS_PATH
 
 

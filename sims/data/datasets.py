@@ -61,4 +61,7 @@ def describe_sources() -> str:
         f"                DIR/fmnist, else {DEBIAN_FMNIST_DIR} (Debian package dataset-fashion-mnist).",
         f"  cifar10       DIR/{CIFAR10_DIR}/{{{', '.join(CIFAR10_FILES.values())}}}",
         f"  cifar100      DIR/{CIFAR100_DIR}/{{{', '.join(CIFAR100_FILES.values())}}} (fine labels)",
+        "  stackoverflow DIR/stackoverflow/ or DIR: TFF's stackoverflow_{train,test}.h5,",
+        "                stackoverflow.word_count, stackoverflow.tag_count (sims.data.stackoverflow)",
+        "  gld23k        DIR/gld23k/{mini_gld_train_split.csv, mini_gld_test.csv, images/} (sims.data.gld)",
     ])
