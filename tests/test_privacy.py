@@ -251,3 +251,13 @@ def test_round_gradient_algorithms_refused_when_private():
         with pytest.raises(PrivacyError, match="cannot run under DP"):
             Private(make_algorithm(name), clip=1.0)
         Private(make_algorithm(name))               # the identity wrapper is fine
+
+
+def test_private_pickles_for_worker_processes(quad):
+    """Sweeps ship algorithms to worker processes: a pickled wrapper runs identically."""
+    import pickle
+    alg = Private(make_algorithm("fedada2"), clip=0.2, noise_multiplier=0.7, delta=1e-3,
+                  sampling_rate=0.5)
+    copy = pickle.loads(pickle.dumps(alg))
+    assert copy.describe() == alg.describe() and copy.eta_l == alg.eta_l
+    _same_run(_run(quad, alg, [5]), _run(quad, copy, [5]))

@@ -207,3 +207,20 @@ def test_full_finetuning_model_runs():
     assert out.shape == (2, 7)
     out.sum().backward()
     assert bb.blocks[0].attn.qkv.weight.grad is not None
+
+
+def test_full_finetuning_problem_keeps_pretrained_weights():
+    from sims.problems.finetune import full_finetune_problem
+    ds = random_dataset(24, 28, seed=5, n_test=6)
+    bb = _tiny()
+    pre = {k: v.clone() for k, v in bb.state_dict().items()}
+    prob = full_finetune_problem(ds, np.array_split(np.arange(24), 4), bb, batch_size=4,
+                                 local_steps=1, eval_train_samples=8)
+    t0, t1 = prob.init_theta(0), prob.init_theta(1)
+    head = prob.layout.d - (16 * 10 + 10)
+    assert torch.equal(t0[:head], t1[:head]) and not torch.equal(t0[head:], t1[head:])
+    bb_flat = torch.cat([pre[k].reshape(-1) for k in pre])
+    assert torch.equal(t0[:head], bb_flat)                 # pretrained backbone kept
+    out = run(prob, make_algorithm("fedavg", eta_l=0.01), Participation("fixed", 2), 1, [0])
+    assert np.isfinite(out.metrics["train_loss"]).all()
+    assert not torch.equal(out.server["theta"][0, :head], bb_flat)   # the backbone trains

@@ -36,6 +36,7 @@ from ..backbones.vit import VIT_NORM
 from ..data import DataError, load_dataset
 from ..data.natural import natural_like
 from ..data.partition import dirichlet
+from .neural import NeuralProblem
 
 CIFAR100_LDA = {"n_clients": 1000, "alpha": 0.001, "variant": "per_client"}
 GLD23K_CLIENTS = 233
@@ -136,3 +137,32 @@ def finetune_problem(task: str, *, data_dir=None, weights=None, cache_dir=None, 
               "features": feats.source, "num_classes": feats.num_classes,
               "n_clients": prob.n_clients, "d": prob.d, "partition": part}
     return prob, record
+
+
+class PretrainedNeuralProblem(NeuralProblem):
+    """A :class:`NeuralProblem` whose model starts from pretrained weights: ``init_theta(seed)``
+    keeps every pretrained parameter and draws only the new head (``model.head``) from the
+    seed (``NeuralProblem`` would re-initialise the whole net)."""
+
+    def __init__(self, dataset, parts, model, **kw):
+        super().__init__(dataset, parts, model, **kw)
+        self._pretrained = self.layout.flatten_module(self.model).to(self.device, self.dtype)
+
+    def init_theta(self, seed: int) -> torch.Tensor:
+        torch.manual_seed(seed)
+        self.layout.load_into(self.model, self._pretrained)
+        self.model.head.reset_parameters()
+        return self.layout.flatten_module(self.model).to(self.device, self.dtype)
+
+
+def full_finetune_problem(ds, parts, backbone, **kw) -> PretrainedNeuralProblem:
+    """FedAda2's full fine-tuning (Fig. 4 bottom; Tables 4-5 "GLD-23K (Full)"): the whole
+    ViT-S (pretrained ``backbone``) and a new linear head trained together on images ``ds``
+    (resized to 224 inside the model, :class:`sims.backbones.vit.ViTClassifier`). Every client
+    step differentiates the 21.7M-parameter network per participant: a GPU workload (keep the
+    engine's ``max_batch`` small). ``kw`` go to :class:`NeuralProblem`."""
+    from ..backbones.vit import ViTClassifier
+    from ..data.base import NORMALIZATION
+    denorm = NORMALIZATION.get(ds.name, ((0.0,) * ds.x_train.shape[1], (1.0,) * ds.x_train.shape[1]))
+    model = ViTClassifier(backbone, ds.num_classes, denorm)
+    return PretrainedNeuralProblem(ds, [np.asarray(p) for p in parts], model, **kw)
