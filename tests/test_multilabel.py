@@ -11,7 +11,7 @@ from sims.algorithms.fedada2_tables import build_private
 from sims.data.stackoverflow import StackOverflowData
 from sims.engine import run
 from sims.participation import Participation
-from sims.problems.multilabel import MultiLabelLinearProblem, padded_rows
+from sims.problems.multilabel import MultiLabelLinearProblem, csr_tensors, dense_rows
 from sims.problems.stackoverflow import stackoverflow_problem
 
 
@@ -31,13 +31,17 @@ def _data(seed=0, V=40, T=7, sizes=(5, 9, 3, 12), n_test=20):
                              "fixture")
 
 
-def test_padded_rows_roundtrip():
+def test_dense_rows_match_scipy():
     d = _data()
-    idx, val = padded_rows(d.x_train)
-    dense = np.zeros(d.x_train.shape)
-    for r in range(len(idx)):
-        np.add.at(dense[r], idx[r], val[r])
-    np.testing.assert_allclose(dense, d.x_train.toarray(), rtol=1e-7)
+    csr = csr_tensors(d.x_train, "cpu", torch.float64)
+    rows = torch.tensor([[3, -1, 0], [27, 5, -1]])
+    got = dense_rows(csr, rows, d.x_train.shape[1], torch.float64)
+    want = np.zeros((2, 3, d.x_train.shape[1]))
+    for i in range(2):
+        for j in range(3):
+            if rows[i, j] >= 0:
+                want[i, j] = d.x_train[int(rows[i, j])].toarray()[0]
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-7)
 
 
 @pytest.mark.parametrize("loss", ["sigmoid", "softmax"])

@@ -10,7 +10,8 @@ clip=0.1, noise_multiplier=1.0)``) and delegates every hook to it, adding two th
    FedAda2 method) and every per-participant ``aux`` tensor (SCAFFOLD's ``dc``, FedCM's
    ``g_a``, Fed-LAMB's ``v``, ...), clipped jointly, so that the sensitivity of the sum is
    ``c`` whatever the algorithm sends. For the FedAda2 methods (no ``aux``) this is exactly
-   "the update clipped to c".
+   "the update clipped to c". Clipping acts on what the wrapped ``client_message`` returns, so
+   client state it keeps (Fed-EF's error) is computed from the unclipped message.
 2. ``server_step``: the engine's uniform mean over the ``|S|`` participants gets Gaussian
    noise ``N(0, sigma^2 c^2 I) / |S|`` (``sigma`` = ``noise_multiplier``), and so does every
    aux mean, before the wrapped algorithm's server update (its optimizer) sees them.

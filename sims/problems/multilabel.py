@@ -1,7 +1,7 @@
 """Multi-label logistic regression on sparse bag-of-words inputs: FedAda2's StackOverflow
 task (``nn.Linear(10000, 500)``, spec 4.1) as an engine problem.
 
-Client ``i``'s data are rows of a CSR matrix (:class:`sims.data.stackoverflow.StackOverflowData`);
+Client ``i``'s data are rows of a CSR matrix (kept as CSR tensors, memory ~ non-zeros) (:class:`sims.data.stackoverflow.StackOverflowData`);
 a minibatch's rows are densified (``[B, batch, V]``; 32 x 10,000 numbers per client) and the
 linear map ``z = x W^T + b`` runs batched over the participants. Two losses:
 
@@ -34,18 +34,30 @@ from .neural import NeuralProblem
 LOSSES = ("sigmoid", "softmax")
 
 
-def padded_rows(csr) -> tuple[np.ndarray, np.ndarray]:
-    """CSR ``[N, V]`` -> column indices and values ``[N, L]`` (``L`` = most non-zeros in a
-    row; padding: column 0, value 0)."""
-    counts = np.diff(csr.indptr)
-    L = max(1, int(counts.max()) if len(counts) else 1)
-    idx = np.zeros((csr.shape[0], L), dtype=np.int64)
-    val = np.zeros((csr.shape[0], L), dtype=np.float32)
-    pos = np.arange(csr.nnz) - np.repeat(csr.indptr[:-1], counts)
-    rows = np.repeat(np.arange(csr.shape[0]), counts)
-    idx[rows, pos] = csr.indices
-    val[rows, pos] = csr.data
-    return idx, val
+def csr_tensors(csr, device, dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A scipy CSR matrix as ``(indptr, indices, data)`` tensors (memory ~ non-zeros)."""
+    csr = csr.tocsr()
+    csr.sum_duplicates()
+    return (torch.as_tensor(csr.indptr.astype(np.int64), device=device),
+            torch.as_tensor(csr.indices.astype(np.int64), device=device),
+            torch.as_tensor(csr.data, device=device).to(dtype))
+
+
+def dense_rows(csr: tuple, rows: torch.Tensor, width: int, dtype) -> torch.Tensor:
+    """Rows ``rows[...]`` of a CSR matrix (:func:`csr_tensors`) as a dense ``[..., width]``
+    tensor; index -1 (padding) gives a row of zeros."""
+    indptr, indices, data = csr
+    flat = rows.reshape(-1)
+    r = flat.clamp_min(0)
+    start = indptr.index_select(0, r)
+    count = (indptr.index_select(0, r + 1) - start) * (flat >= 0)
+    owner = torch.repeat_interleave(torch.arange(len(flat), device=flat.device), count)
+    first = torch.repeat_interleave(count.cumsum(0) - count, count)
+    pos = start.index_select(0, owner) + torch.arange(len(owner), device=flat.device) - first
+    x = torch.zeros(len(flat), width, dtype=dtype, device=flat.device)
+    x.index_put_((owner, indices.index_select(0, pos)), data.index_select(0, pos).to(dtype),
+                 accumulate=True)
+    return x.view(*rows.shape, width)
 
 
 class MultiLabelLinearProblem:
@@ -76,13 +88,9 @@ class MultiLabelLinearProblem:
         self.model = nn.Linear(self.V, self.T).to(self.device, dtype)
         self.layout = ParamLayout.from_module(self.model)
         self.d = self.layout.d
-        self.idx, self.val = (torch.as_tensor(a, device=self.device)
-                              for a in padded_rows(data.x_train))
-        self.val = self.val.to(dtype)
+        self.x = csr_tensors(data.x_train, self.device, dtype)
         self.y = torch.as_tensor(data.y_train, device=self.device)
-        t_idx, t_val = padded_rows(data.x_test)
-        self.test_idx = torch.as_tensor(t_idx, device=self.device)
-        self.test_val = torch.as_tensor(t_val, device=self.device).to(dtype)
+        self.x_test = csr_tensors(data.x_test, self.device, dtype)
         self.y_test = torch.as_tensor(data.y_test, device=self.device)
         self.batch_width = (batch_size if local_steps is not None else
                             min(batch_size, max(len(p) for p in self.parts)))
@@ -105,14 +113,8 @@ class MultiLabelLinearProblem:
         self.model.reset_parameters()
         return self.layout.flatten_module(self.model).to(self.device, self.dtype)
 
-    def _dense(self, idx, val, rows: torch.Tensor) -> torch.Tensor:
-        """Rows ``rows[...]`` (-1 = padding -> zeros) of the sparse inputs, dense ``[..., V]``."""
-        flat = rows.clamp_min(0).reshape(-1)
-        i, v = idx.index_select(0, flat), val.index_select(0, flat)
-        v = v * (rows.reshape(-1, 1) >= 0).to(v.dtype)
-        x = torch.zeros(len(flat), self.V, dtype=self.dtype, device=self.device)
-        x.scatter_add_(1, i, v)
-        return x.view(*rows.shape, self.V)
+    def _dense(self, csr, rows: torch.Tensor) -> torch.Tensor:
+        return dense_rows(csr, rows, self.V, self.dtype)
 
     def _split(self, theta: torch.Tensor):
         W = theta[:, : self.T * self.V].view(-1, self.T, self.V)
@@ -140,7 +142,7 @@ class MultiLabelLinearProblem:
     def stoch_grad(self, theta: torch.Tensor, clients, payload: torch.Tensor):
         """Minibatch gradients ``[B, d]`` (mean over each row's valid samples)."""
         payload = self._trim(payload)
-        x = self._dense(self.idx, self.val, payload)
+        x = self._dense(self.x, payload)
         y = self.y.index_select(0, payload.clamp_min(0).reshape(-1)).view(*payload.shape, self.T)
         w = (payload >= 0).to(self.dtype)
         w = w / w.sum(-1, keepdim=True).clamp_min(1)
@@ -163,11 +165,12 @@ class MultiLabelLinearProblem:
         return torch.cat([p.grad.reshape(-1) for p in self.model.parameters()])
 
     def _dense_np(self, rows) -> np.ndarray:
+        """Plain per-entry densification of rows (the reference's own, not :func:`dense_rows`)."""
+        indptr, indices, data = (t.cpu().numpy() for t in self.x)
         out = np.zeros((len(rows), self.V))
-        idx, val = self.idx.cpu().numpy(), self.val.cpu().numpy()
         for j, r in enumerate(rows):
-            for i, v in zip(idx[r], val[r]):
-                out[j, i] += v
+            for k in range(indptr[r], indptr[r + 1]):
+                out[j, indices[k]] += data[k]
         return out
 
     # ----------------------------------------------------------------- evaluation
@@ -178,7 +181,7 @@ class MultiLabelLinearProblem:
         loss = torch.zeros(R, dtype=self.dtype, device=self.device)
         for s in range(0, len(self.eval_index), self.eval_chunk):
             rows = self.eval_index[s:s + self.eval_chunk]
-            x = self._dense(self.idx, self.val, rows).expand(R, -1, -1)
+            x = self._dense(self.x, rows).expand(R, -1, -1)
             y = self.y.index_select(0, rows).expand(R, -1, -1)
             w = self.eval_weights[s:s + self.eval_chunk].expand(R, -1)
             gc, lc = self._grad(theta, x, y, w)
@@ -200,7 +203,7 @@ class MultiLabelLinearProblem:
         has = 0
         for s in range(0, n, self.eval_chunk):
             rows = rows_all[s:s + self.eval_chunk]
-            x = self._dense(self.test_idx, self.test_val, rows)
+            x = self._dense(self.x_test, rows)
             y = self.y_test.index_select(0, rows)
             z = torch.matmul(x, W.transpose(1, 2)) + b.unsqueeze(1)     # [R, n, T]
             loss += self._grad_logits(z, y.expand(R, -1, -1))[0].sum(-1)
