@@ -94,3 +94,15 @@ def test_errors_one_line():
         best("stackoverflow-dp", "fedadam")
     with pytest.raises(TableError, match="no DP clip"):
         build_private("cifar100", "fedada2")
+
+
+def test_settings_cover_every_table_and_follow_the_paper():
+    from sims.algorithms.fedada2_tables import SETTINGS
+    assert set(SETTINGS) == set(TABLES)
+    for s in SETTINGS.values():
+        if s["q"] is not None:
+            assert s["m"] == max(int(s["q"] * s["n_clients"]), 1)
+    so = SETTINGS["stackoverflow-dp"]
+    assert (so["n_clients"], so["m"], so["rounds"], so["delta"]) == (400, 40, 500, 1 / 400)
+    assert [SETTINGS[k]["local_epochs"] for k in ("gld23k-1epoch", "gld23k", "gld23k-20epoch")] \
+        == [1, 5, 20]
