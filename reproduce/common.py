@@ -292,7 +292,7 @@ def execute(entry, cfg, progress=None, say=print) -> pd.DataFrame:
             frames.append(found[0])
         else:
             todo.append(run)
-    saved.report()
+    saved.report(recompute=not cfg.plot_only)
     if cfg.plot_only:
         if getattr(cfg, "available", False):
             if not frames:

@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from .checkpoint import Checkpointer
-from .identity import code_digest
+from . import identity
 from .locks import RunLock
 from .results import load_run, save_run
 
@@ -66,7 +66,7 @@ def config_fingerprint(key: dict) -> str:
 
 def full_fingerprint(config_fp: str) -> str:
     """The config fingerprint joined with the code that computes the run."""
-    return hashlib.sha256(f"{config_fp}|{code_digest()}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{config_fp}|{identity.code_digest()}".encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -132,8 +132,9 @@ class RunStore:
             return Saved(df, record, stale)
         return None
 
-    def report(self) -> None:
-        """Say what was reused, and which saved runs are being recomputed (other code)."""
+    def report(self, recompute: bool = True) -> None:
+        """Say what was reused, and which saved runs are being recomputed (other code; with
+        ``recompute=False``, as for ``--plot-only``: which are left out)."""
         for (commit, date, stale), n in sorted(self.reused.items()):
             runs = f"{n} saved run{'s' if n != 1 else ''}"
             if stale:
@@ -142,9 +143,13 @@ class RunStore:
             else:
                 self.say(f"reused {runs} (from commit {commit}, {date})")
         for (commit, date), n in sorted(self.outdated.items()):
-            self.say(f"recomputing {n} saved run{'s' if n != 1 else ''} (from commit {commit}, "
-                     f"{date}): the code or numeric packages changed since; --reuse-stale "
-                     "reuses them instead")
+            runs = f"{n} saved run{'s' if n != 1 else ''} (from commit {commit}, {date})"
+            if recompute:
+                self.say(f"recomputing {runs}: the code or numeric packages changed since; "
+                         "--reuse-stale reuses them instead")
+            else:
+                self.say(f"not using {runs}: computed by other code than this checkout's; "
+                         "--reuse-stale uses them")
         self.reused.clear()
         self.outdated.clear()
 
@@ -168,7 +173,7 @@ class RunStore:
     def save(self, df: pd.DataFrame, record: dict, stem: str, config_fp: str) -> Path:
         """Save a computed run with both fingerprints and the code digest in its record."""
         record = {**record, "config_fingerprint": config_fp,
-                  "fingerprint": full_fingerprint(config_fp), "code_digest": code_digest()}
+                  "fingerprint": full_fingerprint(config_fp), "code_digest": identity.code_digest()}
         path = self.path(stem)
         save_run(df, record, path)
         return path
