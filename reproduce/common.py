@@ -184,14 +184,14 @@ def validate(cfg: EntryConfig, entry=None) -> None:
     if entry is not None and device.type not in getattr(entry, "DEVICES", (device.type,)):
         raise EntryError(f"--device {cfg.device}: {entry_name(entry)} runs on "
                          f"{' or '.join(entry.DEVICES)} only")
-    if hasattr(cfg, "validate"):
-        cfg.validate()
     if (getattr(cfg, "max_batch", 0) or 0) < 0:
         raise EntryError(f"--max-batch must be >= 0 (0: default), got {cfg.max_batch}")
     if cfg.threads < 0:
         raise EntryError(f"--threads must be >= 0 (0: torch's default), got {cfg.threads}")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise EntryError("--device cuda asked for, but torch sees no GPU here")
+    if hasattr(cfg, "validate"):
+        cfg.validate()
 
 
 def set_threads(cfg) -> None:
@@ -271,6 +271,7 @@ def check_folders(entry, cfg) -> None:
     """The output folders exist as folders and can be written (before any work)."""
     try:
         if not cfg.plot_only:
+            check_folder(cfg.out, "--out")
             check_folder(results_dir(entry, cfg), "--out")
         check_folder(cfg.figures, "--figures")
     except FolderError as exc:

@@ -27,6 +27,7 @@ out and named, and a verdict that needs them is not given. Runs on the CPU only.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -273,7 +274,7 @@ def plot(df, cfg):
 
 def check(df, cfg):
     lines = []
-    missing = common.missing_runs(__import__(__name__), cfg, df)
+    missing = common.missing_runs(sys.modules[__name__], cfg, df)
     if missing:
         lines.append(f"missing runs ({', '.join(missing)}): verdicts that need them are not "
                      "given")
