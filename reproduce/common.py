@@ -345,7 +345,7 @@ def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
         ckpt = saved.checkpointer(stem, cfp, f"s{chunk[0]}-{chunk[-1]}")
         if ckpt is not None:
             checkpoints.append(ckpt)
-            state_t = _checkpoint_round(ckpt)
+            state_t = ckpt.saved_round()
             if state_t:
                 saved.say(f"run {run.name}: resuming seeds {chunk[0]}-{chunk[-1]} from its "
                           f"checkpoint at round {state_t}")
@@ -372,10 +372,6 @@ def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
         ckpt.clear()
     return df
 
-
-def _checkpoint_round(ckpt) -> int:
-    state = ckpt.load() if ckpt.path.exists() else None
-    return int(state["t"]) if state else 0
 
 
 def missing_runs(entry, cfg, df: pd.DataFrame) -> list[str]:

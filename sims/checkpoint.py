@@ -17,7 +17,6 @@ A checkpoint whose ``key`` differs (another config, other code, other seeds) is 
 """
 from __future__ import annotations
 
-import io
 import os
 import tempfile
 import time
@@ -50,6 +49,7 @@ class Checkpointer:
         self._last = time.monotonic()
         self.saves = 0
         self.resumed_from: int | None = None
+        self._loaded: dict | None = None
 
     def due(self, t: int) -> bool:
         """Whether to save after ``t`` rounds."""
@@ -59,14 +59,12 @@ class Checkpointer:
 
     def save(self, state: dict) -> None:
         """Write ``state`` (plus the key) atomically over the previous checkpoint."""
-        buf = io.BytesIO()
-        torch.save({"format": FORMAT, "key": self.key, "state": state}, buf)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.",
                                    suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(buf.getbuffer())
+                torch.save({"format": FORMAT, "key": self.key, "state": state}, fh)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
@@ -76,8 +74,17 @@ class Checkpointer:
         self._last = time.monotonic()
         self.saves += 1
 
+    def saved_round(self) -> int:
+        """The round the saved checkpoint is at (0: none usable); the state read stays
+        cached for the :meth:`load` that follows."""
+        self._loaded = self.load()
+        return int(self._loaded["t"]) if self._loaded else 0
+
     def load(self) -> dict | None:
         """The saved state, or None when there is none, it is unreadable or its key differs."""
+        if self._loaded is not None:
+            state, self._loaded = self._loaded, None
+            return state
         if not self.path.exists():
             return None
         try:
@@ -110,20 +117,15 @@ def to(obj, device):
     return obj
 
 
-def _copy(obj):
-    """A CPU copy that later in-place updates of the run do not change."""
-    import copy
-    return copy.deepcopy(to(obj, "cpu"))
-
-
 def snapshot(*, observers=(), **state) -> dict:
     """The engine's state after ``state["t"]`` rounds, with torch's random streams and the
-    observers' state, as saved by :meth:`Checkpointer.save`."""
-    out = {k: _copy(v) for k, v in state.items()}
+    observers' state, for :meth:`Checkpointer.save` to write at once (it is not a copy:
+    the run goes on changing the tensors in place)."""
+    out = {k: to(v, "cpu") for k, v in state.items()}
     out["torch_rng"] = torch.get_rng_state()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         out["cuda_rng"] = torch.cuda.get_rng_state_all()
-    out["observers"] = [_copy(obs.state_dict()) for obs in observers]
+    out["observers"] = [to(obs.state_dict(), "cpu") for obs in observers]
     return out
 
 

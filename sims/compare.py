@@ -358,10 +358,10 @@ def _compute(cfg, problem, alg, participation, seeds, store, stem, fp, label, na
     bar = _progress(cfg, label)
     started, wall_started = time.perf_counter(), time.time()
     ckpt = store.checkpointer(stem, fp)
-    if ckpt is not None and ckpt.path.exists() and (state := ckpt.load()):
-        store.say(f"run {label}: resuming from its checkpoint at round {state['t']}")
+    if ckpt is not None and (resume_at := ckpt.saved_round()):
+        store.say(f"run {label}: resuming from its checkpoint at round {resume_at}")
         if bar:
-            bar.update(state["t"])
+            bar.update(resume_at)
     try:
         output = engine.run(problem, alg, participation, cfg.rounds, seeds,
                             eval_every=cfg.eval_every, checkpoint=ckpt,

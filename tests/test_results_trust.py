@@ -331,7 +331,7 @@ def test_partial_results_name_missing_runs_and_withhold_verdicts(tmp_path, capsy
 def test_heavy_tails_gives_no_verdict_for_a_missing_noise(tmp_path, capsys):
     heavy = importlib.import_module("reproduce.heavy_tails")
     args = ["--tiny", "--quiet", "--out", str(tmp_path / "r"), "--figures",
-            str(tmp_path / "f"), "--methods", "fedavg,client_adagrad"]
+            str(tmp_path / "f"), "--methods", "fedavg,client_adagrad", "--paths", "500"]
     assert common.main(heavy, args) == 0
     for path in (tmp_path / "r" / "heavy_tails").glob("cauchy*"):
         path.unlink()
