@@ -8,7 +8,11 @@ An entry module defines
   ``--full`` and ``--tiny`` presets;
 * ``runs(cfg) -> list[Run]``: every configuration to run, each over all seeds;
 * ``plot(df, cfg) -> list[Path]`` and ``check(df, cfg) -> list[str]`` (the claim, as
-  sentences saying whether it shows).
+  sentences saying whether it shows; diverged replicas dropped with :func:`healthy`, missing
+  runs named with :func:`missing_runs`);
+* optionally ``DEVICES`` (e.g. ``("cpu",)`` for an entry that never uses a GPU: another
+  ``--device`` is refused before any work) and ``Config.validate()`` (its own settings,
+  checked before any work, raising :class:`EntryError`).
 
 :func:`main` parses the flags, runs what is not finished yet (each run's results are saved
 atomically, so an interrupted entry started again with the same arguments continues),
@@ -398,8 +402,9 @@ def scale_note(entry, cfg, df: pd.DataFrame | None = None) -> str:
     seeds = (f"seed {cfg.seed0}" if cfg.seeds == 1 else
              f"{cfg.seeds} seeds ({cfg.seed0}-{cfg.seed0 + cfg.seeds - 1})")
     parts = [f"{entry.PAPER} {entry.TARGET}: {preset}", seeds, f"{cfg.rounds} rounds"]
-    if getattr(cfg, "dataset", None):
-        parts.append(f"data {cfg.dataset}")
+    data = getattr(cfg, "dataset", None) or getattr(cfg, "datasets", None)
+    if data:
+        parts.append(f"data {data}")
     note = ", ".join(parts)
     if df is not None:
         missing = missing_runs(entry, cfg, df)

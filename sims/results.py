@@ -74,13 +74,18 @@ def versions() -> dict[str, str]:
 
 def run_context(started: float | None = None) -> dict:
     """Where and how a run was computed: command line, start time (UTC, ISO 8601), host,
-    torch's intra-op thread count, process id."""
+    torch's intra-op thread count, process id, and the GPU libraries that change numerics on
+    a GPU (CUDA, cuDNN, the GPU's name; None on a CPU-only build). The package versions that
+    change numerics everywhere are in the code identity (:mod:`sims.identity`)."""
     import torch
     started = time.time() if started is None else started
+    libs = {"cuda": torch.version.cuda, "cudnn": (torch.backends.cudnn.version()
+                                                  if torch.backends.cudnn.is_available() else None),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
     return {"command": " ".join([os.path.basename(sys.executable), *sys.argv]),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "host": socket.gethostname(), "threads": torch.get_num_threads(),
-            "pid": os.getpid()}
+            "pid": os.getpid(), "device_libraries": libs}
 
 
 def provenance(config, seeds, wall_time: float, extra: dict | None = None,
