@@ -340,7 +340,7 @@ def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
         saved.save(df, record, stem, cfp)
         return df
     problem, algorithm, participation = run.build()
-    parts, diverged, checkpoints, resumed = [], [], [], []
+    parts, diverged, checkpoints, resumed, other_code = [], [], [], [], False
     chunks = _replica_chunks(problem, algorithm, cfg.seed_list)
     max_batch = getattr(cfg, "max_batch", 0) or run.max_batch or None
     engine_problem = problem if run.eval_grad else _NoGradEval(problem)
@@ -355,6 +355,7 @@ def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
                           f"checkpoint at round {state_t}")
                 bar.update(state_t / len(chunks))
                 resumed.append(state_t)
+                other_code |= ckpt.other_code
         out = engine.run(engine_problem, algorithm, participation, rounds, chunk,
                          eval_every=run.eval_every, eval_test=run.eval_test,
                          max_batch=max_batch, checkpoint=ckpt,
@@ -369,6 +370,7 @@ def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
                          "problem": describe_problem(problem),
                          "diverged_at_round": diverged, "blowup": engine.BLOWUP,
                          "resumed_from_round": resumed,
+                         "resumed_from_other_code": other_code,
                          "max_batch": max_batch, "eval_grad": run.eval_grad},
                         started=wall_started)
     saved.save(df, record, stem, cfp)

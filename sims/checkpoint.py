@@ -80,11 +80,7 @@ class Checkpointer:
         self._loaded = self.load()
         return int(self._loaded["t"]) if self._loaded else 0
 
-    def load(self) -> dict | None:
-        """The saved state, or None when there is none, it is unreadable or its key differs."""
-        if self._loaded is not None:
-            state, self._loaded = self._loaded, None
-            return state
+    def _read(self) -> dict | None:
         if not self.path.exists():
             return None
         try:
@@ -92,8 +88,20 @@ class Checkpointer:
             blob = torch.load(self.path, map_location="cpu", weights_only=False)
         except Exception:  # noqa: BLE001 - a damaged checkpoint is ignored, never trusted
             return None
-        if not isinstance(blob, dict) or blob.get("format") != FORMAT \
-                or blob.get("key") != self.key:
+        return blob if isinstance(blob, dict) and blob.get("format") == FORMAT else None
+
+    def saved_key(self) -> str | None:
+        """The key the checkpoint on disk was saved with (None: none readable)."""
+        blob = self._read()
+        return None if blob is None else blob.get("key")
+
+    def load(self) -> dict | None:
+        """The saved state, or None when there is none, it is unreadable or its key differs."""
+        if self._loaded is not None:
+            state, self._loaded = self._loaded, None
+            return state
+        blob = self._read()
+        if blob is None or blob.get("key") != self.key:
             return None
         return blob["state"]
 

@@ -163,12 +163,24 @@ class RunStore:
         return lock
 
     def checkpointer(self, stem: str, config_fp: str, part: str = "") -> Checkpointer | None:
+        """The run's checkpointer (None with ``checkpoint_every`` 0). Its key is the config,
+        the part (a chunk of seeds) and the code: a checkpoint of other code is not resumed,
+        except with ``reuse_stale`` (said, and recorded by the caller from
+        ``Checkpointer.other_code``)."""
         if not self.checkpoint_every or self.checkpoint_every <= 0:
             return None
         name = f"{stem}{'_' + part if part else ''}.pt"
-        return Checkpointer(self.folder / ".checkpoints" / name,
+        ckpt = Checkpointer(self.folder / ".checkpoints" / name,
                             every_seconds=self.checkpoint_every,
-                            key=f"{full_fingerprint(config_fp)}|{part}")
+                            key=f"{config_fp}|{part}|{identity.code_digest()}")
+        ckpt.other_code = False
+        if self.reuse_stale and ckpt.path.exists():
+            saved_key = ckpt.saved_key()
+            if saved_key and saved_key != ckpt.key \
+                    and saved_key.startswith(f"{config_fp}|{part}|"):
+                self.say(f"{name}: resuming a checkpoint of OTHER code (--reuse-stale)")
+                ckpt.key, ckpt.other_code = saved_key, True
+        return ckpt
 
     def save(self, df: pd.DataFrame, record: dict, stem: str, config_fp: str) -> Path:
         """Save a computed run with both fingerprints and the code digest in its record."""

@@ -254,6 +254,39 @@ def test_entry_resumes_an_interrupted_run_from_its_checkpoint(tmp_path, capsys, 
     assert rec["resumed_from_round"] == [4]
 
 
+def _interrupt_after(monkeypatch, n_saves: int):
+    real_save, saves = Checkpointer.save, []
+
+    def save_then_stop(self, state):
+        real_save(self, state)
+        saves.append(state["t"])
+        if len(saves) == n_saves:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(Checkpointer, "save", save_then_stop)
+
+
+def test_checkpoint_of_other_code_is_resumed_only_with_reuse_stale(tmp_path, capsys,
+                                                                    monkeypatch):
+    entry = make_entry()
+    args = ("--ms", "2", "--checkpoint-every", "1e-9")
+    for where in ("strict", "stale"):
+        _interrupt_after(monkeypatch, 3)
+        assert run_entry(entry, tmp_path / where, *args) == 130
+        monkeypatch.undo()
+    monkeypatch.setattr(sims.identity, "code_digest", lambda: "edited-code")
+    capsys.readouterr()
+    assert run_entry(entry, tmp_path / "strict", *args) == 0
+    assert "resuming" not in capsys.readouterr().out            # started again from round 0
+    assert run_entry(entry, tmp_path / "stale", *args, "--reuse-stale") == 0
+    out = capsys.readouterr().out
+    assert "resuming a checkpoint of OTHER code (--reuse-stale)" in out
+    assert "from its checkpoint at round 3" in out
+    strict, stale = (next(iter(records(tmp_path / d / "res" / "trust_entry").values()))
+                     for d in ("strict", "stale"))
+    assert strict["resumed_from_round"] == [] and not strict["resumed_from_other_code"]
+    assert stale["resumed_from_round"] == [3] and stale["resumed_from_other_code"]
+
+
 def test_checkpointer_is_time_based_atomic_and_keyed(tmp_path, monkeypatch):
     clock = [100.0]
     monkeypatch.setattr("sims.checkpoint.time.monotonic", lambda: clock[0])
