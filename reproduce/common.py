@@ -348,6 +348,7 @@ def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
         bar.set_description(f"{run.name} seeds {chunk[0]}-{chunk[-1]}")
         ckpt = saved.checkpointer(stem, cfp, f"s{chunk[0]}-{chunk[-1]}")
         if ckpt is not None:
+            ckpt.final = len(chunks) > 1         # a finished chunk is kept until all are
             checkpoints.append(ckpt)
             state_t = ckpt.saved_round()
             if state_t:
@@ -485,9 +486,10 @@ def main(entry, argv=None) -> int:
     if missing:
         print(f"missing: {len(missing)} of {len(entry.runs(cfg))} runs have no results "
               f"({', '.join(missing)}); the figure and the check use the others")
-    for r in diverged_replicas(df).itertuples():
-        print(f"diverged: run {r.run} seed {r.seed} at round {r.diverged_at:g} (non-finite or "
-              f"blown-up loss or parameters): marked in the figure, no evidence for the check")
+    for run, grp in diverged_replicas(df).groupby("run", sort=True):
+        seeds = ", ".join(f"seed {r.seed} at round {r.diverged_at:g}" for r in grp.itertuples())
+        print(f"diverged: run {run}: {seeds} (non-finite or blown-up loss or parameters): "
+              "marked in the figure, no evidence for the check")
     for p in paths:
         print(f"figure: {p}")
     print(f"results: {results_dir(entry, cfg)}")

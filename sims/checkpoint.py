@@ -34,10 +34,12 @@ class Checkpointer:
     the run, e.g. config, code identity and seeds); the engine adds its own shape checks.
     ``every_seconds``: save at the first round end at least this long after the run started
     or last saved (0: every round). ``every_rounds``: instead, every this many rounds.
+    ``final``: also save after the last round (a caller that runs several engine runs before
+    it saves results, e.g. chunks of seeds, so a finished chunk is not run again).
     """
 
     def __init__(self, path, every_seconds: float = 600.0, every_rounds: int | None = None,
-                 key: str = ""):
+                 key: str = "", final: bool = False):
         if every_seconds < 0:
             raise ValueError(f"every_seconds must be >= 0, got {every_seconds}")
         if every_rounds is not None and every_rounds < 1:
@@ -46,6 +48,7 @@ class Checkpointer:
         self.every_seconds = float(every_seconds)
         self.every_rounds = every_rounds
         self.key = str(key)
+        self.final = final
         self._last = time.monotonic()
         self.saves = 0
         self.resumed_from: int | None = None

@@ -287,7 +287,8 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
             if progress is not None:
                 progress(t + 1)
             break
-        if checkpoint is not None and t + 1 < rounds and checkpoint.due(t + 1):
+        if checkpoint is not None and (checkpoint.due(t + 1) if t + 1 < rounds
+                                       else checkpoint.final):
             checkpoint.save(_ckpt.snapshot(
                 t=t + 1, seeds=seeds, rounds=rounds, n=n, d=d, eval_every=eval_every,
                 server=server, cstate=cstate, last_round=last_round,

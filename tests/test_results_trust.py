@@ -145,7 +145,8 @@ def test_diverged_entry_runs_are_printed_marked_and_dropped_from_the_check(tmp_p
     entry = make_entry()
     assert run_entry(entry, tmp_path, "--eta-l", "3.0", "--ms", "2") == 0
     out = capsys.readouterr().out
-    assert "diverged: run m2 seed 0 at round" in out and "diverged: run m2 seed 1" in out
+    line = next(s for s in out.splitlines() if s.startswith("diverged: run m2"))
+    assert "seed 0 at round" in line and "seed 1 at round" in line
     assert "healthy replicas: 0" in out                       # the check saw none as evidence
     df = pd.read_csv(next((tmp_path / "res" / "trust_entry").glob("m2_*.csv")))
     assert df["diverged_at"].notna().all()
@@ -285,6 +286,19 @@ def test_checkpoint_of_other_code_is_resumed_only_with_reuse_stale(tmp_path, cap
                      for d in ("strict", "stale"))
     assert strict["resumed_from_round"] == [] and not strict["resumed_from_other_code"]
     assert stale["resumed_from_round"] == [3] and stale["resumed_from_other_code"]
+
+
+def test_finished_run_with_a_final_checkpoint_is_not_run_again(tmp_path):
+    """A caller that saves results after several engine runs (chunks of seeds) keeps each
+    finished one in a final checkpoint: resuming it runs no round and returns the same."""
+    args = (quadratic(), FedEF(1.0, 0.05, TopK(0.2)), Participation("fixed", m=3), 6, [0, 1])
+    first = engine.run(*args, checkpoint=Checkpointer(tmp_path / "c.pt", every_rounds=100,
+                                                      final=True))
+    again, rounds_run = Checkpointer(tmp_path / "c.pt", every_rounds=100, final=True), []
+    second = engine.run(*args, checkpoint=again, progress=rounds_run.append)
+    assert again.resumed_from == 6 and rounds_run == []
+    for name, values in first.metrics.items():
+        np.testing.assert_array_equal(second.metrics[name], values)
 
 
 def test_checkpointer_is_time_based_atomic_and_keyed(tmp_path, monkeypatch):
