@@ -522,7 +522,8 @@ def test_second_process_waits_for_a_run_being_computed_and_reuses_it(tmp_path, c
     said = []
 
     def other_process():
-        while not any("waiting" in line for line in said):
+        deadline = time.monotonic() + 60
+        while not any("waiting" in line for line in said) and time.monotonic() < deadline:
             time.sleep(0.02)
         for ext in ("csv", "json"):
             (folder / f"{stem}.{ext}").write_bytes((donor / f"{stem}.{ext}").read_bytes())
