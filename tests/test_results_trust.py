@@ -550,7 +550,8 @@ def test_two_processes_on_one_out_compute_each_run_once(tmp_path):
                               stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=180)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
-    pids = [json.loads(p.read_text())["pid"] for p in (tmp_path / "r" / "stale_error").glob("*.json")]
+    folder = tmp_path / "r" / "stale_error"
+    pids = [json.loads(p.read_text())["pid"] for p in folder.glob("*.json")]
     assert len(pids) == 5
     text = "\n".join(outs)
     reused = sum(int(w.split()[1]) for w in text.splitlines() if w.startswith("reused "))
