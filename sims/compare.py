@@ -437,6 +437,7 @@ def plot(table: pd.DataFrame, cfg: Config) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import seaborn as sns
+    from matplotlib.ticker import NullFormatter
 
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.0)
     data = with_bits(table, cfg.bits)
@@ -480,6 +481,11 @@ def plot(table: pd.DataFrame, cfg: Config) -> list[Path]:
                           ("uplink bits per client" if cfg.bits == "up"
                            else "bits per client (up + down)"))
     axes[0][0].legend(fontsize=8)
+    for ax in axes.flat:                  # minor labels only where no decade tick is in view
+        for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            if axis.get_scale() == "log" and lo > 0 and math.floor(math.log10(hi)) \
+                    > math.ceil(math.log10(lo)) - 1:
+                axis.set_minor_formatter(NullFormatter())
     fig.suptitle(f"{cfg.problem}: {cfg.participation}, {cfg.seeds} seed(s)")
     fig.text(0.5, -0.01, scale_note(cfg, table), ha="center", va="top", fontsize=8,
              color="0.25")
