@@ -177,6 +177,12 @@ def main(argv=None):
                     help="also print the operator table of two 300-sample engine rounds "
                          "(torch.profiler, self CPU time) to stderr")
     args = ap.parse_args(argv)
+    for flag, value, least in (("--rounds", args.rounds, 1), ("--repeats", args.repeats, 1),
+                               ("--threads", args.threads, 0)):
+        if value < least:
+            print(f"engine_vs_loop.py: error: {flag} must be >= {least}, got {value}",
+                  file=sys.stderr)
+            raise SystemExit(2)
     if args.threads:
         torch.set_num_threads(args.threads)
     res = {"small": {"engine": [], "loop": []},

@@ -28,7 +28,7 @@ def listing() -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-l", "--list", "list"):
+    if not argv or argv[0] in ("-l", "--list", "list", "-h", "--help", "help"):
         print(listing())
         return 0
     name, rest = argv[0], argv[1:]

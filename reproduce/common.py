@@ -8,7 +8,11 @@ An entry module defines
   ``--full`` and ``--tiny`` presets;
 * ``runs(cfg) -> list[Run]``: every configuration to run, each over all seeds;
 * ``plot(df, cfg) -> list[Path]`` and ``check(df, cfg) -> list[str]`` (the claim, as
-  sentences saying whether it shows).
+  sentences saying whether it shows; diverged replicas dropped with :func:`healthy`, missing
+  runs named with :func:`missing_runs`);
+* optionally ``DEVICES`` (e.g. ``("cpu",)`` for an entry that never uses a GPU: another
+  ``--device`` is refused before any work) and ``Config.validate()`` (its own settings,
+  checked before any work, raising :class:`EntryError`).
 
 :func:`main` parses the flags, runs what is not finished yet (each run's results are saved
 atomically, so an interrupted entry started again with the same arguments continues),
@@ -16,13 +20,26 @@ draws the figure and prints the check. ``--plot-only`` redraws from saved result
 ``--plot-only --available`` draws the runs that have results and leaves the others out.
 
 A run's results are ``OUT/ENTRY/NAME_T{rounds}_{hash}.csv`` (+ ``.json``), where ``hash`` is
-the start of the run's fingerprint (the config's :meth:`EntryConfig.run_key`, the run's name,
-parameters, round count and extras): runs that differ in anything that changes results
+the start of the run's config fingerprint (the config's :meth:`EntryConfig.run_key`, the run's
+name, parameters, round count and extras): runs that differ in anything that changes results
 (``--rounds``, ``--seeds``, ...) have different files and never overwrite each other. Results
 saved under the earlier name ``NAME.csv`` are still found when their fingerprint matches.
 Shared flags that do not change results: ``--max-batch`` (the engine's client chunk, see
 :class:`Run`), ``--threads`` (torch's intra-op threads on a CPU), ``--available``,
-``--plot-only``, ``--quiet``, the output folders, the device.
+``--plot-only``, ``--quiet``, ``--reuse-stale``, ``--checkpoint-every``, the output folders,
+the device.
+
+Reuse is code-aware (:mod:`sims.runstore`): a saved run is reused only when the code that
+computed it (:func:`sims.identity.code_digest`) is this checkout's, and every reuse is printed
+("reused N saved runs (from commit X, DATE)"); results of other code are recomputed unless
+``--reuse-stale``. Each run is computed under a per-run lock (a second process on the same
+``--out`` waits, then reuses), engine runs checkpoint every ``--checkpoint-every`` seconds
+(default 600; 0: never) and resume from the checkpoint after an interruption, and a replica
+whose loss or parameters blow up is recorded in the ``diverged_at`` column, printed, marked
+in the figure, and left out of the checks (:func:`healthy`). Settings and output folders are
+validated before any run starts. ``--tiny`` draws its figures into ``OUT/figures`` (not the
+committed ``figures/``) unless ``--figures`` is given, and every figure's footer states its
+scale (seeds, rounds, data).
 """
 from __future__ import annotations
 
@@ -43,7 +60,10 @@ import torch
 
 from sims import engine
 from sims.data import DataError
-from sims.results import load_run, provenance, save_run, tidy
+from sims.results import provenance, tidy
+from sims.runstore import FolderError, RunStore, check_folder
+
+from . import plotting
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,6 +84,8 @@ class EntryConfig:
     available: bool = False        # with --plot-only: use the runs that have saved results
     max_batch: int = 0             # clients per engine chunk (0: the run's or engine's default)
     threads: int = 0               # torch intra-op threads on a CPU (0: torch's default)
+    reuse_stale: bool = False      # reuse saved runs computed by other code (and say so)
+    checkpoint_every: float = 600.0  # seconds between checkpoints of a running run (0: none)
 
     def scale(self) -> None:
         """Apply the ``--full`` / ``--tiny`` presets (entries override)."""
@@ -75,7 +97,7 @@ class EntryConfig:
     def run_key(self) -> dict:
         """The settings a saved run must match to be reused."""
         skip = {"out", "figures", "plot_only", "quiet", "device", "available", "max_batch",
-                "threads"}
+                "threads", "reuse_stale", "checkpoint_every"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
 
@@ -135,21 +157,45 @@ def parse_config(entry, argv=None):
     for key, val in args.items():
         if val is not None:
             setattr(cfg, key, val)
-    validate(cfg)
+    if cfg.tiny and args.get("figures") is None:
+        # a smoke run never replaces the committed figures
+        cfg.figures = str(Path(cfg.out) / "figures")
+    validate(cfg, entry)
     return cfg
 
 
-def validate(cfg: EntryConfig) -> None:
+def validate(cfg: EntryConfig, entry=None) -> None:
+    """The shared settings, then the entry's own ``Config.validate()`` when it has one, then
+    (with ``entry``) the device it can use: one-line :class:`EntryError` before any work."""
     if cfg.seeds < 1:
         raise EntryError(f"--seeds must be >= 1, got {cfg.seeds}")
+    if cfg.seed0 < 0:
+        raise EntryError(f"--seed0 must be >= 0, got {cfg.seed0}")
     if cfg.rounds < 1:
         raise EntryError(f"--rounds must be >= 1, got {cfg.rounds}")
+    if cfg.checkpoint_every < 0:
+        raise EntryError(f"--checkpoint-every must be >= 0 seconds (0: no checkpoints), "
+                         f"got {cfg.checkpoint_every:g}")
+    if getattr(cfg, "eval_every", 1) is not None and getattr(cfg, "eval_every", 1) < 1:
+        raise EntryError(f"--eval-every must be >= 1, got {cfg.eval_every}")
+    if cfg.available and not cfg.plot_only:
+        raise EntryError("--available only applies with --plot-only")
+    try:
+        device = torch.device(cfg.device)
+    except (RuntimeError, ValueError):
+        raise EntryError(f"--device {cfg.device!r} is not a device torch knows "
+                         "(cpu, cuda, cuda:1, ...)") from None
+    if entry is not None and device.type not in getattr(entry, "DEVICES", (device.type,)):
+        raise EntryError(f"--device {cfg.device}: {entry_name(entry)} runs on "
+                         f"{' or '.join(entry.DEVICES)} only")
     if (getattr(cfg, "max_batch", 0) or 0) < 0:
         raise EntryError(f"--max-batch must be >= 0 (0: default), got {cfg.max_batch}")
     if cfg.threads < 0:
         raise EntryError(f"--threads must be >= 0 (0: torch's default), got {cfg.threads}")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise EntryError("--device cuda asked for, but torch sees no GPU here")
+    if hasattr(cfg, "validate"):
+        cfg.validate()
 
 
 def set_threads(cfg) -> None:
@@ -170,6 +216,7 @@ def results_dir(entry, cfg) -> Path:
 
 
 def _fingerprint(cfg, run: Run) -> str:
+    """The run's config fingerprint (settings only; :mod:`sims.runstore` joins the code)."""
     blob = json.dumps({"cfg": cfg.run_key(), "run": run.name, "params": run.params,
                        "rounds": run.rounds, "extra": run.extra}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -180,20 +227,21 @@ def run_stem(cfg, run: Run) -> str:
     return f"{run.name}_T{run.rounds or cfg.rounds}_{_fingerprint(cfg, run)[:8]}"
 
 
-def find_saved(outdir: Path, cfg, run: Run):
-    """The saved ``(DataFrame, record)`` of ``run`` under this config, or None: the file
-    named by :func:`run_stem`, else one saved under the run's bare name (the earlier naming),
-    if its fingerprint matches. A run that evaluates the gradient norm does not take results
-    without it."""
-    fp = _fingerprint(cfg, run)
-    for stem in (run_stem(cfg, run), run.name):
-        found = load_run(Path(outdir) / f"{stem}.csv")
-        if found is None or found[1].get("fingerprint") != fp:
-            continue
-        if run.eval_grad and found[1].get("eval_grad") is False:
-            continue
-        return found
-    return None
+def store(entry, cfg, say=print) -> RunStore:
+    return RunStore(results_dir(entry, cfg), reuse_stale=cfg.reuse_stale, say=say,
+                    checkpoint_every=cfg.checkpoint_every)
+
+
+def find_saved(outdir, cfg, run: Run, runs_store: RunStore | None = None):
+    """The saved ``(DataFrame, record)`` of ``run`` under this config and this code (or
+    other code with ``--reuse-stale``), or None: the file named by :func:`run_stem`, else one
+    saved under the run's bare name (the earlier naming), if its fingerprint matches. A run
+    that evaluates the gradient norm does not take results without it."""
+    runs_store = runs_store or RunStore(outdir, reuse_stale=cfg.reuse_stale)
+    found = runs_store.lookup((run_stem(cfg, run), run.name), _fingerprint(cfg, run),
+                              accept=lambda rec: not (run.eval_grad
+                                                      and rec.get("eval_grad") is False))
+    return None if found is None else (found.df, found.record)
 
 
 class _NoGradEval:
@@ -223,18 +271,33 @@ def _replica_chunks(problem, algorithm, seeds, budget_bytes=3e9):
     return [seeds[i:i + size] for i in range(0, len(seeds), size)]
 
 
-def execute(entry, cfg, progress=None) -> pd.DataFrame:
-    """Run every unfinished run of ``entry`` and return all results as one table."""
+def check_folders(entry, cfg) -> None:
+    """The output folders exist as folders and can be written (before any work)."""
+    try:
+        if not cfg.plot_only:
+            check_folder(cfg.out, "--out")
+            check_folder(results_dir(entry, cfg), "--out")
+        check_folder(cfg.figures, "--figures")
+    except FolderError as exc:
+        raise EntryError(str(exc)) from None
+
+
+def execute(entry, cfg, progress=None, say=print) -> pd.DataFrame:
+    """Run every unfinished run of ``entry`` and return all results as one table; ``say``
+    prints what is reused, recomputed or waited for."""
     set_threads(cfg)
     runs = entry.runs(cfg)
+    check_folders(entry, cfg)
     outdir = results_dir(entry, cfg)
+    saved = store(entry, cfg, say)
     frames, todo = [], []
     for run in runs:
-        found = find_saved(outdir, cfg, run)
+        found = find_saved(outdir, cfg, run, saved)
         if found is not None:
             frames.append(found[0])
         else:
             todo.append(run)
+    saved.report(recompute=not cfg.plot_only)
     if cfg.plot_only:
         if getattr(cfg, "available", False):
             if not frames:
@@ -247,46 +310,75 @@ def execute(entry, cfg, progress=None) -> pd.DataFrame:
                              "--available to draw what is there")
         return pd.concat(frames, ignore_index=True)
     bar = _progress(cfg, todo)
-    for run in todo:
-        started = time.perf_counter()
-        rounds = run.rounds or cfg.rounds
-        if run.execute is not None:
-            bar.set_description(run.name)
-            df, extra = run.execute(cfg, cfg.seed_list, bar.update)
-            record = provenance(cfg, cfg.seed_list, time.perf_counter() - started,
-                                {"entry": entry_name(entry), "run": run.name,
-                                 "params": run.params, **extra,
-                                 "fingerprint": _fingerprint(cfg, run)})
-            save_run(df, record, outdir / f"{run_stem(cfg, run)}.csv")
-            frames.append(df)
-            continue
-        problem, algorithm, participation = run.build()
-        parts, diverged = [], []
-        chunks = _replica_chunks(problem, algorithm, cfg.seed_list)
-        max_batch = getattr(cfg, "max_batch", 0) or run.max_batch or None
-        engine_problem = problem if run.eval_grad else _NoGradEval(problem)
-        for chunk in chunks:
-            bar.set_description(f"{run.name} seeds {chunk[0]}-{chunk[-1]}")
-            out = engine.run(engine_problem, algorithm, participation, rounds, chunk,
-                             eval_every=run.eval_every, eval_test=run.eval_test,
-                             max_batch=max_batch,
-                             progress=lambda t: bar.update(1 / len(chunks)))
-            bar.update((rounds - len(out.participants[0])) / len(chunks))
-            parts.append(tidy(out, run.name, run.params))
-            diverged += [d for d in out.diverged_at]
-        df = pd.concat(parts, ignore_index=True)
-        record = provenance(cfg, cfg.seed_list, time.perf_counter() - started,
-                            {"entry": entry_name(entry), "run": run.name, "params": run.params,
-                             "algorithm": algorithm.describe(),
-                             "participation": participation.describe(),
-                             "problem": describe_problem(problem),
-                             "diverged_at_round": diverged,
-                             "max_batch": max_batch, "eval_grad": run.eval_grad,
-                             "fingerprint": _fingerprint(cfg, run)})
-        save_run(df, record, outdir / f"{run_stem(cfg, run)}.csv")
-        frames.append(df)
-    bar.close()
+    try:
+        for run in todo:
+            with saved.lock(run_stem(cfg, run), run.name):
+                found = find_saved(outdir, cfg, run, RunStore(outdir, reuse_stale=False))
+                if found is not None:     # the process we waited for has computed it
+                    say(f"run {run.name}: computed meanwhile by another process; reused")
+                    bar.update(run.rounds or cfg.rounds)
+                    frames.append(found[0])
+                    continue
+                frames.append(_compute(entry, cfg, run, saved, bar))
+    finally:
+        bar.close()
     return pd.concat(frames, ignore_index=True)
+
+
+def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
+    """Compute one run (checkpointed engine runs, resumed where a checkpoint exists), save
+    it, remove its checkpoints, and return its table."""
+    started, wall_started = time.perf_counter(), time.time()
+    rounds = run.rounds or cfg.rounds
+    stem, cfp = run_stem(cfg, run), _fingerprint(cfg, run)
+    base = {"entry": entry_name(entry), "run": run.name, "params": run.params}
+    if run.execute is not None:
+        bar.set_description(run.name)
+        df, extra = run.execute(cfg, cfg.seed_list, bar.update)
+        record = provenance(cfg, cfg.seed_list, time.perf_counter() - started,
+                            {**base, **extra}, started=wall_started)
+        saved.save(df, record, stem, cfp)
+        return df
+    problem, algorithm, participation = run.build()
+    parts, diverged, checkpoints, resumed, other_code = [], [], [], [], False
+    chunks = _replica_chunks(problem, algorithm, cfg.seed_list)
+    max_batch = getattr(cfg, "max_batch", 0) or run.max_batch or None
+    engine_problem = problem if run.eval_grad else _NoGradEval(problem)
+    for chunk in chunks:
+        bar.set_description(f"{run.name} seeds {chunk[0]}-{chunk[-1]}")
+        ckpt = saved.checkpointer(stem, cfp, f"s{chunk[0]}-{chunk[-1]}")
+        if ckpt is not None:
+            ckpt.final = len(chunks) > 1         # a finished chunk is kept until all are
+            checkpoints.append(ckpt)
+            state_t = ckpt.saved_round()
+            if state_t:
+                saved.say(f"run {run.name}: resuming seeds {chunk[0]}-{chunk[-1]} from its "
+                          f"checkpoint at round {state_t}")
+                bar.update(state_t / len(chunks))
+                resumed.append(state_t)
+                other_code |= ckpt.other_code
+        out = engine.run(engine_problem, algorithm, participation, rounds, chunk,
+                         eval_every=run.eval_every, eval_test=run.eval_test,
+                         max_batch=max_batch, checkpoint=ckpt,
+                         progress=lambda t: bar.update(1 / len(chunks)))
+        bar.update((rounds - len(out.participants[0])) / len(chunks))
+        parts.append(tidy(out, run.name, run.params))
+        diverged += [d for d in out.diverged_at]
+    df = pd.concat(parts, ignore_index=True)
+    record = provenance(cfg, cfg.seed_list, time.perf_counter() - started,
+                        {**base, "algorithm": algorithm.describe(),
+                         "participation": participation.describe(),
+                         "problem": describe_problem(problem),
+                         "diverged_at_round": diverged, "blowup": engine.BLOWUP,
+                         "resumed_from_round": resumed,
+                         "resumed_from_other_code": other_code,
+                         "max_batch": max_batch, "eval_grad": run.eval_grad},
+                        started=wall_started)
+    saved.save(df, record, stem, cfp)
+    for ckpt in checkpoints:
+        ckpt.clear()
+    return df
+
 
 
 def missing_runs(entry, cfg, df: pd.DataFrame) -> list[str]:
@@ -295,6 +387,40 @@ def missing_runs(entry, cfg, df: pd.DataFrame) -> list[str]:
     verdict that needs them."""
     present = set(df["run"].unique()) if len(df) and "run" in df else set()
     return [r.name for r in entry.runs(cfg) if r.name not in present]
+
+
+def diverged_replicas(df: pd.DataFrame) -> pd.DataFrame:
+    """``(run, seed, diverged_at)`` of every replica recorded as diverged (empty if none)."""
+    if "diverged_at" not in df or not df["diverged_at"].notna().any():
+        return pd.DataFrame(columns=["run", "seed", "diverged_at"])
+    bad = df[df["diverged_at"].notna()]
+    return (bad.groupby(["run", "seed"], sort=True)["diverged_at"].first().reset_index())
+
+
+def scale_note(entry, cfg, df: pd.DataFrame | None = None) -> str:
+    """What a figure shows, for its footer: the scale preset, seeds, rounds, data, and the
+    runs that are missing or diverged."""
+    preset = ("--tiny smoke scale (NOT the paper's)" if cfg.tiny else
+              "--full (paper scale)" if cfg.full else "CPU default scale")
+    seeds = (f"seed {cfg.seed0}" if cfg.seeds == 1 else
+             f"{cfg.seeds} seeds ({cfg.seed0}-{cfg.seed0 + cfg.seeds - 1})")
+    parts = [f"{entry.PAPER} {entry.TARGET}: {preset}", seeds, f"{cfg.rounds} rounds"]
+    data = getattr(cfg, "dataset", None) or getattr(cfg, "datasets", None)
+    if data:
+        parts.append(f"data {data}")
+    note = ", ".join(parts)
+    if df is not None:
+        missing = missing_runs(entry, cfg, df)
+        if missing:
+            note += (f"\nMISSING {len(missing)} run(s), not drawn: {', '.join(missing[:6])}"
+                     + (" ..." if len(missing) > 6 else ""))
+        bad = diverged_replicas(df)
+        if len(bad):
+            items = [f"{r.run} seed {r.seed} (round {r.diverged_at:g})"
+                     for r in bad.itertuples()]
+            note += (f"\nDIVERGED, marked x and left out of means: {', '.join(items[:6])}"
+                     + (" ..." if len(items) > 6 else ""))
+    return note
 
 
 def healthy(df: pd.DataFrame) -> pd.DataFrame:
@@ -344,17 +470,26 @@ def main(entry, argv=None) -> int:
     try:
         cfg = parse_config(entry, argv)
         df = execute(entry, cfg)
-        paths = entry.plot(df, cfg)
+        with plotting.footer(scale_note(entry, cfg, df)):
+            paths = entry.plot(df, cfg)
         lines = entry.check(df, cfg)
     except (EntryError, DataError, ValueError) as exc:
         if os.environ.get("FEDTOOLKIT_DEBUG"):
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: finished runs are saved; run the same command again to continue",
-              file=sys.stderr)
+        print("interrupted: finished runs are saved and a run in progress resumes from its "
+              "last checkpoint; run the same command again to continue", file=sys.stderr)
         return 130
+    missing = missing_runs(entry, cfg, df)
+    if missing:
+        print(f"missing: {len(missing)} of {len(entry.runs(cfg))} runs have no results "
+              f"({', '.join(missing)}); the figure and the check use the others")
+    for run, grp in diverged_replicas(df).groupby("run", sort=True):
+        seeds = ", ".join(f"seed {r.seed} at round {r.diverged_at:g}" for r in grp.itertuples())
+        print(f"diverged: run {run}: {seeds} (non-finite or blown-up loss or parameters): "
+              "marked in the figure, no evidence for the check")
     for p in paths:
         print(f"figure: {p}")
     print(f"results: {results_dir(entry, cfg)}")

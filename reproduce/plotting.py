@@ -1,6 +1,7 @@
 """One plotting style for every entry: mean over seeds with a band across seeds."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import matplotlib
@@ -12,6 +13,26 @@ import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
+
+_FOOTERS: list[str] = []
+
+
+@contextmanager
+def footer(text: str):
+    """Every figure saved (:func:`save`) inside this block carries ``text`` as its footer
+    (``reproduce.common.main`` states the scale, missing and diverged runs there)."""
+    _FOOTERS.append(text)
+    try:
+        yield
+    finally:
+        _FOOTERS.pop()
+
+
+def add_footer(fig, text: str | None = None) -> None:
+    """Write ``text`` (default: the current :func:`footer`) under the figure."""
+    text = text if text is not None else (_FOOTERS[-1] if _FOOTERS else None)
+    if text:
+        fig.text(0.5, -0.01, text, ha="center", va="top", fontsize=8, color="0.25")
 
 
 def curves(df: pd.DataFrame, metric: str, hue: str, x: str = "round") -> dict:
@@ -28,12 +49,24 @@ def curves(df: pd.DataFrame, metric: str, hue: str, x: str = "round") -> dict:
 
 def band_plot(ax, df, metric: str, hue: str, *, x: str = "round", label=None, logy=False,
               palette=None, linestyle="-"):
-    data = curves(df, metric, hue, x)
-    colors = palette or sns.color_palette("viridis", max(len(data), 1))
-    for color, (key, (xs, mean, lo, hi)) in zip(colors, data.items()):
-        ax.plot(xs, mean, color=color, lw=1.6, ls=linestyle,
-                label=label(key) if label else str(key))
-        ax.fill_between(xs, lo, hi, color=color, alpha=0.2, lw=0)
+    """Mean and band over the healthy seeds per ``hue``; a replica recorded as diverged
+    (``diverged_at``) is drawn thin and dotted up to the round before it diverged, marked
+    with an x there, and left out of the mean and band (so it neither hides nor stretches
+    the healthy curves)."""
+    diverged = "diverged_at" in df and df["diverged_at"].notna().any()
+    good = df[df["diverged_at"].isna()] if diverged else df
+    keys = sorted(df.loc[df.metric == metric, hue].unique()) if len(df) else []
+    data = curves(good, metric, hue, x)
+    colors = palette or sns.color_palette("viridis", max(len(keys), 1))
+    for color, key in zip(colors, keys):
+        text = label(key) if label else str(key)
+        if key in data:
+            xs, mean, lo, hi = data[key]
+            ax.plot(xs, mean, color=color, lw=1.6, ls=linestyle, label=text)
+            ax.fill_between(xs, lo, hi, color=color, alpha=0.2, lw=0)
+        if diverged:
+            _mark_diverged(ax, df[(df[hue] == key) & (df.metric == metric)], x, color, text,
+                           logy)
     if logy:
         ax.set_yscale("log")
         plain = FuncFormatter(lambda v, _: f"{v:g}")
@@ -44,10 +77,26 @@ def band_plot(ax, df, metric: str, hue: str, *, x: str = "round", label=None, lo
     return ax
 
 
+def _mark_diverged(ax, sub: pd.DataFrame, x: str, color, text: str, logy: bool) -> None:
+    import numpy as np
+    for seed, grp in sub[sub["diverged_at"].notna()].groupby("seed"):
+        grp = grp.sort_values(x)
+        vals = grp["value"].to_numpy(float)
+        ok = np.isfinite(vals) & ((vals > 0) if logy else True)
+        ok &= grp["round"].to_numpy() < grp["diverged_at"].iloc[0]   # up to where it went
+        if not ok.any():
+            continue
+        xs, ys = grp[x].to_numpy()[ok], vals[ok]
+        ax.plot(xs, ys, color=color, lw=0.8, ls=":")
+        ax.plot(xs[-1:], ys[-1:], "x", color=color, ms=8, mew=2,
+                label=f"{text} seed {seed}: diverged at round {grp['diverged_at'].iloc[0]:g}")
+
+
 def save(fig, figures_dir, stem: str) -> list[Path]:
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
     paths = [figures_dir / f"{stem}.png", figures_dir / f"{stem}.pdf"]
+    add_footer(fig)
     no_minor_labels(fig)
     fig.tight_layout()
     for p in paths:

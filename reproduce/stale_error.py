@@ -16,10 +16,18 @@ replacement; ``m = n`` is full participation).
   Theorem 4.4's extra ``sqrt(n/m)`` factor (the fitted log-log slope in ``n/m`` beside 1/2).
 * Restarting: from round ``--restart-start`` on, a participant's error older than ``S``
   rounds is zeroed (``FedEF(restart_period=S)``); same seeds, so the runs coincide before.
+
+Verdicts: the staleness law shows when the chi-square test does not reject Geometric(m/n)
+(p >= 0.01); the slowdown shows when it grows with ``n/m`` (positive log-log slope over at
+least two values of ``n/m`` whose runs reached the target); restarting shows when it lowers
+the mean ``||grad f||^2`` after ``--restart-start`` in most seeds. Replicas that diverged
+(:func:`reproduce.common.healthy`) and missing runs (``--plot-only --available``) are left
+out and named, and a verdict that needs them is not given. Runs on the CPU only.
 """
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -40,6 +48,7 @@ from . import common, plotting
 PAPER, TARGET = "Fed-EF", "Sec. 4.3 / Thm 4.4 / Remark 5 (stale error), Fig. 9's restarting"
 TITLE = "stale error under partial participation and error restarting on a quadratic"
 DEFAULT_COST = "about 30 s (n=50, m in {5,10,25,50}, 250 rounds, 3 seeds)"
+DEVICES = ("cpu",)
 
 
 @dataclass
@@ -184,7 +193,24 @@ def restart_effect(df, cfg) -> list[dict]:
     return rows
 
 
+def _finish(ax, logx=False, logy=False, **legend) -> None:
+    """Log scales and legend where the panel has data; else say it has none."""
+    lines = [ln for ln in ax.get_lines()          # the data (guide lines have no label)
+             if len(ln.get_xdata()) and not ln.get_label().startswith("_")]
+    if not lines:
+        ax.text(0.5, 0.5, "no results for this panel\n(runs missing or diverged)",
+                ha="center", va="center", transform=ax.transAxes, color="0.4")
+        return
+    if logx and any((np.asarray(ln.get_xdata(), float) > 0).any() for ln in lines):
+        ax.set_xscale("log")
+    if logy and any((np.asarray(ln.get_ydata(), float) > 0).any() for ln in lines):
+        ax.set_yscale("log")
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(fontsize=legend.pop("fontsize", 7), **legend)
+
+
 def plot(df, cfg):
+    df = common.healthy(df)
     fig, axes = plt.subplots(1, 4, figsize=(21, 4.6))
     ms = sorted(_ints(cfg.ms))
     colors = dict(zip(ms, sns.color_palette("viridis", len(ms))))
@@ -198,9 +224,9 @@ def plot(df, cfg):
                       f"chi2 p={fit['p_value']:.2f}")
         g = np.arange(1, int(counts.index.max()) + 1)
         ax.plot(g, stats.staleness_pmf(m / cfg.n, cfg.rounds, len(g)), "-", color=colors[m], lw=1)
-    ax.set(yscale="log", xlabel="staleness s (rounds since the error was last updated)",
+    ax.set(xlabel="staleness s (rounds since the error was last updated)",
            ylabel="frequency", title="staleness vs Geometric(m/n) (lines)")
-    ax.legend(fontsize=7)
+    _finish(ax, logy=True)
     ax = axes[1]
     for m in ms:
         for kind, ls in (("ef", "-"), ("fp", "--")):
@@ -211,9 +237,9 @@ def plot(df, cfg):
     r, c = _mean_curve(df, f"fp_m{ms[-1]}")
     if len(c):
         ax.axhline(cfg.target * c[0], color="k", lw=0.8, ls=":")
-    ax.set(yscale="log", xlabel="round", ylabel="||grad f||^2 (mean over seeds)",
+    ax.set(xlabel="round", ylabel="||grad f||^2 (mean over seeds)",
            title=f"n={cfg.n}: Fed-EF-SGD TopK-{cfg.topk:g} (solid) vs full precision (dashed)")
-    ax.legend(fontsize=6, ncol=2)
+    _finish(ax, logy=True, fontsize=6, ncol=2)
     ax = axes[2]
     tab = slowdowns(df, cfg)
     if len(tab):
@@ -224,21 +250,22 @@ def plot(df, cfg):
         ax.plot(tab.n_over_m, tab.theory, "k--", label="theory: sqrt(n/m)")
         slope, _ = stats.loglog_slope(tab.n_over_m[ok], tab.slowdown[ok])
         ax.set_title(f"slowdown vs n/m (normalised at m=n): slope {slope:.2f} vs 0.5")
-    ax.set(xscale="log", yscale="log", xlabel="n/m", ylabel="slowdown")
-    ax.legend(fontsize=7)
+    ax.set(xlabel="n/m", ylabel="slowdown")
+    _finish(ax, logx=True, logy=True)
     ax = axes[3]
     m0 = ms[0]
     r, c = _mean_curve(df, f"ef_m{m0}")
-    ax.plot(r, c, color="k", lw=1.6, label="Fed-EF (no restart)")
+    if len(c):
+        ax.plot(r, c, color="k", lw=1.6, label="Fed-EF (no restart)")
     for S, color in zip(_ints(cfg.restart_periods), sns.color_palette("deep")):
         r, c = _mean_curve(df, f"restart_m{m0}_S{S}")
         if len(c):
             ax.plot(r, c, color=color, lw=1.4,
                     label=f"restart S={S} from round {cfg.restart_start}")
     ax.axvline(cfg.restart_start, color="grey", ls=":")
-    ax.set(yscale="log", xlabel="round", ylabel="||grad f||^2 (mean over seeds)",
+    ax.set(xlabel="round", ylabel="||grad f||^2 (mean over seeds)",
            title=f"error restarting, m={m0} of n={cfg.n}")
-    ax.legend(fontsize=7)
+    _finish(ax, logy=True)
     fig.suptitle(f"Fed-EF stale error on a quadratic (d={cfg.d}, K={cfg.local_steps}, "
                  f"{cfg.seeds} seeds)", y=1.02)
     plotting.no_minor_labels(fig)
@@ -247,27 +274,44 @@ def plot(df, cfg):
 
 def check(df, cfg):
     lines = []
-    for m, fit in staleness_fits(df, cfg).items():
+    missing = common.missing_runs(sys.modules[__name__], cfg, df)
+    if missing:
+        lines.append(f"missing runs ({', '.join(missing)}): verdicts that need them are not "
+                     "given")
+    df = common.healthy(df)
+    fits = staleness_fits(df, cfg)
+    for m, fit in fits.items():
         z = (fit["mean"] - fit["mean_window"]) / fit["se"] if fit["se"] else math.nan
+        shows = fit["p_value"] >= 0.01
         lines.append(f"staleness m={m}: mean {fit['mean']:.3f} over {fit['n_samples']} samples vs "
                      f"n/m = {fit['mean_theory']:.3g} (finite-run {fit['mean_window']:.3f}, "
                      f"z = {z:.2f}); chi-square {fit['chi2']:.1f} on {fit['dof']} dof, "
-                     f"p = {fit['p_value']:.3f}; max |pmf diff| {fit['max_abs_pmf_diff']:.4f}")
+                     f"p = {fit['p_value']:.3f}; max |pmf diff| {fit['max_abs_pmf_diff']:.4f} -> "
+                     f"{'shows' if shows else 'does NOT show'} Geometric(m/n) staleness")
     tab = slowdowns(df, cfg)
     for _, row in tab.iterrows():
         lines.append(f"m={row.m:g} (n/m={row.n_over_m:g}): rounds to target Fed-EF "
                      f"{row.rounds_ef:g}, full precision {row.rounds_fp:g}; slowdown {row.slowdown:.2f} "
                      f"(mean-grad-norm ratio {row.avg_slowdown:.2f}) vs sqrt(n/m) {row.theory:.2f}")
-    if len(tab) >= 2:
-        ok = tab.slowdown.notna()
+    ok = tab.slowdown.notna() & (tab.n_over_m > 0) if len(tab) else []
+    wanted = [m for m in _ints(cfg.ms)]
+    if len(tab) and ok.sum() >= 2 and tab.n_over_m[ok].nunique() >= 2 \
+            and set(tab.m) == set(wanted):
         slope, _ = stats.loglog_slope(tab.n_over_m[ok], tab.slowdown[ok])
         lines.append(f"-> slowdown grows with n/m with log-log slope {slope:.2f} "
-                     f"(theory's extra factor sqrt(n/m): 0.5)")
+                     f"(theory's extra factor sqrt(n/m): 0.5): "
+                     f"{'shows' if slope > 0 else 'does NOT show'} the stale-error slowdown")
+    else:
+        lines.append("-> no verdict on the slowdown: it needs every m's Fed-EF and full-precision "
+                     "runs, healthy, with at least two values of n/m reaching the target "
+                     f"({cfg.target:g} x the start; more --rounds may be needed)")
     for row in restart_effect(df, cfg):
+        shows = row["ratio"] < 1 and row["seeds_lower"] > row["seeds"] / 2
         lines.append(f"restart S={row['S']} (m={row['m']}): mean ||grad f||^2 after round "
                      f"{cfg.restart_start} {row['avg_after_restart']:.4g} vs "
                      f"{row['avg_after_plain']:.4g} without (x{row['ratio']:.2f}; lower in "
-                     f"{row['seeds_lower']}/{row['seeds']} seeds)")
+                     f"{row['seeds_lower']}/{row['seeds']} seeds) -> "
+                     f"{'shows' if shows else 'does NOT show'} restarting helping")
     return lines
 
 

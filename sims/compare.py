@@ -23,11 +23,25 @@ round up and down, client memory in floats) is printed and saved.
   :mod:`sims.models` (``logreg``, ``mlp``, ``cnn``): ``mnist-mlp``, ``fmnist-cnn``, ...
 * ``--bits up`` (default; the engine's ``bits_up``: cumulative uplink bits per client) or
   ``total`` (uplink plus downlink) for the x-axis of the bits panels.
-* ``--tiny``: a seconds-long run (tests, smoke checks).
+* ``--tiny``: a seconds-long run (tests, smoke checks); its figures go to ``OUT/figures``
+  unless ``--figures`` is given.
+
+Results discipline (:mod:`sims.runstore`, shared with the ``reproduce`` entries): a run's files
+are ``OUT/TAG_LABEL_T{rounds}_{hash}.csv`` (+ ``.json``), ``hash`` the start of its config
+fingerprint (problem, participation, seeds, rounds, the algorithm and its hyperparameters), so
+comparisons of other problems or settings in the same ``--out`` never overwrite each other;
+the summary is ``TAG_summary_{hash}.csv`` for this set of runs. A rerun reuses the runs that
+are saved and were computed by this code (and says so), recomputes those of other code unless
+``--reuse-stale``, waits for a run another process is computing, and resumes an interrupted
+run from its checkpoint (``--checkpoint-every`` seconds, default 600; 0: none). A replica
+whose loss or parameters blow up (:mod:`sims.engine`) is counted in the summary's
+``diverged``, left out of its final metrics and the figure's means, and marked x in the figure.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import math
 import re
 import sys
@@ -45,7 +59,8 @@ from .algorithms.registry import (AlgorithmError, canonical, client_memory, hype
 from .data import DATASETS, DataError
 from .models import MODELS
 from .participation import Participation, ParticipationError
-from .results import atomic_write_bytes, provenance, save_run, tidy
+from .results import atomic_write_bytes, provenance, tidy
+from .runstore import FolderError, RunStore, check_folder
 
 NOISES = ("gaussian", "student_t", "cauchy", "laplace", "none")
 
@@ -79,11 +94,13 @@ class Config:
     bits: str = "up"
     hp: tuple = ()
     out: str = "results/compare"
-    figures: str = "figures/compare"
+    figures: str | None = None       # default figures/compare (--tiny: OUT/figures)
     tag: str = "compare"
     threads: int | None = None
     tiny: bool = False
     quiet: bool = False
+    reuse_stale: bool = False
+    checkpoint_every: float = 600.0
 
 
 # ------------------------------------------------------------------------------ parsing
@@ -138,6 +155,11 @@ def parse_algorithms(text: str, hp=()) -> list[tuple[str, str, dict]]:
         hyper = {k: v for k, v in common.items() if k in valid}
         hyper.update(per.get(name, {}))
         hyper.update(_key_values(settings, spec))
+        for key, val in hyper.items():
+            default = valid.get(key)
+            if (isinstance(default, (int, float)) and not isinstance(default, bool)
+                    and isinstance(val, str)):
+                raise CompareError(f"{name}: {key} takes a number, got {val!r}")
         label = spec if spec not in labels else f"{spec}#{len(out)}"
         labels.add(label)
         out.append((label, name, hyper))
@@ -206,6 +228,24 @@ def validate(cfg: Config) -> None:
         raise CompareError(f"--rounds must be >= 1, got {cfg.rounds}")
     if cfg.seeds < 1:
         raise CompareError(f"--seeds must be >= 1, got {cfg.seeds}")
+    if cfg.seed0 < 0:
+        raise CompareError(f"--seed0 must be >= 0, got {cfg.seed0}")
+    if not (cfg.sigma >= 0 and math.isfinite(cfg.sigma)):
+        raise CompareError(f"--sigma must be >= 0, got {cfg.sigma:g}")
+    if not (cfg.heterogeneity >= 0 and math.isfinite(cfg.heterogeneity)):
+        raise CompareError(f"--heterogeneity must be >= 0, got {cfg.heterogeneity:g}")
+    if cfg.df is not None and not cfg.df > 0:
+        raise CompareError(f"--df must be > 0, got {cfg.df:g}")
+    if cfg.eval_train_samples is not None and cfg.eval_train_samples < 1:
+        raise CompareError(f"--eval-train-samples must be >= 1 (the training loss is "
+                           f"estimated on that many samples), got {cfg.eval_train_samples}")
+    if cfg.threads is not None and cfg.threads < 0:
+        raise CompareError(f"--threads must be >= 0, got {cfg.threads}")
+    if cfg.checkpoint_every < 0:
+        raise CompareError(f"--checkpoint-every must be >= 0, got {cfg.checkpoint_every:g}")
+    if cfg.batch_size < 1 or cfg.local_epochs < 1:
+        raise CompareError(f"--batch-size and --local-epochs must be >= 1, got "
+                           f"{cfg.batch_size}, {cfg.local_epochs}")
     if cfg.eval_every < 1:
         raise CompareError(f"--eval-every must be >= 1, got {cfg.eval_every}")
     if cfg.bits not in ("up", "total"):
@@ -216,6 +256,27 @@ def validate(cfg: Config) -> None:
 
 def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=-]+", "_", label).strip("_") or "run"
+
+
+_NOT_RESULTS = {"algorithms", "hp", "out", "figures", "tag", "threads", "tiny", "quiet",
+                "reuse_stale", "checkpoint_every", "bits"}
+
+
+def run_key(cfg: Config, label: str, name: str, hyper: dict) -> dict:
+    """What one run's results depend on: the comparison's settings (not its output folders,
+    threads or the other algorithms) and this algorithm with its hyperparameters."""
+    settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_RESULTS}
+    return {"settings": settings, "label": label, "algorithm": name, "hyper": hyper}
+
+
+def run_stem(cfg: Config, label: str, config_fp: str) -> str:
+    return f"{cfg.tag}_{_slug(label)}_T{cfg.rounds}_{config_fp[:8]}"
+
+
+def figures_dir(cfg: Config) -> Path:
+    if cfg.figures:
+        return Path(cfg.figures)
+    return Path(cfg.out) / "figures" if cfg.tiny else Path("figures/compare")
 
 
 # ------------------------------------------------------------------------------ running
@@ -242,37 +303,84 @@ def run_all(cfg: Config):
         if "n_clients" in hyperparameters(name) and "n_clients" not in hyper:
             hyper = {**hyper, "n_clients": problem.n_clients}
         try:
-            algorithms.append((label, name, make_algorithm(name, **hyper)))
+            algorithms.append((label, name, hyper, make_algorithm(name, **hyper)))
         except AlgorithmError as exc:
             raise CompareError(str(exc)) from None
+    try:
+        check_folder(out_dir, "--out")
+        check_folder(figures_dir(cfg), "--figures")
+    except FolderError as exc:
+        raise CompareError(str(exc)) from None
+    store = RunStore(out_dir, reuse_stale=cfg.reuse_stale, checkpoint_every=cfg.checkpoint_every,
+                     say=lambda line: print(line, flush=True))
+    keys = [(label, _fp(run_key(cfg, label, name, hyper))) for label, name, hyper, _ in algorithms]
+    saved = {label: store.lookup(run_stem(cfg, label, fp), fp) for label, fp in keys}
+    store.report()
     frames, summary = [], []
-    for label, name, alg in algorithms:
-        bar = _progress(cfg, label)
-        started = time.perf_counter()
-        output = engine.run(problem, alg, participation, cfg.rounds, seeds,
-                            eval_every=cfg.eval_every,
-                            progress=(lambda t, b=bar: b.update(1)) if bar else None)
-        if bar:
-            bar.close()
-        wall = time.perf_counter() - started
+    for (label, name, hyper, alg), (_, fp) in zip(algorithms, keys):
         up, down = alg.uplink_bits(problem.layout), alg.downlink_bits(problem.layout)
         memory = client_memory(alg, problem.layout)
-        params = {"algorithm": label, "name": name, "problem": cfg.problem}
-        df = tidy(output, label, params)
-        record = provenance(asdict(cfg) | {"hp": list(cfg.hp)}, seeds, wall, {
-            "algorithm": alg.describe(), "label": label, "participation":
-            participation.describe(), "bits_up_per_round": up, "bits_down_per_round": down,
-            "client_memory_floats": memory, "d": problem.d,
-            "diverged_at": output.diverged_at})
-        save_run(df, record, out_dir / f"{cfg.tag}_{_slug(label)}.csv")
+        stem = run_stem(cfg, label, fp)
+        found = saved[label]
+        if found is None:
+            with store.lock(stem, label):
+                found = RunStore(out_dir).lookup(stem, fp)
+                if found is not None:
+                    store.say(f"run {label}: computed meanwhile by another process; reused")
+                else:
+                    df, wall = _compute(cfg, problem, alg, participation, seeds, store, stem,
+                                        fp, label, name, (up, down, memory))
+        if found is not None:
+            df, wall = found.df, float(found.record.get("wall_time_s", math.nan))
         frames.append(df)
-        summary.append(_summary_row(label, df, up, down, memory, problem.d, wall,
-                                    output.diverged_at))
+        summary.append(_summary_row(label, df, up, down, memory, problem.d, wall))
     table = pd.concat(frames, ignore_index=True)
     summary_df = pd.DataFrame(summary)
-    atomic_write_bytes(out_dir / f"{cfg.tag}_summary.csv",
+    atomic_write_bytes(summary_path(cfg, [fp for _, fp in keys]),
                        summary_df.to_csv(index=False).encode())
     return table, summary_df
+
+
+def _fp(key: dict) -> str:
+    blob = json.dumps(key, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def summary_path(cfg: Config, fingerprints) -> Path:
+    """The summary of this set of runs: ``TAG_summary_{hash of the runs' fingerprints}``."""
+    digest = hashlib.sha256("|".join(fingerprints).encode()).hexdigest()[:8]
+    return Path(cfg.out) / f"{cfg.tag}_summary_{digest}.csv"
+
+
+def _compute(cfg, problem, alg, participation, seeds, store, stem, fp, label, name, costs):
+    """Run one algorithm (checkpointed, resuming from a checkpoint) and save its results."""
+    up, down, memory = costs
+    bar = _progress(cfg, label)
+    started, wall_started = time.perf_counter(), time.time()
+    ckpt = store.checkpointer(stem, fp)
+    if ckpt is not None and (resume_at := ckpt.saved_round()):
+        store.say(f"run {label}: resuming from its checkpoint at round {resume_at}")
+        if bar:
+            bar.update(resume_at)
+    try:
+        output = engine.run(problem, alg, participation, cfg.rounds, seeds,
+                            eval_every=cfg.eval_every, checkpoint=ckpt,
+                            progress=(lambda t, b=bar: b.update(1)) if bar else None)
+    finally:
+        if bar:
+            bar.close()
+    wall = time.perf_counter() - started
+    params = {"algorithm": label, "name": name, "problem": cfg.problem}
+    df = tidy(output, label, params)
+    record = provenance(asdict(cfg) | {"hp": list(cfg.hp)}, seeds, wall, {
+        "algorithm": alg.describe(), "label": label, "participation":
+        participation.describe(), "bits_up_per_round": up, "bits_down_per_round": down,
+        "client_memory_floats": memory, "d": problem.d,
+        "diverged_at": output.diverged_at, "blowup": engine.BLOWUP}, started=wall_started)
+    store.save(df, record, stem, fp)
+    if ckpt is not None:
+        ckpt.clear()
+    return df, wall
 
 
 def _progress(cfg, label):
@@ -285,18 +393,26 @@ def _progress(cfg, label):
     return tqdm(total=cfg.rounds, desc=label, unit="round", file=sys.stderr, leave=True)
 
 
+def _healthy(df):
+    return df[df["diverged_at"].isna()] if "diverged_at" in df else df
+
+
 def _final(df, metric):
-    sub = df[df.metric == metric]
+    """Mean over the healthy seeds at the last round (NaN when every seed diverged)."""
+    sub = _healthy(df)
+    sub = sub[sub.metric == metric]
     if sub.empty:
         return math.nan
     last = sub[sub["round"] == sub["round"].max()]
     return float(last["value"].mean())
 
 
-def _summary_row(label, df, up, down, memory, d, wall, diverged):
+def _summary_row(label, df, up, down, memory, d, wall):
+    diverged = (df.loc[df["diverged_at"].notna(), "seed"].nunique()
+                if "diverged_at" in df else 0)
     row = {"algorithm": label, "bits_up_per_round": up, "bits_down_per_round": down,
            "client_memory_floats": memory, "client_memory_in_d": memory / d,
-           "wall_s": round(wall, 3), "diverged": sum(x is not None for x in diverged)}
+           "wall_s": round(wall, 3), "diverged": int(diverged)}
     for metric in ("train_loss", "suboptimality", "grad_norm2", "test_acc", "test_loss"):
         if (df.metric == metric).any():
             row[f"final_{metric}"] = _final(df, metric)
@@ -321,14 +437,17 @@ def plot(table: pd.DataFrame, cfg: Config) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import seaborn as sns
+    from matplotlib.ticker import NullFormatter
 
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.0)
     data = with_bits(table, cfg.bits)
+    bad = data[data["diverged_at"].notna()] if "diverged_at" in data else data.iloc[:0]
+    data = _healthy(data)
     has_acc = (data.metric == "test_acc").any()
     rows = ([("train_loss", "train loss", False), ("test_acc", "test accuracy", False)]
             if has_acc else
             [("suboptimality", "f(x) - f*", True), ("grad_norm2", "||grad f(x)||^2", True)])
-    runs = list(dict.fromkeys(data["run"]))
+    runs = list(dict.fromkeys(table["run"]))
     colors = dict(zip(runs, sns.color_palette("tab10", max(len(runs), 1))))
     fig, axes = plt.subplots(2, 2, figsize=(10, 7), squeeze=False)
     for i, (metric, ylabel, logy) in enumerate(rows):
@@ -352,6 +471,7 @@ def plot(table: pd.DataFrame, cfg: Config) -> list[Path]:
                     lo = np.maximum(lo, floor)
                 ax.plot(xs, mean, color=colors[run], lw=1.5, label=run)
                 ax.fill_between(xs, lo, hi, color=colors[run], alpha=0.2, lw=0)
+            _mark_diverged(ax, bad[bad.metric == metric], x, colors, logy)
             if logy:
                 ax.set_yscale("log")
             if x == "bits" and (sub["bits"] > 0).any():
@@ -361,15 +481,51 @@ def plot(table: pd.DataFrame, cfg: Config) -> list[Path]:
                           ("uplink bits per client" if cfg.bits == "up"
                            else "bits per client (up + down)"))
     axes[0][0].legend(fontsize=8)
+    for ax in axes.flat:                  # minor labels only where no decade tick is in view
+        for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            if axis.get_scale() == "log" and lo > 0 and math.floor(math.log10(hi)) \
+                    > math.ceil(math.log10(lo)) - 1:
+                axis.set_minor_formatter(NullFormatter())
     fig.suptitle(f"{cfg.problem}: {cfg.participation}, {cfg.seeds} seed(s)")
+    fig.text(0.5, -0.01, scale_note(cfg, table), ha="center", va="top", fontsize=8,
+             color="0.25")
     fig.tight_layout()
-    out = Path(cfg.figures)
+    out = figures_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{cfg.tag}.png", out / f"{cfg.tag}.pdf"]
     for p in paths:
-        fig.savefig(p, dpi=120)
+        fig.savefig(p, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return paths
+
+
+def _mark_diverged(ax, bad, x, colors, logy):
+    """A diverged replica: dotted up to the round before it diverged, an x there."""
+    for (run, seed), grp in bad.groupby(["run", "seed"]):
+        at = grp["diverged_at"].iloc[0]
+        grp = grp[(grp["round"] < at) & np.isfinite(grp["value"])].sort_values("round")
+        if x == "bits":
+            grp = grp[grp["bits"] > 0]
+        if logy:
+            grp = grp[grp["value"] > 0]
+        if grp.empty:
+            continue
+        ax.plot(grp[x], grp["value"], ":", color=colors[run], lw=0.8)
+        ax.plot(grp[x].iloc[-1:], grp["value"].iloc[-1:], "x", color=colors[run], ms=8, mew=2,
+                label=f"{run} seed {seed}: diverged at round {at:g}")
+
+
+def scale_note(cfg: Config, table: pd.DataFrame) -> str:
+    """The figure's footer: scale and what diverged."""
+    note = (f"{'--tiny smoke scale: ' if cfg.tiny else ''}{cfg.problem}, {cfg.n_clients} "
+            f"clients, {cfg.participation}, {cfg.seeds} seed(s) from {cfg.seed0}, "
+            f"{cfg.rounds} rounds")
+    if "diverged_at" in table and table["diverged_at"].notna().any():
+        bad = (table[table["diverged_at"].notna()].groupby(["run", "seed"])["diverged_at"]
+               .first())
+        note += "\nDIVERGED (x; left out of the means): " + ", ".join(
+            f"{run} seed {seed} at round {at:g}" for (run, seed), at in bad.items())
+    return note
 
 
 # ------------------------------------------------------------------------------ CLI
@@ -407,7 +563,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--hp", action="append", default=[],
                    help="[ALG.]KEY=VALUE hyperparameter (repeatable)")
     p.add_argument("--out", default=d.out, help="results directory")
-    p.add_argument("--figures", default=d.figures, help="figures directory")
+    p.add_argument("--figures", default=None,
+                   help="figures directory (default figures/compare; --tiny: OUT/figures)")
+    p.add_argument("--reuse-stale", action="store_true",
+                   help="reuse saved runs computed by other code (and say so)")
+    p.add_argument("--checkpoint-every", type=float, default=d.checkpoint_every,
+                   help="seconds between checkpoints of a running run (0: none)")
     p.add_argument("--tag", default=d.tag, help="file name stem")
     p.add_argument("--threads", type=int, default=None, help="torch threads")
     p.add_argument("--tiny", action="store_true", help="seconds-long smoke run")
@@ -429,9 +590,18 @@ def main(argv=None) -> int:
             apply_tiny(cfg)
         table, summary = run_all(cfg)
         paths = plot(table, cfg)
-    except CompareError as exc:
-        print(f"python -m sims.compare: error: {exc}", file=sys.stderr)
+    except (CompareError, ValueError) as exc:      # ResultsError, a problem's ValueError
+        print(f"python -m sims.compare: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished runs are saved and the run in progress resumes from its "
+              "last checkpoint; run the same command again to continue", file=sys.stderr)
+        return 130
+    for row in summary.itertuples():
+        if row.diverged:
+            print(f"diverged: {row.algorithm} in {row.diverged} of {cfg.seeds} seed(s) "
+                  "(non-finite or blown-up loss or parameters): left out of its final "
+                  "metrics, marked x in the figure")
     if not cfg.quiet:
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             print(summary.to_string(index=False))

@@ -11,6 +11,15 @@ participants, every participant's minibatches or noise, a stochastic compressor'
 from ``numpy.random.default_rng([s, t])`` in a fixed order (:func:`draw_round`), so a run is
 reproducible from its seed, independent of batching, and two configurations that share a
 seed see the same participants and data (used to branch Fed-EF Fig. 9's restarting run).
+
+Divergence: a replica is recorded as diverged (``RunOutput.diverged_at[r]``: the first round
+at which it was seen) when its server parameters become non-finite (checked every round), or
+when its training loss at an evaluation round is non-finite or exceeds ``blowup`` times
+``max(1, |its loss at round 0|)`` (default ``BLOWUP = 1e6``). The run stops early once every
+replica has diverged.
+
+Checkpoints: ``checkpoint=Checkpointer(...)`` (:mod:`sims.checkpoint`) saves the run's state
+every so often and resumes from it; the resumed output equals the uninterrupted one.
 """
 from __future__ import annotations
 
@@ -23,6 +32,7 @@ import numpy as np
 import torch
 
 from . import _malloc
+from . import checkpoint as _ckpt
 from .algorithms.base import RoundContext
 from .batching import start_minus, start_rows
 from .participation import Participation
@@ -36,6 +46,8 @@ class RoundDraw:
 
 
 _malloc.tune()
+
+BLOWUP = 1e6      # a training loss above BLOWUP * max(1, |initial loss|) counts as diverged
 
 
 def draw_round(problem, participation: Participation, needs_uniforms: bool, seed: int,
@@ -129,7 +141,8 @@ def _stack_payloads(problem, payloads: list[np.ndarray], device, dtype):
 
 def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
         eval_every: int = 1, eval_test: bool = True, max_batch: int | None = None,
-        fused: bool = True, progress=None, observers=()) -> RunOutput:
+        fused: bool = True, progress=None, observers=(), blowup: float = BLOWUP,
+        checkpoint=None) -> RunOutput:
     """Run ``rounds`` rounds of ``algorithm`` on ``problem`` for every seed, batched.
 
     With ``fused`` (default), plain local SGD on a problem that offers ``local_sgd_delta``
@@ -148,6 +161,9 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
     ``[chunk, d]`` tensor under 32 MiB, see :mod:`sims._malloc`).
     The server models are evaluated every ``eval_every`` rounds and after the last one
     (``eval_every=0``: never). ``progress`` is called as ``progress(t)`` after each round.
+    ``blowup``: the divergence threshold on the training loss (module docstring).
+    ``checkpoint``: a :class:`sims.checkpoint.Checkpointer`; the run resumes from its saved
+    state when there is one (observers then need ``state_dict``/``load_state_dict``).
     """
     if rounds < 0:
         raise ValueError(f"rounds must be >= 0, got {rounds}")
@@ -171,19 +187,47 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
     diverged_at: list[int | None] = [None] * R
     cum_up = np.zeros(R)
     cum_down = np.zeros(R)
+    loss0 = None
 
     def evaluate(t):
+        nonlocal loss0
         with torch.no_grad():
-            curves.add(t, problem.evaluate(server["theta"], test=eval_test))
+            metrics = problem.evaluate(server["theta"], test=eval_test)
+        curves.add(t, metrics)
+        if "train_loss" in metrics:
+            loss = np.broadcast_to(_numpy(metrics["train_loss"]), (R,))
+            if loss0 is None:
+                loss0 = np.maximum(1.0, np.abs(np.nan_to_num(loss, nan=0.0, posinf=0.0)))
+            bad = ~np.isfinite(loss) | (loss > blowup * loss0)
+            for r in np.flatnonzero(bad):
+                if diverged_at[r] is None:
+                    diverged_at[r] = t
 
-    if eval_every:
-        evaluate(0)
-    for obs in observers:
-        if getattr(obs, "at_start", False):
-            with torch.no_grad():
-                curves.add(0, obs(RoundView(0, problem, algorithm, server, cstate, [],
-                                            last_round, seeds, {}, last_round.clone())))
-    for t in range(rounds):
+    _ckpt.check_observers(checkpoint, observers)
+    saved = checkpoint.load() if checkpoint is not None else None
+    t0 = 0
+    if saved is not None:
+        _ckpt.check_shape(saved, checkpoint, seeds=seeds, rounds=rounds, n=n, d=d,
+                          eval_every=eval_every)
+        t0, server, cstate, last_round = (saved["t"], _ckpt.to(saved["server"], device),
+                                          _ckpt.to(saved["cstate"], device),
+                                          saved["last_round"].to(device))
+        curves.values, curves.rounds = saved["curves"]
+        participants, staleness, diverged_at = (saved["participants"], saved["staleness"],
+                                                saved["diverged_at"])
+        cum_up, cum_down, loss0 = saved["cum_up"], saved["cum_down"], saved["loss0"]
+        started = time.perf_counter() - saved["elapsed"]
+        _ckpt.restore_streams(saved, observers)
+        checkpoint.resumed_from = t0
+    else:
+        if eval_every:
+            evaluate(0)
+        for obs in observers:
+            if getattr(obs, "at_start", False):
+                with torch.no_grad():
+                    curves.add(0, obs(RoundView(0, problem, algorithm, server, cstate, [],
+                                                last_round, seeds, {}, last_round.clone())))
+    for t in range(t0, rounds):
         draws = [draw_round(problem, participation, algorithm.needs_uniforms, s, t) for s in seeds]
         rep_np = np.concatenate([np.full(len(dr.clients), r) for r, dr in enumerate(draws)])
         cli_np = np.concatenate([dr.clients for dr in draws]).astype(np.int64)
@@ -240,14 +284,29 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
                     curves.add(t + 1, obs(RoundView(t + 1, problem, algorithm, server, cstate,
                                                     draws, last_round, seeds, extra,
                                                     last_before)))
+        if all(x is not None for x in diverged_at):
+            if progress is not None:
+                progress(t + 1)
+            break
+        if checkpoint is not None and (checkpoint.due(t + 1) if t + 1 < rounds
+                                       else checkpoint.final):
+            checkpoint.save(_ckpt.snapshot(
+                t=t + 1, seeds=seeds, rounds=rounds, n=n, d=d, eval_every=eval_every,
+                server=server, cstate=cstate, last_round=last_round,
+                curves=(curves.values, curves.rounds), participants=participants,
+                staleness=staleness, diverged_at=diverged_at, cum_up=cum_up,
+                cum_down=cum_down, loss0=loss0, elapsed=time.perf_counter() - started,
+                observers=observers))
         if progress is not None:
             progress(t + 1)
-        if all(x is not None for x in diverged_at):
-            break
     metrics, rounds_of = curves.arrays()
     return RunOutput(seeds, metrics, rounds_of, participants,
                      [np.concatenate(s) if s else np.zeros(0) for s in staleness], diverged_at,
                      server, cstate, time.perf_counter() - started)
+
+
+def _numpy(val) -> np.ndarray:
+    return val.detach().double().cpu().numpy() if torch.is_tensor(val) else np.asarray(val, float)
 
 
 class _ParticipantRows(Mapping):

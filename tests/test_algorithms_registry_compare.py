@@ -68,6 +68,13 @@ def test_parse_algorithms_and_values():
     assert compare.parse_value("3") == 3 and compare.parse_value("1e-3") == 1e-3
 
 
+def _saved(out, stem, ext="csv"):
+    """The one results file of run ``stem`` (files are ``TAG_LABEL_T{rounds}_{hash}``)."""
+    found = sorted(out.glob(f"{stem}_T*_*.{ext}"))
+    assert len(found) == 1, found
+    return found[0]
+
+
 def test_compare_tiny_writes_results_and_figures(tmp_path, capsys):
     out, figs = tmp_path / "res", tmp_path / "fig"
     rc = compare.main(["--tiny", "--quiet", "--algorithms",
@@ -77,14 +84,14 @@ def test_compare_tiny_writes_results_and_figures(tmp_path, capsys):
     assert rc == 0
     for stem in ("fedavg", "scaffold", "fedlada_eta_l=0.05", "fed-lamb", "fedada2",
                  "fed-ef-sgd"):
-        df = pd.read_csv(out / f"compare_{stem}.csv")
-        record = json.loads((out / f"compare_{stem}.json").read_text())
+        df = pd.read_csv(_saved(out, f"compare_{stem}"))
+        record = json.loads(_saved(out, f"compare_{stem}", "json").read_text())
         assert {"train_loss", "suboptimality", "bits_up"} <= set(df.metric)
         assert record["seeds"] == [0] and record["commit"] and record["versions"]["torch"]
         assert record["bits_up_per_round"] > 0 and record["client_memory_floats"] > 0
         assert df["round"].max() == 3
-    assert json.loads((out / "compare_fedavg.json").read_text())["algorithm"]["eta"] == 0.9
-    summary = pd.read_csv(out / "compare_summary.csv")
+    assert json.loads(_saved(out, "compare_fedavg", "json").read_text())["algorithm"]["eta"] == 0.9
+    summary = pd.read_csv(next(out.glob("compare_summary_*.csv")))
     assert list(summary.algorithm) == ["fedavg", "scaffold", "fedlada:eta_l=0.05", "fed-lamb",
                                        "fedada2", "fed-ef-sgd"]
     row = summary.set_index("algorithm")
@@ -104,11 +111,11 @@ def test_compare_runs_mime(tmp_path):
                        "--problem", "quadratic", "--participation", "m=4", "--seeds", "1",
                        "--out", str(out), "--figures", str(tmp_path / "fig")])
     assert rc == 0
-    row = pd.read_csv(out / "compare_summary.csv").set_index("algorithm")
+    row = pd.read_csv(next(out.glob("compare_summary_*.csv"))).set_index("algorithm")
     assert row.loc["mime", "bits_up_per_round"] == row.loc["mimelite", "bits_up_per_round"]
-    record = json.loads((out / "compare_mime.json").read_text())
+    record = json.loads(_saved(out, "compare_mime", "json").read_text())
     assert record["algorithm"]["name"] == "mime"
-    df = pd.read_csv(out / "compare_mime-lamb_eta_l=0.02.csv")
+    df = pd.read_csv(_saved(out, "compare_mime-lamb_eta_l=0.02"))
     assert df[df.metric == "train_loss"]["value"].notna().all()
 
 

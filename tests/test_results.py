@@ -25,8 +25,9 @@ def output(quad):
 
 def test_tidy_shape_and_columns(output):
     df = tidy(output, "topk", {"n": 6, "compressor": "topk-0.1", "grid": [1, 2], "none": None})
-    assert list(df.columns) == ["run", "seed", "round", "metric", "value", "n", "compressor",
-                                "grid", "none"]
+    assert list(df.columns) == ["run", "seed", "round", "metric", "value", "diverged_at", "n",
+                                "compressor", "grid", "none"]
+    assert df["diverged_at"].isna().all()
     expected_rows = sum(len(output.rounds[m]) * 2 for m in output.metrics)
     assert len(df) == expected_rows
     assert set(df["metric"]) == set(output.metrics) >= {"grad_norm2", "train_loss", "qA2",
@@ -72,7 +73,10 @@ def test_save_load_round_trip(output, tmp_path):
     assert not list(path.parent.glob(".*.tmp"))           # no temporary files left behind
     loaded, meta = load_run(path)
     pd.testing.assert_frame_equal(loaded, df, check_dtype=False)
+    table = meta.pop("table")
     assert meta == json.loads(json.dumps(rec))
+    assert table["rows"] == len(df) and table["file"] == "run.csv"
+    assert table["sha256"] == results.table_digest(path.read_bytes())
 
 
 def test_incomplete_runs_are_not_loaded(output, tmp_path):
