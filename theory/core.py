@@ -42,9 +42,9 @@ SEVERITIES = {
 }
 #: Whose claim a check tests: the paper's own text, a claim the toolkit derives from it, or the spec's reading.
 KINDS = {
-    "paper": "claims printed in the paper",
+    "paper": "the papers' own claims",
     "derived": "claims the toolkit derives (consequences, sharper forms, simulations)",
-    "spec": "readings of the paper by specs/*.md",
+    "spec": "the specs' readings of the papers (specs/*.md)",
 }
 
 #: Paper identifiers, in report order, mapped to the module holding their checks.

@@ -383,7 +383,7 @@ def _thm43_c1_ge_1(beta1_min=sp.Integer(0)):
 
 @check(PAPER, "thm43_hidden_factor",
        "Thm 4.3's '<~' hides only an absolute constant, on the proof's range eps < 1 (line 809).",
-       spec=("err-23",), severity="constant", corrected={"eps_max": 1})
+       spec=("err-23",), severity="constant")
 def _thm43_hidden(eps_max=1):
     """fed-ef.txt line 816-830: the proof's left side is eta eta_l K/(16 sqrt eps) sum E||grad||^2, and the
     displayed bound (line 240) divides by eta eta_l K T only; the proof works with eps < 1 (line 809).

@@ -169,17 +169,23 @@ def render_markdown(rows: Rows) -> str:
 
 
 def render_readme(rows: Rows) -> str:
-    """README.md's theory-summary block (between README_BEGIN and README_END)."""
-    paper_lab = label_counts(rows, "paper")
+    """README.md's theory-summary block (between README_BEGIN and README_END): tallies by kind, refutations by label."""
     lines = [
         README_BEGIN,
-        f"`python3 -m theory` runs {len(rows)} checks over the four papers, each computing its verdict. "
-        + " ".join(s[0].upper() + s[1:] + "." for s in _kind_lines(rows)),
-        "Refuted claims of the papers, by what they break: " + "; ".join(
-            f"{p} " + ", ".join(f"{cnt[s]} {s}" for s in SEVERITIES) for p, cnt in paper_lab.items() if p != "total")
-        + f" (labels: {', '.join(f'{k} = {v}' for k, v in SEVERITIES.items())}; `--label X` filters).",
-        README_END,
+        f"`python3 -m theory` runs {len(rows)} checks over the four papers; each computes its verdict (*conditional* = "
+        "verified, but a step it relies on is refuted elsewhere in the audit):",
+        "",
+        "| claims | checks | " + " | ".join(TALLIES) + " |",
+        "|---|---|" + "---|" * len(TALLIES),
     ]
+    for kind in KINDS:
+        tot = counts(rows, kind)["total"]
+        if sum(tot.values()):
+            lines.append(f"| {KINDS[kind]} | {sum(tot.values())} | " + " | ".join(str(tot[s]) for s in TALLIES) + " |")
+    lines += ["", "Refuted claims of the papers by what they break (`python3 -m theory --label LABEL`): "
+              + "; ".join(f"*{k}* = {v}" for k, v in SEVERITIES.items()) + ".", ""]
+    lines += _count_table("paper", label_counts(rows, "paper"), tuple(SEVERITIES))
+    lines.append(README_END)
     return "\n".join(lines) + "\n"
 
 
