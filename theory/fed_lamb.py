@@ -353,7 +353,7 @@ def _rate_expansion():
        "Theorem 5 with alpha = kappa/sqrt(R) equals C1/sqrt(nR) + C2/R + C3/(nR), with C1 = M sqrt(p) Delta/(h kappa) + 4 h kappa phi_M sigma^2; "
        "linear speedup (C2/R <= C1/sqrt(nR)) once R >= n C2^2/C1^2; the best kappa gives C1* = 4 sigma sqrt(M sqrt(p) Delta phi_M), "
        "independent of h.",
-       spec=("S10", "T2", "T3"), kind="derived", severity="rate", depends=("thm5_statement_matches_proof", "S9_lemma1_consensus_bound", "S11_epsilon_powers", "S8_ratio_bound_global_v", "supp10_cross_terms", "B2_sign_probability_step", "S3_polarization_equality", "S1_virtual_sequence", "S2_virtual_step"))
+       spec=("S10", "T2", "T3"), kind="derived", severity="rate", depends=("thm5_statement_matches_proof", "thm5_init_term_from_descent", "S9_lemma1_consensus_bound", "S11_epsilon_powers", "S8_ratio_bound_global_v", "supp10_cross_terms", "B2_sign_probability_step", "S3_polarization_equality", "S1_virtual_sequence", "S2_virtual_step"))
 def _s10():
     """fed-lamb-supplement.txt Theorem 5 (line 96-100); spec sec. 2.6."""
     C1, C2, C3 = _rate_expansion()
@@ -425,6 +425,26 @@ def _statement_vs_proof(statement=THM5):
         return verified("every term of the proof's final display appears in the statement with the same expression")
     return refuted("; ".join(diffs) + f"; proof terms absent from the statement: {', '.join(missing)} (the consensus term has T in "
                    "the denominator); phi_m appears in neither although the proof's descent coefficient is alpha phi_m^2 (1-beta2)/4")
+
+
+@check(PAPER, "thm5_init_term_from_descent",
+       "Theorem 5's leading term sqrt(M^2 p/n) Delta/(h alpha R) is what dividing the telescoped descent inequality by the "
+       "proof's descent coefficient alpha phi_m^2 (1-beta2)/4 (the A_1 bound) gives for the initial gap.",
+       spec=("S10", "err-5"), severity="rate",
+       corrected={"prefactor": 4 / (phi_m**2 * (1 - beta2))})
+def _thm5_init(prefactor=sp.sqrt(M**2 * p / n) / h):
+    """fed-lamb-supplement.txt A_1 bound (line 199: -alpha phi_m^2 (1-beta2)/4 ||grad f/v^(1/4)||^2) and the telescoped
+    final display (lines 206-220), whose first term is sqrt(M^2 p/n) Delta/(h alpha R); ``prefactor`` is the printed one."""
+    coeff = alpha * phi_m**2 * (1 - beta2) / 4
+    derived = Delta / (coeff * R)  # (f(theta_1) - min f) / (R * descent coefficient)
+    ratio = sp.simplify(derived / (prefactor * Delta / (alpha * R)))
+    if not ratio.free_symbols:
+        return verified(f"Delta/(R * alpha phi_m^2 (1-beta2)/4) = {show(derived)} equals the stated term times {show(ratio)}")
+    under = sp.simplify(derived.subs(LR_SQRT_R) * sp.sqrt(R))
+    return refuted(f"dividing by the descent coefficient alpha phi_m^2 (1-beta2)/4 gives {show(derived)}; its ratio to the stated "
+                   f"sqrt(M^2 p/n) Delta/(h alpha R) is {show(ratio)}, growing like sqrt(n): with alpha = kappa/sqrt(R) the derived "
+                   f"leading term is {show(under)}/sqrt(R), with no 1/sqrt(n), so the proof shows no linear speedup in n for this "
+                   "term (and phi_m, which the statement drops, enters as 1/phi_m^2)")
 
 
 @check(PAPER, "B2_sign_probability_step",
@@ -514,8 +534,8 @@ def _t6():
        spec=("err-3", "err-2"), severity="rate")
 def _main42():
     """fed-lamb.txt eq. (42), line 344 (Theorem 1's right-hand side is the placeholder 'dd', line 147)."""
-    gap, sig, Lc, Lbar, v0 = pos("gap sig Lc Lbar v0")
-    b = (gap + alpha * phi_M * sig * Lc * p * sp.sqrt(n)
+    gap, sig, Lc, Lbar, v0, noise = pos("gap sig Lc Lbar v0 noise")  # noise: (1/n)||sum_i sigma_i^2 E[phi/(sqrt(v)||p||)]||^2
+    b = (gap + noise + alpha * phi_M * sig * Lc * p * sp.sqrt(n)
          + Lbar * beta1**2 * Lc * (1 - beta2) * M**2 * phi_M**2 * n / (2 * (1 - beta1) ** 2 * v0)
          + alpha * beta1 / (1 - beta1) * sp.sqrt((1 - beta2) * p) * Lc * M**2 / sp.sqrt(v0)
          + Lbar * alpha**2 * M**2 * phi_M**2 * (1 - beta2) * p / (R * v0))
@@ -523,7 +543,7 @@ def _main42():
     rest = sp.expand(b - last)
     if R not in rest.free_symbols and sp.limit(last, R, sp.oo) == 0:
         return refuted("as R -> oo the bound tends to itself minus its last term (> 0): the initial gap is not divided by alpha R and "
-                       "the alpha phi_M sigma L p sqrt(n) and constant beta1 terms remain; only the last term decays like 1/R (and "
+                       "the noise term (1/n)||sum sigma_i^2 E[...]||^2, alpha phi_M sigma L p sqrt(n) and constant beta1 terms remain; only the last term decays like 1/R (and "
                        "Theorem 1's right-hand side is the placeholder 'dd')")
     return verified("the R-independent part vanishes")
 

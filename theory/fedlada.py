@@ -424,7 +424,9 @@ def _pp_relax(relaxed=True):
         return verified("relaxation implies the needed condition")
     return refuted(f"with min_j theta_j^2 = 1/4 and G_theta = max theta = 1 the needed bound carries {needed} where the "
                    f"theorem's carries {stated}: the relaxed condition is 4x weaker, so it does not imply the needed one "
-                   "(min{G^2} <= G^2 makes the relaxation go the wrong way)", "exact")
+                   "(min{G^2} <= G^2 makes the relaxation go the wrong way). Reading min{G^2} as G_theta^2 instead makes the relaxation an "
+                   "identity but then line 830 lower-bounds ||m odot theta||^2 by an upper bound of theta^2 (the error of "
+                   "G_theta_used_as_lower_bound): either reading refutes a step", "exact")
 
 
 @check(PAPER, "eta_l_condition_theorem_vs_proof",
@@ -676,7 +678,8 @@ def _gtheta_lower(use=max):
     if lhs <= rhs:
         return verified("holds at the tested point")
     return refuted(f"theta = (1, 4), grad F = (1, 0): -||grad F odot sqrt(theta)||^2 = {lhs} > -G_theta ||grad F||^2 = {rhs}; "
-                   "the step needs min_j theta_j (>= 1/G_g), not the max", "exact")
+                   "the step needs min_j theta_j (>= 1/G_g), not the max. G_theta is the upper bound elsewhere (C2, C3 carry G_theta^2 "
+                   "from ||x odot theta|| <= G_theta ||x||), so one constant cannot serve as both unless theta is constant", "exact")
 
 
 @check(PAPER, "q_upper_bound_in_negative_term",
