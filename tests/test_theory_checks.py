@@ -149,6 +149,7 @@ EXPECTED = {
     "fed-lamb:S10_alpha_sqrt_n_no_speedup": "verified",
     "fed-lamb:thm5_proof_form_speedup": "refuted",
     "fed-lamb:thm5_statement_matches_proof": "refuted",
+    "fed-lamb:thm5_init_term_from_descent": "refuted",
     "fed-lamb:B2_sign_probability_step": "refuted",
     "fed-lamb:supp10_cross_terms": "refuted",
     "fed-lamb:T6_dependence_on_constants": "refuted",

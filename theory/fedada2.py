@@ -299,7 +299,7 @@ def _B_zero():
 @check(PAPER, "B_below_2sqrt3",
        "For the t-construction, B = sup over clients and iterates of E[||xi||/(||x_t+xi|| + eps)] < 2 sqrt(3) (Prop. 9 (ii)), "
        "for every eps the proof admits (I_i(eps) < 1 for all clients, line 401).",
-       spec=("2.7.2", "err-23"), severity="constant", depends=("I_eps_uniform_in_x",))
+       spec=("2.7.2", "err-23"), severity="constant")
 def _B_2sqrt3(eps_values=None):
     """fedada2.txt line 424 ('It is easy to show by straightforward integration that B < 2 sqrt 3'), with the premise of
     line 401: eps in [max_i eps_i, 1] where 1 > I_i(eps).  Clients i = 1..4 have t_(i+1) noise; the admissible range is

@@ -148,6 +148,14 @@ def render_markdown(rows: Rows) -> str:
         if r.status == "refuted":
             tag = f"{c.severity}" + ("" if c.kind == "paper" else f", {c.kind}")
             out.append(f"- **{c.paper} / `{c.name}`** [{tag}]: {c.claim}  \n  *Refuted*: {r.evidence}")
+    spec_notes = [(c, r) for c, r in rows if c.kind == "spec" or "spec's reading" in r.evidence or "spec's counterexample" in r.evidence]
+    if spec_notes:
+        out += ["", "## Where the spec's reading differs from the paper", "",
+                "Checks that test the paper's full statement (its hypotheses, every term) where `specs/*.md` reads it "
+                "otherwise, and checks of the spec's own readings (the specs are read-only here; these notes are for "
+                "their maintainers):", ""]
+        for c, r in spec_notes:
+            out.append(f"- **{c.paper} / `{c.name}`** ({r.verdict}, kind {c.kind}): {r.evidence}")
     cond = [(c, r) for c, r in rows if r.conditional_on]
     if cond:
         out += ["", "## Conditional verifications", ""]
