@@ -371,14 +371,14 @@ def _thm43_c1_ge_1(beta1_min=sp.Integer(0)):
     so the grid's smallest corner decides); the theorem allows every beta1 in [0, 1)."""
     grid = [sp.Rational(k, 20) for k in range(20)]
     for b in (g for g in grid if g >= beta1_min):
-        for qv in grid:
+        for qv in grid[1:]:  # q > 0: a compressor that compresses
             c = C1_ams.subs({beta1: b, q: qv})
             if c < 1:
                 return refuted(f"at beta1={b}, q={qv}: C1 = {show(c)} ~ {fmt(float(c))} < 1 (so C1 > C1^2); "
                                "C1 >= 1 holds e.g. when beta1 >= 1/2 (beta1/(1-beta1) >= 1); only the constant of the "
                                "C1-terms changes (C1 <= max(1, C1^2))", "exact")
     return verified(f"C1 >= 1 at every grid point with beta1 >= {beta1_min} (C1 increases in beta1 and q; at beta1 = "
-                    f"{beta1_min}, q = 0: C1 = {show(C1_ams.subs({beta1: beta1_min, q: 0}))})", "exact")
+                    f"{beta1_min}, q -> 0: C1 -> {show(C1_ams.subs({beta1: beta1_min, q: 0}))})", "exact")
 
 
 @check(PAPER, "thm43_hidden_factor",
@@ -535,7 +535,8 @@ def _thm44_one_sixth(first=sp.Rational(1, 6)):
     """fed-ef.txt line 265 (eta_l <= min{1/6, ...}/(KL)) vs Lemma D.1 (line 926: eta_l <= 1/(8LK)) used in D.4 term I.
 
     ``first`` is the condition's first constant (printed 1/6)."""
-    vals = {q: sp.Integer(0), n: sp.Integer(10), m: sp.Integer(10), eta: sp.Integer(1), K: sp.Integer(1), L: sp.Integer(1)}
+    vals = {q: sp.Rational(1, 100), n: sp.Integer(10), m: sp.Integer(9), eta: sp.Rational(1, 100), K: sp.Integer(1),
+            L: sp.Integer(1)}
     bounds = []
     conds = dict(THM44_CONDITIONS, **{"eta_l <= 1/(6KL)": first / (K * L)})
     for b in conds.values():
@@ -545,9 +546,9 @@ def _thm44_one_sixth(first=sp.Rational(1, 6)):
         bounds.append(bb)
     lr = min(bounds)
     if lr <= sp.Rational(1, 8):
-        return verified(f"the first term ({first})/(KL) alone gives eta_l <= 1/(8KL); at q=0, m=n=10, eta=K=L=1 the "
+        return verified(f"the first term ({first})/(KL) alone gives eta_l <= 1/(8KL); at q=1/100, n=10, m=9, eta=1/100, K=L=1 the "
                         f"condition allows eta_l = {lr}", "exact")
-    return refuted(f"at q=0, m=n=10, eta=K=L=1 the condition allows eta_l = {lr} > 1/8 = Lemma D.1's limit", "exact")
+    return refuted(f"at q=1/100, n=10, m=9, eta=1/100, K=L=1 (partial participation) the condition allows eta_l = {lr} > 1/8 = Lemma D.1's limit", "exact")
 
 
 @check(PAPER, "thm44_missing_m2_over_n2",
