@@ -31,7 +31,7 @@ from .algebra import (
     subset_mean,
     unit,
 )
-from .core import check, refuted, verified
+from .core import check, inconclusive, refuted, verified
 
 PAPER = "fedlada"
 
@@ -465,6 +465,9 @@ def _gamma_half(tighten=lambda b1, a_: 1):
     vals = {beta1: sp.Rational(9, 10), alpha: sp.Rational(1, 2), G_th: 1, L: 1, K: 10}
     aa = sp.Rational(1, 9)
     vals[a] = aa
+    # the theorem's hypotheses at this point: a <= 1/(K-1) (line 731) and beta1 < K/(K+1) (C4 > 0, line 834)
+    if not (aa <= sp.Rational(1, vals[K] - 1) and vals[beta1] < sp.Rational(vals[K], vals[K] + 1)):
+        return inconclusive("test point violates a <= 1/(K-1) or beta1 < K/(K+1)")
     lr2 = tighten(vals[beta1], aa) / (4 * 2 * vals[alpha] * (1 - vals[beta1]) * (1 + 1 / aa) * vals[G_th] ** 2 * vals[L] ** 2)
     q = Q19.subs(vals).subs(eta_l**2, lr2)
     roots = [r for r in sp.solve(q, _gam) if r.is_positive]
