@@ -103,10 +103,15 @@ def _s2():
 @check(PAPER, "S2_paper_signs",
        "MAIN (11)-(12) (and SUPP (3)) state vartheta_(r+1) - vartheta_r = +alpha beta1/(1-beta1)(c_r/s_r - c_(r-1)/s_(r-1)) m_(r-1) "
        "+ alpha (c_r/s_r) g_r, with (11) = (alpha/(1-beta1)) c_r m_r/s_r - (alpha/(1-beta1)) c_(r-1) m_(r-1)/s_(r-1).",
-       spec=("S2", "err-8"), severity="typo")
-def _s2_signs():
-    """fed-lamb.txt lines 215 (eq. 11) and 217 (eq. 12)."""
+       spec=("S2", "err-8"), severity="typo", corrected={"sign": -1, "coef11": beta1})
+def _s2_signs(sign=1, coef11=1):
+    """fed-lamb.txt lines 215 (eq. 11) and 217 (eq. 12); ``sign`` multiplies both printed forms (printed +1) and
+    ``coef11`` is the numerator of (11)'s second coefficient coef11/(1-beta1) (printed 1)."""
     lhs, _, p11, p12 = _s2_parts()
+    tp, tr, tn = _th
+    m_r = beta1 * _mprev + (1 - beta1) * _g
+    p11 = sign * (alpha / (1 - beta1) * _c / _s * m_r - alpha * coef11 / (1 - beta1) * _c0 / _s0 * _mprev)
+    p12 = sign * p12
     if is_identity(p12, lhs) and is_identity(p11, lhs):
         return verified("printed forms equal the true step")
     neg12 = is_identity(p12, -lhs)
@@ -117,13 +122,13 @@ def _s2_signs():
 
 @check(PAPER, "S3_polarization_equality",
        "SUPP (7): <a, b> = (1/2)||a||^2 + (1/2)||b||^2 - ||a - b||^2 (stated as an equality).",
-       spec=("S3",), severity="typo")
-def _s3():
-    """fed-lamb-supplement.txt eq. (7), line 134."""
+       spec=("S3",), severity="typo", corrected={"coef": sp.Rational(1, 2)})
+def _s3(coef=1):
+    """fed-lamb-supplement.txt eq. (7), line 134; ``coef`` is the printed coefficient of ||a - b||^2 (1)."""
     a, b = sp.symbols("a b", real=True)
-    diff = sp.factor(sp.expand(a * b - (a**2 / 2 + b**2 / 2 - (a - b) ** 2)))
+    diff = sp.factor(sp.expand(a * b - (a**2 / 2 + b**2 / 2 - coef * (a - b) ** 2)))
     if diff == 0:
-        return verified("identity")
+        return verified(f"<a,b> - [(1/2)|a|^2 + (1/2)|b|^2 - {coef}|a-b|^2] expands to 0")
     return refuted(f"<a,b> - [(1/2)|a|^2 + (1/2)|b|^2 - |a-b|^2] = {show(diff)} (e.g. 1/2 at a = 1, b = 0); the correct polarisation "
                    "has -(1/2)||a-b||^2, so (7) holds only as '>='")
 
@@ -194,12 +199,14 @@ def _s7():
 
 @check(PAPER, "S11_epsilon_powers",
        "SUPP (9): B_1 <= (L/sqrt(eps)) sum_i ||theta_bar - theta_i||^2 <= n (alpha^2 L/sqrt(eps)) M^2 T^2 phi_M^2 (1-beta2) p, using Lemma 1.",
-       spec=("S11", "err-10"), severity="constant", depends=("S9_lemma1_consensus_bound",))
-def _s11():
-    """fed-lamb-supplement.txt eq. (9), line 150, with Lemma 1 (line 78: bound carries 1/eps)."""
+       spec=("S11", "err-10"), severity="constant", depends=("S9_lemma1_consensus_bound",),
+       corrected={"eps_power": sp.Rational(3, 2)})
+def _s11(eps_power=sp.Rational(1, 2)):
+    """fed-lamb-supplement.txt eq. (9), line 150, with Lemma 1 (line 78: bound carries 1/eps); ``eps_power``: the printed
+    power of 1/eps in (9) (1/2)."""
     lemma1 = alpha**2 * M**2 * T**2 * phi_M**2 * (1 - beta2) * p / eps
     derived = n * L / sp.sqrt(eps) * lemma1
-    printed = n * alpha**2 * L / sp.sqrt(eps) * M**2 * T**2 * phi_M**2 * (1 - beta2) * p
+    printed = n * alpha**2 * L / eps**eps_power * M**2 * T**2 * phi_M**2 * (1 - beta2) * p
     ratio = sp.simplify(derived / printed)
     if ratio == 1:
         return verified("powers agree")
@@ -319,18 +326,22 @@ def _lamb_layer_step(theta, grad, alpha_, phi, eps_=0.0, v_hat=None, lam=0.0):
 
 @check(PAPER, "S9_lemma1_consensus_bound",
        "Lemma 1 (SUPP): ||theta_bar_r - theta_(r,i)||^2 <= alpha^2 M^2 T^2 phi_M^2 (1-beta2) p/eps for every admissible run.",
-       spec=("S9", "T5"), severity="constant", depends=("P1_P2_step_properties",))
-def _s9():
-    """fed-lamb-supplement.txt Lemma 1, line 78-90; exact step length (P1) of Algorithm 2 line 13."""
+       spec=("S9", "T5"), severity="constant", depends=("P1_P2_step_properties",),
+       corrected={"bound": lambda al_, M_, T_, phiM, b2, p_, e, h_: 4 * al_**2 * T_**2 * phiM**2 * h_})
+def _s9(bound=None):
+    """fed-lamb-supplement.txt Lemma 1, line 78-90; exact step length (P1) of Algorithm 2 line 13.
+    ``bound(alpha, M, T, phi_M, beta2, p, eps, h)``: the bound tested (Lemma 1's by default)."""
     al_, phiM, Mv, b2, e = 0.1, 1.0, 1.0, 0.999, 0.01
     start = np.zeros(1)
     loc = [_lamb_layer_step(start, np.array([s * Mv]), al_, phiM) for s in (+1, -1)]  # two clients, opposite gradients
     avg = sum(loc) / 2
     dist2 = float(np.sum((avg - loc[0]) ** 2))
-    paper = al_**2 * Mv**2 * 1 * phiM**2 * (1 - b2) * 1 / e
+    paper = (al_**2 * Mv**2 * 1 * phiM**2 * (1 - b2) * 1 / e if bound is None
+             else bound(al_, Mv, 1, phiM, b2, 1, e, 1))
     ratio = sp.simplify((alpha**2 * M**2 * T**2 * phi_M**2 * (1 - beta2) * p / eps) / (4 * alpha**2 * T**2 * phi_M**2 * h))
     if dist2 <= paper:
-        return verified("bound holds")
+        return verified(f"two clients with opposite gradients, one local step of length alpha phi each: ||theta_bar - theta_i||^2 = "
+                        f"{fmt(dist2)} <= bound {fmt(paper)}", "numeric")
     return refuted(f"n = 2 clients, one layer of size 1 (h = p = 1), T = 1, phi = phi_M = 1, alpha = 0.1, gradients +-M with M = 1, "
                    f"beta2 = 0.999, eps = 0.01: each local step has length alpha phi exactly, so ||theta_bar - theta_i||^2 = {fmt(dist2)} "
                    f"> Lemma 1's {fmt(paper)}. The sharp bound is 4 alpha^2 T^2 phi_M^2 h; Lemma 1 / sharp = {show(ratio)}, so the "
@@ -372,18 +383,25 @@ def _s10():
 
 
 @check(PAPER, "S10_claimed_rate_sqrt_pL_over_nR",
-       "MAIN's contribution claim: the bound is O(sqrt(p L/(n R))), i.e. follows from Theorem 5 with that dependence on p and L.",
-       spec=("S10", "err-23"), severity="rate", depends=("S10_rate_expansion",))
-def _s10_claim():
-    """fed-lamb.txt line 36 (contribution claim) vs Theorem 5 (SUPP line 96)."""
+       "MAIN's contribution claim: the bound is O(sqrt(p L/(n R))) with L the number of layers (MAIN line 79; h in SUPP), "
+       "i.e. Theorem 5's leading 1/sqrt(nR) coefficient scales as sqrt(p h).",
+       spec=("S10", "err-23"), severity="rate", depends=("S10_rate_expansion",),
+       corrected={"claimed": (sp.Rational(1, 4), 0)})
+def _s10_claim(claimed=(sp.Rational(1, 2), sp.Rational(1, 2))):
+    """fed-lamb.txt line 36 (contribution claim; L = number of layers by the notation of line 79, not the smoothness
+    constant) vs Theorem 5 (SUPP line 96).  ``claimed``: exponents of (p, h) in the leading coefficient (printed (1/2, 1/2)).
+    The coefficient C1 = M sqrt(p) Delta/(h kappa) + 4 h kappa phi_M sigma^2 is read at the best kappa."""
     C1, _, _ = _rate_expansion()
     kstar = [k for k in sp.solve(sp.diff(C1, kappa), kappa) if k.is_positive][0]
     c1min = sp.simplify(C1.subs(kappa, kstar))
-    if L in c1min.free_symbols:
-        return verified("leading coefficient depends on L")
-    return refuted(f"the leading 1/sqrt(nR) coefficient at the best kappa is {show(c1min)}: it scales as p^(1/4) and does not "
-                   "involve L, so as L -> 0 the claimed sqrt(pL/(nR)) -> 0 while Theorem 5's leading term stays fixed; the claim does "
-                   "not follow")
+    d = sp.powsimp(sp.expand_power_base(c1min, force=True), force=True).as_powers_dict()
+    got = (sp.nsimplify(d.get(p, 0)), sp.nsimplify(d.get(h, 0)))
+    if got == tuple(sp.nsimplify(c) for c in claimed):
+        return verified(f"the leading coefficient at the best kappa, {show(c1min)}, scales as p^{got[0]} h^{got[1]} as claimed")
+    return refuted(f"the leading 1/sqrt(nR) coefficient at the best kappa is {show(c1min)}: it scales as p^{got[0]} h^{got[1]}, not "
+                   f"p^{claimed[0]} h^{claimed[1]} (at a fixed kappa it is M sqrt(p) Delta/(h kappa) + 4 h kappa phi_M sigma^2, "
+                   "non-monotone in h); reading L as the smoothness constant instead, Theorem 5's leading term does not involve it "
+                   "either, so the claim does not follow under either meaning of L")
 
 
 @check(PAPER, "S10_alpha_sqrt_n_no_speedup",
@@ -589,14 +607,16 @@ def _t4():
 @check(PAPER, "phi_M_factored_out_of_difference",
        "MAIN (32): phi(||theta_r||)/a_r - phi(||theta_(r-1)||)/a_(r-1) can be bounded by phi_M (1/a_r - 1/a_(r-1)) "
        "(phi_M factored out of a difference).",
-       spec=("err-7",), severity="rate")
-def _phi_difference():
-    """fed-lamb.txt eq. (32), lines 295-301."""
-    phiM_, phi_r, phi_prev, a_r, a_prev = 1, Fraction(1, 10), 1, 1, 1  # v_hat unchanged between rounds (max operator)
+       spec=("err-7",), severity="rate", corrected={"with_phi_change": True})
+def _phi_difference(with_phi_change=False):
+    """fed-lamb.txt eq. (32), lines 295-301.  ``with_phi_change`` adds the missing |phi_r - phi_(r-1)|/a_(r-1) to the bound
+    (|phi_r/a_r - phi_(r-1)/a_(r-1)| <= phi_M |1/a_r - 1/a_(r-1)| + |phi_r - phi_(r-1)|/a_(r-1), which does not telescope)."""
+    phiM_, phi_r, phi_prev, a_r, a_prev = (Fraction(1), Fraction(1, 10), Fraction(1), Fraction(1), Fraction(1))  # v_hat unchanged
     lhs = phi_r / a_r - phi_prev / a_prev
-    rhs = phiM_ * (Fraction(1, a_r) - Fraction(1, a_prev))
-    if abs(lhs) <= abs(rhs):
-        return verified("holds at the tested point")
+    rhs = abs(phiM_ * (Fraction(1, a_r) - Fraction(1, a_prev))) + (abs(phi_r - phi_prev) / a_prev if with_phi_change else 0)
+    if abs(lhs) <= rhs:
+        return verified(f"|phi_r/a_r - phi_(r-1)/a_(r-1)| = {abs(lhs)} <= {rhs} at phi_r = 1/10, phi_(r-1) = 1, a_r = a_(r-1) = 1",
+                        "exact")
     return refuted(f"phi_M = 1, phi_r = 1/10, phi_(r-1) = 1 (both in [phi_m, phi_M]) and a_r = a_(r-1) = 1 (sqrt(v_hat) unchanged): "
                    f"|phi_r/a_r - phi_(r-1)/a_(r-1)| = {abs(lhs)} > phi_M |1/a_r - 1/a_(r-1)| = {abs(rhs)}; a difference of two "
                    "terms cannot be bounded by factoring out the majorant, so the telescoping of (32) does not follow", "exact")

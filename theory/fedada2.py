@@ -875,14 +875,16 @@ def _cor23_regions():
 
 @check(PAPER, "cor23_case2_boundary_strict",
        "Cor. 23's case-2 conditions may be non-strict: p2 <= -1/4 and the example's upper limit p1 = 12/25 still give convergence.",
-       spec=("12", "err-17"), severity="typo")
-def _cor23_strict():
-    """fedada2.txt proof of Corollary 23, case T eta_l^2 > Omega(1) (lines 1100-1118)."""
+       spec=("12", "err-17"), severity="typo",
+       corrected={"p2_edge": sp.Rational(-1, 4) - sp.Rational(1, 100), "p1_edge": sp.Rational(12, 25) - sp.Rational(1, 100)})
+def _cor23_strict(p2_edge=sp.Rational(-1, 4), p1_edge=sp.Rational(12, 25)):
+    """fedada2.txt proof of Corollary 23, case T eta_l^2 > Omega(1) (lines 1100-1118: '-1/2 < p2 <= -1/4'; example
+    'eta < O(T^(12/25))'); ``p2_edge``, ``p1_edge``: the largest exponents the conditions admit."""
     o = thm20_orders(case="large")
-    e3 = _exponent(o["Psi3"] / o["Psi6"], sp.Rational(-1, 3), sp.Rational(-1, 4))
-    e2 = _exponent(o["Psi2"] / o["Psi6"], sp.Rational(12, 25), sp.Rational(-49, 100))
+    e3 = _exponent(o["Psi3"] / o["Psi6"], sp.Rational(-1, 3), p2_edge)
+    e2 = _exponent(o["Psi2"] / o["Psi6"], p1_edge, sp.Rational(-49, 100))
     if e3 < 0 and e2 < 0:
-        return verified("boundary points still converge")
+        return verified(f"at p2 = {p2_edge}: Psi3/Psi6 ~ T^{show(e3)}; at p1 = {p1_edge}: Psi2/Psi6 ~ T^{show(e2)}: both vanish", "exact")
     return refuted(f"at p2 = -1/4: Psi3/Psi6 ~ T^{show(e3)} = Theta(1); at p1 = 12/25, p2 = -49/100: Psi2/Psi6 ~ T^{show(e2)} = "
                    "Theta(1); both bounds must be strict (open intervals)", "exact")
 
@@ -1069,13 +1071,20 @@ def _any_sampling():
 
 @check(PAPER, "server_adam_v_lower_bound",
        "App. C.2 (server Adam): v~_t >= tau^2 for all t when v~_0 = tau^2.",
-       spec=("3.9.5", "err-21"), severity="constant")
-def _adam_v():
-    """fedada2.txt App. C.2 (line 1136: server EMA v~_t = b2^t v~_0 + (1-b2) sum ...)."""
+       spec=("3.9.5", "err-21"), severity="constant", corrected={"floor": lambda b2, t_, v0: b2**t_ * v0})
+def _adam_v(floor=lambda b2, t_, v0: v0):
+    """fedada2.txt App. C.2 (line 1136: server EMA v~_t = b2^t v~_0 + (1-b2) sum ...; the C.2 bounds divide by tau^2 using
+    v~_0 >= tau^2); ``floor(b2, t, v~_0)``: the claimed lower bound of v~_t (printed: v~_0 = tau^2).  Exact over
+    t = 1..5 rounds of zero pseudo-gradients (the worst case) at b2 = 9/10."""
     b2, tau = Fraction(9, 10), Fraction(1, 100)
-    v1 = b2 * tau**2 + (1 - b2) * 0
-    if v1 >= tau**2:
-        return verified("holds")
+    v = tau**2
+    for t_ in range(1, 6):
+        v = b2 * v + (1 - b2) * 0
+        if v < floor(b2, t_, tau**2):
+            break
+    else:
+        return verified("v~_t >= the claimed floor for t = 1..5 with zero pseudo-gradients (the smallest v~_t)", "exact")
+    v1 = b2 * tau**2
     return refuted(f"with pseudo-gradient 0 in round 1: v~_1 = b2 tau^2 = {v1} < tau^2 = {tau**2} (b2 = 9/10); the EMA only "
                    "gives v~_t >= b2^t v~_0", "exact")
 
@@ -1083,17 +1092,18 @@ def _adam_v():
 @check(PAPER, "lemma15_statement_vs_proof",
        "Lemma 15's statement Phi_1 = eta_l(sqrt(ceil(K/z)) log^(1/2)(1 + ceil(K/z) G^2/eps^2) + eta_l (K - ceil(K/z)) G/(sqrt(v0)+eps)) "
        "bounds |Delta_i| for every admissible gradient sequence.",
-       spec=("3.2", "err-15"), severity="proof")
-def _lemma15():
+       spec=("3.2", "err-15"), severity="proof", corrected={"second": 1.0})
+def _lemma15(second=None):
     """fedada2.txt Lemma 15 statement (line 743) vs its proof's last line (eta_l T_1 + eta_l(K - ceil(K/z))G/(sqrt(v0)+eps))."""
     el, G, eps, v0, K_, z = 0.01, 1.0, 1e-6, 0.0, 2, 2
     # gradients g_1 = 0 (update step), g_2 = G (delayed step reuses v = v0 + g_1^2 = 0)
     v = v0 + 0.0
     delta = el * 0.0 / (math.sqrt(v) + eps) + el * G / (math.sqrt(v) + eps)
     nu_ = -(-K_ // z)
-    stated = el * (math.sqrt(nu_) * math.sqrt(math.log(1 + nu_ * G**2 / eps**2)) + el * (K_ - nu_) * G / (math.sqrt(v0) + eps))
+    second = el if second is None else second  # the statement's extra eta_l on the second term
+    stated = el * (math.sqrt(nu_) * math.sqrt(math.log(1 + nu_ * G**2 / eps**2)) + second * (K_ - nu_) * G / (math.sqrt(v0) + eps))
     proof = el * (math.sqrt(nu_) * math.sqrt(math.log(1 + nu_ * G**2 / eps**2)) + (K_ - nu_) * G / (math.sqrt(v0) + eps))
     if delta <= stated:
-        return verified("statement holds at the tested point")
+        return verified(f"|Delta| = {fmt(delta)} <= Phi_1 = {fmt(stated)} at the proof's extremal sequence (gradients (0, G))", "exact")
     return refuted(f"K = 2, z = 2, eta_l = 0.01, G = 1, eps = 1e-6, v0 = 0, gradients (0, G): |Delta| = {fmt(delta)} > stated "
                    f"Phi_1 = {fmt(stated)}; the proof's version (eta_l, not eta_l^2, on the second term) gives {fmt(proof)}", "exact")
