@@ -79,6 +79,8 @@ EXPECTED = {
     "fedlada:final_assembly_mu1": "refuted",
     "fedlada:cor36_rate_in_T": "verified",
     "fedlada:cor36_rate_uniform_in_S_K": "refuted",
+    "fedlada:cor36_lr_feasibility": "verified",
+    "fedlada:thm35_condition_G_L_placement": "refuted",
     "fedlada:cor36_implied_global_lr": "verified",
     "fedlada:remark38_and_crossover": "verified",
     "fedlada:remark39_alpha_coefficients": "refuted",

@@ -19,6 +19,7 @@ import sympy as sp
 
 from .algebra import (
     compare_rate,
+    lr_threshold,
     finite_sum,
     fmt,
     identities,
@@ -537,7 +538,7 @@ def _assembly(gc_factor=2):
 @check(PAPER, "cor36_rate_in_T",
        "With eta eta_l = Theta(sqrt(SK/T)) and eta_l = Theta(1/sqrt(KT)), every term of Theorem 3.5 is "
        "O(1/sqrt(SKT) + 1/(KT) + 1/T + 1/T^1.5) as T -> infinity with S, K and the constants fixed.",
-       spec=("15",), severity="rate", depends=("final_assembly_mu1", "Gc_statement_vs_proof", "G_theta_used_as_lower_bound", "q_upper_bound_in_negative_term", "gamma_plus_half_condition", "eta_l_condition_theorem_vs_proof", "pp_condition_relaxation", "mbar_definition_consistent", "constant_propagation_C2_C3", "lemma_B8_z_identity", "sampling_identity_W", "p_choice_3K2_bound"))
+       spec=("15",), severity="rate", depends=("final_assembly_mu1", "Gc_statement_vs_proof", "cor36_lr_feasibility", "G_theta_used_as_lower_bound", "q_upper_bound_in_negative_term", "gamma_plus_half_condition", "eta_l_condition_theorem_vs_proof", "pp_condition_relaxation", "mbar_definition_consistent", "constant_propagation_C2_C3", "lemma_B8_z_identity", "sampling_identity_W", "p_choice_3K2_bound"))
 def _cor36_T():
     """fedlada.txt Corollary 3.6 (line 231) and line 844."""
     ok, notes = compare_rate(THM35, COR36_LR, COR36_RATE, (T,), T)
@@ -576,6 +577,39 @@ def _cor36_SK(stated=COR36_RATE):
     return refuted(f"terms not covered uniformly in S, K: {'; '.join(uncovered)}. With a = 1/(K-1): the amended term / (1/T) = {show(amended)} (grows like S K) and the local G_c "
                    f"term / (1/(KT)) = {show(local)} (grows like K^2 since C2 ~ K(1+1/a) = K^2): the true orders are SK/T "
                    "and K/T, so linear speedup needs T >~ (SK)^3 (see remark38_and_crossover)")
+
+
+@check(PAPER, "cor36_lr_feasibility",
+       "Corollary 3.6's choices eta eta_l = c_1 sqrt(SK/T), eta_l = c_2/sqrt(KT) satisfy every learning-rate condition of "
+       "Theorem 3.5 (mu = 1; G_theta L outside the square root as in Cor. 3.6 and the proof) once T exceeds a finite threshold.",
+       spec=("13", "15"), severity="constant")
+def _cor36_feasible():
+    """fedlada.txt Theorem 3.5 conditions (line 221), Corollary 3.6 (line 231), proof line 842."""
+    notes = []
+    for name, (var, bnd) in THM35_CONDITIONS.items():
+        choice = c1 * sp.sqrt(S * K / T) if var == "eta*eta_l" else COR36_LR[eta_l]
+        thr = lr_threshold(bnd, choice, T)
+        if thr.has(sp.zoo, sp.oo, sp.nan) or thr.is_positive is False:
+            return refuted(f"[{name}]: no finite threshold ({show(thr)})")
+        notes.append(f"[{name}]: T >= {show(thr)}")
+    return verified("each condition holds for T above a finite threshold: " + "; ".join(notes))
+
+
+@check(PAPER, "thm35_condition_G_L_placement",
+       "Theorem 3.5's printed condition eta_l <= 1/(2 sqrt(2 alpha (1-beta1) K G_theta L)) (G_theta L inside the root) implies "
+       "the condition the proof and Corollary 3.6 use, eta_l <= 1/(2 sqrt(2 alpha (1-beta1) K) G_theta L).",
+       spec=("13",), severity="typo", corrected={"inside": False})
+def _gl_placement(inside=True):
+    """fedlada.txt Theorem 3.5 (line 221) vs Corollary 3.6 (line 231) and the proof's (19) (G^2 L^2 enters through
+    c = (1-beta1) G^2 L^2, line 731).  ``inside``: G_theta L under the square root as printed."""
+    base = 2 * alpha * (1 - beta1) * K
+    printed2 = 1 / (4 * base * G_th * L) if inside else 1 / (4 * base * G_th**2 * L**2)
+    needed2 = 1 / (4 * base * G_th**2 * L**2)
+    ratio = sp.simplify(printed2 / needed2)
+    if ratio == 1:
+        return verified("the two conditions coincide")
+    return refuted(f"printed eta_l^2 bound / needed = {show(ratio)} > 1 whenever G_theta L > 1 (e.g. 2 at G_theta L = 2): the "
+                   "printed condition admits step sizes the proof does not cover; Corollary 3.6 prints it correctly")
 
 
 @check(PAPER, "cor36_implied_global_lr",
