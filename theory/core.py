@@ -125,7 +125,8 @@ class Check:
     severity: str | None = None
     #: whose claim it is (a key of KINDS)
     kind: str = "paper"
-    #: names (same paper) or keys (paper:name) of the checks whose claims this one relies on
+    #: names (same paper) or keys (paper:name) of the checks whose claims this one relies on (a step whose printed
+    #: form is wrong but whose corrected form the claim uses, e.g. a typo with no effect, is not a dependency)
     depends: tuple[str, ...] = ()
     #: keyword arguments that replace the paper's printed expression by the correct one; with them the check
     #: must return "verified" (evidence that a refuted verdict is computed, not fixed)

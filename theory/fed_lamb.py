@@ -364,7 +364,7 @@ def _rate_expansion():
        "Theorem 5 with alpha = kappa/sqrt(R) equals C1/sqrt(nR) + C2/R + C3/(nR), with C1 = M sqrt(p) Delta/(h kappa) + 4 h kappa phi_M sigma^2; "
        "linear speedup (C2/R <= C1/sqrt(nR)) once R >= n C2^2/C1^2; the best kappa gives C1* = 4 sigma sqrt(M sqrt(p) Delta phi_M), "
        "independent of h.",
-       spec=("S10", "T2", "T3"), kind="derived", severity="rate", depends=("thm5_statement_matches_proof", "thm5_init_term_from_descent", "S9_lemma1_consensus_bound", "S11_epsilon_powers", "S8_ratio_bound_global_v", "supp10_cross_terms", "B2_sign_probability_step", "S3_polarization_equality", "S1_virtual_sequence", "S2_virtual_step"))
+       spec=("S10", "T2", "T3"), kind="derived", severity="rate", depends=("thm5_statement_matches_proof", "thm5_init_term_from_descent", "S9_lemma1_consensus_bound", "S11_epsilon_powers", "S8_ratio_bound_global_v", "supp10_cross_terms", "S1_virtual_sequence", "S2_virtual_step"))
 def _s10():
     """fed-lamb-supplement.txt Theorem 5 (line 96-100); spec sec. 2.6."""
     C1, C2, C3 = _rate_expansion()

@@ -684,7 +684,7 @@ def _psi_slopes(p1: float, p2: float, T1: float = 1e10, T2: float = 1e14) -> dic
        "L~ = Theta(1/eta_l), gamma_1 = Theta(eta_l), have the orders used by Theorem 6 and Corollaries 7/8/23/24: Psi_2 ~ "
        "eta^2 eta_l^2 T, Psi_3 ~ eta eta_l^2 T, Psi_4 ~ eta^3 eta_l^3 T (eta^3 eta_l T for eta_l >~ 1), Psi_5 ~ eta eta_l "
        "log(1 + T eta_l^2), Psi_6 ~ eta eta_l T (T eta_l^2 <~ 1) or eta sqrt(T) (T eta_l^2 >~ 1).",
-       spec=("12",), severity="rate", depends=("lemma15_statement_vs_proof", "lemma16_server_step", "derived_lipschitz_Ltilde"))
+       spec=("12",), severity="rate", depends=("lemma16_server_step", "derived_lipschitz_Ltilde"))
 def _thm20_orders():
     """fedada2.txt Theorem 20 (lines 842-860) with Lemma 15 (line 741), Lemma 16 (line 778) and L~ (line 140) vs the
     main text's Theorem 6 (line 146); numeric log-log slopes between T = 1e10 and 1e14 (40-digit arithmetic), tolerance
