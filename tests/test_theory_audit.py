@@ -145,3 +145,20 @@ def test_fed_ef_thm41_counterexample_respects_the_statement():
     c = get_check("fed-ef:thm41_needs_q_bound")
     assert "allowed: q < 1" in run_check(c.key).evidence
     assert c.run(q_max=sp.Rational(1, 32)).status == "verified"
+
+
+def test_thm20_psi_orders_detects_a_wrong_order(monkeypatch):
+    """The order check reads Theorem 20's full expressions: an extra factor eta in Psi_4 is caught."""
+    from theory import fedada2 as m
+
+    assert m._thm20_orders().status == "verified"
+    monkeypatch.setitem(m.THM20, "Psi4", m.THM20["Psi4"] * m.eta20)
+    assert m._thm20_orders().status == "refuted"
+
+
+def test_fedlada_gc_statement_drops_d():
+    from theory import fedlada as m
+
+    c = get_check("fedlada:Gc_statement_vs_proof")
+    assert run_check(c.key).status == "refuted" and "d - 1" in run_check(c.key).evidence
+    assert c.run(statement=m.Gc_expr).status == "verified"
