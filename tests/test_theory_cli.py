@@ -11,10 +11,12 @@ import pytest
 
 from theory.__main__ import main
 from theory.core import PAPERS, run_all
-from theory.report import GENERATE_CMD, render_markdown
+from theory.core import SEVERITIES
+from theory.report import GENERATE_CMD, README_BEGIN, README_CMD, README_END, render_markdown, render_readme
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "theory_audit.md"
+README = ROOT / "README.md"
 
 
 def _run(capsys, *argv) -> str:
@@ -25,7 +27,7 @@ def _run(capsys, *argv) -> str:
 def test_table_format_has_columns_and_counts(capsys):
     out = _run(capsys)
     lines = out.splitlines()
-    assert lines[0].split()[:4] == ["paper", "check", "status", "evidence"]
+    assert lines[0].split()[:6] == ["paper", "check", "kind", "label", "verdict", "evidence"]
     assert lines[-1].startswith(f"{len(run_all())} checks: ")
     for paper in PAPERS:
         assert any(line.startswith(paper + " ") for line in lines)
@@ -42,10 +44,36 @@ def test_json_paper_filter(capsys, paper):
         assert c["status"] in ("verified", "refuted", "inconclusive") and c["evidence"] and c["claim"]
 
 
-def test_paper_aliases(capsys):
-    a = _run(capsys, "--paper", "fed_lamb", "--format", "json")
-    b = _run(capsys, "--paper", "fed-lamb", "--format", "json")
+@pytest.mark.parametrize("spelling,paper", [("fed_lamb", "fed-lamb"), ("Fed-LAMB", "fed-lamb"), ("Fed-EF", "fed-ef"),
+                                             ("FEDEF", "fed-ef"), ("FedLADA", "fedlada"), ("fed-ada2", "fedada2")])
+def test_paper_aliases(capsys, spelling, paper):
+    a = _run(capsys, "--paper", spelling, "--format", "json")
+    b = _run(capsys, "--paper", paper, "--format", "json")
     assert a == b
+
+
+@pytest.mark.parametrize("label", sorted(SEVERITIES))
+def test_label_filter(capsys, label):
+    data = json.loads(_run(capsys, "--label", label, "--format", "json"))
+    assert data["checks"], label
+    assert all(c["status"] == "refuted" and c["severity"] == label for c in data["checks"])
+    everything = json.loads(_run(capsys, "--format", "json"))
+    assert len(data["checks"]) == sum(1 for c in everything["checks"] if c["status"] == "refuted" and c["severity"] == label)
+
+
+def test_label_counts_per_paper(capsys):
+    """Per-label counts per paper in the JSON agree with the rows, kinds kept apart."""
+    data = json.loads(_run(capsys, "--format", "json"))
+    for kind, table in data["refutations_by_label"].items():
+        for paper, cnt in table.items():
+            for label, k in cnt.items():
+                assert k == sum(1 for c in data["checks"] if c["status"] == "refuted" and c["severity"] == label
+                                and c["kind"] == kind and paper in ("total", c["paper"]))
+
+
+def test_kind_filter(capsys):
+    data = json.loads(_run(capsys, "--kind", "spec", "--format", "json"))
+    assert data["checks"] and {c["kind"] for c in data["checks"]} == {"spec"}
 
 
 def test_markdown_format(capsys):
@@ -60,6 +88,8 @@ def test_unknown_paper_is_rejected(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--paper", "fedavg"])
     assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown paper 'fedavg'" in err and "Traceback" not in err
 
 
 def test_cli_subprocess_exit_code():
@@ -72,6 +102,13 @@ def test_committed_report_is_fresh():
     expected = render_markdown(run_all())
     assert DOC.exists(), f"docs/theory_audit.md is missing; generate it with: {GENERATE_CMD}"
     assert DOC.read_text() == expected, f"docs/theory_audit.md is stale; regenerate it with: {GENERATE_CMD}"
+
+
+def test_readme_summary_is_fresh():
+    text = README.read_text()
+    assert README_BEGIN in text and README_END in text, "README.md lacks the theory-summary block"
+    block = text[text.index(README_BEGIN): text.index(README_END) + len(README_END)] + "\n"
+    assert block == render_readme(run_all()), f"README.md's theory summary is stale; replace the block with: {README_CMD}"
 
 
 def test_report_is_deterministic():

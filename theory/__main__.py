@@ -1,28 +1,50 @@
-"""``python -m theory [--format table|json|markdown] [--paper NAME]``: print the symbolic audit."""
+"""``python -m theory [--format table|json|markdown|readme] [--paper NAME] [--label LABEL] [--kind KIND]``: print the audit.
+
+Paper names are case- and hyphen-insensitive (``Fed-EF``, ``fed_ef``, ``fedef`` all name fed-ef).
+``--label`` keeps the refuted checks of one severity (rate, constant, proof, typo); ``--kind`` keeps the
+paper's own claims, the toolkit's derived claims or the spec's readings.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from .core import PAPERS, run_all
+from .core import KINDS, PAPERS, SEVERITIES, run_all
 from .report import RENDERERS
 
-ALIASES = {p.replace("-", "_"): p for p in PAPERS} | {p.replace("-", ""): p for p in PAPERS} | {p: p for p in PAPERS}
+
+def _key(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+PAPER_KEYS = {_key(p): p for p in PAPERS}
+
+
+def paper_name(text: str) -> str:
+    """Canonical paper id of a user's spelling (argparse type)."""
+    try:
+        return PAPER_KEYS[_key(text)]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"unknown paper {text!r}; choose from {', '.join(PAPERS)}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m theory", description="Symbolic audit of the four papers' convergence bounds.")
-    ap.add_argument("--format", choices=sorted(RENDERERS), default="table", help="output format (default: table)")
-    ap.add_argument("--paper", choices=sorted(ALIASES), default=None, metavar="NAME",
-                    help=f"only one paper: {', '.join(PAPERS)}")
+    ap.add_argument("--format", choices=sorted(RENDERERS), default="table",
+                    help="output format (default: table; readme = the summary block of README.md)")
+    ap.add_argument("--paper", type=paper_name, default=None, metavar="NAME",
+                    help=f"only one paper: {', '.join(PAPERS)} (case and hyphens ignored)")
+    ap.add_argument("--label", choices=sorted(SEVERITIES), default=None,
+                    help="only the refuted checks with this severity: " + "; ".join(f"{k}: {v}" for k, v in SEVERITIES.items()))
+    ap.add_argument("--kind", choices=sorted(KINDS), default=None,
+                    help="only one kind of claim: " + "; ".join(f"{k}: {v}" for k, v in KINDS.items()))
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    paper = ALIASES[args.paper] if args.paper else None
-    sys.stdout.write(RENDERERS[args.format](run_all(paper)))
+    sys.stdout.write(RENDERERS[args.format](run_all(args.paper, label=args.label, kind=args.kind)))
     return 0
 
 

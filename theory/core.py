@@ -24,6 +24,7 @@ generator and the test-suite evaluate every check at most once.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import time
@@ -31,6 +32,20 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 STATUSES = ("verified", "refuted", "inconclusive")
+
+#: What a refutation breaks (issue 18), most to least serious.  Every check that can be refuted carries one.
+SEVERITIES = {
+    "rate": "the rate or convergence itself",
+    "constant": "a learning-rate condition or constant (rate intact)",
+    "proof": "the statement differs from its proof",
+    "typo": "a typo or label with no effect",
+}
+#: Whose claim a check tests: the paper's own text, a claim the toolkit derives from it, or the spec's reading.
+KINDS = {
+    "paper": "the papers' own claims",
+    "derived": "claims the toolkit derives (consequences, sharper forms, simulations)",
+    "spec": "the specs' readings of the papers (specs/*.md)",
+}
 
 #: Paper identifiers, in report order, mapped to the module holding their checks.
 PAPER_MODULES = {
@@ -63,6 +78,20 @@ class Result:
     status: str
     evidence: str
     method: str = "symbolic"
+    #: refuted checks this (verified) result relies on, filled in by :func:`run_all` from the dependencies
+    conditional_on: tuple[str, ...] = ()
+
+    @property
+    def verdict(self) -> str:
+        """Status as reported: 'verified, conditional on X, Y' when a dependency is refuted."""
+        if self.status == "verified" and self.conditional_on:
+            return "verified, conditional on " + ", ".join(self.conditional_on)
+        return self.status
+
+    @property
+    def tally(self) -> str:
+        """Column the result is counted in: a status, or 'conditional' for a verified result on a refuted step."""
+        return "conditional" if self.status == "verified" and self.conditional_on else self.status
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -90,8 +119,22 @@ class Check:
     paper: str
     name: str
     claim: str
-    func: Callable[[], Result] = field(compare=False, repr=False)
+    func: Callable[..., Result] = field(compare=False, repr=False)
     spec: tuple[str, ...] = ()
+    #: what a refutation of this claim breaks (a key of SEVERITIES)
+    severity: str | None = None
+    #: whose claim it is (a key of KINDS)
+    kind: str = "paper"
+    #: names (same paper) or keys (paper:name) of the checks whose claims this one relies on (a step whose printed
+    #: form is wrong but whose corrected form the claim uses, e.g. a typo with no effect, is not a dependency)
+    depends: tuple[str, ...] = ()
+    #: keyword arguments that replace the paper's printed expression by the correct one; with them the check
+    #: must return "verified" (evidence that a refuted verdict is computed, not fixed)
+    corrected: dict | None = field(default=None, compare=False)
+
+    @property
+    def dependency_keys(self) -> tuple[str, ...]:
+        return tuple(d if ":" in d else f"{self.paper}:{d}" for d in self.depends)
 
     @property
     def key(self) -> str:
@@ -103,9 +146,9 @@ class Check:
         doc = (self.func.__doc__ or "").strip()
         return " ".join(doc.split("\n\n")[0].split())
 
-    def run(self) -> Result:
+    def run(self, **kwargs) -> Result:
         try:
-            res = self.func()
+            res = self.func(**kwargs)
         except Exception as exc:  # pragma: no cover - a crash must not kill the audit
             return inconclusive(f"check raised {type(exc).__name__}: {exc}", "error")
         if not isinstance(res, Result):  # pragma: no cover
@@ -116,13 +159,24 @@ class Check:
 _REGISTRY: dict[str, Check] = {}
 
 
-def check(paper: str, name: str, claim: str, spec: Iterable[str] = ()) -> Callable:
-    """Decorator registering a check function under ``paper:name``."""
+def check(paper: str, name: str, claim: str, spec: Iterable[str] = (), severity: str | None = None,
+          kind: str = "paper", depends: Iterable[str] = (), corrected: dict | None = None) -> Callable:
+    """Decorator registering a check function under ``paper:name``.
+
+    ``severity``: what a refutation breaks (:data:`SEVERITIES`); ``kind``: whose claim (:data:`KINDS`);
+    ``depends``: the checks whose claims this one uses; ``corrected``: keyword arguments with which the
+    function must verify (the paper's printed expression replaced by the correct one).
+    """
     if paper not in PAPER_MODULES:
         raise ValueError(f"unknown paper {paper!r}")
+    if severity is not None and severity not in SEVERITIES:
+        raise ValueError(f"unknown severity {severity!r}")
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}")
 
-    def deco(func: Callable[[], Result]) -> Callable[[], Result]:
-        c = Check(paper=paper, name=name, claim=" ".join(claim.split()), func=func, spec=tuple(spec))
+    def deco(func: Callable[..., Result]) -> Callable[..., Result]:
+        c = Check(paper=paper, name=name, claim=" ".join(claim.split()), func=func, spec=tuple(spec),
+                  severity=severity, kind=kind, depends=tuple(depends), corrected=corrected)
         if c.key in _REGISTRY:
             raise ValueError(f"duplicate check {c.key}")
         _REGISTRY[c.key] = c
@@ -165,9 +219,38 @@ def run_check(key: str) -> Result:
     return res
 
 
-def run_all(paper: str | None = None) -> list[tuple[Check, Result]]:
-    """Run (or fetch cached) results for all checks, optionally of one paper."""
-    return [(c, run_check(c.key)) for c in all_checks(paper)]
+def refuted_dependencies(key: str, _seen: frozenset = frozenset()) -> tuple[str, ...]:
+    """Refuted checks that ``key`` relies on, directly or through verified dependencies (sorted keys)."""
+    out: set[str] = set()
+    for dep in get_check(key).dependency_keys:
+        if dep in _seen:
+            continue
+        if run_check(dep).status == "refuted":
+            out.add(dep)
+        else:
+            out.update(refuted_dependencies(dep, _seen | {key}))
+    return tuple(sorted(out))
+
+
+def resolve(key: str) -> Result:
+    """A check's result with ``conditional_on`` filled from its (transitive) refuted dependencies."""
+    res = run_check(key)
+    if res.status != "verified":
+        return res
+    deps = refuted_dependencies(key)
+    return dataclasses.replace(res, conditional_on=deps) if deps else res
+
+
+def run_all(paper: str | None = None, label: str | None = None, kind: str | None = None) -> list[tuple[Check, Result]]:
+    """Run (or fetch cached) results for all checks, optionally of one paper, one severity label or one kind.
+
+    With ``label`` only refuted checks of that severity are returned."""
+    rows = [(c, resolve(c.key)) for c in all_checks(paper)]
+    if label is not None:
+        rows = [(c, r) for c, r in rows if r.status == "refuted" and c.severity == label]
+    if kind is not None:
+        rows = [(c, r) for c, r in rows if c.kind == kind]
+    return rows
 
 
 def timings() -> dict[str, float]:

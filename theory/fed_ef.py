@@ -167,7 +167,7 @@ def bound(terms: dict) -> sp.Expr:
 @check(PAPER, "C1_sgd_definition",
        "Thm 4.2's C1 = 2 + 4q^2/(1-q^2)^2 equals 1 + the proof's C1, where the proof's C1 = 1 + "
        "(2q^2/(1-q^2)) * sum_k ((1+q^2)/2)^k comes from Lemma D.5's geometric summation.",
-       spec=("V2", "err-22c"))
+       spec=("V2", "err-22c"), severity="constant")
 def _c1_sgd_definition():
     """fed-ef.txt line 221 (Thm 4.2 statement), line 899 (proof's C1), Lemma D.5 line 1039."""
     geo = geometric_series((1 + q**2) / 2)
@@ -181,7 +181,7 @@ def _c1_sgd_definition():
 @check(PAPER, "young_rho_step",
        "With rho = (1-q^2)/(2q^2): q^2(1+rho) = (1+q^2)/2 and q^2(1+1/rho) = q^2(1+q^2)/(1-q^2) <= 2q^2/(1-q^2) "
        "(Lemma D.5 recursion (17); same algebra for the two-way server error phi of Sec. 6).",
-       spec=("V1", "V21"))
+       spec=("V1", "V21"), severity="constant")
 def _young_rho():
     """fed-ef.txt Lemma D.5 (line 1034ff, eq. 17) and Sec. 6 (line 398ff)."""
     rho = (1 - q**2) / (2 * q**2)
@@ -201,7 +201,7 @@ def _young_rho():
 @check(PAPER, "lemma_D5_geometric_constants",
        "Lemma D.5: (2q^2/(1-q^2)) * 2/(1-q^2) = 4q^2/(1-q^2)^2, and the sigma^2 and drift constants are "
        "(2q^2/(1-q^2)) * 4 * 2/(1-q^2) = 16q^2/(1-q^2)^2 and (2q^2/(1-q^2)) * 20 * 2/(1-q^2) = 80q^2/(1-q^2)^2.",
-       spec=("V2",))
+       spec=("V2",), severity="constant")
 def _lemma_d5():
     """fed-ef.txt Lemma D.5, line 1039-1040."""
     a = 2 * q**2 / (1 - q**2)
@@ -215,7 +215,7 @@ def _lemma_d5():
 
 @check(PAPER, "lemma_D7_identity",
        "Lemma D.7: 4(1+q^2)(1 + 4q^2/(1-q^2)^2) = 4(1+q^2)^3/(1-q^2)^2, using (1-q^2)^2 + 4q^2 = (1+q^2)^2.",
-       spec=("V3",))
+       spec=("V3",), severity="constant")
 def _lemma_d7():
     """fed-ef.txt Lemma D.7, line 1100."""
     return identities([
@@ -228,7 +228,7 @@ def _lemma_d7():
        "Term I of Thm 4.3: eta_l <= sqrt(15)(1-q^2)sqrt(eps)/(14(1+q^2)^1.5 K G) gives "
        "4 eta_l^2 (1+q^2)^3 K^2 G^2/(1-q^2)^2 + eps <= 64/49 eps, then -7/8 + 3/4 = -1/8; the theorem's "
        "(1-q^2)/4 condition implies the sqrt(15)/14 one.",
-       spec=("V4",))
+       spec=("V4",), severity="constant", depends=("lemma_D7_identity",))
 def _thm43_term_i():
     """fed-ef.txt proof of Thm 4.3, lines 740-744 (term I, eq. 7)."""
     bound_l = sp.sqrt(15) * (1 - q**2) * sp.sqrt(eps) / (14 * (1 + q**2) ** sp.Rational(3, 2) * K * G)
@@ -249,7 +249,7 @@ def _thm43_term_i():
 @check(PAPER, "lemma_D3_constants",
        "Lemma D.3: eta_l <= 1/(8KL) gives 30 eta_l^2 K^2 L^2/2 <= 15/64, 1/2 + 15/64 = 47/64 < 3/4, "
        "and 60 eta_l^2 K^2 L^2 + 1 < 2.",
-       spec=("V5",))
+       spec=("V5",), severity="constant")
 def _lemma_d3():
     """fed-ef.txt Lemma D.3 (line 974) and its proof ending at line 995."""
     x = (eta_l * K * L) ** 2
@@ -266,7 +266,7 @@ def _lemma_d3():
 @check(PAPER, "C2_le_C1_squared",
        "Proof of Thm 4.3: C2 = beta1^2/(1-beta1)^2 + 4q^2/(1-q^2)^2 <= C1^2 with C1 = beta1/(1-beta1) + 2q/(1-q^2); "
        "the difference is 4 beta1 q/((1-beta1)(1-q^2)) >= 0.",
-       spec=("V6",))
+       spec=("V6",), severity="constant")
 def _c2_le_c1sq():
     """fed-ef.txt line 830 (simplification C2 <= C1^2) and eq. (11)."""
     diff = sp.factor(simplify_zero(C1_ams**2 - C2_ams))
@@ -280,7 +280,7 @@ def _c2_le_c1sq():
        "With rho = L*eta, each of the four positive terms of Upsilon_1 (eq. 13) equals exactly "
        "eta*eta_l*K/(64 sqrt(eps)) at its own learning-rate bound, so Upsilon_1 <= (-1/8 + 4/64) = -1/16 "
        "(in units of eta*eta_l*K/sqrt(eps)).",
-       spec=("V7",))
+       spec=("V7",), kind="derived", severity="constant")
 def _thm43_terms_64():
     """fed-ef.txt proof of Thm 4.3, lines 808-816 (condition and Upsilon_1 <= -eta eta_l K/(16 sqrt eps))."""
     rho = L * eta
@@ -304,20 +304,23 @@ def _thm43_terms_64():
 @check(PAPER, "thm43_printed_48_constant",
        "The proof states each of the last four terms of Upsilon_1 is <= eta*eta_l*K/(48 sqrt(eps)) and concludes "
        "Upsilon_1 <= -eta*eta_l*K/(16 sqrt(eps)).",
-       spec=("V7", "err-23"))
-def _thm43_48():
-    """fed-ef.txt line 814 ("each of the last four terms can be bounded by eta eta_l K/(48 sqrt eps)") and line 816."""
-    total = sp.Rational(-1, 8) + 4 * sp.Rational(1, 48)
+       spec=("V7", "err-23"), severity="typo", depends=("thm43_each_term_one_64th",),
+       corrected={"per_term": sp.Rational(1, 64)})
+def _thm43_48(per_term=sp.Rational(1, 48)):
+    """fed-ef.txt line 814 ("each of the last four terms can be bounded by eta eta_l K/(48 sqrt eps)") and line 816.
+
+    ``per_term`` is the printed per-term constant 1/48; the proof's terms are <= 1/64 each."""
+    total = sp.Rational(-1, 8) + 4 * per_term
     if total <= sp.Rational(-1, 16):
-        return verified(f"-1/8 + 4/48 = {total} <= -1/16")
-    return refuted(f"with 1/48 per term the sum is -1/8 + 4/48 = {total} > -1/16; the terms are in fact "
-                   "<= 1/64 each (see thm43_each_term_one_64th), so 48 is a typo for 64")
+        return verified(f"-1/8 + 4*({per_term}) = {total} <= -1/16", "exact")
+    return refuted(f"with {per_term} per term the sum is -1/8 + 4*({per_term}) = {total} > -1/16; the terms are in fact "
+                   "<= 1/64 each (see thm43_each_term_one_64th), so 48 is a typo for 64 and the conclusion stands", "exact")
 
 
 @check(PAPER, "thm43_condition_implies_components",
        "For eps <= 1, Thm 4.3's simplified condition eta_l <= sqrt(eps)/(8KL) min{1/sqrt(eps), 2(1-q^2)L/((1+q^2)^1.5 G), "
        "1/(max{16,32C1^2} eta), 1/(3 eta^(1/3))} implies the proof's five component conditions.",
-       spec=("V8",))
+       spec=("V8",), severity="constant", depends=("C2_le_C1_squared",))
 def _thm43_implies():
     """fed-ef.txt line 239 (theorem) vs line 811 (proof's component conditions)."""
     C2 = sp.Symbol("C2", positive=True)
@@ -360,32 +363,45 @@ def _thm43_implies():
 @check(PAPER, "thm43_C1_at_least_one",
        "The proof of Thm 4.3 uses C1 <= C1^2 'since C1 >= 1' with C1 = beta1/(1-beta1) + 2q/(1-q^2), "
        "for every beta1, q in [0,1).",
-       spec=("err-23",))
-def _thm43_c1_ge_1():
-    """fed-ef.txt line 830 ("using the fact that C1 <= C1^2 since C1 >= 1")."""
-    vals = {beta1: sp.Integer(0), q: sp.Rational(1, 10)}
-    c = C1_ams.subs(vals)
-    if c >= 1:
-        return verified("C1 >= 1 at the tested point")
-    return refuted(f"at beta1=0, q=1/10: C1 = {show(c)} ~ {fmt(float(c))} < 1 (so C1 > C1^2); "
-                   "C1 >= 1 holds e.g. when beta1 >= 1/2 (beta1/(1-beta1) >= 1)", "exact")
+       spec=("err-23",), severity="constant", corrected={"beta1_min": sp.Rational(1, 2)})
+def _thm43_c1_ge_1(beta1_min=sp.Integer(0)):
+    """fed-ef.txt line 830 ("using the fact that C1 <= C1^2 since C1 >= 1").
+
+    Exact search over beta1 in [beta1_min, 1) and q in [0, 1) on a grid of step 1/20 (C1 increases in both,
+    so the grid's smallest corner decides); the theorem allows every beta1 in [0, 1)."""
+    grid = [sp.Rational(k, 20) for k in range(20)]
+    for b in (g for g in grid if g >= beta1_min):
+        for qv in grid[1:]:  # q > 0: a compressor that compresses
+            c = C1_ams.subs({beta1: b, q: qv})
+            if c < 1:
+                return refuted(f"at beta1={b}, q={qv}: C1 = {show(c)} ~ {fmt(float(c))} < 1 (so C1 > C1^2); "
+                               "C1 >= 1 holds e.g. when beta1 >= 1/2 (beta1/(1-beta1) >= 1); only the constant of the "
+                               "C1-terms changes (C1 <= max(1, C1^2))", "exact")
+    return verified(f"C1 >= 1 at every grid point with beta1 >= {beta1_min} (C1 increases in beta1 and q; at beta1 = "
+                    f"{beta1_min}, q -> 0: C1 -> {show(C1_ams.subs({beta1: beta1_min, q: 0}))})", "exact")
 
 
 @check(PAPER, "thm43_hidden_factor",
-       "Thm 4.3's '<~' hides only an absolute constant.",
-       spec=("err-23",))
-def _thm43_hidden():
+       "Thm 4.3's '<~' hides only an absolute constant, on the proof's range eps < 1 (line 809).",
+       spec=("err-23",), severity="constant")
+def _thm43_hidden(eps_max=1):
     """fed-ef.txt line 816-830: the proof's left side is eta eta_l K/(16 sqrt eps) sum E||grad||^2, and the
-    displayed bound (line 240) divides by eta eta_l K T only."""
+    displayed bound (line 240) divides by eta eta_l K T only; the proof works with eps < 1 (line 809).
+
+    ``eps_max`` is the range of eps the claim is read on (the proof's eps < 1; ``sp.oo`` = any eps)."""
     proof_term = 5 * T * eta * eta_l**3 * K**2 * L**2 / (2 * sp.sqrt(eps))  # Upsilon_2's first term
     derived = proof_term / (T * eta * eta_l * K / (16 * sp.sqrt(eps)))
     displayed = THM43["drift_local"] / H
     factor = sp.simplify(derived / displayed)
-    if factor.free_symbols:
+    sup = sp.limit(factor, eps, eps_max, "-") if eps_max is not sp.oo else sp.limit(factor, eps, sp.oo)
+    if factor.free_symbols - {eps} or not sup.is_finite:
         return refuted(f"dividing the proof's inequality by its left coefficient eta eta_l K T/(16 sqrt eps) gives "
                        f"{show(derived)} for the first drift term, i.e. the displayed {show(displayed)} times "
-                       f"{show(factor)}; the hidden factor depends on eps, so the displayed eps-dependence is not literal")
-    return verified(f"hidden factor {show(factor)} is an absolute constant")
+                       f"{show(factor)}, unbounded for eps < {show(eps_max)}")
+    return verified(f"dividing the proof's inequality by its left coefficient eta eta_l K T/(16 sqrt eps) gives "
+                    f"{show(derived)} for the first drift term = the displayed {show(displayed)} times {show(factor)} "
+                    f"<= {show(sup)} on the proof's range eps < {show(eps_max)} (line 809): the '<~' hides an absolute "
+                    f"constant; the displayed 1/sqrt(eps) is loose (the true term has no eps) and the statement omits eps < 1")
 
 
 # ===========================================================================
@@ -405,29 +421,40 @@ def _thm42_coefficient(lr, eta_v, q_v, K_v=1, L_v=1, exact_factor=True):
 @check(PAPER, "thm42_lr_condition_sufficient",
        "Thm 4.2's condition eta_l <= 1/(2KL max{4, eta(C1+1)}) makes the coefficient of sum E||grad f||^2 at most "
        "-eta*eta_l*K/8 (lines 904-910).",
-       spec=("V9", "err-22b"))
-def _thm42_condition():
+       spec=("V9", "err-22b"), severity="constant", depends=("C1_sgd_definition", "lemma_D3_constants"),
+       corrected={"second": lambda c1, eta_v: 1 / (16 * eta_v * c1)})
+def _thm42_condition(second=lambda c1, eta_v: 1 / (2 * eta_v * (c1 + 1))):
     """fed-ef.txt line 221 (theorem) and lines 901-910 (proof: coefficient -eta eta_l K/4 +
-    eta^2 eta_l^2 (C1+1) K^2 L (60 eta_l^2K^2L^2+1), then claimed eta eta_l K/8)."""
-    q0, eta0 = sp.Integer(0), sp.Integer(1)
-    c1 = C1_sgd.subs(q, q0)
-    lr = min(sp.Rational(1, 8), 1 / (2 * eta0 * (c1 + 1)))  # K = L = 1
-    coef = _thm42_coefficient(lr, eta0, q0)
+    eta^2 eta_l^2 (C1+1) K^2 L (60 eta_l^2K^2L^2+1), then claimed eta eta_l K/8).
+
+    ``second(C1, eta)`` is the second term of the condition (times KL); exact search over q in {0, 1/4, 1/2, 3/4},
+    eta in {1/4, 1, 4} (K = L = 1; the coefficient grows with eta_l, so the condition's boundary decides)."""
+    for q0 in (sp.Integer(0), sp.Rational(1, 4), sp.Rational(1, 2), sp.Rational(3, 4)):
+        for eta0 in (sp.Rational(1, 4), sp.Integer(1), sp.Integer(4)):
+            c1 = C1_sgd.subs(q, q0)
+            lr = min(sp.Rational(1, 8), second(c1, eta0))  # K = L = 1
+            coef = _thm42_coefficient(lr, eta0, q0)
+            if coef > sp.Rational(-1, 8):
+                break
+        else:
+            continue
+        break
     # proof's own reading of the condition: C1 there is the proof's C1 (= theorem's C1 - 1)
     Cp = sp.Symbol("C_p", positive=True)
     lr_p = 1 / (2 * K * L * eta * (Cp + 1))
     coef_p = sp.simplify(sp.Rational(-1, 4) + eta * lr_p * (Cp + 1) * K * L * 2)
     if coef <= sp.Rational(-1, 8):
-        return verified(f"coefficient {coef} <= -1/8")
-    return refuted(f"at q=0, eta=1, K=L=1 the condition allows eta_l = {lr}; the proof's coefficient per "
-                   f"eta*eta_l*K is then {coef} > 0 (not <= -1/8). With the proof's own C1 in the condition the "
+        return verified(f"at the condition's boundary the proof's coefficient per eta*eta_l*K is <= -1/8 at all 12 "
+                        f"(q, eta) points (last: {coef})", "exact")
+    return refuted(f"at q={q0}, eta={eta0}, K=L=1 the condition allows eta_l = {lr}; the proof's coefficient per "
+                   f"eta*eta_l*K is then {coef} > -1/8. With the proof's own C1 in the condition the "
                    f"bounded coefficient at the boundary is {show(coef_p)} (spec: +3/4). A sufficient condition is "
                    "eta_l <= min{1/(8KL), 1/(16KL eta C1)} (see thm42_sufficient_lr_condition)", "exact")
 
 
 @check(PAPER, "thm42_sufficient_lr_condition",
        "eta_l <= min{1/(8KL), 1/(16 K L eta C1_sgd)} makes the proof's coefficient <= -eta*eta_l*K/8.",
-       spec=("V9",))
+       spec=("V9",), kind="derived", severity="constant", depends=("C1_sgd_definition", "lemma_D3_constants"))
 def _thm42_sufficient():
     """fed-ef.txt proof of Thm 4.2, line 901 (coefficient) with the corrected condition (spec sec. 6 item 22b)."""
     # coefficient is increasing in eta_l; use 60x+1 <= 60/64+1 < 2 (eta_l <= 1/(8KL)), then eta_l = 1/(16KL eta C1)
@@ -442,42 +469,50 @@ def _thm42_sufficient():
 @check(PAPER, "thm41_coefficient_one_eighth",
        "Under eta_l <= 1/(8KL max{1, 8(1+q^2)eta}) and q <= 1/32, the per-round coefficient of E||grad f||^2 in "
        "the proof of Thm 4.1 is <= -eta*eta_l*K/8.",
-       spec=("V10", "err-21"))
-def _thm41_coefficient():
+       spec=("V10", "err-21"), severity="constant", depends=("thm41_needs_q_bound",),
+       corrected={"target": sp.Rational(-17, 256)})
+def _thm41_coefficient(target=sp.Rational(-1, 8)):
     """fed-ef.txt proof of Thm 4.1 (App. D.5), lines 1300-1320: terms -1 + 3/4 (VI) + 1/16 + 16q^2(2+120x) (VII)
     + (1+q^2) eta eta_l K L (2+120x) (second term of (21)), x = eta_l^2 K^2 L^2."""
     x, qq, y = sp.symbols("x qq y", nonnegative=True)  # x = (eta_l K L)^2, qq = q^2, y = (1+q^2) eta eta_l K L
     coef = -1 + sp.Rational(3, 4) + sp.Rational(1, 16) + 16 * qq * (2 + 120 * x) + y * (2 + 120 * x)
     # every positive term increases in x, qq, y: worst case at the boundary of the allowed region
     worst = coef.subs({x: sp.Rational(1, 64), qq: sp.Rational(1, 1024), y: sp.Rational(1, 64)})
-    if worst <= sp.Rational(-1, 8):
-        return verified(f"worst-case coefficient {worst} <= -1/8")
+    if worst <= target:
+        return verified(f"worst-case coefficient {worst} <= {target} (at q = 1/32, eta_l K L = 1/8, (1+q^2) eta eta_l K L "
+                        "= 1/64; every positive term increases in x, q^2, y)", "exact")
     return refuted(f"at the boundary (q = 1/32, eta_l K L = 1/8, (1+q^2) eta eta_l K L = 1/64) the coefficient is "
-                   f"{worst} ~ {fmt(float(worst))} > -1/8; still negative, so only the hidden constant changes "
+                   f"{worst} ~ {fmt(float(worst))} > {target}; still negative, so only the hidden constant changes "
                    f"(256/17 ~ {fmt(256 / 17)} instead of 8)", "exact")
 
 
 @check(PAPER, "thm41_needs_q_bound",
        "Thm 4.1's stated learning-rate condition alone (no bound on q) makes the per-round coefficient of "
        "E||grad f||^2 negative for every q < 1.",
-       spec=("err-21",))
-def _thm41_q():
-    """fed-ef.txt line 199 (statement without q-bound) vs line 1315 ("and q <= 1/32" in the proof)."""
+       spec=("err-21",), severity="proof", corrected={"q_max": sp.Rational(1, 32)})
+def _thm41_q(q_max=sp.Integer(1)):
+    """fed-ef.txt line 199 (statement without q-bound) vs line 1315 ("and q <= 1/32" in the proof).
+
+    ``q_max``: the range of q the statement allows (q < 1 in the statement; the proof adds q <= 1/32)."""
     qq = sp.Symbol("qq", positive=True)
     # smallest the coefficient can be for given q: eta_l -> 0 kills the x and y terms
     coef_limit = -1 + sp.Rational(3, 4) + sp.Rational(1, 16) + 32 * qq
     thr = sp.solve(sp.Eq(coef_limit, 0), qq)[0]
-    val = coef_limit.subs(qq, sp.Rational(1, 4))
-    return refuted(f"even as eta_l -> 0 the coefficient is -3/16 + 32q^2, which equals {val} > 0 at q = 1/2; "
-                   f"negativity needs q^2 < {thr} (q < {fmt(float(sp.sqrt(thr)))}); the proof assumes q <= 1/32, "
-                   "which the theorem statement omits", "exact")
+    if q_max**2 < thr:
+        return verified(f"as eta_l -> 0 the coefficient is -3/16 + 32q^2 < 0 iff q^2 < {thr}; q <= {q_max} gives "
+                        f"q^2 <= {q_max**2} < {thr}", "exact")
+    bad = sp.Rational(1, 2) if q_max > sp.Rational(1, 2) else q_max
+    val = coef_limit.subs(qq, bad**2)
+    return refuted(f"even as eta_l -> 0 the coefficient is -3/16 + 32q^2, which equals {val} > 0 at q = {bad} (allowed: "
+                   f"q < {q_max}); negativity needs q^2 < {thr} (q < {fmt(float(sp.sqrt(thr)))}); the proof assumes "
+                   "q <= 1/32, which the theorem statement omits", "exact")
 
 
 @check(PAPER, "cor1_lr_feasibility",
        "With eta_l = c_l/(K sqrt T), eta = c_g sqrt(Kn) (Cor. 1) every term of Thm 4.2's and Thm 4.3's learning-rate "
        "conditions holds once T exceeds a finite threshold; for Thm 4.2 the threshold is "
        "sqrt(T) >= 2 L c_l max{4, c_g sqrt(Kn)(C1+1)}.",
-       spec=("V19",))
+       spec=("V19",), severity="constant")
 def _cor1_feasibility():
     """fed-ef.txt Corollary 1 (line 246ff) with the conditions of Thm 4.2 (line 221) and Thm 4.3 (line 239)."""
     notes = []
@@ -495,41 +530,66 @@ def _cor1_feasibility():
 
 @check(PAPER, "thm44_lr_one_sixth_vs_lemma_D1",
        "Thm 4.4's condition (with its 1/6 term) implies Lemma D.1's requirement eta_l <= 1/(8KL), used in the proof.",
-       spec=("V24", "err-24"))
-def _thm44_one_sixth():
-    """fed-ef.txt line 265 (eta_l <= min{1/6, ...}/(KL)) vs Lemma D.1 (line 926: eta_l <= 1/(8LK)) used in D.4 term I."""
-    vals = {q: sp.Integer(0), n: sp.Integer(10), m: sp.Integer(10), eta: sp.Integer(1), K: sp.Integer(1), L: sp.Integer(1)}
+       spec=("V24", "err-24"), severity="constant", corrected={"first": sp.Rational(1, 8)})
+def _thm44_one_sixth(first=sp.Rational(1, 6)):
+    """fed-ef.txt line 265 (eta_l <= min{1/6, ...}/(KL)) vs Lemma D.1 (line 926: eta_l <= 1/(8LK)) used in D.4 term I.
+
+    ``first`` is the condition's first constant (printed 1/6)."""
+    vals = {q: sp.Rational(1, 100), n: sp.Integer(10), m: sp.Integer(9), eta: sp.Rational(1, 100), K: sp.Integer(1),
+            L: sp.Integer(1)}
     bounds = []
-    for b in THM44_CONDITIONS.values():
+    conds = dict(THM44_CONDITIONS, **{"eta_l <= 1/(6KL)": first / (K * L)})
+    for b in conds.values():
         bb = b.subs(CPRIME, Cprime).subs(C1_PP, C1_pp).subs(vals)
         if bb in (sp.zoo, sp.oo, sp.nan) or bb.has(sp.zoo) or bb.has(sp.nan):
             continue  # C1 = 0 or n - m = 0: the term puts no constraint
         bounds.append(bb)
     lr = min(bounds)
     if lr <= sp.Rational(1, 8):
-        return verified("condition implies eta_l <= 1/(8KL)")
-    return refuted(f"at q=0, m=n=10, eta=K=L=1 the condition allows eta_l = {lr} > 1/8 = Lemma D.1's limit", "exact")
+        return verified(f"the first term ({first})/(KL) alone gives eta_l <= 1/(8KL); at q=1/100, n=10, m=9, eta=1/100, K=L=1 the "
+                        f"condition allows eta_l = {lr}", "exact")
+    return refuted(f"at q=1/100, n=10, m=9, eta=1/100, K=L=1 (partial participation) the condition allows eta_l = {lr} > 1/8 = Lemma D.1's limit", "exact")
 
 
 @check(PAPER, "thm44_missing_m2_over_n2",
        "Thm 4.4's learning-rate condition makes the stale-error term 8 eta^2 eta_l^2 q^2 L/((1-q^2)^2 m^2) ||sum grad||^2 "
        "no larger than the negative term eta*eta_l/(2K n^2) ||sum grad||^2 of D.4.",
-       spec=("V24", "err-24"))
-def _thm44_m2n2():
+       spec=("V24", "err-24"), severity="constant", corrected={"m2_over_n2": True})
+def _thm44_m2n2(m2_over_n2=False):
     """fed-ef.txt proof of Thm 4.4, line 1246 (negative term -eta eta_l/(2Kn^2) ...) and line 1249
-    (8 eta^2 eta_l^2 q^2 L/((1-q^2)^2 m^2) ...), condition line 1254."""
+    (8 eta^2 eta_l^2 q^2 L/((1-q^2)^2 m^2) ...), condition line 1254.
+
+    ``m2_over_n2``: multiply the condition's 1/(32 C1 eta K L) term by m^2/n^2 (the correction).  Exact search over
+    q^2 in {1/10, 1/2, 9/10}, (n, m) in {(4000, 2000), (100, 10), (10, 9)}, eta in {1/2, 2, 8}, K = L = 1."""
     ratio = (8 * eta**2 * eta_l**2 * q**2 * L / ((1 - q**2) ** 2 * m**2)) / (eta * eta_l / (2 * K * n**2))
     expected = 16 * eta * eta_l * q**2 * L * K * n**2 / ((1 - q**2) ** 2 * m**2)
     if not is_identity(ratio, expected):
         return refuted(f"ratio simplifies to {show(ratio)}")
-    vals = {q: 1 / sp.sqrt(10), n: sp.Integer(4000), m: sp.Integer(2000), eta: sp.Integer(2), K: sp.Integer(1), L: sp.Integer(1)}
-    conds = {k: v.subs(CPRIME, Cprime).subs(C1_PP, C1_pp).subs(vals) for k, v in THM44_CONDITIONS.items()}
-    lr = min(conds.values())
-    binding = [k for k, v in conds.items() if v == lr][0]
-    r = sp.nsimplify(sp.simplify(expected.subs(vals).subs(eta_l, lr)))
-    if r <= 1:
-        return verified(f"ratio {r} <= 1 at the tested point")
-    return refuted(f"ratio of the two terms = {show(expected)}; at q^2=1/10, n=4000, m=2000, eta=2, K=L=1 the "
+    conditions = dict(THM44_CONDITIONS)
+    if m2_over_n2:
+        conditions["eta_l <= 1/(32 C1 eta K L)"] = m**2 / (32 * C1_PP * eta * K * L * n**2)
+    worst = sp.Integer(0)
+    for q2 in (sp.Rational(1, 10), sp.Rational(1, 2), sp.Rational(9, 10)):
+        for nv, mv in ((4000, 2000), (100, 10), (10, 9)):
+            for ev in (sp.Rational(1, 2), sp.Integer(2), sp.Integer(8)):
+                vals = {q: sp.sqrt(q2), n: sp.Integer(nv), m: sp.Integer(mv), eta: ev, K: sp.Integer(1), L: sp.Integer(1)}
+                conds = {k: sp.nsimplify(v.subs(CPRIME, Cprime).subs(C1_PP, C1_pp).subs(vals)) for k, v in conditions.items()}
+                lr = min(conds.values())
+                binding = [k for k, v in conds.items() if v == lr][0]
+                r = sp.nsimplify(sp.simplify(expected.subs(vals).subs(eta_l, lr)))
+                worst = max(worst, r)
+                if r > 1:
+                    break
+            else:
+                continue
+            break
+        else:
+            continue
+        break
+    if worst <= 1:
+        return verified(f"ratio of the two terms = {show(expected)} <= 1 at the condition's boundary at all 27 points "
+                        f"(largest {worst})", "exact")
+    return refuted(f"ratio of the two terms = {show(expected)}; at q^2={q2}, n={nv}, m={mv}, eta={ev}, K=L=1 the "
                    f"condition allows eta_l = {show(lr)} (binding: {binding}) and the ratio is {r} > 1, so the "
                    "positive term is not absorbed; a factor m^2/n^2 is missing in the 1/(32 C1 eta) term", "exact")
 
@@ -542,7 +602,7 @@ def _thm44_m2n2():
 @check(PAPER, "thm41_rate_eq2",
        "Substituting eta_l = Theta(1/(K sqrt T)), eta = Theta(sqrt(Kn)) into Thm 4.1 gives rate (2): "
        "O((1+q^2)/sqrt(TKn) + (1+q^2)/(TK) (sigma^2 + K sigma_g^2) + q^2 sigma^2/(Kn)).",
-       spec=("V11",))
+       spec=("V11",), severity="rate", depends=("thm41_coefficient_one_eighth", "thm41_needs_q_bound"))
 def _thm41_rate():
     """fed-ef.txt line 207, eq. (2), and line 1326 (D.5)."""
     ok, notes = compare_rate(THM41, COR1_LR, THM41_RATE + F / sp.sqrt(T * K * n), SCALE, T)
@@ -552,7 +612,7 @@ def _thm41_rate():
 @check(PAPER, "thm41_nonvanishing_floor",
        "Fed-SGD with direct biased compression (Thm 4.1) keeps the non-vanishing term 64 q^2 sigma^2/(Kn) as "
        "T -> infinity under the Corollary learning rates; it vanishes for q = 0.",
-       spec=("T1",))
+       spec=("T1",), severity="rate", depends=("thm41_needs_q_bound",))
 def _thm41_floor():
     """fed-ef.txt line 199 (bias term 64q^2 sigma^2/(Kn)), Remark 1 (line 209)."""
     b = sp.Add(*THM41.values()).subs(COR1_LR)
@@ -566,7 +626,7 @@ def _thm41_floor():
        "Corollary 1 (Fed-EF-SGD) follows from Thm 4.2 as stated: with eta_l = Theta(1/(K sqrt T)), eta = Theta(sqrt(Kn)) "
        "the bound is O((f1-f*)/sqrt(TKn) + sigma^2/sqrt(TKn) + sqrt(n)/(T^1.5 sqrt K) (sigma^2 + K sigma_g^2)), "
        "which vanishes as T -> infinity.",
-       spec=("V11", "T1"))
+       spec=("V11", "T1"), severity="rate", depends=("thm42_lr_condition_sufficient", "thm42_keeps_lemma_D3_term", "C1_sgd_definition", "lemma_D5_geometric_constants", "lemma_D3_constants", "ef_virtual_sequence_identities"))
 def _cor1_sgd():
     """fed-ef.txt line 249 (Corollary 1, SGD) from Thm 4.2 (line 223)."""
     ok, notes = compare_rate(THM42, COR1_LR, COR1_SGD_RATE, SCALE, T)
@@ -577,7 +637,7 @@ def _cor1_sgd():
 @check(PAPER, "cor1_ams_rate",
        "Corollary 1 (Fed-EF-AMS) follows from Thm 4.3: every term under the Corollary learning rates is "
        "O((f1-f*)/sqrt(TKn) + sigma^2/sqrt(TKn) + (1/(TK) + sqrt(n)/(T^1.5 sqrt K))(sigma^2 + K sigma_g^2)).",
-       spec=("V11", "err-23"))
+       spec=("V11", "err-23"), severity="rate", depends=("thm43_each_term_one_64th", "thm43_C1_at_least_one", "thm43_hidden_factor", "thm43_condition_implies_components", "thm43_termI_G_condition", "C2_le_C1_squared", "lemma_D7_identity", "lemma_D8_telescoping", "ef_virtual_sequence_identities"))
 def _cor1_ams():
     """fed-ef.txt line 251 (Corollary 1, AMS) from Thm 4.3 (line 240)."""
     ok, notes = compare_rate(THM43, COR1_LR, COR1_AMS_RATE, SCALE, T)
@@ -588,19 +648,29 @@ def _cor1_ams():
 
 @check(PAPER, "thm42_keeps_lemma_D3_term",
        "The final bound of Thm 4.2 keeps every term of its proof.",
-       spec=("err-22a", "err-26"))
-def _thm42_dropped():
+       spec=("err-22a", "err-26"), severity="proof",
+       corrected={"displayed": dict(THM42, drift_local=20 * eta_l**2 * K * L**2 * H)})
+def _thm42_dropped(displayed=THM42):
     """fed-ef.txt lines 874-877 (Lemma D.3 contributes 5 eta eta_l^3 K^2 L^2/2 (sigma^2+6K sigma_g^2) per round)
-    vs line 901 (the summed inequality, where this term is missing) and line 915 (final bound)."""
+    vs line 901 (the summed inequality, where this term is missing) and line 915 (final bound), Cor. 1 (line 249).
+
+    ``displayed``: the theorem's terms; the proof's term is kept when one displayed term equals it up to an absolute
+    constant (a ratio free of every symbol)."""
     dropped = 5 * T * eta * eta_l**3 * K**2 * L**2 / 2 * H / (T * eta * eta_l * K / 8)
     under_cor = sp.simplify(dropped.subs(COR1_LR))
+    ratios = {k: sp.simplify(dropped / v) for k, v in displayed.items()}
+    kept = [k for k, r in ratios.items() if not r.free_symbols]
+    if kept:
+        return verified(f"the proof's term {show(sp.simplify(dropped))} (after dividing by eta eta_l K T/8) equals the displayed "
+                        f"term {kept[0]} times {ratios[kept[0]]}")
     het = sp.expand(under_cor).coeff(sigma_g, 2) * sigma_g**2
     stated_het = (sp.sqrt(n) / (T ** sp.Rational(3, 2) * sp.sqrt(K)) * K * sigma_g**2)
     ratio = sp.simplify(het / stated_het)
     lim = sp.limit(ratio, T, sp.oo)
     thr = sp.solve(sp.Eq(het.subs(sigma_g, 1) * sigma_g**2, sigma**2 / sp.sqrt(T * K * n)), T)[0]
     return refuted(f"Lemma D.3's term 5 eta eta_l^3 K^2 L^2/2 (sigma^2+6K sigma_g^2) (line 877) is absent from the "
-                   f"summed inequality (line 901); after dividing by eta eta_l K T/8 it adds {show(sp.simplify(dropped))}, "
+                   f"summed inequality (line 901); after dividing by eta eta_l K T/8 it adds {show(sp.simplify(dropped))}, not bounded by a "
+                   f"displayed term (ratio to the drift term: {show(ratios.get('drift', sp.nan))}), "
                    f"i.e. {show(under_cor)} under Cor. 1. Its sigma_g part divided by the stated sqrt(n) K sigma_g^2/(T^1.5 sqrt K) "
                    f"is {show(ratio)} -> {show(lim)} as T -> oo, so the corrected rate has a (sigma^2 + K sigma_g^2)/(TK) "
                    f"term (as for AMS) and the sigma_g term falls below sigma^2/sqrt(TKn) only for T >= {show(thr)} "
@@ -610,7 +680,7 @@ def _thm42_dropped():
 @check(PAPER, "cor1_linear_speedup_threshold",
        "Cor. 1 discussion: sqrt(n)/(T^1.5 sqrt K) K sigma_g^2 <= sigma^2/sqrt(TKn) iff T >= K n sigma_g^2/sigma^2; "
        "1/sqrt(TKn) <= delta iff TK >= 1/(n delta^2); with K = 1/(n delta) this needs T = 1/delta rounds (then T = Kn).",
-       spec=("V18", "T1"))
+       spec=("V18", "T1"), severity="rate", depends=("cor1_sgd_rate", "thm42_keeps_lemma_D3_term"))
 def _cor1_threshold():
     """fed-ef.txt line 256 (Discussion after Corollary 1)."""
     delta = sp.Symbol("delta", positive=True)
@@ -628,7 +698,7 @@ def _cor1_threshold():
 @check(PAPER, "thm44_rate_substitution",
        "Thm 4.4 with eta = Theta(sqrt(Km)), eta_l = Theta(sqrt(m)/(K sqrt(Tn))) gives "
        "O(sqrt(n/m) ((f1-f*)/sqrt(TKm) + sigma^2/sqrt(TKm) + sqrt(K)/sqrt(Tm) sigma_g^2)) (for m <= n, C' <= 1).",
-       spec=("V12", "T2"))
+       spec=("V12", "T2"), severity="rate", depends=("thm44_lr_one_sixth_vs_lemma_D1", "thm44_missing_m2_over_n2", "thm44_paper_bound_on_A", "thm44_gamma_step_constants", "thm44_sampling_second_moment", "ef_virtual_sequence_identities"))
 def _thm44_rate():
     """fed-ef.txt line 267 (rate of Thm 4.4) and lines 1305-1312 (proof's intermediate form)."""
     coeff = order_match([
@@ -652,7 +722,7 @@ def _thm44_rate():
 
 @check(PAPER, "thm44_reduces_to_full_participation",
        "Remark 4: at m = n (so C' = 0 and n - m = 0) the Thm 4.4 bound under its learning rates is O(1/sqrt(TKn)) as in Cor. 1.",
-       spec=("T2",))
+       spec=("T2",), severity="rate", depends=("thm44_rate_substitution",))
 def _thm44_m_eq_n():
     """fed-ef.txt Remark 4, line 280."""
     terms = {k: v.subs({CPRIME: 0}).subs(m, n) for k, v in THM44.items()}
@@ -668,7 +738,7 @@ def _thm44_m_eq_n():
 @check(PAPER, "thm44_q0_recovers_full_precision_pp",
        "Remark 4: at q = 0 (C1 = 0) Thm 4.4 with eta = Theta(sqrt(Km)), eta_l = Theta(1/(K sqrt T)) gives the "
        "O(sqrt(K/(Tm))) rate of full-precision Fed-SGD under partial participation (Yang et al. 2021a).",
-       spec=("T2",))
+       spec=("T2",), severity="rate", depends=("thm44_rate_substitution",))
 def _thm44_q0():
     """fed-ef.txt Remark 4, line 280 and line 282."""
     terms = {k: v.subs({C1_PP: 0, CPRIME: 1}) for k, v in THM44.items()}
@@ -689,7 +759,7 @@ def _thm44_q0():
        "D.4: with gamma = (1-q^2)/(2q^2), (m(1+gamma)q^2 + n - m)/n = 1 - (1-q^2)m/(2n), m(1+1/gamma)q^2/n = "
        "m(1+q^2)q^2/(n(1-q^2)); geometric sum 2n/((1-q^2)m); 70 = 3*20 + 2*5, 180 = 3*60, 280 = 2*140, "
        "1680/(1-q^2)^3 = 720/(1-q^2)^2 * 2/(1-q^2) + 240/(1-q^2)^3, 3360 = 2*1680, 53760 = 16*3360, 96 = 16*6.",
-       spec=("V13",))
+       spec=("V13",), severity="constant")
 def _thm44_gamma():
     """fed-ef.txt proof of Thm 4.4 (App. D.4), lines 1222-1260."""
     gam = (1 - q**2) / (2 * q**2)
@@ -714,7 +784,7 @@ def _subset_second_moment(et, e, n_, m_):
        "Uniform sampling of m of n clients without replacement: P(i in M) = m/n, P(i,j in M) = m(m-1)/(n(n-1)), "
        "and A = E||sum_{i in M} e~_i + sum_{i not in M} e_i||^2 = (m/n)||sum e~_i||^2 + ((n-m)/n)||sum e_i||^2 "
        "- c||sum (e~_i - e_i)||^2 + c sum||e~_i - e_i||^2 with c = m(n-m)/(n(n-1)).",
-       spec=("V14",))
+       spec=("V14",), severity="constant")
 def _thm44_sampling():
     """fed-ef.txt proof of Thm 4.4, lines 1190-1200 (second moment A)."""
     notes = []
@@ -741,22 +811,36 @@ def _thm44_sampling():
 @check(PAPER, "thm44_paper_bound_on_A",
        "The paper's bound A <= (m/n)||sum e~_i||^2 + ((n-m)/n)||sum e_i||^2 + c sum(||e~_i||^2 + ||e_i||^2), "
        "c = m(n-m)/(n(n-1)), holds for all vectors.",
-       spec=("V14", "err-24"))
-def _thm44_paper_a():
+       spec=("V14", "err-24"), severity="constant", depends=("thm44_sampling_second_moment",),
+       corrected={"cross": 2})
+def _thm44_paper_a(cross=1):
     """fed-ef.txt lines 1192-1200 (A's expansion with cross-term coefficient m(n-m)/(n(n-1)), missing a factor 2,
-    and the final inequality at line 1200)."""
-    n_, m_ = 2, 1
-    et, e = (Fraction(1), Fraction(-1)), (Fraction(-1), Fraction(1))
-    A = _subset_second_moment(et, e, n_, m_)
+    and the final inequality at line 1200).
+
+    ``cross`` multiplies c in the bound (printed 1).  Exhaustive exact search: 1 <= m < n <= 3, scalar errors in {-1, 0, 1}
+    (a bound on quadratic forms in scalars; the vector case adds coordinates)."""
+    found = None
+    cases = 0
+    for n_ in (2, 3):
+        for m_ in range(1, n_):
+            c = Fraction(m_ * (n_ - m_), n_ * (n_ - 1))
+            for vals in itertools.product((Fraction(-1), Fraction(0), Fraction(1)), repeat=2 * n_):
+                et, e = vals[:n_], vals[n_:]
+                A = _subset_second_moment(et, e, n_, m_)
+                rhs = (Fraction(m_, n_) * sum(et) ** 2 + Fraction(n_ - m_, n_) * sum(e) ** 2
+                       + cross * c * sum(a * a + b * b for a, b in zip(et, e)))
+                cases += 1
+                if A > rhs and (found is None or A - rhs > found[-1]):
+                    found = (n_, m_, et, e, A, rhs, A - rhs)
+    if found is None:
+        return verified(f"with {cross}c the bound holds at all {cases} (n, m, e~, e) cases (1 <= m < n <= 3, "
+                        "entries in {-1, 0, 1})", "exact")
+    n_, m_, et, e, A, rhs, _ = found
     c = Fraction(m_ * (n_ - m_), n_ * (n_ - 1))
-    rhs = (Fraction(m_, n_) * sum(et) ** 2 + Fraction(n_ - m_, n_) * sum(e) ** 2
-           + c * sum(a * a + b * b for a, b in zip(et, e)))
-    if A <= rhs:
-        return verified("no counterexample at the tested point")
     correct = (Fraction(m_, n_) * sum(et) ** 2 + Fraction(n_ - m_, n_) * sum(e) ** 2
                + 2 * c * sum(a * a + b * b for a, b in zip(et, e)))
     tup = lambda v: "(" + ", ".join(str(x) for x in v) + ")"
-    return refuted(f"n=2, m=1, scalar errors e~ = {tup(et)}, e = {tup(e)}: exact A = {A} > paper's bound {rhs} (bound - A = "
+    return refuted(f"n={n_}, m={m_}, scalar errors e~ = {tup(et)}, e = {tup(e)}: exact A = {A} > paper's bound {rhs} (bound - A = "
                    "c(2 sum e~_i e_i + ||sum(e~_i - e_i)||^2), negative here). The expansion's cross term "
                    f"sum_(i!=j) e~_i e_j needs coefficient 2m(n-m)/(n(n-1)); with 2c instead of c the bound holds "
                    f"({correct} >= {A}); only constants change", "exact")
@@ -796,7 +880,7 @@ def hv_sign(x, k, layers=None, scale_by="size"):
 @check(PAPER, "prop31_sign_identity",
        "Prop. 3.1: ||x - (||x||_1/d) sign(x)||^2 = ||x||^2 - ||x||_1^2/d for a block without zeros, and "
        "||x||_1^2 >= ||x||_2^2, hence q_C^2 = 1 - min_i 1/d_i for grouped Sign.",
-       spec=("V15", "T4"))
+       spec=("V15", "T4"), severity="constant")
 def _prop31():
     """fed-ef.txt Proposition 3.1 and proof, lines 76-95."""
     for d_ in range(1, 5):
@@ -819,7 +903,7 @@ def _prop31():
        "grouped Sign (q^2 = 1 - min 1/d_i, tight for 1-sparse blocks) and heavy-Sign (q^2 = 1 - min k_l/d_l^2 with "
        "the floored counts k_l, both scalings), including ||C_k(x)||^2 >= sum_l (k_l/d_l)||x_l||^2 and the "
        "orthogonal split of Prop. 3.2.",
-       spec=("V16", "T4", "err-13"))
+       spec=("V16", "T4", "err-13"), kind="derived", severity="constant")
 def _compressor_bounds():
     """fed-ef.txt Prop. 3.1 (line 76), Prop. 3.2 (line 105) and its proof (lines 110-121), footnote 2 (layer-wise TopK)."""
     from .bounds import compressor_q2
@@ -869,27 +953,33 @@ def _compressor_bounds():
 @check(PAPER, "hvsign_bound_with_flooring",
        "Prop. 3.2's heavy-Sign bound q^2 = 1 - min_i k/d_i holds for the layer-wise implementation that keeps "
        "max(1, floor(k d_l)) entries (footnote 2).",
-       spec=("err-13",))
-def _hvsign_flooring():
+       spec=("err-13",), severity="constant", kind="derived",
+       corrected={"q2": lambda k, d: 1 - max(1, int(np.floor(k * d))) / d**2})
+def _hvsign_flooring(q2=lambda k, d: 1 - k / d):
     """fed-ef.txt Prop. 3.2 (line 105) and its proof (lines 110-121), which uses ||C_k(x)||^2 >= k||x||^2; the
-    experiments' TopK floors the kept count per layer (footnote 2)."""
-    x = np.array([1.0, 1.0])
-    k, d = 0.9, 2
-    ck = np.array([1.0, 0.0])                       # max(1, floor(1.8)) = 1 entry kept
-    hv = np.abs(ck).sum() / d * np.sign(ck)          # Definition 2 as printed: scale ||.||_1 / d
-    ratio = float((hv - x) @ (hv - x) / (x @ x))
-    printed = 1 - k / d
-    if ratio <= printed:
-        return verified("no counterexample at the tested point")
-    return refuted(f"d = 2, k = 0.9, x = (1, 1): one entry kept, ||C(x) - x||^2/||x||^2 = {fmt(ratio)} > "
-                   f"1 - k/d = {fmt(printed)} (also ||C_k(x)||^2 = 1 < k||x||^2 = 1.8); with the floored count k_l "
-                   "the bound 1 - min_l k_l/d_l^2 holds (compressor_q_bounds)", "exact")
+    experiments' TopK floors the kept count per layer (footnote 2).
+
+    ``q2(k, d)``: the bound tested (printed 1 - k/d).  Search over single-layer vectors of 1s and 2s, d = 2..4,
+    k in {0.3, 0.6, 0.9}, with this module's topk / hv_sign (Definition 2 with scale ||.||_1/d)."""
+    for d in (2, 3, 4):
+        for k in (0.3, 0.6, 0.9):
+            for x in itertools.product((1.0, 2.0), repeat=d):
+                x = np.array(x)
+                hv = hv_sign(x, k)
+                ratio = float((hv - x) @ (hv - x) / (x @ x))
+                if ratio > q2(k, d) * (1 + 1e-12):
+                    ck = topk(x, k)
+                    return refuted(f"d = {d}, k = {k}, x = ({', '.join(f'{v:g}' for v in x)}): {max(1, int(np.floor(k * d)))} entries kept, "
+                                   f"||C(x) - x||^2/||x||^2 = {fmt(ratio)} > bound {fmt(q2(k, d))} (also ||C_k(x)||^2 = "
+                                   f"{fmt(float(ck @ ck))} vs k||x||^2 = {fmt(k * float(x @ x))}); with the floored count "
+                                   "k_l the bound 1 - min_l k_l/d_l^2 holds (compressor_q_bounds)", "exact")
+    return verified("no violation over d = 2..4, k in {0.3, 0.6, 0.9}, x in {1, 2}^d", "exact")
 
 
 @check(PAPER, "stoc_unbiased_variance",
        "Stoc quantizer (eq. 4, s = 2^(b-1)): E[xi] = (l/s)(1-g) + ((l+1)/s) g = a with g = a s - l, "
        "and Var(xi) = g(1-g)/s^2 <= 1/(4s^2).",
-       spec=("V17",))
+       spec=("V17",), severity="constant")
 def _stoc():
     """fed-ef.txt App. A, eq. (4), lines 545-553."""
     a, s, l = sp.symbols("a s l", positive=True)
@@ -910,16 +1000,20 @@ def _stoc():
 @check(PAPER, "stoc_sparsity_bound_vs_qsgd",
        "The Stoc sparsity bound E||Q_b(x)||_0 <= 2^b + 2^(b-1) sqrt(d) (App. A) is QSGD's bound s^2 + s sqrt(d) "
        "with s = 2^(b-1).",
-       spec=("err-10",))
-def _stoc_sparsity():
-    """fed-ef.txt line 553 (App. A sparsity claim) vs QSGD Lemma (Alistarh et al. 2017)."""
+       spec=("err-10",), severity="typo",
+       corrected={"printed": lambda b, d: 2 ** (2 * b - 2) + 2 ** (b - 1) * sp.sqrt(d)})
+def _stoc_sparsity(printed=lambda b, d: 2**b + 2 ** (b - 1) * sp.sqrt(d)):
+    """fed-ef.txt line 553 (App. A sparsity claim; levels l/2^(b-1), line 548, so s = 2^(b-1)) vs QSGD Lemma
+    (Alistarh et al. 2017: E||Q_s(v)||_0 <= s^2 + s sqrt(d)).  ``printed(b, d)`` is the paper's bound."""
     b, dd = sp.symbols("b d", positive=True)
-    printed = 2**b + 2 ** (b - 1) * sp.sqrt(dd)
     qsgd = (2 ** (b - 1)) ** 2 + 2 ** (b - 1) * sp.sqrt(dd)
-    diff = sp.simplify(printed - qsgd)
+    diff = sp.simplify(sp.expand(printed(b, dd) - qsgd))
     equal_at = [bb for bb in (1, 2, 3, 4) if diff.subs(b, bb) == 0]
+    if diff == 0:
+        return verified("printed bound - QSGD's s^2 + s sqrt(d) at s = 2^(b-1) simplifies to 0")
     return refuted(f"printed - QSGD = {show(diff)}, zero only at b in {equal_at} of b = 1..4; at b = 4 the printed "
-                   f"bound 16 + 8 sqrt(d) is below QSGD's 64 + 8 sqrt(d), so it is not implied by the cited lemma", "exact")
+                   f"bound 16 + 8 sqrt(d) is below QSGD's 64 + 8 sqrt(d), so it is not implied by the cited lemma (a remark "
+                   "on sparsity; no rate uses it)", "exact")
 
 
 # ===========================================================================
@@ -930,7 +1024,7 @@ def _stoc_sparsity():
 @check(PAPER, "lemma_D8_telescoping",
        "Lemma D.8: (a-b)^2 <= a^2 - b^2 for a >= b >= 0, and sum_t D_t telescopes to 1/sqrt(eps) - 1/sqrt(v_T+eps) <= 1/sqrt(eps) "
        "per coordinate (so sum ||D_t||_1 <= d/sqrt(eps), sum ||D_t||^2 <= d/eps).",
-       spec=("V20",))
+       spec=("V20",), severity="constant")
 def _lemma_d8():
     """fed-ef.txt Lemma D.8, lines 1120-1140."""
     b, u = sp.symbols("b u", nonnegative=True)
@@ -1023,7 +1117,7 @@ def _ef_run(rule, seed=0, n_=5, m_=None, dim=12, T_=25, eta_=0.7, b1=0.9, b2=0.9
        "moves by -eta Delta_bar_t (14); AMS x_{t+1} = x_t - eta Delta_bar/sqrt(v_hat+eps) + eta beta1/(1-beta1) D_t m'_{t-1} "
        "+ eta D_t E_t; PP x_t = theta_t - (eta/m) sum_i e_i moves by -eta Delta_bar_M (18); two-way x_t = theta_t - eta phi_t "
        "- eta e_bar_t moves by -eta Delta_bar_t (Sec. 6).",
-       spec=("V22", "T3"))
+       spec=("V22", "T3"), severity="rate")
 def _ef_identities():
     """fed-ef.txt eq. (14) line 851, D.1 virtual sequence (line 664ff), eq. (18) line 1151, Sec. 6 line 398ff."""
     res = {rule: max(_ef_run(rule, seed=s, m_=2) for s in range(3)) for rule in ("sgd", "ams", "pp", "two_way")}
@@ -1037,7 +1131,7 @@ def _ef_identities():
 @check(PAPER, "two_way_server_error_recursion",
        "Sec. 6: ||phi_{t+1}||^2 <= q^2||phi_t + Delta~_t||^2 <= ((1+q^2)/2)||phi_t||^2 + (2q^2/(1-q^2))||Delta~_t||^2, so "
        "sum_t ||phi_t||^2 <= (4q^2/(1-q^2)^2) sum_t ||Delta~_t||^2, the same order as the client error e_bar (same rate).",
-       spec=("V21", "T3"))
+       spec=("V21", "T3"), severity="rate")
 def _two_way():
     """fed-ef.txt Sec. 6, lines 398-410 (eq. 3 and the phi recursion)."""
     s = sp.Symbol("s", positive=True)
@@ -1057,7 +1151,7 @@ def _two_way():
 @check(PAPER, "expected_staleness",
        "Under uniform sampling with participation probability p = m/n per round, the staleness s of a selected client's "
        "error is geometric with E[s] = n/m.",
-       spec=("V23",))
+       spec=("V23",), severity="constant")
 def _staleness():
     """fed-ef.txt Sec. 4.3, line 284 ("delayed error compensation")."""
     p, r = sp.symbols("p r", positive=True)
@@ -1073,7 +1167,7 @@ def _staleness():
 @check(PAPER, "realistic_q_constants",
        "With realistic layer sizes the theory constants are vacuous: grouped Sign on a 10^6-parameter layer has 1 - q^2 = 10^-6, "
        "so C1_sgd ~ 4q^2/(1-q^2)^2 ~ 4*10^12 and Thm 4.2's condition forces eta_l <= 1/(2KL eta (C1+1)) ~ 10^-13/(KL eta).",
-       spec=("err-27",))
+       spec=("err-27",), kind="derived", severity="constant")
 def _realistic_q():
     """fed-ef.txt Prop. 3.1 (line 76) with Thm 4.2 (line 221); spec sec. 2.7 practical remark and sec. 6 item 27."""
     from .bounds import compressor_q2

@@ -70,7 +70,7 @@ def _virtual(cur, prev):
 
 @check(PAPER, "S1_virtual_sequence",
        "MAIN (9)-(10): vartheta_(r+1) - vartheta_r = (theta_(r+1) - theta_r)/(1-beta1) - beta1/(1-beta1) (theta_r - theta_(r-1)).",
-       spec=("S1",))
+       spec=("S1",), severity="rate")
 def _s1():
     """fed-lamb.txt eq. (9) line 209 and eq. (10) line 213."""
     tp, tr, tn = _th
@@ -93,7 +93,7 @@ def _s2_parts():
 @check(PAPER, "S2_virtual_step",
        "With theta_(r+1) - theta_r = -alpha c_r m_r/s_r and m_r = beta1 m_(r-1) + (1-beta1) g_r (T = 1, lambda = 0, no bias correction): "
        "vartheta_(r+1) - vartheta_r = -alpha beta1/(1-beta1) (c_r/s_r - c_(r-1)/s_(r-1)) m_(r-1) - alpha (c_r/s_r) g_r (both terms negative).",
-       spec=("S2",))
+       spec=("S2",), kind="derived", severity="rate")
 def _s2():
     """fed-lamb.txt eqs. (11)-(12), lines 215-217; SUPP eq. (3)."""
     lhs, correct, _, _ = _s2_parts()
@@ -103,10 +103,15 @@ def _s2():
 @check(PAPER, "S2_paper_signs",
        "MAIN (11)-(12) (and SUPP (3)) state vartheta_(r+1) - vartheta_r = +alpha beta1/(1-beta1)(c_r/s_r - c_(r-1)/s_(r-1)) m_(r-1) "
        "+ alpha (c_r/s_r) g_r, with (11) = (alpha/(1-beta1)) c_r m_r/s_r - (alpha/(1-beta1)) c_(r-1) m_(r-1)/s_(r-1).",
-       spec=("S2", "err-8"))
-def _s2_signs():
-    """fed-lamb.txt lines 215 (eq. 11) and 217 (eq. 12)."""
+       spec=("S2", "err-8"), severity="typo", corrected={"sign": -1, "coef11": beta1})
+def _s2_signs(sign=1, coef11=1):
+    """fed-lamb.txt lines 215 (eq. 11) and 217 (eq. 12); ``sign`` multiplies both printed forms (printed +1) and
+    ``coef11`` is the numerator of (11)'s second coefficient coef11/(1-beta1) (printed 1)."""
     lhs, _, p11, p12 = _s2_parts()
+    tp, tr, tn = _th
+    m_r = beta1 * _mprev + (1 - beta1) * _g
+    p11 = sign * (alpha / (1 - beta1) * _c / _s * m_r - alpha * coef11 / (1 - beta1) * _c0 / _s0 * _mprev)
+    p12 = sign * p12
     if is_identity(p12, lhs) and is_identity(p11, lhs):
         return verified("printed forms equal the true step")
     neg12 = is_identity(p12, -lhs)
@@ -117,20 +122,20 @@ def _s2_signs():
 
 @check(PAPER, "S3_polarization_equality",
        "SUPP (7): <a, b> = (1/2)||a||^2 + (1/2)||b||^2 - ||a - b||^2 (stated as an equality).",
-       spec=("S3",))
-def _s3():
-    """fed-lamb-supplement.txt eq. (7), line 134."""
+       spec=("S3",), severity="typo", corrected={"coef": sp.Rational(1, 2)})
+def _s3(coef=1):
+    """fed-lamb-supplement.txt eq. (7), line 134; ``coef`` is the printed coefficient of ||a - b||^2 (1)."""
     a, b = sp.symbols("a b", real=True)
-    diff = sp.factor(sp.expand(a * b - (a**2 / 2 + b**2 / 2 - (a - b) ** 2)))
+    diff = sp.factor(sp.expand(a * b - (a**2 / 2 + b**2 / 2 - coef * (a - b) ** 2)))
     if diff == 0:
-        return verified("identity")
+        return verified(f"<a,b> - [(1/2)|a|^2 + (1/2)|b|^2 - {coef}|a-b|^2] expands to 0")
     return refuted(f"<a,b> - [(1/2)|a|^2 + (1/2)|b|^2 - |a-b|^2] = {show(diff)} (e.g. 1/2 at a = 1, b = 0); the correct polarisation "
                    "has -(1/2)||a-b||^2, so (7) holds only as '>='")
 
 
 @check(PAPER, "S4_norm_inequalities",
        "||a||^2 >= (1/2)||b||^2 - ||a - b||^2 (SUPP) and ||a|| >= (1/2)||b|| - ||a - b|| (MAIN (40)).",
-       spec=("S4",))
+       spec=("S4",), severity="constant")
 def _s4():
     """fed-lamb.txt eq. (40)-(41) line 342; SUPP step after (10)."""
     A, C = pos("A C")  # A = ||a||, C = ||a - b||; triangle: ||b|| <= A + C
@@ -149,7 +154,7 @@ def _s4():
 
 @check(PAPER, "S5_p_cancels",
        "MAIN (38): sum_l (L_l/2) beta1^2/(1-beta1)^2 (Lc(1-beta2)/p) M^2 phi_M^2 (n p/v0) = Lbar beta1^2 Lc (1-beta2) M^2 phi_M^2 n/(2(1-beta1)^2 v0).",
-       spec=("S5",))
+       spec=("S5",), severity="constant")
 def _s5():
     """fed-lamb.txt eq. (32)-(38), lines 300-312."""
     Ls = sp.symbols("L1:4", positive=True)
@@ -162,14 +167,17 @@ def _s5():
 
 @check(PAPER, "S6_layer_factor",
        "MAIN (26)/(38): sum_(l=1)^L sum_(i=1)^n sum_(j=1)^(p_l) sigma/sqrt(n) = sigma L p sqrt(n).",
-       spec=("S6", "err-9"))
-def _s6():
-    """fed-lamb.txt eq. (26) line 261 and eq. (38)."""
+       spec=("S6", "err-9"), severity="constant",
+       corrected={"printed": lambda sig, layers, P: sig * P * sp.sqrt(n)})
+def _s6(printed=lambda sig, layers, P: sig * layers * P * sp.sqrt(n)):
+    """fed-lamb.txt eq. (26) line 261 and eq. (38); ``printed(sigma, L, p)`` is the printed value of the triple sum."""
     ps = sp.symbols("p1:4", positive=True)
     sig = sp.Symbol("sigma", positive=True)
     total = sum(n * pl * sig / sp.sqrt(n) for pl in ps)
     P = sum(ps)
-    ratio = sp.simplify((sig * 3 * P * sp.sqrt(n)) / total)
+    ratio = sp.simplify(printed(sig, 3, P) / total)
+    if ratio == 1:
+        return verified(f"with 3 layers the triple sum is {show(sp.factor(total))} = the printed value")
     return refuted(f"with 3 layers the triple sum is {show(sp.factor(total))} = sigma p sqrt(n) (p = p1+p2+p3); the printed "
                    f"sigma L p sqrt(n) is {show(ratio)} times larger (spurious layer factor)")
 
@@ -177,7 +185,7 @@ def _s6():
 @check(PAPER, "S7_telescoping",
        "sum_(r=1)^R (v_(r-1)^(-1/2) - v_r^(-1/2)) = v_0^(-1/2) - v_R^(-1/2) <= eps^(-1/2) for non-decreasing v >= eps, and "
        "sum_r d_r^2 <= (max_r d_r) sum_r d_r <= 1/eps.",
-       spec=("S7",))
+       spec=("S7",), severity="constant")
 def _s7():
     """fed-lamb.txt eq. (32) (telescoping of the max operator), line 300."""
     v = sp.symbols("v0:6", positive=True)
@@ -191,12 +199,14 @@ def _s7():
 
 @check(PAPER, "S11_epsilon_powers",
        "SUPP (9): B_1 <= (L/sqrt(eps)) sum_i ||theta_bar - theta_i||^2 <= n (alpha^2 L/sqrt(eps)) M^2 T^2 phi_M^2 (1-beta2) p, using Lemma 1.",
-       spec=("S11", "err-10"))
-def _s11():
-    """fed-lamb-supplement.txt eq. (9), line 150, with Lemma 1 (line 78: bound carries 1/eps)."""
+       spec=("S11", "err-10"), severity="constant", depends=("S9_lemma1_consensus_bound",),
+       corrected={"eps_power": sp.Rational(3, 2)})
+def _s11(eps_power=sp.Rational(1, 2)):
+    """fed-lamb-supplement.txt eq. (9), line 150, with Lemma 1 (line 78: bound carries 1/eps); ``eps_power``: the printed
+    power of 1/eps in (9) (1/2)."""
     lemma1 = alpha**2 * M**2 * T**2 * phi_M**2 * (1 - beta2) * p / eps
     derived = n * L / sp.sqrt(eps) * lemma1
-    printed = n * alpha**2 * L / sp.sqrt(eps) * M**2 * T**2 * phi_M**2 * (1 - beta2) * p
+    printed = n * alpha**2 * L / eps**eps_power * M**2 * T**2 * phi_M**2 * (1 - beta2) * p
     ratio = sp.simplify(derived / printed)
     if ratio == 1:
         return verified("powers agree")
@@ -206,7 +216,7 @@ def _s11():
 
 @check(PAPER, "S12_layer_count_bound",
        "(2/n) sum_i sum_l ||phi psi^l/||psi^l|| ||^2 <= 2 h phi_M^2 (each layer contributes a vector of norm phi <= phi_M), which is <= 2 p phi_M^2.",
-       spec=("S12",))
+       spec=("S12",), severity="constant")
 def _s12():
     """fed-lamb-supplement.txt B_2 bound (lines 154-167)."""
     r = np.random.default_rng(0)
@@ -229,7 +239,7 @@ def _s12():
 @check(PAPER, "S13_bias_correction",
        "EMA with zero init of a constant g^2: v_t = (1-b^t) g^2, so dividing by (1-b^t) recovers g^2; with the paper's v_0 = eps init, "
        "the corrected v_1 = b eps/(1-b) + g^2.",
-       spec=("S13",))
+       spec=("S13",), severity="constant")
 def _s13():
     """fed-lamb.txt Algorithm 2, lines 9-11 and init v_0 = eps 1 (spec sec. 1.2)."""
     b, g2, e = pos("b g2 e")
@@ -256,7 +266,7 @@ def _ratio_sup(b1: float, b2: float) -> float:
 @check(PAPER, "S8_ratio_bound_own_v",
        "|m^j/sqrt(v^j)| <= (1-b1)/(sqrt(1-b2) sqrt(1-b1^2/b2)) (Cauchy-Schwarz, tight) when m and v are the EMAs of the same client's "
        "gradients; hence <= 1/sqrt(1-b2) iff (1-b1)^2 <= 1 - b1^2/b2 (true at (0.9, 0.999)).",
-       spec=("S8",))
+       spec=("S8",), kind="derived", severity="constant")
 def _s8():
     """fed-lamb.txt ratio bound used for A_1 ('||p|| <= sqrt(p_l/(1-beta2))', around eq. 18-22)."""
     b1, b2 = 0.9, 0.999
@@ -290,7 +300,7 @@ def _s8():
 @check(PAPER, "S8_ratio_bound_global_v",
        "The ratio bound |m^j/sqrt(v_hat^j)| <= 1/sqrt(1-b2) (used for ||p^l|| <= sqrt(p_l/(1-b2))) still holds when v_hat is the server's "
        "average of the clients' second moments (Algorithm 2, line 17).",
-       spec=("S8", "err-6"))
+       spec=("S8", "err-6"), severity="rate")
 def _s8_global():
     """fed-lamb.txt Algorithm 2 line 17 (v_hat_(r+1) = max(v_hat_r, mean_i v_i)) and the ratio bound of A_1."""
     b1, b2 = 0.9, 0.999
@@ -316,18 +326,22 @@ def _lamb_layer_step(theta, grad, alpha_, phi, eps_=0.0, v_hat=None, lam=0.0):
 
 @check(PAPER, "S9_lemma1_consensus_bound",
        "Lemma 1 (SUPP): ||theta_bar_r - theta_(r,i)||^2 <= alpha^2 M^2 T^2 phi_M^2 (1-beta2) p/eps for every admissible run.",
-       spec=("S9", "T5"))
-def _s9():
-    """fed-lamb-supplement.txt Lemma 1, line 78-90; exact step length (P1) of Algorithm 2 line 13."""
+       spec=("S9", "T5"), severity="constant", depends=("P1_P2_step_properties",),
+       corrected={"bound": lambda al_, M_, T_, phiM, b2, p_, e, h_: 4 * al_**2 * T_**2 * phiM**2 * h_})
+def _s9(bound=None):
+    """fed-lamb-supplement.txt Lemma 1, line 78-90; exact step length (P1) of Algorithm 2 line 13.
+    ``bound(alpha, M, T, phi_M, beta2, p, eps, h)``: the bound tested (Lemma 1's by default)."""
     al_, phiM, Mv, b2, e = 0.1, 1.0, 1.0, 0.999, 0.01
     start = np.zeros(1)
     loc = [_lamb_layer_step(start, np.array([s * Mv]), al_, phiM) for s in (+1, -1)]  # two clients, opposite gradients
     avg = sum(loc) / 2
     dist2 = float(np.sum((avg - loc[0]) ** 2))
-    paper = al_**2 * Mv**2 * 1 * phiM**2 * (1 - b2) * 1 / e
+    paper = (al_**2 * Mv**2 * 1 * phiM**2 * (1 - b2) * 1 / e if bound is None
+             else bound(al_, Mv, 1, phiM, b2, 1, e, 1))
     ratio = sp.simplify((alpha**2 * M**2 * T**2 * phi_M**2 * (1 - beta2) * p / eps) / (4 * alpha**2 * T**2 * phi_M**2 * h))
     if dist2 <= paper:
-        return verified("bound holds")
+        return verified(f"two clients with opposite gradients, one local step of length alpha phi each: ||theta_bar - theta_i||^2 = "
+                        f"{fmt(dist2)} <= bound {fmt(paper)}", "numeric")
     return refuted(f"n = 2 clients, one layer of size 1 (h = p = 1), T = 1, phi = phi_M = 1, alpha = 0.1, gradients +-M with M = 1, "
                    f"beta2 = 0.999, eps = 0.01: each local step has length alpha phi exactly, so ||theta_bar - theta_i||^2 = {fmt(dist2)} "
                    f"> Lemma 1's {fmt(paper)}. The sharp bound is 4 alpha^2 T^2 phi_M^2 h; Lemma 1 / sharp = {show(ratio)}, so the "
@@ -350,7 +364,7 @@ def _rate_expansion():
        "Theorem 5 with alpha = kappa/sqrt(R) equals C1/sqrt(nR) + C2/R + C3/(nR), with C1 = M sqrt(p) Delta/(h kappa) + 4 h kappa phi_M sigma^2; "
        "linear speedup (C2/R <= C1/sqrt(nR)) once R >= n C2^2/C1^2; the best kappa gives C1* = 4 sigma sqrt(M sqrt(p) Delta phi_M), "
        "independent of h.",
-       spec=("S10", "T2", "T3"))
+       spec=("S10", "T2", "T3"), kind="derived", severity="rate", depends=("thm5_statement_matches_proof", "thm5_init_term_from_descent", "S9_lemma1_consensus_bound", "S11_epsilon_powers", "S8_ratio_bound_global_v", "supp10_cross_terms", "S1_virtual_sequence", "S2_virtual_step"))
 def _s10():
     """fed-lamb-supplement.txt Theorem 5 (line 96-100); spec sec. 2.6."""
     C1, C2, C3 = _rate_expansion()
@@ -369,24 +383,31 @@ def _s10():
 
 
 @check(PAPER, "S10_claimed_rate_sqrt_pL_over_nR",
-       "MAIN's contribution claim: the bound is O(sqrt(p L/(n R))), i.e. follows from Theorem 5 with that dependence on p and L.",
-       spec=("S10", "err-23"))
-def _s10_claim():
-    """fed-lamb.txt line 36 (contribution claim) vs Theorem 5 (SUPP line 96)."""
+       "MAIN's contribution claim: the bound is O(sqrt(p L/(n R))) with L the number of layers (MAIN line 79; h in SUPP), "
+       "i.e. Theorem 5's leading 1/sqrt(nR) coefficient scales as sqrt(p h).",
+       spec=("S10", "err-23"), severity="rate", depends=("S10_rate_expansion",),
+       corrected={"claimed": (sp.Rational(1, 4), 0)})
+def _s10_claim(claimed=(sp.Rational(1, 2), sp.Rational(1, 2))):
+    """fed-lamb.txt line 36 (contribution claim; L = number of layers by the notation of line 79, not the smoothness
+    constant) vs Theorem 5 (SUPP line 96).  ``claimed``: exponents of (p, h) in the leading coefficient (printed (1/2, 1/2)).
+    The coefficient C1 = M sqrt(p) Delta/(h kappa) + 4 h kappa phi_M sigma^2 is read at the best kappa."""
     C1, _, _ = _rate_expansion()
     kstar = [k for k in sp.solve(sp.diff(C1, kappa), kappa) if k.is_positive][0]
     c1min = sp.simplify(C1.subs(kappa, kstar))
-    if L in c1min.free_symbols:
-        return verified("leading coefficient depends on L")
-    return refuted(f"the leading 1/sqrt(nR) coefficient at the best kappa is {show(c1min)}: it scales as p^(1/4) and does not "
-                   "involve L, so as L -> 0 the claimed sqrt(pL/(nR)) -> 0 while Theorem 5's leading term stays fixed; the claim does "
-                   "not follow")
+    d = sp.powsimp(sp.expand_power_base(c1min, force=True), force=True).as_powers_dict()
+    got = (sp.nsimplify(d.get(p, 0)), sp.nsimplify(d.get(h, 0)))
+    if got == tuple(sp.nsimplify(c) for c in claimed):
+        return verified(f"the leading coefficient at the best kappa, {show(c1min)}, scales as p^{got[0]} h^{got[1]} as claimed")
+    return refuted(f"the leading 1/sqrt(nR) coefficient at the best kappa is {show(c1min)}: it scales as p^{got[0]} h^{got[1]}, not "
+                   f"p^{claimed[0]} h^{claimed[1]} (at a fixed kappa it is M sqrt(p) Delta/(h kappa) + 4 h kappa phi_M sigma^2, "
+                   "non-monotone in h); reading L as the smoothness constant instead, Theorem 5's leading term does not involve it "
+                   "either, so the claim does not follow under either meaning of L")
 
 
 @check(PAPER, "S10_alpha_sqrt_n_no_speedup",
        "With alpha = kappa sqrt(n/R) the noise term 4 alpha phi_M h sigma^2/sqrt(n) = 4 kappa phi_M h sigma^2/sqrt(R) has no 1/sqrt(n): "
        "linear speedup needs alpha independent of n.",
-       spec=("S10", "T3"))
+       spec=("S10", "T3"), kind="derived", severity="rate")
 def _s10_n():
     """fed-lamb-supplement.txt Theorem 5, term 4 alpha [phi_M h sigma^2/sqrt(n)]."""
     term = sp.simplify(THM5["T5_layer_noise"].subs(alpha, kappa * sp.sqrt(n / R)))
@@ -397,7 +418,7 @@ def _s10_n():
 
 @check(PAPER, "thm5_proof_form_speedup",
        "The proof's final display of Theorem 5 also exhibits linear speedup in n with alpha = kappa/sqrt(R).",
-       spec=("S10", "err-4"))
+       spec=("S10", "err-4"), severity="rate")
 def _proof_speedup():
     """fed-lamb-supplement.txt final display after 'assuming M <= 1' (line 206ff)."""
     term = THM5_PROOF["T3_grad"].subs(LR_SQRT_R)
@@ -411,21 +432,99 @@ def _proof_speedup():
 
 @check(PAPER, "thm5_statement_matches_proof",
        "Theorem 5's statement is the proof's final display with terms organised (same powers of alpha, same terms).",
-       spec=("err-4", "err-5", "S10"))
-def _statement_vs_proof():
-    """fed-lamb-supplement.txt Theorem 5 statement (line 96-100) vs the proof's last display (line 206ff)."""
-    diffs = []
-    for k in ("T3_grad", "T6_bounded"):
-        diffs.append(f"{k}: statement/proof = {show(sp.simplify(THM5[k] / THM5_PROOF[k]))}")
-    missing = [k for k in THM5_PROOF if k not in THM5]
+       spec=("err-4", "err-5", "S10"), severity="proof", corrected={"statement": THM5_PROOF})
+def _statement_vs_proof(statement=THM5):
+    """fed-lamb-supplement.txt Theorem 5 statement (line 96-100) vs the proof's last display (line 206ff);
+    ``statement``: the statement's terms (default: as printed)."""
+    diffs = [f"{k}: statement/proof = {show(r)}" for k in THM5_PROOF if k in statement
+             for r in [sp.simplify(statement[k] / THM5_PROOF[k])] if r != 1]
+    missing = [k for k in THM5_PROOF if k not in statement]
+    if not diffs and not missing:
+        return verified("every term of the proof's final display appears in the statement with the same expression")
     return refuted("; ".join(diffs) + f"; proof terms absent from the statement: {', '.join(missing)} (the consensus term has T in "
                    "the denominator); phi_m appears in neither although the proof's descent coefficient is alpha phi_m^2 (1-beta2)/4")
+
+
+@check(PAPER, "thm5_init_term_from_descent",
+       "Theorem 5's leading term sqrt(M^2 p/n) Delta/(h alpha R) is what dividing the telescoped descent inequality by the "
+       "proof's descent coefficient alpha phi_m^2 (1-beta2)/4 (the A_1 bound) gives for the initial gap.",
+       spec=("S10", "err-5"), severity="rate",
+       corrected={"prefactor": 4 / (phi_m**2 * (1 - beta2))})
+def _thm5_init(prefactor=sp.sqrt(M**2 * p / n) / h):
+    """fed-lamb-supplement.txt A_1 bound (line 199: -alpha phi_m^2 (1-beta2)/4 ||grad f/v^(1/4)||^2) and the telescoped
+    final display (lines 206-220), whose first term is sqrt(M^2 p/n) Delta/(h alpha R); ``prefactor`` is the printed one."""
+    coeff = alpha * phi_m**2 * (1 - beta2) / 4
+    derived = Delta / (coeff * R)  # (f(theta_1) - min f) / (R * descent coefficient)
+    ratio = sp.simplify(derived / (prefactor * Delta / (alpha * R)))
+    if not ratio.free_symbols:
+        return verified(f"Delta/(R * alpha phi_m^2 (1-beta2)/4) = {show(derived)} equals the stated term times {show(ratio)}")
+    under = sp.simplify(derived.subs(LR_SQRT_R) * sp.sqrt(R))
+    return refuted(f"dividing by the descent coefficient alpha phi_m^2 (1-beta2)/4 gives {show(derived)}; its ratio to the stated "
+                   f"sqrt(M^2 p/n) Delta/(h alpha R) is {show(ratio)}, growing like sqrt(n): with alpha = kappa/sqrt(R) the derived "
+                   f"leading term is {show(under)}/sqrt(R), with no 1/sqrt(n), so the proof shows no linear speedup in n for this "
+                   "term (and phi_m, which the statement drops, enters as 1/phi_m^2)")
+
+
+@check(PAPER, "B2_sign_probability_step",
+       "SUPP B_2 bound: -E[phi (grad_l f)^j (g^j/||psi||) 1(sign(grad_l f)^j != sign g^j)] <= phi_M (grad_l f)^j "
+       "P[sign(grad_l f)^j != sign g^j] for every coordinate (beta1 = 0, so psi = g/sqrt(v_hat)).",
+       spec=("S12",), severity="typo", corrected={"absolute": True})
+def _b2_sign(absolute=False):
+    """fed-lamb-supplement.txt B_2 bound, lines 154-165 (sign-probability step).  One coordinate per layer (p_l = 1), beta1 = 0
+    so psi = g/sqrt(v_hat) and g/||psi|| = sqrt(v_hat) sign(g); gradients bounded by M <= 1 (the proof's 'assuming M <= 1'),
+    v_hat in [eps, M^2].  ``absolute``: read the right side with |(grad_l f)^j| instead of (grad_l f)^j (printed: signed).
+    Exact search over grad f in {+-1/4, +-1/2}, zero-mean two-point noise +-s, s in {1/2, 3/4}, v_hat in {1/100, M^2},
+    phi in {phi_m, phi_M} = {1/2, 1}."""
+    phi_M_ = Fraction(1)
+    for gf in (Fraction(1, 4), Fraction(-1, 4), Fraction(1, 2), Fraction(-1, 2)):
+        for s in (Fraction(1, 2), Fraction(3, 4)):
+            outcomes = [gf + s, gf - s]  # equiprobable
+            M_ = max(abs(o) for o in outcomes)
+            if M_ > 1:
+                continue
+            for vhat in (Fraction(1, 100), M_ * M_):
+                root = math.sqrt(vhat)
+                for ph in (Fraction(1, 2), phi_M_):
+                    lhs = -sum(float(ph * gf) * root * (1 if o > 0 else -1) for o in outcomes
+                               if o != 0 and (o > 0) != (gf > 0)) / 2
+                    prob = Fraction(sum(1 for o in outcomes if o != 0 and (o > 0) != (gf > 0)), 2)
+                    rhs = float(phi_M_ * (abs(gf) if absolute else gf) * prob)
+                    if lhs > rhs + 1e-15:
+                        return refuted(f"grad f = {gf}, noise +-{s} (M = {M_} <= 1), v_hat = {vhat}, phi = {ph}: the left side "
+                                       f"is {fmt(lhs)} >= 0 (on the sign-mismatch event grad f * g <= 0) but the right side "
+                                       f"phi_M (grad f) P = {fmt(rhs)} < 0; with |grad f| (and sqrt(v_hat) <= M <= 1) it holds. "
+                                       "The next display uses a positive sigma^2 term, so only the printed sign is wrong", "exact")
+    return verified("left side <= phi_M |grad f| P[sign mismatch] at every case (|g|/||psi|| = sqrt(v_hat) <= M <= 1)", "exact")
+
+
+@check(PAPER, "supp10_cross_terms",
+       "SUPP (10): E||g_bar_r/v_hat^(1/4)||^2 = (1/n^2) E sum_i ||g_bar_(r,i)/v_hat^(1/4)||^2 >= phi_m^2 (1-beta2) "
+       "E||(1/n) sum_i grad f(theta_(r,i))/v_hat^(1/4)||^2 (g_bar_(r,i) = phi g/||psi||, beta1 = 0).",
+       spec=("S12", "err-12"), severity="rate", corrected={"cases": (((1, Fraction(1, 2)), 1),)})
+def _supp10(cases=(((1, Fraction(-1, 2)), 1), ((1, -1), 1), ((Fraction(1, 4), Fraction(-1, 8), 1), 1))):
+    """fed-lamb-supplement.txt eq. (10), lines 180-186; noise-free clients (g = grad f_i), one coordinate, v_hat fixed,
+    phi = phi_m = phi_M = 1, beta2 = 999/1000; ``cases``: (client gradients, v_hat) tested."""
+    b2 = Fraction(999, 1000)
+    for grads, vhat in cases:
+        nn = len(grads)
+        root = math.sqrt(vhat)
+        gbar = [root * (1 if g_ > 0 else -1) for g_ in grads]  # phi g/||psi|| with psi = g/sqrt(v_hat)
+        lhs = (sum(gbar) / nn) ** 2 / root
+        first = sum(x * x for x in gbar) / nn**2 / root
+        rhs = float((1 - b2) * (Fraction(sum(grads)) / nn) ** 2) / root
+        if lhs < rhs - 1e-15:
+            return refuted(f"clients with gradients {', '.join(str(g_) for g_ in grads)} (heterogeneous signs), v_hat = {vhat}: "
+                           f"||g_bar_r||^2/sqrt(v_hat) = {fmt(lhs)} while the first '=' gives {fmt(first)} (cross terms dropped) "
+                           f"and the claimed lower bound is phi_m^2 (1-beta2) ||mean grad||^2/sqrt(v_hat) = {fmt(rhs)} > {fmt(lhs)}: "
+                           "the normalised updates cancel while the mean gradient does not, so the descent term of A_1 "
+                           "can vanish", "exact")
+    return verified(f"(10) holds at the {len(cases)} tested configurations", "exact")
 
 
 @check(PAPER, "T6_dependence_on_constants",
        "Spec claim T6: Theorem 5's bound is independent of phi_m and increases in phi_M, p and 1/eps; its h-dependence is non-monotone "
        "(T1 ~ 1/h, T5 ~ h).",
-       spec=("T6",))
+       spec=("T6",), kind="spec", severity="constant")
 def _t6():
     """fed-lamb-supplement.txt Theorem 5 (line 96-100); spec sec. 4 T6."""
     w = sp.Symbol("w", positive=True)  # w = 1 - beta2 > 0
@@ -450,11 +549,11 @@ def _t6():
 
 @check(PAPER, "main_bound_42_no_decay",
        "MAIN's final bound (42) (T = 1) decays to 0 as R -> infinity (sublinear convergence in R).",
-       spec=("err-3", "err-2"))
+       spec=("err-3", "err-2"), severity="rate")
 def _main42():
     """fed-lamb.txt eq. (42), line 344 (Theorem 1's right-hand side is the placeholder 'dd', line 147)."""
-    gap, sig, Lc, Lbar, v0 = pos("gap sig Lc Lbar v0")
-    b = (gap + alpha * phi_M * sig * Lc * p * sp.sqrt(n)
+    gap, sig, Lc, Lbar, v0, noise = pos("gap sig Lc Lbar v0 noise")  # noise: (1/n)||sum_i sigma_i^2 E[phi/(sqrt(v)||p||)]||^2
+    b = (gap + noise + alpha * phi_M * sig * Lc * p * sp.sqrt(n)
          + Lbar * beta1**2 * Lc * (1 - beta2) * M**2 * phi_M**2 * n / (2 * (1 - beta1) ** 2 * v0)
          + alpha * beta1 / (1 - beta1) * sp.sqrt((1 - beta2) * p) * Lc * M**2 / sp.sqrt(v0)
          + Lbar * alpha**2 * M**2 * phi_M**2 * (1 - beta2) * p / (R * v0))
@@ -462,7 +561,7 @@ def _main42():
     rest = sp.expand(b - last)
     if R not in rest.free_symbols and sp.limit(last, R, sp.oo) == 0:
         return refuted("as R -> oo the bound tends to itself minus its last term (> 0): the initial gap is not divided by alpha R and "
-                       "the alpha phi_M sigma L p sqrt(n) and constant beta1 terms remain; only the last term decays like 1/R (and "
+                       "the noise term (1/n)||sum sigma_i^2 E[...]||^2, alpha phi_M sigma L p sqrt(n) and constant beta1 terms remain; only the last term decays like 1/R (and "
                        "Theorem 1's right-hand side is the placeholder 'dd')")
     return verified("the R-independent part vanishes")
 
@@ -470,7 +569,7 @@ def _main42():
 @check(PAPER, "P1_P2_step_properties",
        "Fed-LAMB's local step (Algorithm 2 line 13) moves each layer by exactly alpha phi(||theta^l||) (any lambda), and with lambda = 0 "
        "the direction is invariant to the bias correction of m (a positive rescaling).",
-       spec=("T5",))
+       spec=("T5",), kind="derived", severity="constant")
 def _p1p2():
     """fed-lamb.txt Algorithm 2, line 13 (spec sec. 1.2, properties P1 and P2)."""
     r = np.random.default_rng(0)
@@ -495,7 +594,7 @@ def _p1p2():
 @check(PAPER, "T4_local_steps_hurt",
        "Theorem 5's bound increases with the number of local steps T (only the T^2 term depends on T), so more local steps never "
        "improve the worst-case bound at fixed alpha and R.",
-       spec=("T4",))
+       spec=("T4",), kind="derived", severity="constant")
 def _t4():
     """fed-lamb-supplement.txt Theorem 5 (line 96-100): term 4 alpha^2 L M^2 T^2 phi_M^2 (1-beta2) p/sqrt(eps)."""
     w = sp.Symbol("w", positive=True)
@@ -508,14 +607,16 @@ def _t4():
 @check(PAPER, "phi_M_factored_out_of_difference",
        "MAIN (32): phi(||theta_r||)/a_r - phi(||theta_(r-1)||)/a_(r-1) can be bounded by phi_M (1/a_r - 1/a_(r-1)) "
        "(phi_M factored out of a difference).",
-       spec=("err-7",))
-def _phi_difference():
-    """fed-lamb.txt eq. (32), lines 295-301."""
-    phiM_, phi_r, phi_prev, a_r, a_prev = 1, Fraction(1, 10), 1, 1, 1  # v_hat unchanged between rounds (max operator)
+       spec=("err-7",), severity="rate", corrected={"with_phi_change": True})
+def _phi_difference(with_phi_change=False):
+    """fed-lamb.txt eq. (32), lines 295-301.  ``with_phi_change`` adds the missing |phi_r - phi_(r-1)|/a_(r-1) to the bound
+    (|phi_r/a_r - phi_(r-1)/a_(r-1)| <= phi_M |1/a_r - 1/a_(r-1)| + |phi_r - phi_(r-1)|/a_(r-1), which does not telescope)."""
+    phiM_, phi_r, phi_prev, a_r, a_prev = (Fraction(1), Fraction(1, 10), Fraction(1), Fraction(1), Fraction(1))  # v_hat unchanged
     lhs = phi_r / a_r - phi_prev / a_prev
-    rhs = phiM_ * (Fraction(1, a_r) - Fraction(1, a_prev))
-    if abs(lhs) <= abs(rhs):
-        return verified("holds at the tested point")
+    rhs = abs(phiM_ * (Fraction(1, a_r) - Fraction(1, a_prev))) + (abs(phi_r - phi_prev) / a_prev if with_phi_change else 0)
+    if abs(lhs) <= rhs:
+        return verified(f"|phi_r/a_r - phi_(r-1)/a_(r-1)| = {abs(lhs)} <= {rhs} at phi_r = 1/10, phi_(r-1) = 1, a_r = a_(r-1) = 1",
+                        "exact")
     return refuted(f"phi_M = 1, phi_r = 1/10, phi_(r-1) = 1 (both in [phi_m, phi_M]) and a_r = a_(r-1) = 1 (sqrt(v_hat) unchanged): "
                    f"|phi_r/a_r - phi_(r-1)/a_(r-1)| = {abs(lhs)} > phi_M |1/a_r - 1/a_(r-1)| = {abs(rhs)}; a difference of two "
                    "terms cannot be bounded by factoring out the majorant, so the telescoping of (32) does not follow", "exact")
@@ -524,7 +625,7 @@ def _phi_difference():
 @check(PAPER, "eq39_vector_inequality",
        "MAIN (39): (1/n) sum_i phi(||theta_i||)/(sqrt(v) ||p_i||) grad f_i(theta_r) <= phi_M (1-beta2) grad f(theta_r)/sqrt(v) "
        "(as vectors, coordinate-wise).",
-       spec=("err-12",))
+       spec=("err-12",), severity="rate")
 def _eq39():
     """fed-lamb.txt eq. (39), line 332."""
     grads = (Fraction(1), Fraction(-1))  # two clients, heterogeneous gradients; grad f = mean = 0

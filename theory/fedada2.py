@@ -11,6 +11,7 @@ evaluated with scipy quadrature and the evidence says "numeric".
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -60,6 +61,31 @@ def _expect(fn, pdf, x0: float, eps: float) -> float:
     return total
 
 
+#: iterates x_t at which the premise and B are evaluated (by symmetry x_t >= 0 suffices)
+X_GRID = tuple(k / 10 for k in range(0, 31))
+
+
+def admissible_eps(pdf, xs=X_GRID, lo: float = 1e-4) -> float:
+    """Smallest eps with the premise of Prop. 9 (ii) (line 401): I(eps) = E[1/(|x_t + xi| + eps)] < 1 at every x_t in ``xs``.
+
+    I decreases in eps, so the premise holds exactly on (eps_*, 1]; eps_* is found by bisection (to 1e-6)."""
+    def sup_i(eps: float) -> float:
+        return max(_expect(lambda s: 1.0, pdf, x0, eps) for x0 in xs)
+    a, b = lo, 1.0
+    if sup_i(b) >= 1:
+        return math.inf
+    for _ in range(20):
+        mid = (a + b) / 2
+        a, b = (mid, b) if sup_i(mid) >= 1 else (a, mid)
+    return b
+
+
+def sup_B(pdf, eps: float, xs=X_GRID) -> tuple[float, float]:
+    """(argmax, max) over x_t in ``xs`` of E[|xi|/(|x_t + xi| + eps)] (the quantity B bounds in eq. (5))."""
+    vals = [(x0, _expect(lambda s: abs(s), pdf, x0, eps)) for x0 in xs]
+    return max(vals, key=lambda kv: kv[1])
+
+
 # ===========================================================================
 # Student-t and Cauchy moments (items 1-5; sec. 2.7)
 # ===========================================================================
@@ -68,7 +94,7 @@ def _expect(fn, pdf, x0: float, eps: float) -> float:
 @check(PAPER, "student_t_normalisation_and_variance",
        "f_nu integrates to 1, E[t_nu^2] = nu/(nu-2) for nu > 2 (3, 2, 5/3, 3/2 at nu = 3..6), and "
        "E|t_nu|^alpha = nu^(alpha/2) Gamma((alpha+1)/2) Gamma((nu-alpha)/2)/(sqrt(pi) Gamma(nu/2)) for alpha < nu.",
-       spec=("1",))
+       spec=("1",), severity="constant")
 def _t_moments():
     """fedada2.txt line 310 (density) and Prop. 9 construction (line 316ff)."""
     # normalisation: int (1+t^2/nu)^(-(nu+1)/2) dt = sqrt(nu) B(1/2, nu/2)
@@ -92,7 +118,7 @@ def _t_moments():
 @check(PAPER, "student_t2_infinite_variance",
        "For t_2: E[T^2 1{|T| <= a}] = 2 asinh(a/sqrt 2) - 2a/sqrt(a^2+2) -> infinity (E[t_2^2] = infinity, log growth), "
        "P(|T| > a) = 1 - a/sqrt(a^2+2), and E|t_2| = sqrt(2).",
-       spec=("1", "3"))
+       spec=("1", "3"), severity="rate")
 def _t2():
     """fedada2.txt Prop. 9 (line 316): client 1 has t_2 noise, the only heavy-tailed client."""
     dens_ok = is_identity(f_nu.subs(nu, 2), f_2)
@@ -114,7 +140,7 @@ def _t2():
 @check(PAPER, "student_t_moment_finiteness",
        "E|t_nu|^alpha < infinity iff alpha < nu (tail |t|^alpha f_nu(t) ~ c |t|^(alpha-nu-1)); so t_2 is heavy-tailed in the "
        "sense of Def. 1 (finite for alpha < 2, infinite for alpha >= 2) while t_3, t_4, ... have finite variance.",
-       spec=("1", "2.2"))
+       spec=("1", "2.2"), severity="rate")
 def _t_finiteness():
     """fedada2.txt Def. 1 (line 42) and Prop. 9 (clients i >= 2 have t_(i+1) noise)."""
     tail = sp.limit(f_nu.subs(nu, 5) * t**6, t, sp.oo)
@@ -128,7 +154,7 @@ def _t_finiteness():
 
 @check(PAPER, "student_t_normal_limit",
        "f_nu tends to the standard normal density as nu -> infinity.",
-       spec=("1",))
+       spec=("1",), severity="typo")
 def _t_normal():
     """fedada2.txt line 310 ("nu -> infinity gives N(0,1)")."""
     grid = np.linspace(-6, 6, 241)
@@ -146,7 +172,7 @@ def _t_normal():
 @check(PAPER, "cauchy_moments_and_stability",
        "Cauchy CL(0, gamma): E[|C| 1{|C| <= a}] = (gamma/pi) log(1 + a^2/gamma^2) -> infinity (no mean); E|C|^alpha < infinity "
        "iff alpha < 1; stability (e^(-gamma|s|/n))^n = e^(-gamma|s|) (the mean of n draws is again CL(0, gamma)).",
-       spec=("2",))
+       spec=("2",), severity="rate")
 def _cauchy():
     """fedada2.txt Prop. 10 construction (line 473ff)."""
     A, s, n_ = sp.symbols("A s n", positive=True)
@@ -164,7 +190,7 @@ def _cauchy():
 @check(PAPER, "def1_covers_cauchy",
        "The Cauchy noise of Prop. 10 is heavy-tailed in the sense of Definition 1 (alpha-moment bounded for alpha in (0,2), "
        "unbounded for alpha >= 2).",
-       spec=("2", "err-28"))
+       spec=("2", "err-28"), severity="typo")
 def _def1_cauchy():
     """fedada2.txt Def. 1 (line 42) vs Prop. 10 (line 475, 'generalized' problem) and Thm 13 (needs a finite mean)."""
     A = sp.Symbol("A", positive=True)
@@ -179,7 +205,7 @@ def _def1_cauchy():
 @check(PAPER, "argmax_xi_p",
        "For every nu > 0 the function xi -> xi p_nu(xi) on xi >= 0 has its maximum at xi = 1: "
        "d/dxi [xi (1+xi^2/nu)^(-(nu+1)/2)] = (1 - xi^2)(1+xi^2/nu)^(-(nu+3)/2).",
-       spec=("4",))
+       spec=("4",), kind="derived", severity="constant")
 def _argmax():
     """fedada2.txt proof of Prop. 9 (ii), line 405 (monotonicity of ||xi|| p_(i+1)(xi))."""
     xi = sp.Symbol("xi", positive=True)
@@ -195,23 +221,39 @@ def _argmax():
 @check(PAPER, "paper_argmax_and_majorant",
        "Proof of Prop. 9 (ii): ||xi|| p_(i+1)(xi) increases on [0, (3/2 + 2/(i+1))^(-1/2)] and decreases after, and "
        "h_(i+1)(xi) = -xi/(3/2+2/(i+1))^(-1/2) + sup ||xi|| p + eps on that interval is a non-negative majorant.",
-       spec=("4", "2.7.1", "err-22"))
-def _paper_argmax():
-    """fedada2.txt lines 405-407 (definition of h_(i+1))."""
-    v = 2  # client i = 1, nu = i + 1 = 2
-    a = (1.5 + 2 / v) ** -0.5
-    p = _pdf_t(v)
+       spec=("4", "2.7.1", "err-22"), severity="typo",
+       corrected={"turning": lambda nu_: 1.0, "slope": lambda nu_: 0.0})
+def _paper_argmax(turning=lambda nu_: (1.5 + 2 / nu_) ** -0.5, slope=lambda nu_: 1 / (1.5 + 2 / nu_) ** -0.5):
+    """fedada2.txt lines 405-407 (definition of h_(i+1)): turning point (3/2 + 2/(i+1))^(-1/2) and, on [0, turning],
+    h = -slope * xi + sup ||xi|| p + eps.  Checked on a grid of 601 points of [0, 6] for nu = 2..5 and eps = 0.1:
+    xi p(xi) increases before the turning point and decreases after, and h >= max(0, xi p) on [0, turning]."""
+    for v in (2, 3, 4, 5):  # client i has t_(i+1) noise
+        a = turning(v)
+        p = _pdf_t(v)
+        grid = np.linspace(0, 6, 601)
+        vals = grid * np.array([p(s) for s in grid])
+        sup = float(vals.max())
+        inc = np.diff(vals) > 0
+        wrong_mono = bool(np.any(inc[grid[1:] > a + 1e-9]) or np.any(~inc[grid[1:] <= a - 1e-9]))
+        h = -slope(v) * grid + sup + 0.1
+        on = grid <= a
+        bad_h = bool(np.any(h[on] < np.maximum(vals[on], 0) - 1e-12))
+        if wrong_mono or bad_h:
+            break
+    else:
+        return verified("for nu = 2..5: xi p(xi) increases up to the turning point and decreases after, and h is a "
+                        "non-negative majorant on [0, turning] (grid of 601 points, eps = 0.1); B_i is finite", "numeric")
     at_a, at_1 = a * p(a), 1.0 * p(1.0)
-    sup = at_1
-    h_end = -a / a + sup + 0.1  # value of h at xi = a with eps = 0.1
-    return refuted(f"nu = 2: the claimed turning point is {fmt(a)} but xi p(xi) is still increasing there "
+    h_end = -slope(v) * a + sup + 0.1  # value of h at xi = a with eps = 0.1
+    return refuted(f"nu = {v}: the claimed turning point is {fmt(a)} but xi p(xi) is still increasing there "
                    f"({fmt(at_a)} at {fmt(a)} < {fmt(at_1)} at 1, the true argmax); h at the end of its interval equals "
-                   f"-1 + sup + eps = {fmt(h_end)} < 0 for eps = 0.1, so h is not a non-negative majorant", "numeric")
+                   f"-1 + sup + eps = {fmt(h_end)} < 0 for eps = 0.1, so h is not a non-negative majorant. No effect on the result: "
+                   "the constant h = sup + eps on [0, 1] is a majorant and B_i stays finite", "numeric")
 
 
 @check(PAPER, "I_eps_divergence_and_bound",
        "I(eps) = int p(xi)/(|x+xi| + eps) dxi satisfies I(eps) <= 1/eps, and I(0) = infinity (log divergence at xi = -x).",
-       spec=("5",))
+       spec=("5",), severity="constant")
 def _I_eps():
     """fedada2.txt proof of Prop. 9 (ii), lines 395-400 (I_i(0) = oo, I_i(1) < 1)."""
     eta_ = sp.Symbol("eta", positive=True)
@@ -225,7 +267,7 @@ def _I_eps():
 
 @check(PAPER, "I_eps_uniform_in_x",
        "There is one eps with I(eps) ~ 1 - eps_hat, eps_hat ~ 0, uniformly in the iterate x_t (step (4) of Prop. 9 (ii)).",
-       spec=("2.7.3", "err-23"))
+       spec=("2.7.3", "err-23"), severity="rate")
 def _I_uniform():
     """fedada2.txt line 398-401 (I_i(eps) in [1 - eps_hat_i, 1) for eps in [eps_i, 1])."""
     p = _pdf_t(2)
@@ -238,44 +280,72 @@ def _I_uniform():
 
 @check(PAPER, "B_maximised_at_zero",
        "E_t[||xi||/(||x_t + xi|| + eps)] is maximised at x_t = 0 (eq. 5 of Prop. 9 (ii)).",
-       spec=("2.7.2", "err-23"))
+       spec=("2.7.2", "err-23"), severity="constant")
 def _B_zero():
-    """fedada2.txt line 405-410 ('by matching monotonicity ... maximized at x_t = 0')."""
+    """fedada2.txt line 405-410 ('by matching monotonicity ... maximized at x_t = 0'), for eps in the proof's range
+    (line 401: 1 > I(eps) for eps in [eps_i, 1]); t_2 noise (client 1), eps at the smallest admissible value and at 1."""
     p = _pdf_t(2)
-    f = lambda s: abs(s)
-    vals = {x0: _expect(f, p, x0, 0.01) for x0 in (0.0, 1.0)}
-    if vals[0.0] >= vals[1.0]:
-        return verified(f"value at 0 ({fmt(vals[0.0])}) >= value at 1", "numeric")
-    return refuted(f"t_2 noise, eps = 0.01: the expectation is {fmt(vals[0.0], 3)} at x_t = 0 but {fmt(vals[1.0], 3)} at x_t = 1", "numeric")
+    e_star = admissible_eps(p)
+    for eps in (1.01 * e_star, 1.0):
+        at0 = _expect(lambda s: abs(s), p, 0.0, eps)
+        xm, vm = sup_B(p, eps)
+        if vm > at0 * (1 + 1e-9):
+            i0 = _expect(lambda s: 1.0, p, 0.0, eps)
+            return refuted(f"t_2 noise, eps = {fmt(eps)} (premise holds: I(eps) < 1 for eps > {fmt(e_star)}; I = {fmt(i0, 6)} at "
+                           f"x = 0, its maximum): the expectation is {fmt(at0)} at x_t = 0 but {fmt(vm)} at x_t = {xm:g}", "numeric")
+    return verified(f"for eps in {{{fmt(e_star)}, 1}} the maximum over x_t in [0, 3] is at x_t = 0", "numeric")
 
 
 @check(PAPER, "B_below_2sqrt3",
        "For the t-construction, B = sup over clients and iterates of E[||xi||/(||x_t+xi|| + eps)] < 2 sqrt(3) (Prop. 9 (ii)), "
-       "for any admissible eps in (0, 1].",
-       spec=("2.7.2", "err-23"))
-def _B_2sqrt3():
-    """fedada2.txt line 424 ('It is easy to show by straightforward integration that B < 2 sqrt 3')."""
-    p = _pdf_t(2)
-    eps = 1e-4
-    best = max(((x0, _expect(lambda s: abs(s), p, x0, eps)) for x0 in (0.8, 1.0, 1.2, 1.5)), key=lambda kv: kv[1])
-    if best[1] < 2 * math.sqrt(3):
-        return verified(f"max found {fmt(best[1])} < 2 sqrt 3", "numeric")
-    return refuted(f"t_2 noise, eps = 1e-4: the expectation at x_t = {best[0]:g} is {fmt(best[1])} > 2 sqrt 3 = "
-                   f"{fmt(2 * math.sqrt(3))}; the bound degrades like log(1/eps) as eps -> 0", "numeric")
+       "for every eps the proof admits (I_i(eps) < 1 for all clients, line 401).",
+       spec=("2.7.2", "err-23"), severity="constant")
+def _B_2sqrt3(eps_values=None):
+    """fedada2.txt line 424 ('It is easy to show by straightforward integration that B < 2 sqrt 3'), with the premise of
+    line 401: eps in [max_i eps_i, 1] where 1 > I_i(eps).  Clients i = 1..4 have t_(i+1) noise; the admissible range is
+    set by the client with the largest eps_* (B decreases in eps, so its smallest admissible eps is the worst case).
+    ``eps_values`` overrides the eps tested (e.g. the spec's reading, any eps in (0, 1])."""
+    pdfs = {v: _pdf_t(v) for v in (2, 3, 4, 5)}
+    e_star = max(admissible_eps(p) for p in pdfs.values())
+    worst = (0.0, None, None, None)
+    for eps in (eps_values or (e_star, 0.5, 1.0)):
+        for v, p in pdfs.items():
+            xm, vm = sup_B(p, eps)
+            if vm > worst[0]:
+                worst = (vm, v, xm, eps)
+    vm, v, xm, eps = worst
+    if vm < 2 * math.sqrt(3):
+        outside = _expect(lambda s: abs(s), pdfs[2], 1.0, 1e-4)
+        return verified(f"premise I_i(eps) < 1 for all clients holds for eps > {fmt(e_star)}; there the largest "
+                        f"E[|xi|/(|x+xi|+eps)] over clients t_2..t_5 and x_t in [0, 3] is {fmt(vm)} (t_{v}, x_t = {xm:g}, "
+                        f"eps = {fmt(eps)}) < 2 sqrt 3 = {fmt(2 * math.sqrt(3))}. Outside the premise the bound fails (eps = 1e-4: "
+                        f"{fmt(outside)} at x_t = 1): the spec's reading 'any eps in (0, 1]' is refuted, not the paper", "numeric")
+    return refuted(f"t_{v} noise, eps = {fmt(eps)}: the expectation at x_t = {xm:g} is {fmt(vm)} >= 2 sqrt 3 = "
+                   f"{fmt(2 * math.sqrt(3))} (premise I(eps) < 1 holds for eps > {fmt(e_star)})", "numeric")
 
 
 @check(PAPER, "cauchy_B_below_2",
        "Prop. 10 (ii): for Cauchy noise with gamma < 1/3 the same B is at most 2.",
-       spec=("2.7.5",))
+       spec=("2.7.5",), severity="constant")
 def _cauchy_B():
-    """fedada2.txt proof of Prop. 10 (ii) (construction line 487, bound B <= 2 for gamma < 1/3 at line 516)."""
-    g, eps = 0.3, 1e-6
-    p = _pdf_cauchy(g)
-    best = max(((x0, _expect(lambda s: abs(s), p, x0, eps)) for x0 in (0.2, 0.3, 0.5)), key=lambda kv: kv[1])
-    if best[1] <= 2:
-        return verified(f"max found {fmt(best[1])} <= 2", "numeric")
-    return refuted(f"gamma = 0.3, eps = 1e-6: the expectation at x_t = {best[0]:g} is {fmt(best[1])} > 2; it grows like "
-                   "(1/pi) log(1/eps), so 'B <= 2' needs eps bounded below", "numeric")
+    """fedada2.txt proof of Prop. 10 (ii) (construction line 487, bound B <= 2 for gamma < 1/3 at line 516), with the
+    premise of Prop. 9 (ii) that it reuses (line 401: I(eps) < 1); Cauchy client at gamma in {0.05, 0.1, 0.2, 0.3, 0.33}
+    (the Gaussian clients only raise the smallest admissible eps, which lowers B)."""
+    worst = (0.0, None, None, None)
+    for g in (0.05, 0.1, 0.2, 0.3, 0.33):
+        p = _pdf_cauchy(g)
+        e_star = admissible_eps(p)
+        xm, vm = sup_B(p, e_star)
+        if vm > worst[0]:
+            worst = (vm, g, xm, e_star)
+    vm, g, xm, e_star = worst
+    if vm <= 2:
+        outside = _expect(lambda s: abs(s), _pdf_cauchy(0.3), 0.3, 1e-6)
+        return verified(f"at the smallest admissible eps (I(eps) < 1) the largest E[|xi|/(|x+xi|+eps)] over gamma in "
+                        f"[0.05, 0.33] and x_t in [0, 3] is {fmt(vm)} (gamma = {g}, x_t = {xm:g}, eps = {fmt(e_star)}) <= 2. "
+                        f"Outside the premise it fails (gamma = 0.3, eps = 1e-6: {fmt(outside)}): the spec's reading with "
+                        "any eps is refuted, not the paper", "numeric")
+    return refuted(f"gamma = {g}, eps = {fmt(e_star)} (premise holds): the expectation at x_t = {xm:g} is {fmt(vm)} > 2", "numeric")
 
 
 # ===========================================================================
@@ -286,7 +356,7 @@ def _cauchy_B():
 @check(PAPER, "fedavg_unrolling",
        "Local SGD on F = x^2/2 + xi x: x_(i,k) = (1-eta)^k x_t - eta sum_(p<k) (1-eta)^(k-1-p) xi_(i,p); the last noise xi_(i,K-1) enters "
        "x_(t+1) with coefficient -eta/|S|; for K = 1, E[x_(t+1)^2 | x_t, S] = (1-eta)^2 x_t^2 + (eta^2/|S|^2) sum Var(xi_i).",
-       spec=("6",))
+       spec=("6",), severity="rate")
 def _unroll():
     """fedada2.txt proof of Prop. 9 (i), lines 336-350."""
     e, xt = sp.symbols("eta x_t")
@@ -315,7 +385,7 @@ def _unroll():
 @check(PAPER, "prop9_ii_recursion",
        "With eta_l^t = 1/((t+t0)(1-eps_hat)): 1 - eta_l^t (1-eps_hat) = (t+t0-1)/(t+t0), and a_(t+1) <= (t+t0-1)/(t+t0) a_t + "
        "B/((t+t0)(1-eps_hat)) implies a_(t+1) <= (t0-1)/(t+t0) a_0 + (t+1)B/((t+t0)(1-eps_hat)) -> B/(1-eps_hat).",
-       spec=("7",))
+       spec=("7",), severity="rate", depends=("I_eps_uniform_in_x", "B_maximised_at_zero", "B_below_2sqrt3", "paper_argmax_and_majorant"))
 def _prop9_ii():
     """fedada2.txt proof of Prop. 9 (ii), lines 412-423."""
     tt, t0, e, B, a0 = sp.symbols("t t_0 epsilon_hat B a_0", positive=True)
@@ -334,14 +404,16 @@ def _prop9_ii():
 
 @check(PAPER, "prop9_iv_sum_vs_integral",
        "Prop. 9 (iv): sum_(t=1)^T eta_l^t with eta_l^t = 1/t^2 is at most int_1^oo x^(-2) dx = 1.",
-       spec=("8", "2.7.4", "err-24"))
-def _prop9_iv():
-    """fedada2.txt lines 455-463 (proof of Prop. 9 (iv)) and statement line 334."""
-    s2 = sp.Rational(1, 1) + sp.Rational(1, 4)
+       spec=("8", "2.7.4", "err-24"), severity="constant", corrected={"bound": sp.Integer(2)})
+def _prop9_iv(bound=None):
+    """fedada2.txt lines 455-463 (proof of Prop. 9 (iv)) and statement line 334; ``bound`` is the bound used for
+    sum_t t^-2 (printed: int_1^oo x^-2 dx = 1)."""
     total = sp.zeta(2)  # sum_{t>=1} t^-2 = pi^2/6 (Basel)
     integral = sp.integrate(1 / t**2, (t, 1, sp.oo))
-    if s2 <= integral:
-        return verified("sum <= integral")
+    bound = integral if bound is None else bound
+    s2 = sp.Rational(1, 1) + sp.Rational(1, 4)
+    if total <= bound:
+        return verified(f"sum_t t^-2 = {show(total)} ~ {fmt(float(total))} <= {bound}")
     return refuted(f"already at T = 2 the sum is {s2} > int_1^oo x^-2 dx = {integral}; the full sum is {show(total)} ~ "
                    f"{fmt(float(total))}; correct: sum_(t<=T) t^-2 <= 1 + int_1^T x^-2 dx <= 2 (or pi^2/6), giving "
                    "E||x_t||^2 <= 2||x_0||^2 + 2K^2 (pi^2/6)^2")
@@ -350,15 +422,20 @@ def _prop9_iv():
 @check(PAPER, "prop9_iv_statement_drops_K2",
        "Prop. 9 (iv)'s statement E||grad f(x_t)||^2 <= 2||x_0||^2 + 2(int_1^oo x^-2 dx)^2 matches its proof's conclusion "
        "E||x_t||^2 <= 2||x_0||^2 + 2K^2 (int_1^oo x^-2 dx)^2.",
-       spec=("8",))
-def _prop9_iv_K():
-    """fedada2.txt statement line 334 vs proof line 463."""
+       spec=("8",), severity="proof", corrected={"statement": lambda K_, x0, I: 2 * x0**2 + 2 * K_**2 * I**2})
+def _prop9_iv_K(statement=lambda K_, x0, I: 2 * x0**2 + 2 * I**2):
+    """fedada2.txt statement line 334 vs proof line 463; ``statement(K, ||x_0||, I)`` with I = int_1^oo x^-2 dx."""
+    Ks, X0, I = sp.symbols("K x_0 I", positive=True)
+    proof_form = 2 * X0**2 + 2 * Ks**2 * I**2
+    diff = sp.simplify(proof_form - statement(Ks, X0, I))
+    if diff == 0:
+        return verified("statement and proof's conclusion agree symbolically")
     K_, x0 = 2, 0
-    stated = 2 * x0**2 + 2 * 1**2
-    proof = 2 * x0**2 + 2 * K_**2 * 1**2
+    stated = statement(K_, x0, 1)
+    proof = proof_form.subs({Ks: K_, X0: x0, I: 1})
     # a deterministic path reaching the proof's bound: every local step moves by eta_l^t in the same direction
     reach = (K_ * float(sp.zeta(2))) ** 2
-    return refuted(f"with K = 2 local steps and x_0 = 0: statement gives {stated}, proof gives {proof}; a run whose "
+    return refuted(f"proof - statement = {show(diff)}; with K = 2 local steps and x_0 = 0: statement gives {stated}, proof gives {proof}; a run whose "
                    f"normalised steps all point the same way reaches |x_t|^2 -> (K pi^2/6)^2 = {fmt(reach)} > {stated}", "exact")
 
 
@@ -370,7 +447,7 @@ def _prop9_iv_K():
 @check(PAPER, "lemma16_server_step",
        "Lemma 16: sum_(l=1)^t b^(2(t-l)) = (1-b^(2t))/(1-b^2), and the Cauchy-Schwarz constant (1-b) sqrt((1-b^(2t))/(1-b^2)) "
        "= sqrt((1-b)(1-b^(2t))/(1+b)) <= sqrt((1-b)(1-b^(2t))), so the stated server step bound is valid (looser by sqrt(1+b)).",
-       spec=("9", "err-19"))
+       spec=("9", "err-19"), severity="constant")
 def _lemma16():
     """fedada2.txt Lemma 16 and proof, lines 778-792."""
     b = sp.Symbol("b", positive=True)
@@ -388,7 +465,7 @@ def _lemma16():
 @check(PAPER, "log_telescoping_lemma",
        "log(1+x) >= x/(1+x) for x >= 0, hence sum_t a_t/(c + S_t) <= log(1 + S_T/c) (S_t = a_1 + ... + a_t); and "
        "|g|/(sqrt(|g|^2 + S) + eps) <= sqrt(|g|^2/(eps^2 + S + |g|^2)).",
-       spec=("10",))
+       spec=("10",), severity="constant")
 def _log_tele():
     """fedada2.txt Theorem 20 proof, eqs. (13)-(14) (lines 955-972), Lemma 15 proof (line 760)."""
     y = sp.Symbol("y", nonnegative=True)
@@ -423,7 +500,7 @@ def c_beta(b: float) -> tuple[float, int]:
 @check(PAPER, "lemma21_series_and_c_beta",
        "Lemma 21: sum_(u>=0) b^u u^2 = b(1+b)/(1-b)^3; sum_(t=1)^T sum_(r=1)^t b^(t-r)(t-r)^2 = sum_(u=0)^(T-1) b^u u^2 (T-u) <= c(b) T "
        "with c(b) = sum_(u<=u0) b^u u^2 + int_(u0)^oo x^-2 dx (c(0) = 1, c(0.5) ~ 6.056, c(0.9) ~ 1710.005).",
-       spec=("11",))
+       spec=("11",), severity="constant")
 def _lemma21():
     """fedada2.txt Lemma 21 (line 1054) and c(beta) in Theorem 20 (line 858)."""
     b, r = sp.symbols("b r", positive=True)
@@ -450,13 +527,17 @@ def _lemma21():
 
 @check(PAPER, "lemma21_stabilisation_remark",
        "Remark after Lemma 21: the factor (1 - beta1) 'stabilizes the divergence' of c(beta1) as beta1 -> 1.",
-       spec=("11", "err-18"))
-def _lemma21_remark():
-    """fedada2.txt line 994 (remark on (1-beta1) c(beta1))."""
+       spec=("11", "err-18"), severity="constant", corrected={"power": 3})
+def _lemma21_remark(power=1):
+    """fedada2.txt line 994 (remark on (1-beta1) c(beta1)); ``power``: the remark's factor is (1-beta1)^power (printed 1).
+    c(b) lies between sum_u b^u u^2 - (tail) and sum_u b^u u^2 + 1, and sum_u b^u u^2 = b(1+b)/(1-b)^3."""
     b = sp.Symbol("b", positive=True)
-    lim = sp.limit((1 - b) * b * (1 + b) / (1 - b) ** 3, b, 1, "-")
-    nums = {bb: (1 - bb) * c_beta(bb)[0] for bb in (0.9, 0.99)}
-    return refuted(f"(1-b) * sum_u b^u u^2 = b(1+b)/(1-b)^2 -> {lim} as b -> 1 and c(b) exceeds that sum; numerically "
+    lim = sp.limit((1 - b) ** power * b * (1 + b) / (1 - b) ** 3, b, 1, "-")
+    nums = {bb: (1 - bb) ** power * c_beta(bb)[0] for bb in (0.9, 0.99)}
+    if lim.is_finite:
+        return verified(f"(1-b)^{power} * sum_u b^u u^2 -> {lim} as b -> 1 and (1-b)^{power} c(b) <= that + (1-b)^{power}: "
+                        + ", ".join(f"{fmt(v)} at b = {bb:g}" for bb, v in nums.items()))
+    return refuted(f"(1-b)^{power} * sum_u b^u u^2 -> {lim} as b -> 1 and c(b) exceeds that sum; numerically "
                    + ", ".join(f"(1-b)c(b) = {fmt(v)} at b = {bb:g}" for bb, v in nums.items()))
 
 
@@ -547,23 +628,28 @@ def _exponent_fn(expr):
 @check(PAPER, "thm6_psi_labels",
        "Theorem 6's main-text asymptotics label psi_4 = eta eta_l log(1 + T eta_l^2) and psi_5 = eta^3 eta_l^3 T (for eta_l <= O(1)) "
        "consistently with Theorem 20's Psi_4 and Psi_5.",
-       spec=("12", "err-14"))
-def _psi_labels():
-    """fedada2.txt Theorem 6 (line 146) vs Theorem 20 (line 842) and Corollary 23's proof (line 1075ff)."""
+       spec=("12", "err-14"), severity="typo", depends=("thm20_psi_orders",),
+       corrected={"main": {"psi2": THM6_MAIN["psi2"], "psi3": THM6_MAIN["psi3"], "psi4": THM6_MAIN["psi5"],
+                           "psi5": THM6_MAIN["psi4"]}})
+def _psi_labels(main=THM6_MAIN):
+    """fedada2.txt Theorem 6 (line 146) vs Theorem 20 (line 842) and Corollary 23's proof (line 1075ff);
+    ``main``: the main text's psi_2..psi_5."""
     o = thm20_orders()
-    swap = is_identity(o["Psi4"], THM6_MAIN["psi5"]) and is_identity(o["Psi5"], THM6_MAIN["psi4"])
-    same = is_identity(o["Psi2"], THM6_MAIN["psi2"]) and is_identity(o["Psi3"], THM6_MAIN["psi3"])
+    if all(is_identity(o["Psi" + k[3]], v) for k, v in main.items()):
+        return verified("main-text psi_2..psi_5 equal Theorem 20's Psi_2..Psi_5 orders")
+    swap = is_identity(o["Psi4"], main["psi5"]) and is_identity(o["Psi5"], main["psi4"])
+    same = is_identity(o["Psi2"], main["psi2"]) and is_identity(o["Psi3"], main["psi3"])
     if swap and same:
         return refuted(f"from Thm 20: Psi4 ~ eta eta_l T ||Phi2||^2 = {show(o['Psi4'])} and Psi5 ~ eta ||Phi1|| log(1 + T||Phi1||^2) "
                        f"= {show(o['Psi5'])}: the main text swaps the labels psi4 and psi5 (psi2, psi3 agree); Cor. 23's proof uses "
                        "Thm 20's labelling")
-    return verified("labels agree") if not swap and is_identity(o["Psi4"], THM6_MAIN["psi4"]) else inconclusive("orders differ otherwise")
+    return refuted("main-text orders differ from Theorem 20's: " + ", ".join(f"{k} = {show(v)}" for k, v in main.items()))
 
 
 @check(PAPER, "thm20_drift_squared_lipschitz",
        "The drift step ||grad f(x_(t-1)) - grad F_i(x)||^2 <= 2L(t-r)^2 ||Phi2||^2 + 2 L~ ||Phi1||^2 (proof of Thm 20) is valid, "
        "and the bound still vanishes under Cor. 7 (A).",
-       spec=("12", "3.9.2", "3.9.3", "err-16"))
+       spec=("12", "3.9.2", "3.9.3", "err-16"), severity="rate")
 def _drift_sq():
     """fedada2.txt proof of Theorem 20, drift term (line 925); L~ defined in Sec. 5 (line 140)."""
     Lv, dx = 4, Fraction(1, 2)  # F(x) = L x^2/2: ||grad F(x) - grad F(y)||^2 = L^2 |x-y|^2
@@ -577,11 +663,186 @@ def _drift_sq():
                    "so the bound no longer vanishes (and L~ = 2 sqrt(d) G/(eta_l eps_s) -> oo as eps_s -> 0)")
 
 
+def _psi_slopes(p1: float, p2: float, T1: float = 1e10, T2: float = 1e14) -> dict[str, float]:
+    """Log-log slopes in T of Theorem 20's full Psi_1..Psi_6 (expressions THM20) with eta = T^p1, eta_l = T^p2 and the
+    other constants fixed (L = G = d = tau = eps = eps_s = v0 = v~0 = c(beta) = 1, K = 2, z = 1, beta~1 = 1/2)."""
+    import mpmath
+
+    mpmath.mp.dps = 40
+    fixed = {L20: 1, G20: 1, d20: 1, K20: 2, z20: 1, tau20: 1, eps20: 1, epss20: 1, F20: 1, v0_20: 1, vt0_20: 1,
+             cbeta20: 1, b20: sp.Rational(1, 2)}
+    out = {}
+    for k, e in THM20.items():
+        f = sp.lambdify((T20, eta20, etal20), e.subs(fixed), modules="mpmath")
+        vals = [f(mpmath.mpf(Tv), mpmath.mpf(Tv) ** p1, mpmath.mpf(Tv) ** p2) for Tv in (T1, T2)]
+        out[k] = float(mpmath.log(vals[1] / vals[0]) / mpmath.log(mpmath.mpf(T2) / T1))
+    return out
+
+
+@check(PAPER, "thm20_psi_orders",
+       "Theorem 20's Psi_1..Psi_6, with Lemma 15's Phi_1 = Theta(eta_l), Lemma 16's Phi_2 = Theta(min{eta, eta eta_l}), "
+       "L~ = Theta(1/eta_l), gamma_1 = Theta(eta_l), have the orders used by Theorem 6 and Corollaries 7/8/23/24: Psi_2 ~ "
+       "eta^2 eta_l^2 T, Psi_3 ~ eta eta_l^2 T, Psi_4 ~ eta^3 eta_l^3 T (eta^3 eta_l T for eta_l >~ 1), Psi_5 ~ eta eta_l "
+       "log(1 + T eta_l^2), Psi_6 ~ eta eta_l T (T eta_l^2 <~ 1) or eta sqrt(T) (T eta_l^2 >~ 1).",
+       spec=("12",), severity="rate", depends=("lemma16_server_step", "derived_lipschitz_Ltilde"))
+def _thm20_orders():
+    """fedada2.txt Theorem 20 (lines 842-860) with Lemma 15 (line 741), Lemma 16 (line 778) and L~ (line 140) vs the
+    main text's Theorem 6 (line 146); numeric log-log slopes between T = 1e10 and 1e14 (40-digit arithmetic), tolerance
+    0.06 (the log factor of Psi_5 moves its slope by < 0.04)."""
+    points = [(0.0, -0.5), (0.2, -0.6), (-0.3, -0.5), (0.3, -0.49), (0.0, -0.3), (0.1, -0.4), (0.0, 0.25)]
+    worst = 0.0
+    for p1, p2 in points:
+        got = _psi_slopes(p1, p2)
+        case = "small" if 1 + 2 * p2 <= 0 else "large"
+        o = thm20_orders(case=case)
+        expected = {k: float(_exponent(v, sp.nsimplify(p1), sp.nsimplify(p2))) for k, v in o.items()}
+        if p2 > 0:  # eta_l >~ 1: Phi_2 = Theta(eta), so Psi_4 ~ eta^3 eta_l T (main text's second case)
+            expected["Psi4"] = 3 * p1 + p2 + 1
+        for k in THM20:
+            dev = abs(got[k] - expected[k])
+            worst = max(worst, dev)
+            if dev > 0.06:
+                return refuted(f"at eta = T^{p1}, eta_l = T^{p2}: {k} grows like T^{fmt(got[k])}, the order used is "
+                               f"T^{fmt(expected[k])}", "numeric")
+    return verified(f"slopes of the full Psi_1..Psi_6 match the orders at {len(points)} (p1, p2) points in both regimes "
+                    f"(largest deviation {fmt(worst)}, from Psi_5's log)", "numeric")
+
+
+@check(PAPER, "thm4_13_fedavg_infinite_variance",
+       "Theorem 4/13: for FedAvg on the mu-strongly convex f = x^2/2 with one client's gradient noise t_2 (infinite variance) "
+       "sampled with probability > 0, E|x_(t+1)|^2 = infinity and hence E f(x_(t+1))^2 = infinity, for any K >= 1.",
+       spec=("6",), severity="rate", depends=("fedavg_unrolling", "student_t2_infinite_variance"))
+def _thm4():
+    """fedada2.txt Theorem 4 (line 72) / Theorem 13 (line 544) and its proof (lines 560-600): x_(t+1) = a + c xi with
+    c = -eta_l/|S| != 0 the coefficient of the last local noise (fedavg_unrolling) and a independent of xi."""
+    A, a0, c0 = sp.symbols("A a c", positive=True)
+    # E[(a + c T)^2 1{|T| <= A}] for T ~ t_2 (symmetric): a^2 P(|T|<=A) + c^2 E[T^2 1{|T|<=A}]
+    trunc2 = 2 * sp.asinh(A / sp.sqrt(2)) - 2 * A / sp.sqrt(A**2 + 2)
+    second = a0**2 * (A / sp.sqrt(A**2 + 2)) + c0**2 * trunc2
+    lim = sp.limit(second, A, sp.oo)
+    if lim != sp.oo:
+        return refuted(f"truncated second moment tends to {show(lim)}")
+    # E f^2 >= (E f)^2 = (E x^2 / 2)^2 (Jensen) and P(heavy-tailed client sampled) = p > 0 multiplies an infinite term
+    return verified(f"E[(a + c xi)^2 1{{|xi| <= A}}] = a^2 P(|xi| <= A) + c^2 (2 asinh(A/sqrt 2) - 2A/sqrt(A^2+2)) -> {lim} as "
+                    "A -> oo for every c != 0 (the last local noise enters with c = -eta_l/|S|); with sampling probability "
+                    "p > 0, E|x_(t+1)|^2 >= p * oo = oo and E f(x_(t+1))^2 >= (E x_(t+1)^2/2)^2 = oo (Jensen)")
+
+
+@check(PAPER, "prop5_14_adagrad_bounded",
+       "Proposition 5/14: with client AdaGrad (v includes the current gradient, eps > 0) every local step has length "
+       "< eta_l, so x_t stays in the ball of radius K t eta_l around x_0 (the proof's B_(Kt)(x_0) for eta_l <= 1) and "
+       "E|f(x_t)| < infinity for any gradient noise, Cauchy included.",
+       spec=("6",), severity="rate")
+def _prop5():
+    """fedada2.txt Proposition 5 (line 78) / 14 (line 651) and its proof (x_t in B_(Kt)(x_0), line 658)."""
+    g, v = sp.symbols("g v", nonnegative=True)
+    e = sp.Symbol("e", positive=True)
+    # step/eta_l = |g|/(sqrt(v + g^2) + eps) < 1 since sqrt(v + g^2) >= |g|
+    gap = sp.simplify((sp.sqrt(v + g**2) + e) - g)
+    if not (gap.subs({v: 0, g: 0}) > 0 and sp.simplify(sp.sqrt(v + g**2) - sp.sqrt(g**2)).is_nonnegative is not False):
+        return refuted(f"sqrt(v + g^2) + eps - |g| = {show(gap)}")
+    r = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(20):
+        K_, T_, el, eps = 5, 30, float(r.uniform(0.01, 2)), 1e-8
+        x_ = x0 = float(r.standard_normal())
+        for tt in range(1, T_ + 1):
+            ys = []
+            for _c in range(3):  # clients: Cauchy noise on F = x^2/2
+                y, acc = x_, 0.0
+                for _k in range(K_):
+                    gr = y + float(r.standard_cauchy()) * 10.0
+                    acc += gr * gr
+                    y -= el * gr / (math.sqrt(acc) + eps)
+                ys.append(y)
+            x_ = sum(ys) / len(ys)
+            worst = max(worst, abs(x_ - x0) / (K_ * tt * el))
+    if worst >= 1:
+        return refuted(f"|x_t - x_0| reached {fmt(worst)} x K t eta_l", "numeric")
+    return verified(f"sqrt(v + g^2) + eps > |g| for eps > 0, so each AdaGrad step is shorter than eta_l and the server average "
+                    f"stays in the ball; 20 seeded FedAvg+client-AdaGrad runs with Cauchy(0, 10) noise reach at most "
+                    f"{fmt(worst)} x K t eta_l; f is continuous, hence bounded on the ball and E|f(x_t)| < oo", "numeric")
+
+
+@check(PAPER, "thm25_update_form",
+       "Theorem 25's optimizer condition x_(i,p) = x_(i,p-1) - eta_l sum_(l=1)^p a_l g_l/theta_l(g_1..g_l) with "
+       "0 < a_lower <= a_l (coefficients independent of p) is satisfied by SGD and AdaGrad (as the text after Theorem 25 states).",
+       spec=("12",), severity="typo", corrected={"base": "x0"})
+def _thm25(base="previous"):
+    """fedada2.txt Theorem 25 (lines 1189-1200) and the remark after it (line 1214: 'Adam, AdaGrad, and SGD ... all satisfy
+    the optimizer condition').  ``base``: the update is taken from x_(i,p-1) (printed) or from x_(i,0) (cumulative form)."""
+    gs = sp.symbols("g1:4")
+    a = sp.symbols("a1:4", positive=True)
+    th = sp.symbols("th1:4", positive=True)
+    # SGD / AdaGrad: x_p = x_(p-1) - eta_l g_p/theta_p; cumulative: x_p = x_0 - eta_l sum_(l<=p) g_l/theta_l
+    eqs = []
+    for p_ in range(1, 4):
+        rule = sp.Add(*[a[l] * gs[l] / th[l] for l in range(p_)])
+        actual = gs[p_ - 1] / th[p_ - 1] if base == "previous" else sp.Add(*[gs[l] / th[l] for l in range(p_)])
+        eqs += sp.Poly(sp.expand((rule - actual) * sp.prod(th)), *gs).coeffs()
+    sol = sp.solve(eqs, a, dict=True)
+    if sol and all(v.is_positive for v in sol[0].values()):
+        return verified(f"matching coefficients of g_1..g_3 for p = 1..3 gives {sol[0]} > 0, with theta_l = 1 (SGD) or "
+                        "sqrt(v_0 + sum g^2) + eps in [eps, sqrt(v_0 + K G^2) + eps] (AdaGrad)")
+    return refuted(f"matching coefficients of g_1..g_3 for p = 1..3 forces {sol[0] if sol else 'no solution'}: a_l = 0 for "
+                   "l < p violates 0 < a_lower <= a_l, so SGD and AdaGrad do not satisfy the printed form; with x_(i,0) in place "
+                   "of x_(i,p-1) (the telescoped form the proof uses) a_l = 1 works")
+
+
+def lemma30_phi1(K_: int, z: int, G: float, eps: float, v0: float = 0.0) -> float:
+    """Phi_1/(eta_l B) of Lemma 30 (line 1560): floor((K-1)/z) + 1 + K G/(sqrt(v0) + eps)."""
+    return (K_ - 1) // z + 1 + K_ * G / (math.sqrt(v0) + eps)
+
+
+def delayed_adagrad_delta(gs, z: int, eps: float, v0: float = 0.0) -> float:
+    """|Delta|/eta_l of one client of Algorithm 10 (AdaGrad whose accumulator takes g_p only when (p-1)/z is an integer)."""
+    v, total = v0, 0.0
+    for p_, g in enumerate(gs, 1):
+        if (p_ - 1) % z == 0:
+            v += g * g
+        total += g / (math.sqrt(v) + eps)
+    return abs(total)
+
+
+@check(PAPER, "cor27_29_same_orders",
+       "Corollaries 27 (delayed Adam) and 29 (delayed AdaGrad) inherit Theorem 6's rate: their Psi_3, Psi_4, gamma~_1, "
+       "alpha~_1 have the orders of Theorem 20's (Theta(eta eta_l^2 T), Theta(eta^3 eta_l^3 T), Theta(eta_l), Theta(1)) "
+       "given Lemma 28 / Lemma 30's Phi_1 = Theta(eta_l); Lemma 30's bound holds for delayed AdaGrad.",
+       spec=("12", "14"), severity="rate", depends=("thm20_psi_orders", "lemma28_phi1_bound"))
+def _cor27_29():
+    """fedada2.txt Corollary 27 (line 1435), Lemma 28 (line 1448), Corollary 29 (line 1547), Lemma 30 (line 1557)."""
+    el, et, T_, B, eps, b1, K_, L_, Lt, c, tau, ew, G, v0 = pos("eta_l eta T B epsilon beta1 K L Ltilde c tau eps_w G v0")
+    phi1, phi2 = el, et * el  # Theta(eta_l), Theta(eta eta_l)
+    w = sp.Symbol("w", positive=True)  # 1 - beta~1^T in [1 - beta~1, 1]: Theta(1)
+    psi3 = w * et * el * (1 - b1 ** (2 * K_)) * K_ * (Lt / el) * B**2 * T_ * phi1**2 / (2 * tau * eps**2)
+    psi4 = et * el * (1 - b1 ** (2 * K_)) * K_ * L_ * T_ * B**2 * c * phi2**2 / (2 * tau * eps**2)
+    gam29 = el * ew * K_ / (sp.sqrt(v0 + K_ * G**2) + eps)
+    alp29 = ew * K_ / (2 * K_ * (sp.sqrt(v0 + K_ * G**2) + eps))
+    scale = {et: sp.Symbol("E", positive=True), el: sp.Symbol("e", positive=True)}
+    want = {"Psi3": et * el**2 * T_, "Psi4": et**3 * el**3 * T_, "gamma1": el, "alpha1": sp.Integer(1)}
+    got = {"Psi3": psi3, "Psi4": psi4, "gamma1": gam29, "alpha1": alp29}
+    for k, v in got.items():
+        ratio = sp.simplify(v / want[k])
+        if ratio.has(et) or ratio.has(el) or ratio.has(T_):
+            return refuted(f"{k}: ratio to the expected order {show(want[k])} is {show(ratio)}")
+    worst = 0.0
+    for k in range(1, 6):
+        for z in (1, 2, 3):
+            for eps_ in (1e-3, 0.1, 1.0):
+                for gs in itertools.product((1e-6, 1.0, -1.0), repeat=k):
+                    worst = max(worst, delayed_adagrad_delta(gs, z, eps_) / lemma30_phi1(k, z, 1.0, eps_))
+    if worst > 1 + 1e-12:
+        return refuted(f"Lemma 30's bound violated: |Delta|/Phi_1 reaches {fmt(worst)}", "numeric")
+    return verified("each of Psi_3, Psi_4, gamma~_1, alpha~_1 divided by Theorem 20's order is free of eta, eta_l, T; "
+                    f"Lemma 30 holds over K = 1..5, z = 1..3, eps in {{1e-3, 0.1, 1}}, gradients in {{1e-6, 1, -1}}^K "
+                    f"(largest |Delta|/Phi_1 = {fmt(worst)})")
+
+
 @check(PAPER, "cor23_exponent_regions",
        "Cor. 7/23: case T eta_l^2 <= O(1) converges for p2 <= -1/2, -1 < p1 + p2 < 0; case T eta_l^2 >= Omega(1) converges for "
        "-1/2 < p2 < -1/4, p1 > -1/2, p1 + 2 p2 < -1/2, 2 p1 + 3 p2 < -1/2; the example p2 = -49/100, -1/2 < p1 < 12/25 lies in "
        "the second region (T eta_l^2 = T^(1/50) -> oo).",
-       spec=("12",))
+       spec=("12",), severity="rate", depends=("thm20_psi_orders", "thm20_drift_squared_lipschitz"))
 def _cor23_regions():
     """fedada2.txt Corollary 23 and its proof, lines 1075-1118."""
     grid = [Fraction(k, 20) for k in range(-40, 41)]
@@ -614,21 +875,23 @@ def _cor23_regions():
 
 @check(PAPER, "cor23_case2_boundary_strict",
        "Cor. 23's case-2 conditions may be non-strict: p2 <= -1/4 and the example's upper limit p1 = 12/25 still give convergence.",
-       spec=("12", "err-17"))
-def _cor23_strict():
-    """fedada2.txt proof of Corollary 23, case T eta_l^2 > Omega(1) (lines 1100-1118)."""
+       spec=("12", "err-17"), severity="typo",
+       corrected={"p2_edge": sp.Rational(-1, 4) - sp.Rational(1, 100), "p1_edge": sp.Rational(12, 25) - sp.Rational(1, 100)})
+def _cor23_strict(p2_edge=sp.Rational(-1, 4), p1_edge=sp.Rational(12, 25)):
+    """fedada2.txt proof of Corollary 23, case T eta_l^2 > Omega(1) (lines 1100-1118: '-1/2 < p2 <= -1/4'; example
+    'eta < O(T^(12/25))'); ``p2_edge``, ``p1_edge``: the largest exponents the conditions admit."""
     o = thm20_orders(case="large")
-    e3 = _exponent(o["Psi3"] / o["Psi6"], sp.Rational(-1, 3), sp.Rational(-1, 4))
-    e2 = _exponent(o["Psi2"] / o["Psi6"], sp.Rational(12, 25), sp.Rational(-49, 100))
+    e3 = _exponent(o["Psi3"] / o["Psi6"], sp.Rational(-1, 3), p2_edge)
+    e2 = _exponent(o["Psi2"] / o["Psi6"], p1_edge, sp.Rational(-49, 100))
     if e3 < 0 and e2 < 0:
-        return verified("boundary points still converge")
+        return verified(f"at p2 = {p2_edge}: Psi3/Psi6 ~ T^{show(e3)}; at p1 = {p1_edge}: Psi2/Psi6 ~ T^{show(e2)}: both vanish", "exact")
     return refuted(f"at p2 = -1/4: Psi3/Psi6 ~ T^{show(e3)} = Theta(1); at p1 = 12/25, p2 = -49/100: Psi2/Psi6 ~ T^{show(e2)} = "
                    "Theta(1); both bounds must be strict (open intervals)", "exact")
 
 
 @check(PAPER, "cor24_rate_T_minus_half",
        "Cor. 8/24: with eta = Theta(1) (p1 = 0) and eta_l = Theta(T^(-1/2)) (p2 = -1/2), min_t ||grad f(x_(t-1))||^2 = O(T^(-1/2)).",
-       spec=("12",))
+       spec=("12",), severity="rate", depends=("thm20_psi_orders", "thm20_drift_squared_lipschitz", "lemma21_series_and_c_beta", "log_telescoping_lemma"))
 def _cor24():
     """fedada2.txt Corollary 24 and proof, lines 1120-1140."""
     o = thm20_orders(case="small")
@@ -641,7 +904,7 @@ def _cor24():
 
 @check(PAPER, "ceil_floor_and_bias_correction",
        "ceil(K/z) = floor((K-1)/z) + 1 for positive integers, and sum_(r=1)^n (1-b2) b2^(n-r) = 1 - b2^n.",
-       spec=("13",))
+       spec=("13",), severity="constant")
 def _ceil():
     """fedada2.txt Lemma 30 (line 1557: update steps F = {0,...,floor((K-1)/z)} z + 1) and ADMU bias correction (line 1382)."""
     bad = [(k, z) for k in range(1, 201) for z in range(1, 201) if -(-k // z) != (k - 1) // z + 1]
@@ -655,7 +918,7 @@ def _ceil():
 @check(PAPER, "lemma26_28_sums",
        "Lemma 26: sum_(p=1)^K sum_(l=1)^p 1 = K(K+1)/2; Lemma 28: sum_(p=1)^K sum_(r=1)^p b^(p-r) <= K(1-b^K)/(1-b); "
        "sum_(r=1)^n (b1^2/b2)^(n-r) is non-decreasing in n.",
-       spec=("14",))
+       spec=("14",), severity="constant")
 def _lemma26_28():
     """fedada2.txt Lemma 26 (line 1213) and Lemma 28 (line 1448)."""
     for KK in range(1, 9):
@@ -669,30 +932,70 @@ def _lemma26_28():
                     "b in {1/10, 1/2, 9/10}); the (b1^2/b2)-sum gains a positive term when n grows", "exact")
 
 
-@check(PAPER, "lemma28_phi1_bound",
-       "Lemma 28: the ADMU pseudo-gradient obeys |Delta| <= Phi_1 = eta_l K sqrt(sum_r b1^(2K-2r)/b2^(K-r)) (+ Phi_0 = 0 for z = 1).",
-       spec=("14", "3.9.6", "err-20"))
-def _lemma28():
-    """fedada2.txt Lemma 28, line 1452 (the factor (1-b1)/sqrt(1-b2) is missing)."""
-    b1, b2, KK = 0.9, 0.999, 2
-    m_ = v_ = 0.0
-    delta = 0.0
-    for _ in range(KK):
-        g = 1.0
+def admu_pseudo_gradient(gs, b1: float, b2: float, z: int, eps: float, bias: bool = True) -> float:
+    """|Delta|/eta_l of one ADMU client (fedada2.txt Algorithm 7, lines 1360-1375): m, v start at 0, v and its bias
+    correction 1 - b2^(floor((t-1)/z)+1) are updated only when (t-1)/z is an integer, x_t = x_(t-1) - eta_l m_hat/(sqrt(v_hat)+eps)."""
+    m_ = v_ = vhat = 0.0
+    total = 0.0
+    for t_, g in enumerate(gs, 1):
         m_ = b1 * m_ + (1 - b1) * g
-        v_ = b2 * v_ + (1 - b2) * g * g
-        delta += m_ / math.sqrt(v_)  # no bias correction, eps -> 0
-    phi1 = KK * math.sqrt(sum(b1 ** (2 * KK - 2 * r) / b2 ** (KK - r) for r in range(1, KK + 1)))
-    fixed = phi1 * (1 - b1) / math.sqrt(1 - b2)
-    if delta <= phi1:
-        return verified(f"|Delta|/eta_l = {fmt(delta)} <= {fmt(phi1)}", "numeric")
-    return refuted(f"b1 = 0.9, b2 = 0.999, z = 1, K = 2, constant gradient 1, no bias correction: |Delta|/eta_l = {fmt(delta, 3)} > "
-                   f"Phi_1/eta_l = {fmt(phi1, 3)}; with the missing factor (1-b1)/sqrt(1-b2) the bound is {fmt(fixed, 3)} and holds", "exact")
+        mhat = m_ / (1 - b1**t_) if bias else m_
+        if (t_ - 1) % z == 0:
+            v_ = b2 * v_ + (1 - b2) * g * g
+            vhat = v_ / (1 - b2 ** ((t_ - 1) // z + 1)) if bias else v_
+        total += mhat / (math.sqrt(vhat) + eps)
+    return abs(total)
+
+
+def lemma28_phi1(K_: int, b1: float, b2: float, z: int, eps: float, G: float, phi0=None) -> float:
+    """Phi_1/eta_l of Lemma 28 (line 1452) with |Xi| = 1: K sqrt(sum_(r<=ceil(K/z)) b1^(2n-2r)/b2^(n-r)) + Phi_0/eta_l,
+    Phi_0 = K G eta_l (1 - b1^K)/eps as printed (``phi0(K, b1, G, eps)`` overrides it)."""
+    n_ = -(-K_ // z)
+    main = K_ * math.sqrt(sum(b1 ** (2 * n_ - 2 * r) / b2 ** (n_ - r) for r in range(1, n_ + 1)))
+    return main + (K_ * G * (1 - b1**K_) / eps if phi0 is None else phi0(K_, b1, G, eps))
+
+
+@check(PAPER, "lemma28_phi1_bound",
+       "Lemma 28: an ADMU client's pseudo-gradient obeys |Delta| <= Phi_1 = |Xi| (eta_l K sqrt(sum_(r<=ceil(K/z)) "
+       "b1^(2 ceil(K/z) - 2r)/b2^(ceil(K/z)-r)) + Phi_0), Phi_0 = K G eta_l (1 - b1^K)/eps, for gradients |g| <= G.",
+       spec=("14", "3.9.6", "err-20"), severity="constant",
+       corrected={"phi0": lambda K_, b1, G, eps: K_ * G / eps})
+def _lemma28(phi0=None):
+    """fedada2.txt Lemma 28 (line 1448-1452) with Algorithm 7's bias corrections (lines 1369-1375), |Xi| = 1, G = 1.
+
+    Exhaustive search: K = 1..5, z = 1..3, b1 in {0, 1/2, 9/10}, b2 in {9/10, 999/1000}, eps in {1e-3, 0.1, 1},
+    gradient sequences in {1e-6, 1, -1}^K.  ``phi0`` overrides Phi_0 (the paper's is printed in the claim)."""
+    worst = (0.0, None)
+    for K_ in range(1, 6):
+        for z in (1, 2, 3):
+            for b1 in (0.0, 0.5, 0.9):
+                for b2 in (0.9, 0.999):
+                    for eps in (1e-3, 0.1, 1.0):
+                        bound = lemma28_phi1(K_, b1, b2, z, eps, 1.0, phi0)
+                        for gs in itertools.product((1e-6, 1.0, -1.0), repeat=K_):
+                            r = admu_pseudo_gradient(gs, b1, b2, z, eps) / bound
+                            if r > worst[0]:
+                                worst = (r, (K_, z, b1, b2, eps, gs, bound))
+    r, (K_, z, b1, b2, eps, gs, bound) = worst
+    if r <= 1 + 1e-12:
+        return verified(f"largest |Delta|/Phi_1 over the search: {fmt(r)}", "numeric")
+    # the spec's reading: z = 1, no bias correction, Phi_0 = 0, constant gradient (its counterexample)
+    spec_delta = admu_pseudo_gradient((1.0, 1.0), 0.9, 0.999, 1, 1e-12, bias=False)
+    spec_bound = lemma28_phi1(2, 0.9, 0.999, 1, 1e-12, 1.0, lambda *a: 0.0)
+    z1 = max(admu_pseudo_gradient(g, b1_, b2_, 1, e) / lemma28_phi1(k, b1_, b2_, 1, e, 1.0, phi0)
+             for k in range(1, 6) for b1_ in (0.0, 0.5, 0.9) for b2_ in (0.9, 0.999) for e in (1e-3, 0.1, 1.0)
+             for g in itertools.product((1e-6, 1.0, -1.0), repeat=k))
+    return refuted(f"K = {K_}, z = {z}, b1 = {b1}, b2 = {b2}, eps = {eps:g}, G = 1, gradients ({', '.join(f'{g:g}' for g in gs)}) "
+                   f"(a tiny gradient at the preconditioner update, then G while v_hat is frozen): |Delta|/eta_l = "
+                   f"{fmt(r * bound)} > Phi_1/eta_l = {fmt(bound)} with Phi_0 included and Algorithm 7's bias correction. For "
+                   f"z = 1 the bound holds in the same search (largest ratio {fmt(z1)}); the spec's counterexample (z = 1, no bias "
+                   f"correction, Phi_0 dropped: {fmt(spec_delta)} > {fmt(spec_bound)}) refutes the spec's reading, not the "
+                   "paper. |m_hat| <= G gives the valid Phi_0 = K G eta_l/eps", "numeric")
 
 
 @check(PAPER, "derived_lipschitz_Ltilde",
        "||grad F_i(x) - grad F_j(y)|| <= 2 sqrt(d) G <= (2 sqrt(d) G/(eta_l eps_s)) ||x - y|| whenever ||x - y|| >= eta_l eps_s.",
-       spec=("15", "3.9.3"))
+       spec=("15", "3.9.3"), kind="derived", severity="rate")
 def _ltilde():
     """fedada2.txt Assumption 2 and the derived cross-client Lipschitz constant L~ (lines 138-142)."""
     G, dd, el, es, r = pos("G d eta_l eps_s r")
@@ -707,7 +1010,7 @@ def _ltilde():
 @check(PAPER, "dp_accounting_epsilon",
        "DP setting (App. H): sampling rate 0.1, noise multiplier 1, 500 rounds give (eps, delta) = (13.1, 0.0025) with optimal RDP "
        "order 2.0: eps_RDP(2) = 500 log(1 + q^2(e^(1/sigma^2) - 1)) = 8.5184 and eps = rdp + log(1 - 1/a) - (log delta + log a)/(a-1).",
-       spec=("16",))
+       spec=("16",), severity="typo")
 def _dp():
     """fedada2.txt line 1639."""
     q, sig, Tn, delta = 0.1, 1.0, 500, 0.0025
@@ -752,7 +1055,7 @@ def _hetero_run(T_: int, sampler: str) -> float:
 @check(PAPER, "any_sampling_deterministic_guarantee",
        "Theorem 6 holds deterministically for any initialisation and any client subsampling: with eta_l = T^(-1/2), "
        "min_t ||grad f(x_(t-1))||^2 = O(T^(-1/2)).",
-       spec=("3.9.1", "err-16"))
+       spec=("3.9.1", "err-16"), severity="rate", depends=("thm20_drift_squared_lipschitz",))
 def _any_sampling():
     """fedada2.txt Theorem 6 (line 146, 'deterministically ... for any client subsampling') and App. C assumptions."""
     vals = {T_: _hetero_run(T_, "always1") for T_ in (100, 1000, 10000)}
@@ -768,13 +1071,20 @@ def _any_sampling():
 
 @check(PAPER, "server_adam_v_lower_bound",
        "App. C.2 (server Adam): v~_t >= tau^2 for all t when v~_0 = tau^2.",
-       spec=("3.9.5", "err-21"))
-def _adam_v():
-    """fedada2.txt App. C.2 (line 1136: server EMA v~_t = b2^t v~_0 + (1-b2) sum ...)."""
+       spec=("3.9.5", "err-21"), severity="constant", corrected={"floor": lambda b2, t_, v0: b2**t_ * v0})
+def _adam_v(floor=lambda b2, t_, v0: v0):
+    """fedada2.txt App. C.2 (line 1136: server EMA v~_t = b2^t v~_0 + (1-b2) sum ...; the C.2 bounds divide by tau^2 using
+    v~_0 >= tau^2); ``floor(b2, t, v~_0)``: the claimed lower bound of v~_t (printed: v~_0 = tau^2).  Exact over
+    t = 1..5 rounds of zero pseudo-gradients (the worst case) at b2 = 9/10."""
     b2, tau = Fraction(9, 10), Fraction(1, 100)
-    v1 = b2 * tau**2 + (1 - b2) * 0
-    if v1 >= tau**2:
-        return verified("holds")
+    v = tau**2
+    for t_ in range(1, 6):
+        v = b2 * v + (1 - b2) * 0
+        if v < floor(b2, t_, tau**2):
+            break
+    else:
+        return verified("v~_t >= the claimed floor for t = 1..5 with zero pseudo-gradients (the smallest v~_t)", "exact")
+    v1 = b2 * tau**2
     return refuted(f"with pseudo-gradient 0 in round 1: v~_1 = b2 tau^2 = {v1} < tau^2 = {tau**2} (b2 = 9/10); the EMA only "
                    "gives v~_t >= b2^t v~_0", "exact")
 
@@ -782,17 +1092,18 @@ def _adam_v():
 @check(PAPER, "lemma15_statement_vs_proof",
        "Lemma 15's statement Phi_1 = eta_l(sqrt(ceil(K/z)) log^(1/2)(1 + ceil(K/z) G^2/eps^2) + eta_l (K - ceil(K/z)) G/(sqrt(v0)+eps)) "
        "bounds |Delta_i| for every admissible gradient sequence.",
-       spec=("3.2", "err-15"))
-def _lemma15():
+       spec=("3.2", "err-15"), severity="proof", corrected={"second": 1.0})
+def _lemma15(second=None):
     """fedada2.txt Lemma 15 statement (line 743) vs its proof's last line (eta_l T_1 + eta_l(K - ceil(K/z))G/(sqrt(v0)+eps))."""
     el, G, eps, v0, K_, z = 0.01, 1.0, 1e-6, 0.0, 2, 2
     # gradients g_1 = 0 (update step), g_2 = G (delayed step reuses v = v0 + g_1^2 = 0)
     v = v0 + 0.0
     delta = el * 0.0 / (math.sqrt(v) + eps) + el * G / (math.sqrt(v) + eps)
     nu_ = -(-K_ // z)
-    stated = el * (math.sqrt(nu_) * math.sqrt(math.log(1 + nu_ * G**2 / eps**2)) + el * (K_ - nu_) * G / (math.sqrt(v0) + eps))
+    second = el if second is None else second  # the statement's extra eta_l on the second term
+    stated = el * (math.sqrt(nu_) * math.sqrt(math.log(1 + nu_ * G**2 / eps**2)) + second * (K_ - nu_) * G / (math.sqrt(v0) + eps))
     proof = el * (math.sqrt(nu_) * math.sqrt(math.log(1 + nu_ * G**2 / eps**2)) + (K_ - nu_) * G / (math.sqrt(v0) + eps))
     if delta <= stated:
-        return verified("statement holds at the tested point")
+        return verified(f"|Delta| = {fmt(delta)} <= Phi_1 = {fmt(stated)} at the proof's extremal sequence (gradients (0, G))", "exact")
     return refuted(f"K = 2, z = 2, eta_l = 0.01, G = 1, eps = 1e-6, v0 = 0, gradients (0, G): |Delta| = {fmt(delta)} > stated "
                    f"Phi_1 = {fmt(stated)}; the proof's version (eta_l, not eta_l^2, on the second term) gives {fmt(proof)}", "exact")

@@ -19,6 +19,7 @@ import sympy as sp
 
 from .algebra import (
     compare_rate,
+    lr_threshold,
     finite_sum,
     fmt,
     identities,
@@ -31,7 +32,7 @@ from .algebra import (
     subset_mean,
     unit,
 )
-from .core import check, refuted, verified
+from .core import check, inconclusive, refuted, verified
 
 PAPER = "fedlada"
 
@@ -47,7 +48,10 @@ C1S, C2S, C3S, GCS, CS = pos("C1 C2 C3 G_c C")  # symbols for the named constant
 C1_expr = alpha * (1 + a) * (1 + 1 / a) / (1 + a - beta1)
 C2_expr = 6 * (1 - alpha) * (1 + 1 / a) * K * G_th**2
 C3_expr = 24 * (1 - beta1) * K * G_th**2 * C1S
-#: G_c as derived in the proof (with the factor d the statement drops)
+#: G_c as the statement prints it (line 229: no factor d; it writes epsilon_theta for epsilon_v)
+Gc_statement = 2 * G_g**4 / eps_v**4 + 2 * beta1**2 * G_th**2 * sigma_l**2 / (S * K) + 4 * G_th**2 * (sigma_g**2 + sigma_u**2)
+#: G_c as derived in the proof (2 x the bracket of line 836, with the factor d the statement drops); the audit
+#: uses this form, and the check Gc_statement_vs_proof records the difference
 Gc_expr = 2 * d * G_g**4 / eps_v**4 + 2 * beta1**2 * G_th**2 * sigma_l**2 / (S * K) + 4 * G_th**2 * (sigma_g**2 + sigma_u**2)
 #: C (called C4 in the proof)
 C_expr = (1 - beta1 / ((1 - beta1) * K)) / 2
@@ -90,7 +94,7 @@ def bound_expr() -> sp.Expr:
 
 @check(PAPER, "lemma_B7_closed_form",
        "Lemma B.7: sum_{tau=1}^K tau m^tau = m/(1-m)^2 - m^(K+1)/(1-m)^2 - K m^(K+1)/(1-m) for 0 < m < 1.",
-       spec=("1",))
+       spec=("1",), severity="constant")
 def _b7():
     """fedlada.txt Lemma B.7, eq. (15), lines 560-567."""
     x, k = sp.symbols("x k", positive=True)
@@ -107,7 +111,7 @@ def _b7():
 @check(PAPER, "lemma_B8_z_identity",
        "Lemma B.8: with z^t = x^t/alpha - (1-alpha)/alpha x^(t-1), x^(t+1) = x^t - eta_g (1/S) sum_i (x_{i,0} - x_{i,K}) "
        "and g_a^t = (x^(t-1) - x^t)/(eta_g eta_l K), z^(t+1) = z^t - eta eta_l (1/(SK)) sum_{i,tau} m odot theta with eta = K eta_g.",
-       spec=("2",))
+       spec=("2",), severity="rate")
 def _b8():
     """fedlada.txt Lemma B.8, eq. (17), lines 578-587 (needs eta = K eta_g)."""
     xp, xt, A, eg = sp.symbols("x_prev x_t A eta_g")  # A = sum_{i,tau} m_{i,tau} theta_{i,tau} (scalar stand-in)
@@ -125,7 +129,7 @@ def _b8():
        "Lemmas B.1-B.5: polarisation <x,y> = (|x|^2+|y|^2-|x-y|^2)/2; ||x odot y||^2 <= ||x||^2 ||y||_inf^2; "
        "z >= y >= 0 gives ||x odot y|| <= ||x odot z||; Young (1+mu)x^2 + (1+1/mu)y^2 - (x+y)^2 = (sqrt(mu)x - y/sqrt(mu))^2; "
        "||sum_{i<=n} x_i||^2 <= n sum ||x_i||^2.",
-       spec=("3",))
+       spec=("3",), severity="constant")
 def _b1_b5():
     """fedlada.txt Lemmas B.1-B.5, lines 509-547 (component-wise)."""
     x, y, u = sp.symbols("x y u", real=True)
@@ -154,7 +158,7 @@ def _b1_b5():
 @check(PAPER, "sampling_identity_W",
        "Sampling S of m clients without replacement: E||(1/S) sum_{i in S} y_i||^2 = (S-1)/(S m (m-1)) ||sum y_i||^2 "
        "+ (m-S)/(S m (m-1)) sum ||y_i||^2, E[I_i] = S/m, E[I_i I_j] = S(S-1)/(m(m-1)), and m(S-1)/(S(m-1)) <= 1.",
-       spec=("4",))
+       spec=("4",), severity="constant")
 def _sampling():
     """fedlada.txt proof of Thm 3.5, W^t bound (line 625) and P(I_i = 1) = S/m (line 601)."""
     for mm, ss in ((5, 2), (6, 3), (7, 7), (8, 1), (4, 2)):
@@ -177,7 +181,7 @@ def _sampling():
 @check(PAPER, "delta_and_R3_scalar_inequalities",
        "(sqrt b - sqrt a)^2 <= b - a for b >= a >= 0; 1/(ab) <= eps^-4 for a, b >= eps^2; "
        "|a^(-1/2) - b^(-1/2)| <= (b-a)/(2 eps^3) for b >= a >= eps^2.",
-       spec=("5",))
+       spec=("5",), severity="constant")
 def _scalar_ineq():
     """fedlada.txt proof of Thm 3.5, Delta^t steps (c)-(e) (line 633) and R_3 bound."""
     e, u, w = pos("e u w")
@@ -195,7 +199,7 @@ def _scalar_ineq():
 
 @check(PAPER, "momentum_unrolling_18",
        "Unrolling A_k <= beta1 A_(k-1) + (1-beta1) B_k gives A_K <= beta1^K A_0 + (1-beta1) sum_{tau=1}^K beta1^(K-tau) B_tau (18).",
-       spec=("6",))
+       spec=("6",), severity="constant")
 def _unroll():
     """fedlada.txt eq. (18), line 675."""
     b = sp.Symbol("b", positive=True)
@@ -220,7 +224,7 @@ def _unroll():
 @check(PAPER, "beta_weighted_sums",
        "(1-b) b^K sum_{tau=1}^K b^(-tau) = 1 - b^K; (1-b) b^K sum b^(-tau)(1 - tau/K) = ((1-b)/K) sum_{s=0}^{K-1} s b^s "
        "<= b/((1-b)K); sum_{tau'=tau}^K b^(K-tau') = (1 - b^(K+1-tau))/(1-b) >= 1.",
-       spec=("7",))
+       spec=("7",), severity="constant")
 def _beta_sums():
     """fedlada.txt lines 755-775 (R_2.a bound)."""
     b = sp.Symbol("b", positive=True)
@@ -246,26 +250,29 @@ def _beta_sums():
 
 @check(PAPER, "beta_weighted_closed_form_printed",
        "The printed closed form (1-b) sum_{s=0}^{K-1} s b^s / K = (b - b^K)/((1-b)K) - b^K.",
-       spec=("7", "err-26"))
-def _beta_closed_printed():
-    """fedlada.txt line 755 (third display of the R_2.a computation)."""
+       spec=("7", "err-26"), severity="typo",
+       corrected={"printed": lambda b, k: (b - b**k) / ((1 - b) * k) - (k - 1) / k * b**k})
+def _beta_closed_printed(printed=lambda b, k: (b - b**k) / ((1 - b) * k) - b**k):
+    """fedlada.txt line 755 (third display of the R_2.a computation); ``printed(b, K)`` is the paper's closed form."""
     b, k = sp.symbols("b K", positive=True)
     exact = (b - b**k) / ((1 - b) * k) - (k - 1) / k * b**k
-    printed = (b - b**k) / ((1 - b) * k) - b**k
     for KK in range(1, 6):
         true = (1 - b) / KK * finite_sum(lambda s: s * b**s, 0, KK - 1)
         if not is_identity(true, exact.subs(k, KK)):
             return refuted(f"the corrected closed form also fails at K = {KK}")
-    diff = sp.simplify(printed - exact)
-    val = (printed - exact).subs({b: sp.Rational(1, 2), k: 2})
-    return refuted(f"the exact value is (b - b^K)/((1-b)K) - ((K-1)/K) b^K (checked for K = 1..5); printed - exact = "
+    bad = [KK for KK in range(1, 6) if not is_identity(printed(b, sp.Integer(KK)), exact.subs(k, KK))]
+    if not bad:
+        return verified("the closed form equals (1-b)/K sum_(s<K) s b^s exactly for K = 1..5")
+    diff = sp.simplify(printed(b, k) - exact)
+    val = (printed(b, k) - exact).subs({b: sp.Rational(1, 2), k: 2})
+    return refuted(f"fails at K in {bad}: the exact value is (b - b^K)/((1-b)K) - ((K-1)/K) b^K (checked for K = 1..5); printed - exact = "
                    f"{show(diff)} (e.g. {val} at b = 1/2, K = 2); the final bound <= b/((1-b)K) is unaffected")
 
 
 @check(PAPER, "mbar_and_ga_bounds",
        "2(1-b) sum_{tau=1}^k b^(k-tau) = 2(1-b^k), and alpha sum_{t'=0}^t (1-alpha)^(t-t') = 1 - (1-alpha)^(t+1) <= 1 "
        "(bounds on ||m_bar||^2 and ||g_a||^2).",
-       spec=("8",))
+       spec=("8",), severity="constant")
 def _mbar_ga():
     """fedlada.txt lines 800-810 (E||m_bar||^2 and E||g_a||^2 bounds)."""
     b, al = sp.symbols("b alpha", positive=True)
@@ -279,16 +286,21 @@ def _mbar_ga():
 
 @check(PAPER, "ga_printed_intermediate",
        "The printed intermediate factor of the g_a bound, (1 - (1-alpha)^t)/alpha, equals alpha sum_{t'=0}^t (1-alpha)^(t-t').",
-       spec=("8", "err-26"))
-def _ga_printed():
-    """fedlada.txt line 804-810 (g_a recursion; the factor prints as (1-(1-alpha)^t)/alpha)."""
-    al = sp.Rational(1, 2)
-    t = 1
-    true = al * sum((1 - al) ** (t - tp) for tp in range(t + 1))
-    printed = (1 - (1 - al) ** t) / al
-    if true == printed:
-        return verified("equal at alpha = 1/2, t = 1")
-    return refuted(f"at alpha = 1/2, t = 1: alpha sum (1-alpha)^(t-t') = {true} but the printed factor is {printed} "
+       spec=("8", "err-26"), severity="typo", corrected={"printed": lambda al, t: 1 - (1 - al) ** (t + 1)})
+def _ga_printed(printed=lambda al, t: (1 - (1 - al) ** t) / al):
+    """fedlada.txt line 804-810 (g_a recursion; the factor prints as (1-(1-alpha)^t)/alpha); exact at alpha in
+    {1/10, 1/2, 9/10}, t = 1..5."""
+    for al in (sp.Rational(1, 10), sp.Rational(1, 2), sp.Rational(9, 10)):
+        for t in range(1, 6):
+            true = al * sum((1 - al) ** (t - tp) for tp in range(t + 1))
+            if true != printed(al, t):
+                break
+        else:
+            continue
+        break
+    else:
+        return verified("equal at alpha in {1/10, 1/2, 9/10}, t = 1..5", "exact")
+    return refuted(f"at alpha = {al}, t = {t}: alpha sum (1-alpha)^(t-t') = {true} but the printed factor is {printed(al, t)} "
                    "(alpha factor dropped, exponent off by one); the final bound E||g_a||^2 <= G_c is unaffected", "exact")
 
 
@@ -305,7 +317,7 @@ Q19 = 4 * beta1 * _c * _gam**2 + (1 + a - beta1) * _gam - alpha * (1 + a) * (1 +
        "Adding the eps_k recursion to gamma times the S_k recursion yields (20) eps_k + q S_k <= p(eps_(k-1) + q S_(k-1)) + mkC "
        "with p = (1+a)/(1-4 gamma c), C as printed, and q = (gamma - alpha(1+1/a)eta_l^2)/(1-4 gamma c) = gamma beta1/(1+a) exactly "
        "when gamma solves (19); (19) has one positive and one negative root; p > 1.",
-       spec=("9",))
+       spec=("9",), severity="constant")
 def _quadratic():
     """fedlada.txt lines 700-717 (recursions, eq. 19, eq. 20, eq. 21)."""
     A_ = alpha * (1 + 1 / a) * eta_l**2
@@ -329,7 +341,7 @@ def _quadratic():
 @check(PAPER, "gamma_pp_upper_root",
        "At gamma_++ = C1 eta_l^2, C1 = alpha(1+a)(1+1/a)/(1+a-beta1), the left side of (19) equals "
        "4 beta1 (1-beta1) G^2 L^2 gamma_++^2 > 0, so gamma^+ < gamma_++.",
-       spec=("10", "err-26"))
+       spec=("10", "err-26"), severity="constant", depends=("quadratic_19_p_q_C",))
 def _gamma_pp():
     """fedlada.txt lines 737-741 (the display prints (1+alpha-beta1) for (1+a-beta1))."""
     val = simplify_zero(Q19.subs(_gam, C1_expr * eta_l**2) - 4 * beta1 * _c * (C1_expr * eta_l**2) ** 2)
@@ -342,7 +354,7 @@ def _gamma_pp():
 
 @check(PAPER, "p_choice_3K2_bound",
        "For p = 1 + 1/(K-1), K >= 2: p(p^k - 1)/(p-1)^2 <= 3K^2 for k <= K, via (K-1)[(1+1/(K-1))^K - 1] <= 3K.",
-       spec=("11",))
+       spec=("11",), severity="constant")
 def _p_choice():
     """fedlada.txt lines 731-735."""
     worst = Fraction(0)
@@ -363,7 +375,7 @@ def _p_choice():
 @check(PAPER, "constant_propagation_C2_C3",
        "With C0 = K G^2/(1-4 gamma^+ c) <= 2K G^2 and gamma^+ < C1 eta_l^2: 3 m K^2 C <= m K C2 eta_l^2 ||g_a||^2 + m K C3 eta_l^2 sigma^2 "
        "with C2 = 6(1-alpha)(1+1/a)K G^2, C3 = 24(1-beta1) K G^2 C1.",
-       spec=("12",))
+       spec=("12",), severity="constant", depends=("gamma_pp_upper_root", "gamma_plus_half_condition"))
 def _constants():
     """fedlada.txt line 743-745 (C1, C2, C3)."""
     ga2, sig = pos("ga2 sig")
@@ -383,7 +395,7 @@ def _constants():
 @check(PAPER, "stepsize_conditions_basic",
        "2 L eta^2 eta_l^2 - eta eta_l/2 <= 0 iff eta eta_l <= 1/(4L); C4 = (1 - beta1/((1-beta1)K))/2 > 0 iff beta1 < K/(K+1); "
        "K >= 2/(1-beta1) gives C4 >= (2-beta1)/4.",
-       spec=("13",))
+       spec=("13",), severity="constant")
 def _stepsize_basic():
     """fedlada.txt lines 832-834 (conditions collected before the telescoping)."""
     x = sp.Symbol("x", positive=True)  # x = eta*eta_l
@@ -400,29 +412,44 @@ def _stepsize_basic():
 @check(PAPER, "pp_condition_relaxation",
        "The partial-participation bracket needs eta eta_l <= beta1 S(m-1)(1+mu) min{G_theta^2}/(32(m-S) L G_theta^3), and the "
        "theorem's relaxed condition eta eta_l <= beta1 S(m-1)(1+mu)/(32(m-S) L G_theta) implies it.",
-       spec=("13", "err-21"))
-def _pp_relax():
-    """fedlada.txt line 832 ("... min{G^2}/(32(m-S)LG^3) <= beta1 S(m-1)(1+mu)/(32(m-S)LG)")."""
+       spec=("13", "err-21"), severity="constant", corrected={"relaxed": False})
+def _pp_relax(relaxed=True):
+    """fedlada.txt line 832 ("... min{G^2}/(32(m-S)LG^3) <= beta1 S(m-1)(1+mu)/(32(m-S)LG)").
+
+    ``relaxed``: the theorem uses the relaxed bound (as printed) instead of the needed one.  min{G^2} is read as the
+    smallest theta_j^2 (theta in [1/G_g, 1/eps_v], G_theta = max theta)."""
     vals = {"min theta^2": Fraction(1, 4), "G_theta": Fraction(1)}
     needed = vals["min theta^2"] / vals["G_theta"] ** 3
-    stated = 1 / vals["G_theta"]
+    stated = 1 / vals["G_theta"] if relaxed else needed
     if stated <= needed:
         return verified("relaxation implies the needed condition")
     return refuted(f"with min_j theta_j^2 = 1/4 and G_theta = max theta = 1 the needed bound carries {needed} where the "
                    f"theorem's carries {stated}: the relaxed condition is 4x weaker, so it does not imply the needed one "
-                   "(min{G^2} <= G^2 makes the relaxation go the wrong way)", "exact")
+                   "(min{G^2} <= G^2 makes the relaxation go the wrong way). Reading min{G^2} as G_theta^2 instead makes the relaxation an "
+                   "identity but then line 830 lower-bounds ||m odot theta||^2 by an upper bound of theta^2 (the error of "
+                   "G_theta_used_as_lower_bound): either reading refutes a step", "exact")
 
 
 @check(PAPER, "eta_l_condition_theorem_vs_proof",
        "Theorem 3.5's condition eta_l <= 1/(2 sqrt(2 alpha(1-beta1)K) G L) implies the proof's eta_l <= 1/(2 sqrt(2 alpha(1-beta1)(1+1/a)) G L).",
-       spec=("13", "err-21"))
-def _eta_l_thm_vs_proof():
-    """fedlada.txt line 842 ("eta_l <= 1/(2 sqrt(2 alpha(1-beta1)(1+1/a)) G L) < 1/(2 sqrt(2 alpha(1-beta1)K) G L)")."""
-    KK, aa = 10, Fraction(1, 18)  # a <= 1/(K-1) = 1/9
-    if 1 + 1 / aa <= KK:
-        return verified("1 + 1/a <= K")
-    ratio = math.sqrt(KK / (1 + 1 / aa))
-    return refuted(f"for a < 1/(K-1) we have 1 + 1/a > K (K = 10, a = 1/18: 1 + 1/a = 19), so the theorem's bound is "
+       spec=("13", "err-21"), severity="proof", corrected={"factor": lambda K_, a_: 1 + 1 / a_})
+def _eta_l_thm_vs_proof(factor=lambda K_, a_: K_):
+    """fedlada.txt line 842 ("eta_l <= 1/(2 sqrt(2 alpha(1-beta1)(1+1/a)) G L) < 1/(2 sqrt(2 alpha(1-beta1)K) G L)").
+
+    ``factor(K, a)`` replaces (1+1/a) in the theorem's condition (printed: K).  Exact search over K = 2..12 and
+    a = 1/(j(K-1)), j = 1..3 (the proof's a <= 1/(K-1))."""
+    for KK in range(2, 13):
+        for j in (1, 2, 3):
+            aa = Fraction(1, j * (KK - 1))
+            if 1 + 1 / aa > factor(KK, aa):
+                break
+        else:
+            continue
+        break
+    else:
+        return verified("the theorem's bound is <= the proof's at every (K, a) tried: (1+1/a) <= factor(K, a)", "exact")
+    ratio = math.sqrt(float(factor(KK, aa)) / float(1 + 1 / aa))
+    return refuted(f"for a < 1/(K-1) we have 1 + 1/a > K (K = {KK}, a = {aa}: 1 + 1/a = {1 + 1 / aa}), so the theorem's bound is "
                    f"{fmt(1 / ratio)}x the proof's: eta_l at the theorem's bound violates the proof's condition; the two "
                    "coincide only at a = 1/(K-1)", "exact")
 
@@ -430,21 +457,28 @@ def _eta_l_thm_vs_proof():
 @check(PAPER, "gamma_plus_half_condition",
        "The proof's condition eta_l <= 1/(2 sqrt(2 alpha(1-beta1)(1+1/a)) G L) ensures 1 - 4 gamma^+ (1-beta1) G^2 L^2 >= 1/2 "
        "(needed to fix p = 1 + 1/(K-1)).",
-       spec=("13",))
-def _gamma_half():
-    """fedlada.txt line 731 ("1 - 4 gamma^+ (1-beta1) G^2 L^2 >= 1/2 ... Thus ... eta_l <= ...")."""
+       spec=("13",), severity="constant",
+       corrected={"tighten": lambda b1, a_: 1 - b1 / (2 * (1 + a_))})
+def _gamma_half(tighten=lambda b1, a_: 1):
+    """fedlada.txt line 731 ("1 - 4 gamma^+ (1-beta1) G^2 L^2 >= 1/2 ... Thus ... eta_l <= ...").
+
+    ``tighten(beta1, a)`` multiplies the bound on eta_l^2 (printed: 1)."""
     vals = {beta1: sp.Rational(9, 10), alpha: sp.Rational(1, 2), G_th: 1, L: 1, K: 10}
     aa = sp.Rational(1, 9)
     vals[a] = aa
-    lr2 = 1 / (4 * 2 * vals[alpha] * (1 - vals[beta1]) * (1 + 1 / aa) * vals[G_th] ** 2 * vals[L] ** 2)
+    # the theorem's hypotheses at this point: a <= 1/(K-1) (line 731) and beta1 < K/(K+1) (C4 > 0, line 834)
+    if not (aa <= sp.Rational(1, vals[K] - 1) and vals[beta1] < sp.Rational(vals[K], vals[K] + 1)):
+        return inconclusive("test point violates a <= 1/(K-1) or beta1 < K/(K+1)")
+    lr2 = tighten(vals[beta1], aa) / (4 * 2 * vals[alpha] * (1 - vals[beta1]) * (1 + 1 / aa) * vals[G_th] ** 2 * vals[L] ** 2)
     q = Q19.subs(vals).subs(eta_l**2, lr2)
     roots = [r for r in sp.solve(q, _gam) if r.is_positive]
     gp = roots[0]
     margin = 1 - 4 * gp * (1 - vals[beta1])
     # general criterion: Q19 at gamma* = 1/(8c) >= 0  <=>  eta_l^2 <= (2 + 2a - beta1)/(16 c alpha (1+a)(1+1/a))
     crit = sp.simplify((Q19.subs(_gam, 1 / (8 * _c))).subs(eta_l**2, 1 / (8 * alpha * _c * (1 + 1 / a))))
-    if margin >= sp.Rational(1, 2):
-        return verified(f"margin {show(margin)} >= 1/2")
+    if sp.simplify(margin - sp.Rational(1, 2)) >= 0:
+        return verified(f"at beta1 = 9/10, alpha = 1/2, G = L = 1, K = 10, a = 1/9 and eta_l at the bound: "
+                        f"1 - 4 gamma^+ (1-beta1) = {show(sp.nsimplify(margin))} >= 1/2", "exact")
     return refuted(f"at beta1 = 9/10, alpha = 1/2, G = L = 1, K = 10, a = 1/9 and eta_l at the bound, the positive root of "
                    f"(19) is gamma^+ = {fmt(float(gp), 6)} and 1 - 4 gamma^+ (1-beta1) = {fmt(float(margin), 6)} < 1/2. "
                    f"In general (19)-LHS at gamma = 1/(8c) with eta_l at the bound equals {show(crit)} < 0 for beta1 > 0, "
@@ -456,11 +490,28 @@ def _gamma_half():
 # ===========================================================================
 
 
+@check(PAPER, "Gc_statement_vs_proof",
+       "Theorem 3.5's G_c = 2 G_g^4/eps^4 + 2 beta1^2 G_theta^2 sigma_l^2/(SK) + 4 G_theta^2 (sigma_g^2 + sigma_u^2) (line 229) is "
+       "twice the G-bracket of the proof's per-round inequality (line 836), as the assembly requires.",
+       spec=("14",), severity="proof", corrected={"statement": Gc_expr})
+def _gc_statement(statement=Gc_statement):
+    """fedlada.txt Theorem 3.5, line 229 (G_c, printed with epsilon_theta and without d) vs line 836 (bracket
+    d G_g^4/eps_v^4 + beta1^2 G_theta^2 sigma_l^2/(SK) + 2 G_theta^2 (sigma_g^2 + sigma_u^2)).  The audit's bound uses the
+    proof's form (Gc_expr)."""
+    bracket = d * G_g**4 / eps_v**4 + beta1**2 * G_th**2 * sigma_l**2 / (S * K) + 2 * G_th**2 * (sigma_g**2 + sigma_u**2)
+    diff = sp.simplify(2 * bracket - statement)
+    if diff == 0:
+        return verified("G_c - 2 x bracket simplifies to 0")
+    return refuted(f"2 x bracket - G_c (statement) = {show(sp.factor(diff))}: the statement drops the factor d on the G_g^4/eps^4 "
+                   "term (so for d > 1 the printed Psi is smaller than what the proof shows); the rate in T is unchanged, "
+                   "the constant grows by up to d")
+
+
 @check(PAPER, "final_assembly_mu1",
        "Dividing the per-round inequality (line 836) by eta eta_l C4 G_theta T, telescoping and setting mu = 1 gives exactly Psi "
        "(with sum_j (v_K - v_0) <= d G_g^2 and G_c = 2 x the G-bracket).",
-       spec=("14", "err-26"))
-def _assembly():
+       spec=("14", "err-26"), severity="constant", corrected={"gc_factor": 4}, depends=("Gc_statement_vs_proof",))
+def _assembly(gc_factor=2):
     """fedlada.txt line 836 (per-round inequality), line 840 (telescoped display), Theorem 3.5 (line 225-227)."""
     bracket = d * G_g**4 / eps_v**4 + beta1**2 * G_th**2 * sigma_l**2 / (S * K) + 2 * G_th**2 * (sigma_g**2 + sigma_u**2)
     norm = eta * eta_l * CS * G_th  # per-round left coefficient (times T after telescoping)
@@ -472,7 +523,7 @@ def _assembly():
         "amended": 2 * eta**3 * eta_l**3 * (1 + 1 / mu) * ((1 - alpha) / alpha) ** 2 * G_th * L**2 * bracket,
         "local_sigma": (1 + mu) * G_th * L**2 * C3S * eta * eta_l**3 * sigma2 / 2,
     }
-    stated = {k: THM35[k].subs(GCS, 2 * bracket) for k in per_round}
+    stated = {k: THM35[k].subs(GCS, gc_factor * bracket) for k in per_round}
     good, bad = [], []
     for k, v in per_round.items():
         ratio = sp.simplify((v / norm).subs(mu, 1) / stated[k])
@@ -487,7 +538,7 @@ def _assembly():
 @check(PAPER, "cor36_rate_in_T",
        "With eta eta_l = Theta(sqrt(SK/T)) and eta_l = Theta(1/sqrt(KT)), every term of Theorem 3.5 is "
        "O(1/sqrt(SKT) + 1/(KT) + 1/T + 1/T^1.5) as T -> infinity with S, K and the constants fixed.",
-       spec=("15",))
+       spec=("15",), severity="rate", depends=("final_assembly_mu1", "Gc_statement_vs_proof", "cor36_lr_feasibility", "G_theta_used_as_lower_bound", "q_upper_bound_in_negative_term", "gamma_plus_half_condition", "eta_l_condition_theorem_vs_proof", "pp_condition_relaxation", "mbar_definition_consistent", "constant_propagation_C2_C3", "lemma_B8_z_identity", "sampling_identity_W", "p_choice_3K2_bound"))
 def _cor36_T():
     """fedlada.txt Corollary 3.6 (line 231) and line 844."""
     ok, notes = compare_rate(THM35, COR36_LR, COR36_RATE, (T,), T)
@@ -497,20 +548,73 @@ def _cor36_T():
 @check(PAPER, "cor36_rate_uniform_in_S_K",
        "Corollary 3.6's rate O(1/sqrt(SKT) + 1/(KT) + 1/T + 1/T^1.5) holds with the displayed S and K dependence "
        "(C2, C3 included, a <= 1/(K-1)).",
-       spec=("15", "err-22", "err-23"))
-def _cor36_SK():
-    """fedlada.txt Corollary 3.6 (line 231); hidden K-dependence through a <= 1/(K-1) (line 731)."""
+       spec=("15", "err-22", "err-23"), severity="rate",
+       corrected={"stated": 1 / sp.sqrt(S * K * T) + S * K / T + sp.sqrt(S * K) / T ** sp.Rational(3, 2)}, depends=("constant_propagation_C2_C3",))
+def _cor36_SK(stated=COR36_RATE):
+    """fedlada.txt Corollary 3.6 (line 231); hidden K-dependence through a <= 1/(K-1) (line 731).
+
+    Orders with a = 1/(K-1): 1 + 1/a = K, so C2 ~ K^2, C1 ~ K and C3 ~ K C1 ~ K^2 (G_c, C and the problem
+    constants are O(1)).  A term is covered when some monomial of ``stated`` is at least as large for all T, S, K >= 1
+    (every exponent of T, S, K in term/monomial <= 0)."""
+    from .algebra import _scale_exponents, monomials
+
+    scale = (T, S, K)
+    orders = {C2S: K**2, C3S: K**2, GCS: 1, CS: 1}
+    stated_exps = [_scale_exponents(mono, scale) for mono in monomials(stated)]
+    uncovered = []
+    for name, term in THM35.items():
+        e = sp.expand(term.subs(orders).subs(COR36_LR))
+        for mono in monomials(e):
+            ex = _scale_exponents(mono, scale)
+            if not any(all(a_ - b_ <= 0 for a_, b_ in zip(ex, s_)) for s_ in stated_exps):
+                uncovered.append(f"{name} ~ {show(mono)}")
+    if not uncovered:
+        return verified(f"every term of Psi under the Corollary's learning rates (a = 1/(K-1)) is at most a monomial of "
+                        f"{show(stated)} for all T, S, K >= 1")
     terms = {k: sp.simplify(THM35[k].subs({C2S: C2_expr}).subs(a, 1 / (K - 1))) for k in ("amended", "local_Gc")}
     amended = sp.simplify(terms["amended"].subs(COR36_LR) / (1 / T))
     local = sp.simplify(terms["local_Gc"].subs(COR36_LR) / (1 / (K * T)))
-    return refuted(f"with a = 1/(K-1): the amended term / (1/T) = {show(amended)} (grows like S K) and the local G_c "
+    return refuted(f"terms not covered uniformly in S, K: {'; '.join(uncovered)}. With a = 1/(K-1): the amended term / (1/T) = {show(amended)} (grows like S K) and the local G_c "
                    f"term / (1/(KT)) = {show(local)} (grows like K^2 since C2 ~ K(1+1/a) = K^2): the true orders are SK/T "
                    "and K/T, so linear speedup needs T >~ (SK)^3 (see remark38_and_crossover)")
 
 
+@check(PAPER, "cor36_lr_feasibility",
+       "Corollary 3.6's choices eta eta_l = c_1 sqrt(SK/T), eta_l = c_2/sqrt(KT) satisfy every learning-rate condition of "
+       "Theorem 3.5 (mu = 1; G_theta L outside the square root as in Cor. 3.6 and the proof) once T exceeds a finite threshold.",
+       spec=("13", "15"), severity="constant")
+def _cor36_feasible():
+    """fedlada.txt Theorem 3.5 conditions (line 221), Corollary 3.6 (line 231), proof line 842."""
+    notes = []
+    for name, (var, bnd) in THM35_CONDITIONS.items():
+        choice = c1 * sp.sqrt(S * K / T) if var == "eta*eta_l" else COR36_LR[eta_l]
+        thr = lr_threshold(bnd, choice, T)
+        if thr.has(sp.zoo, sp.oo, sp.nan) or thr.is_positive is False:
+            return refuted(f"[{name}]: no finite threshold ({show(thr)})")
+        notes.append(f"[{name}]: T >= {show(thr)}")
+    return verified("each condition holds for T above a finite threshold: " + "; ".join(notes))
+
+
+@check(PAPER, "thm35_condition_G_L_placement",
+       "Theorem 3.5's printed condition eta_l <= 1/(2 sqrt(2 alpha (1-beta1) K G_theta L)) (G_theta L inside the root) implies "
+       "the condition the proof and Corollary 3.6 use, eta_l <= 1/(2 sqrt(2 alpha (1-beta1) K) G_theta L).",
+       spec=("13",), severity="typo", corrected={"inside": False})
+def _gl_placement(inside=True):
+    """fedlada.txt Theorem 3.5 (line 221) vs Corollary 3.6 (line 231) and the proof's (19) (G^2 L^2 enters through
+    c = (1-beta1) G^2 L^2, line 731).  ``inside``: G_theta L under the square root as printed."""
+    base = 2 * alpha * (1 - beta1) * K
+    printed2 = 1 / (4 * base * G_th * L) if inside else 1 / (4 * base * G_th**2 * L**2)
+    needed2 = 1 / (4 * base * G_th**2 * L**2)
+    ratio = sp.simplify(printed2 / needed2)
+    if ratio == 1:
+        return verified("the two conditions coincide")
+    return refuted(f"printed eta_l^2 bound / needed = {show(ratio)} > 1 whenever G_theta L > 1 (e.g. 2 at G_theta L = 2): the "
+                   "printed condition admits step sizes the proof does not cover; Corollary 3.6 prints it correctly")
+
+
 @check(PAPER, "cor36_implied_global_lr",
        "The Corollary's choices eta eta_l = sqrt(SK/T), eta_l = 1/sqrt(KT) with eta = K eta_g imply eta_g = sqrt(S).",
-       spec=("15", "err-24"))
+       spec=("15", "err-24"), kind="derived", severity="constant")
 def _cor36_eta_g():
     """fedlada.txt Corollary 3.6 (line 231); eta = K eta_g (line 587)."""
     eg = sp.simplify(sp.sqrt(S * K / T) / (1 / sp.sqrt(K * T)) / K)
@@ -522,7 +626,7 @@ def _cor36_eta_g():
 @check(PAPER, "remark38_and_crossover",
        "Remark 3.8: 1/sqrt(SKT) <= eps iff T >= 1/(S K eps^2); Sec. 4.3: K/T = 1/sqrt(SKT) iff K = (T/S)^(1/3); "
        "the SK/T term is below 1/sqrt(SKT) iff T >= (SK)^3.",
-       spec=("16", "err-23"))
+       spec=("16", "err-23"), severity="rate")
 def _remark38():
     """fedlada.txt Remark 3.8 (line 237) and Sec. 4.3 (line 308)."""
     e = sp.Symbol("e", positive=True)
@@ -539,18 +643,20 @@ def _remark38():
 
 @check(PAPER, "remark39_alpha_coefficients",
        "Remark 3.9: the last three terms of Theorem 3.5 carry the coefficients alpha, alpha(1-alpha) and ((1-alpha)/alpha)^2.",
-       spec=("err-28",))
-def _remark39():
-    """fedlada.txt Remark 3.9 (line 239) vs Psi (line 227)."""
+       spec=("err-28",), severity="typo",
+       corrected={"stated": {"local_Gc": 1 - alpha, "local_sigma": alpha, "amended": ((1 - alpha) / alpha) ** 2}})
+def _remark39(stated=None):
+    """fedlada.txt Remark 3.9 (line 239) vs Psi (line 227).  ``stated`` maps the last three terms to the remark's
+    coefficients (in the remark's order: alpha, alpha(1-alpha), ((1-alpha)/alpha)^2)."""
+    if stated is None:
+        stated = {"local_Gc": alpha, "local_sigma": alpha * (1 - alpha), "amended": ((1 - alpha) / alpha) ** 2}
     found = {k: THM35[k].subs({C2S: C2_expr, C3S: C3_expr}).subs(C1S, C1_expr) for k in ("local_Gc", "local_sigma", "amended")}
-    dep = {
-        "local_Gc": sp.cancel(found["local_Gc"] / (1 - alpha)).has(alpha),
-        "local_sigma": sp.cancel(found["local_sigma"] / alpha).has(alpha),
-        "amended": sp.cancel(found["amended"] / ((1 - alpha) / alpha) ** 2).has(alpha),
-    }
-    if any(dep.values()):
-        return refuted(f"unexpected alpha dependence: {dep}")
-    return refuted("in Psi the alpha-dependence is (1-alpha) for the C2 term (C2 ~ 1-alpha), alpha for the C3 term "
+    dep = {k: sp.cancel(found[k] / v).has(alpha) for k, v in stated.items()}
+    if not any(dep.values()):
+        return verified("each of the last three terms divided by its stated alpha-coefficient is alpha-free: "
+                        + ", ".join(f"{k} ~ {show(v)}" for k, v in stated.items()))
+    wrong = [k for k, v in dep.items() if v]
+    return refuted(f"terms {', '.join(wrong)} are not alpha-free after dividing by the remark's coefficients: in Psi the alpha-dependence is (1-alpha) for the C2 term (C2 ~ 1-alpha), alpha for the C3 term "
                    "(C3 ~ C1 ~ alpha) and ((1-alpha)/alpha)^2 for the last term; no term carries alpha(1-alpha) "
                    "as the remark states (each quotient by these factors is alpha-free)")
 
@@ -563,7 +669,7 @@ def _remark39():
 @check(PAPER, "eq6_and_theta_range",
        "Eq. (6): sqrt((1-b2^K) g^2) <= |g|; with eps_v^2 <= v_hat <= G_g^2 the preconditioner theta = 1/sqrt(v_hat) lies in "
        "[1/G_g, 1/eps_v].",
-       spec=("17",))
+       spec=("17",), severity="constant")
 def _eq6():
     """fedlada.txt eq. (6), lines 214-217."""
     u = sp.Symbol("u", positive=True)  # b2^K = u/(1+u) in (0,1)
@@ -577,39 +683,51 @@ def _eq6():
 
 @check(PAPER, "G_theta_printed_inequality",
        "The printed bound 1/G_theta <= G_theta <= 1/eps_v holds.",
-       spec=("17", "err-18"))
-def _gtheta_printed():
-    """fedlada.txt line 219 ("Thus we bound G_theta as 1/G_theta <= G_theta <= 1/eps_v")."""
-    g, b2, KK = 10.0, 0.99, 20
-    theta = 1 / math.sqrt((1 - b2**KK) * g * g)
-    if 1 / theta <= theta:
-        return verified("holds at the tested point")
-    return refuted(f"all |g| = G_g = 10, beta2 = 0.99, K = 20: G_theta = 1/sqrt((1-b2^K) g^2) = {fmt(theta)} < 1, so "
-                   f"1/G_theta = {fmt(1 / theta)} > G_theta; the intended statement is 1/G_g <= G_theta <= 1/eps_v", "exact")
+       spec=("17", "err-18"), severity="typo", corrected={"lower": lambda theta, g: 1 / g})
+def _gtheta_printed(lower=lambda theta, g: 1 / theta):
+    """fedlada.txt line 219 ("Thus we bound G_theta as 1/G_theta <= G_theta <= 1/eps_v"); ``lower(G_theta, G_g)``
+    is the printed lower bound.  Search: |g| = G_g in {0.5, 2, 10}, beta2 = 0.99, K in {1, 20}."""
+    b2 = sp.Rational(99, 100)
+    for g in (sp.Integer(10), sp.Integer(2), sp.Rational(1, 2)):
+        for KK in (20, 1):
+            theta = 1 / sp.sqrt((1 - b2**KK) * g * g)
+            if lower(theta, g) > theta:
+                break
+        else:
+            continue
+        break
+    else:
+        return verified("lower bound <= G_theta at all tested points (theta = 1/sqrt((1-b2^K) g^2) >= 1/|g|)", "exact")
+    return refuted(f"all |g| = G_g = {g}, beta2 = 0.99, K = {KK}: G_theta = 1/sqrt((1-b2^K) g^2) = {fmt(float(theta))} < 1, so "
+                   f"1/G_theta = {fmt(float(1 / theta))} > G_theta; the intended statement is 1/G_g <= G_theta <= 1/eps_v", "exact")
 
 
 @check(PAPER, "G_theta_used_as_lower_bound",
        "-||grad F odot sqrt(theta_0)||^2 <= -G_theta ||grad F||^2 with G_theta = max ||theta||_inf.",
-       spec=("err-21",))
-def _gtheta_lower():
+       spec=("err-21",), severity="constant", corrected={"use": min})
+def _gtheta_lower(use=max):
     """fedlada.txt line 836 (term (eta eta_l/2)(beta1/((1-beta1)K) - 1) G_theta ||grad F(z)||^2) and R_2 bound (line 647)."""
     theta = (Fraction(1), Fraction(4))
     grad = (Fraction(1), Fraction(0))
     lhs = -sum(gi * gi * ti for gi, ti in zip(grad, theta))
-    G = max(theta)
+    G = use(theta)
     rhs = -G * sum(gi * gi for gi in grad)
     if lhs <= rhs:
         return verified("holds at the tested point")
     return refuted(f"theta = (1, 4), grad F = (1, 0): -||grad F odot sqrt(theta)||^2 = {lhs} > -G_theta ||grad F||^2 = {rhs}; "
-                   "the step needs min_j theta_j (>= 1/G_g), not the max", "exact")
+                   "the step needs min_j theta_j (>= 1/G_g), not the max. G_theta is the upper bound elsewhere (C2, C3 carry G_theta^2 "
+                   "from ||x odot theta|| <= G_theta ||x||), so one constant cannot serve as both unless theta is constant", "exact")
 
 
 @check(PAPER, "q_upper_bound_in_negative_term",
        "Replacing q = gamma^+ beta1/(1+a) by its upper bound beta1/(8(1-beta1)G^2L^2) inside the negative term -q*A keeps an upper bound.",
-       spec=("err-21",))
-def _q_neg():
-    """fedlada.txt line 781 ("(a) applies that q = ... <= beta1/(8(1-beta1)G^2L^2)") used in -(1-beta1)(1+mu)G L^2 q A."""
-    q_true, q_up, A_ = Fraction(1, 100), Fraction(1, 10), Fraction(1)
+       spec=("err-21",), severity="constant", corrected={"bound": "lower"})
+def _q_neg(bound="upper"):
+    """fedlada.txt line 781 ("(a) applies that q = ... <= beta1/(8(1-beta1)G^2L^2)") used in -(1-beta1)(1+mu)G L^2 q A.
+
+    ``bound``: which bound on q replaces it in -qA (printed: the upper bound)."""
+    q_true, A_ = Fraction(1, 100), Fraction(1)
+    q_up = Fraction(1, 10) if bound == "upper" else Fraction(1, 200)
     if -q_true * A_ <= -q_up * A_:
         return verified("holds")
     return refuted(f"with q = {q_true}, its upper bound {q_up} and A = 1: -qA = {-q_true * A_} > -q_max A = {-q_up * A_}; an upper "
@@ -619,15 +737,17 @@ def _q_neg():
 @check(PAPER, "mbar_definition_consistent",
        "The proof's m_bar_tau = (1-beta1) sum_{j<=tau} beta1^(tau-j+1) grad F_i matches the momentum recursion "
        "m_bar_tau = beta1 m_bar_(tau-1) + (1-beta1) grad F_i of Algorithm 3.",
-       spec=("err-20",))
-def _mbar_def():
-    """fedlada.txt line 605 (definition with exponent tau-j+1) vs Algorithm 3 (m = beta1 m + (1-beta1) g) and line 800."""
+       spec=("err-20",), severity="constant", corrected={"shift": 0})
+def _mbar_def(shift=1):
+    """fedlada.txt line 605 (definition with exponent tau-j+1) vs Algorithm 3 (m = beta1 m + (1-beta1) g) and line 800.
+
+    ``shift``: the printed exponent is tau - j + shift (printed 1)."""
     b = sp.Symbol("b", positive=True)
     gs = sp.symbols("g1:4")
     rec = 0
     for gj in gs:
         rec = b * rec + (1 - b) * gj
-    printed = (1 - b) * sum(b ** (3 - j + 1) * gs[j - 1] for j in range(1, 4))
+    printed = (1 - b) * sum(b ** (3 - j + shift) * gs[j - 1] for j in range(1, 4))
     ratio = sp.simplify(printed / rec)
     if ratio == 1:
         return verified("definition matches the recursion")
@@ -671,7 +791,7 @@ def _round2(fr: Fraction) -> str:
 @check(PAPER, "table_multipliers_truncated",
        "Spec reading of Tables 1 and 12: every printed multiplier/ratio equals value/base truncated (not rounded) to two "
        "decimals (CIFAR-10 test column excepted).",
-       spec=("18",))
+       spec=("18",), kind="spec", severity="typo")
 def _tables():
     """fedlada.txt Table 1 (line 270) and Table 12 (line 930); numbers as extracted in specs/fedlada.md sec. 3.3."""
     n_trunc = n_round = total = 0
@@ -698,7 +818,7 @@ def _tables():
 @check(PAPER, "table3_vs_table6_at_1500",
        "Table 3 ('after 1500 rounds', TinyImageNet) equals 34.5 + the printed deltas, agrees with Table 5 and with Table 6's "
        "accuracy @1500.",
-       spec=("18",))
+       spec=("18",), severity="typo")
 def _table3():
     """fedlada.txt Table 3 (line 279), Table 5 (line 333), Table 6 (line 452)."""
     base = Fraction(345, 10)
