@@ -136,3 +136,27 @@ def test_readings_named_and_checked():
     assert reading_of(make_algorithm("fed-ams", **PRINTED)) == "printed"
     with pytest.raises(AlgorithmError, match="v_init"):
         make_algorithm("fed-lamb", v_init="one")
+
+
+def test_printed_fed_ams_blows_up_at_eps_1e8_not_at_1e4():
+    """The printed reading's first round divides every step by ``sqrt(2 eps)`` (line 12 with
+    ``vhat_1 = eps``): Fed-AMS at ``eps = 1e-8`` (``eta_l = 1e-3``, a Table 1 value) takes the
+    MLP's train loss from 2.3 to > 4x that in one round (measured 21-666 over these seeds; on
+    the entries' 50-client MNIST setting 2.30 -> 13.1, accuracy 10 % for good); at
+    ``eps = 1e-4`` the same round lowers it, and so does the default reading at ``1e-8``."""
+    from sims.data import load_dataset
+    from sims.problems.image import build_image_problem
+    prob = build_image_problem("mnist", "mlp", 10, subset_of=50,
+                               data=load_dataset("mnist-subset"), batch_size=32)
+    part = Participation("fixed", m=5)
+
+    def loss_after_one(**kw):
+        out = run(prob, FedAMS(eta_l=1e-3, **kw), part, 1, [0, 1, 2], eval_test=False)
+        return out.metrics["train_loss"][:, 0], out.metrics["train_loss"][:, 1]
+
+    start, end = loss_after_one(eps=1e-8, **PRINTED)
+    assert np.all(end > 4 * start), end
+    start, end = loss_after_one(eps=1e-4, **PRINTED)
+    assert np.all(end < start), end
+    start, end = loss_after_one(eps=1e-8)
+    assert np.all(end < start), end
