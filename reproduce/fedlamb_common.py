@@ -6,6 +6,7 @@ Spec: ``shared/specs/fed-lamb.md`` (sections 1, 3-6).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -14,6 +15,7 @@ from sims.algorithms.base import RoundContext
 from sims.algorithms.fed_lamb import PRINTED
 from sims.algorithms.registry import make_algorithm
 from sims.optim import layer_norms, layer_segments
+from sims.participation import Participation
 
 #: SUPP Table 1, "Search grids of the learning rate" (spec 3.4), verbatim. Adp-Fed has two:
 #: the local ``eta_l`` and the global ``eta_g``; Fed-LAMB's ``lambda`` is MAIN Sec. 4's.
@@ -30,6 +32,22 @@ GRIDS = {
 LABELS = {"fed-sgd": "Fed-SGD", "fed-ams": "Fed-AMS", "fed-lamb": "Fed-LAMB",
           "adp-fed": "Adp-Fed", "mime": "Mime", "mime-lamb": "Mime-LAMB",
           "fed-ams-printed": "Fed-AMS (printed)", "fed-lamb-printed": "Fed-LAMB (printed)"}
+
+#: The default's single point per method (``--grid best``): the best final test accuracy of
+#: a 15-round pilot, 1 seed, on main Figs. 1-2's setting (embedded MNIST subset, 50 clients,
+#: 25 a round, batch 32, E = 1, the MLP without dropout) over the whole Table 1 rate grids
+#: (Fed-LAMB at lambda 0; Adp-Fed over eta_l in {0.03, 0.1, 0.3} x eta_g in {3e-4 .. 0.03};
+#: the printed pair at eps = 1e-4 over 3-4 rates; Mime and Mime-LAMB over 3-4 rates).
+#: Final accuracies there: Fed-SGD 0.1: 84.2 %; Fed-AMS 0.03: 89.6 % (0.01: 88.7 %); Fed-LAMB
+#: 0.03: 84.4 % (0.05: 84.2 %, 0.1: 81.6 %); Adp-Fed (0.1, 0.003): 91.7 %; printed Fed-AMS
+#: 0.003: 85.9 % (0.01: 51.9 %); printed Fed-LAMB 0.03: 86.4 %; Mime 0.001: 91.3 %;
+#: Mime-LAMB 0.1: 89.6 % (0.03: 88.3 %). The supplement figure's regime (n = 200, batch 64)
+#: is not piloted (too costly here): it uses the same points; ``--grid near`` / ``--full``
+#: tune there.
+PILOT_BEST = {"fed-sgd": {"eta_l": 0.1}, "fed-ams": {"eta_l": 0.03},
+              "fed-lamb": {"eta_l": 0.03, "lam": 0.0}, "adp-fed": {"eta_l": 0.1, "eta": 0.003},
+              "mime": {"eta_l": 0.001}, "mime-lamb": {"eta_l": 0.1},
+              "fed-ams-printed": {"eta_l": 0.003}, "fed-lamb-printed": {"eta_l": 0.03, "lam": 0.0}}
 
 READINGS_NOTE = ("Fed-AMS/Fed-LAMB default reading: per-step AMSGrad max from the server's "
                  "vhat, bias correction over all a client's steps, client v_0 = 0; printed "
@@ -125,3 +143,290 @@ class ConsensusObserver:
             new = view.server["theta"][r].double()
             out["t5_replay_err"][r] = float((mean_end - new).norm() / new.norm())
         return out
+
+
+# ------------------------------------------------------------------------------ entries
+GRID_MODES = ("best", "near", "table1")
+
+
+def base_method(method: str) -> str:
+    return method[: -len("-printed")] if method.endswith("-printed") else method
+
+
+def grid_points(method: str, mode: str, best: dict, printed_eps: float) -> list[dict]:
+    """The hyperparameter points one method runs: ``"table1"`` the whole Table 1 grid (and
+    lambda's three values), ``"best"`` the single point ``best`` (the default's documented
+    choice), ``"near"`` ``best`` with its Table 1 neighbours in each rate (and every lambda).
+    A printed-reading method also gets ``eps = printed_eps``."""
+    if mode not in GRID_MODES:
+        raise ValueError(f"--grid must be one of {', '.join(GRID_MODES)}, got {mode!r}")
+    grid = GRIDS[base_method(method)]
+    axes = {}
+    for key, values in grid.items():
+        values = tuple(values)
+        if mode == "table1" or key == "lam" and mode == "near":
+            axes[key] = values
+        elif mode == "best":
+            axes[key] = (best[key],)
+        else:
+            i = values.index(best[key])
+            axes[key] = values[max(0, i - 1): i + 2]
+    points = [dict(zip(axes, combo)) for combo in _product(list(axes.values()))]
+    if method.endswith("-printed"):
+        points = [{**p, "eps": printed_eps} for p in points]
+    return points
+
+
+def _product(lists):
+    out = [()]
+    for values in lists:
+        out = [prev + (v,) for prev in out for v in values]
+    return out
+
+
+def point_name(point: dict) -> str:
+    return "_".join(f"{k}{v:g}" for k, v in point.items())
+
+
+def dataset_label(name: str, data_dir) -> str:
+    """The dataset as a figure title names it; the embedded MNIST subset says so."""
+    from . import common
+    ds = common.cached_dataset(name, data_dir)
+    if ds.name == "mnist-subset":
+        return "MNIST (embedded 4,000-image subset)"
+    return {"mnist": "MNIST", "fmnist": "Fashion-MNIST", "cifar10": "CIFAR-10"}.get(ds.name,
+                                                                                  ds.name)
+
+
+def finals(df, rounds: int):
+    """One row per (run, seed): the final test accuracy, the mean test accuracy over the
+    evaluated rounds after 0 (the area under the curve, "across rounds"), and whether the
+    replica diverged (non-finite loss, or a curve that stops before ``rounds``). Diverged
+    replicas recorded as such are dropped first (:func:`reproduce.common.healthy`)."""
+    import pandas as pd
+
+    from . import common
+    df = common.healthy(df)
+    acc = df[(df.metric == "test_acc") & (df["round"] > 0)]
+    loss = df[df.metric == "train_loss"]
+    keys = ["run", "seed"]
+    last = acc.sort_values("round").groupby(keys).tail(1).set_index(keys)
+    out = pd.DataFrame({"acc": last["value"], "last_round": last["round"],
+                        "auc": acc.groupby(keys)["value"].mean()})
+    bad = loss.groupby(keys)["value"].apply(lambda v: not np.isfinite(v.to_numpy()).all())
+    out["diverged"] = (out["last_round"] < rounds) | bad.reindex(out.index).fillna(True)
+    params = df.drop_duplicates("run").set_index("run")
+    cols = [c for c in params.columns if c not in ("seed", "round", "metric", "value")]
+    out = out.reset_index().join(params[cols], on="run")
+    return out
+
+
+def select_best(fin, by=("setting", "method")):
+    """The paper's rule ("we take the model performance with the best alpha and lambda",
+    MAIN Sec. 4; SUPP A.2 "such that the best performance is achieved"), read as: per
+    ``by`` group, the run with the highest final test accuracy averaged over seeds, among
+    runs none of whose seeds diverged (a diverged run is never chosen). Returns one row per
+    group: ``run``, ``mean``, ``lo``, ``hi`` (final accuracy over seeds), ``auc``,
+    ``points`` (how many grid points competed) and ``diverged_points``."""
+    import pandas as pd
+    rows = []
+    for key, grp in fin.groupby(list(by)):
+        per_run = grp.groupby("run").agg(mean=("acc", "mean"), lo=("acc", "min"),
+                                         hi=("acc", "max"), auc=("auc", "mean"),
+                                         diverged=("diverged", "any"), seeds=("seed", "count"))
+        ok = per_run[~per_run.diverged]
+        row = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        row.update(points=len(per_run), diverged_points=int(per_run.diverged.sum()))
+        if len(ok):
+            best = ok["mean"].idxmax()
+            row.update(run=best, **ok.loc[best].drop("diverged").to_dict())
+        else:
+            row.update(run=None, mean=np.nan, lo=np.nan, hi=np.nan, auc=np.nan, seeds=0)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _fmt(row) -> str:
+    if row is None or not np.isfinite(row["mean"]):
+        return "no healthy run"
+    return (f"{100 * row['mean']:.2f}% [seeds {100 * row['lo']:.2f}-{100 * row['hi']:.2f}], "
+            f"mean over rounds {100 * row['auc']:.2f}%")
+
+
+def compare(chosen, setting, winners, losers, claim: str) -> list[str]:
+    """Whether every method of ``winners`` is above every method of ``losers`` at the end
+    (mean over seeds of the final test accuracy) and across rounds (mean accuracy over the
+    evaluated rounds), stated with the numbers and the seed spread; "does not show" when it
+    does not, "(within the seed spread)" when a win's seed ranges overlap."""
+    sub = chosen[chosen.setting == setting].set_index("method")
+    have = [m for m in winners + losers if m in sub.index and np.isfinite(sub.loc[m, "mean"])]
+    lines = [f"  {LABELS.get(m, m)}: " + _fmt(sub.loc[m] if m in sub.index else None)
+             for m in winners + losers]
+    missing = [m for m in winners + losers if m not in have]
+    if missing:
+        return lines + [f"  -> {claim}: no verdict ({', '.join(LABELS.get(m, m) for m in missing)}"
+                        " missing or diverged)"]
+    end = all(sub.loc[w, "mean"] > sub.loc[l, "mean"] for w in winners for l in losers)
+    across = all(sub.loc[w, "auc"] > sub.loc[l, "auc"] for w in winners for l in losers)
+    overlap = any(sub.loc[w, "lo"] <= sub.loc[l, "hi"] for w in winners for l in losers)
+    verdict = "shows" if end and across else "does not show"
+    detail = (f"at the end {'yes' if end else 'no'}, across rounds {'yes' if across else 'no'}"
+              + ("; within the seed spread" if end and overlap else ""))
+    return lines + [f"  -> {claim}: {verdict} ({detail})"]
+
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One panel: a dataset, a model and the federated regime."""
+    key: str
+    dataset: str
+    model: str
+    n: int
+    m: int | None           # clients per round (None: full participation)
+    batch: int
+    epochs: int
+    scheme: str             # "shards" (non-iid) or "iid"
+    title: str
+
+
+def participation(s: Setting) -> Participation:
+    return Participation("full") if s.m is None else Participation("fixed", m=s.m)
+
+
+def problem_of(s: Setting, cfg, **extra):
+    """The setting's problem, built once per process (:func:`reproduce.common.cached_problem`);
+    convolutional nets evaluate without the gradient norm (not plotted)."""
+    from sims.problems.image import CONV_MODELS
+
+    from . import common
+    kw = dict(extra)
+    if s.model in CONV_MODELS:
+        kw["eval_grad"] = False
+    return common.cached_problem(dataset=s.dataset, model=s.model, n_clients=s.n,
+                                 scheme=s.scheme, batch_size=s.batch, local_epochs=s.epochs,
+                                 data_dir=cfg.data_dir, device=cfg.device, **kw)
+
+
+def make_runs(cfg, settings, methods, best, problem_kw=None) -> list:
+    """Every (setting, method, grid point) as a :class:`reproduce.common.Run` over all seeds;
+    ``best(setting, method) -> point`` gives the default's point (:func:`grid_points`)."""
+    from . import common
+    out = []
+    for s in settings:
+        for method in methods:
+            for point in grid_points(method, cfg.grid, best(s, method), cfg.printed_eps):
+                def build(s=s, method=method, point=point):
+                    return (problem_of(s, cfg, **(problem_kw or {})), algorithm(method, **point),
+                            participation(s))
+                params = {"setting": s.key, "dataset": s.dataset, "model": s.model,
+                          "epochs": s.epochs, "method": method, **point}
+                out.append(common.Run(f"{s.key}_{method}_{point_name(point)}", params, build,
+                                      eval_every=cfg.eval_every, eval_grad=False))
+    return out
+
+
+def plot_panels(df, cfg, settings, methods, suptitle: str, stem: str):
+    """Test accuracy against rounds, one panel per setting, each method at its selected
+    point (:func:`select_best`): mean over seeds, band from the lowest to the highest seed."""
+    import matplotlib.pyplot as plt
+
+    from . import plotting
+    fin = finals(df, cfg.rounds)
+    chosen = select_best(fin)
+    present = [s for s in settings if s.key in set(df.setting)]
+    cols = min(len(present), 4) or 1
+    rows = -(-len(present) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
+    colors = dict(zip(METHOD_ORDER, plt.get_cmap("tab10").colors))
+    for ax, s in zip(axes.flat, present):
+        for method in methods:
+            row = chosen[(chosen.setting == s.key) & (chosen.method == method)]
+            if not len(row) or row.iloc[0]["run"] is None:
+                continue
+            r = row.iloc[0]
+            sub = df[df.run == r["run"]]
+            point = ", ".join(f"{k}={sub.iloc[0][k]:g}" for k in ("eta_l", "eta", "lam", "eps")
+                              if k in sub and np.isfinite(sub.iloc[0][k]))
+            plotting.band_plot(ax, sub.assign(method=method), "test_acc", "method",
+                               palette=[colors.get(base_method(method), "gray")],
+                               linestyle="--" if method.endswith("-printed") else "-",
+                               label=lambda _, m=method, p=point, a=r["mean"]:
+                               f"{LABELS.get(m, m)} ({p}): {100 * a:.1f}%")
+        ax.set_title(s.title, fontsize=9)
+        ax.set_ylabel("test accuracy")
+        ax.legend(fontsize=6, loc="best")
+    for ax in list(axes.flat)[len(present):]:
+        ax.axis("off")
+    import textwrap
+    fig.suptitle("\n".join(textwrap.fill(part, 60 + 45 * cols)
+                           for part in suptitle.split("\n")), fontsize=9)
+    return plotting.save(fig, cfg.figures, stem)
+
+
+METHOD_ORDER = ("fed-sgd", "fed-ams", "fed-lamb", "adp-fed", "mime", "mime-lamb",
+                "fed-ams-printed", "fed-lamb-printed")
+
+
+def selection_lines(chosen) -> list[str]:
+    """Which point each method's curve is (and how many competed / diverged)."""
+    out = []
+    for _, r in chosen.iterrows():
+        what = r["run"] if r["run"] is not None else "none (every point diverged)"
+        out.append(f"  selected {r['setting']} {LABELS.get(r['method'], r['method'])}: {what} "
+                   f"(best of {r['points']} point(s), {r['diverged_points']} diverged)")
+    return out
+
+
+def items(text, kind=str) -> list:
+    return [kind(v.strip()) for v in str(text).split(",") if v.strip()]
+
+
+def header_lines(entry, cfg, df, dataset: str, clients: int) -> list[str]:
+    """The data the check ran on (the embedded MNIST subset named, with what it changes) and
+    the runs that have no results (:func:`reproduce.common.missing_runs`)."""
+    from . import common
+    lines = []
+    label = dataset_label(dataset, cfg.data_dir)
+    if "subset" in label:
+        per = 4000 // clients
+        lines.append(f"data: {label}, NOT full MNIST (--data-dir DIR with the MNIST IDX files "
+                     f"for it): {per} training images per client instead of "
+                     f"{60000 // clients}, so each client takes ceil({per}/batch) local steps "
+                     f"per epoch instead of ceil({60000 // clients}/batch), and the test set is "
+                     "1,000 images (accuracy steps of 0.1 points)")
+    else:
+        lines.append(f"data: {label}")
+    missing = common.missing_runs(entry, cfg, df)
+    if missing:
+        lines.append(f"missing runs ({len(missing)}; no verdict uses them): "
+                     + ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else ""))
+    return lines
+
+
+def cost_lines(df, cfg, *, full_seeds: int, full_rounds: int, full_epochs, methods) -> list[str]:
+    """``--full``'s cost, extrapolated from this run's measured seconds per round (the
+    engine's ``wall_time``, all seeds of a run together, evaluation included) per seed and
+    per local epoch, times Table 1's grid sizes, ``full_seeds``, ``full_rounds`` and the
+    ``full_epochs`` of every model/dataset."""
+    wall = df[df.metric == "wall_time"]
+    if not len(wall):
+        return []
+    per = wall.groupby("run").agg(t=("value", "max"), rounds=("round", "max"),
+                                  seeds=("seed", "nunique"))
+    params = df.drop_duplicates("run").set_index("run")[["setting", "method", "epochs"]]
+    per = per.join(params)
+    per["unit"] = per.t / per.rounds / per.seeds / per.epochs      # s per round, seed, epoch
+    units = per.groupby([per.setting.str.replace(r"_E\d+$", "", regex=True), "method"]).unit.mean()
+    total = 0.0
+    for (group, method), unit in units.items():
+        total += (unit * grid_size(base_method(method)) * full_seeds * full_rounds
+                  * sum(full_epochs))
+    measured = ", ".join(f"{LABELS.get(m, m)} {1000 * u:.0f}" for m, u in
+                         units.groupby(level=1).mean().items())
+    return [f"cost: measured ms per round per seed per local epoch (mean over settings): "
+            f"{measured}; --full (Table 1 grids: "
+            + ", ".join(f"{LABELS.get(m, m)} {grid_size(base_method(m))}" for m in methods)
+            + f" points; {full_seeds} seeds, {full_rounds} rounds, E in "
+            f"{tuple(full_epochs)}) extrapolates to {total / 3600:.1f} h of this machine "
+            f"({total / 86400:.2f} days)"]
