@@ -59,7 +59,7 @@ class Config(common.EntryConfig):
         if self.full:
             self.seeds, self.epochs, self.grid, self.eval_every = 3, "1,3,5", "table1", 1
         if self.tiny:
-            self.seeds, self.rounds, self.n, self.m, self.eval_every = 2, 2, 4, 2, 1
+            self.seeds, self.rounds, self.n, self.m, self.eval_every = 2, 1, 2, 1, 1
             self.eval_train, self.cpu_ok = 0, True
 
 
