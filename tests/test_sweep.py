@@ -229,3 +229,26 @@ def test_cli_tiny_and_errors(tmp_path, capsys):
     assert err.count("\n") == 1 and "log range" in err
     assert cli.main(["--problem", "nosuch-mlp", "--quiet"]) == 2
     assert "unknown problem" in capsys.readouterr().err
+
+
+def test_reproduce_adapter_runs_a_grid_as_an_entry_run(tmp_path):
+    """reproduce.sweeps: a grid as one entry run (resumable through both layers) and the
+    papers' Table 1 grids."""
+    import types
+
+    from reproduce import common
+    from reproduce.sweeps import fed_ef_table1_grid, fed_lamb_table1_grid, select, sweep_run
+    assert len(fed_lamb_table1_grid(["fed-sgd", "fed-ams", "fed-lamb", "adp-fed", "mime",
+                                     "mime-lamb"]).check()) == 9 + 10 + 27 + 120 + 10 + 9
+    assert len(fed_ef_table1_grid(["fed-ef-sgd"]).points()) == 30
+    grid = Grid.from_specs("fedavg", ["eta_l=0.05,0.1"])
+    entry = types.ModuleType("fake_entry")
+    entry.runs = lambda cfg: [sweep_run("lr", grid, QUAD, cli.build_compare_problem, "m=3")]
+    cfg = common.EntryConfig(seeds=2, rounds=3, out=str(tmp_path), quiet=True)
+    df = common.execute(entry, cfg)
+    assert {"eta_l", "algorithm", "point"} <= set(df.columns)
+    assert df.groupby(["point", "seed"]).ngroups == 4
+    summary, _ = select(df, "final-train-loss")
+    assert summary.selected.sum() == 1
+    cells = list((tmp_path / "sweeps" / "lr" / "cells").glob("*.csv"))
+    assert len(cells) == 4

@@ -246,6 +246,29 @@ def _bar(total: int, quiet: bool):
                            "[{elapsed}<{remaining}]{postfix}")
 
 
+class _Relay:
+    """The sweep's bar, also telling ``progress`` of every change (an entry's own bar)."""
+
+    def __init__(self, bar, progress):
+        self._bar, self._progress = bar, progress
+
+    def __getattr__(self, name):
+        return getattr(self._bar, name)
+
+    @property
+    def n(self):
+        return self._bar.n
+
+    @n.setter
+    def n(self, value):
+        self._progress(value - self._bar.n)
+        self._bar.n = value
+
+    def update(self, k=1):
+        self._progress(k)
+        self._bar.update(k)
+
+
 def _error_text(exc: BaseException) -> str:
     lines = traceback.format_exception_only(type(exc), exc)
     return " ".join(" ".join(lines).split())[:2000]
@@ -253,13 +276,15 @@ def _error_text(exc: BaseException) -> str:
 
 def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto",
               ray_address: str | None = None, workers: int | None = None,
-              threads: int = 1, quiet: bool = False) -> SweepResult:
+              threads: int = 1, quiet: bool = False, progress=None) -> SweepResult:
     """Run every missing cell of ``spec`` and return the whole grid's tidy table.
 
     ``executor``: ``"inprocess"`` or ``"ray"`` (local Ray with ``workers`` CPUs, default
     every core, or the cluster at ``ray_address`` / ``RAY_ADDRESS``). ``plan``: ``"auto"``
     (batched on a GPU, separate on a CPU), ``"separate"`` or ``"batched"``. ``threads``:
     torch threads per unit (one per task on Ray; in-process 0 keeps torch's choice).
+    ``progress(k)``, when given, is told of every ``k`` cell-rounds done instead of the
+    sweep's own bar.
     """
     if executor not in EXECUTORS:
         raise GridError(f"executor must be one of {EXECUTORS}, got {executor!r}")
@@ -277,7 +302,9 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
     reused = len(frames)
     units = make_units(todo, plan, spec.max_replicas)
     failures: list = []
-    bar = _bar(len(todo) * spec.rounds, quiet)
+    bar = _bar(len(todo) * spec.rounds, quiet or progress is not None)
+    if progress is not None:
+        bar = _Relay(bar, progress)
 
     def save(results):
         for c, df, extra in results:
