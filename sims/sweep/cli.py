@@ -106,7 +106,8 @@ def spec_from_args(args) -> SweepSpec:
         raise GridError(str(exc)) from None
     grid = Grid.from_specs(args.algorithms, args.grid)
     problem = {k: getattr(cfg, k) for k in PROBLEM_FIELDS}
-    build_compare_problem(problem)          # bad problem flags fail before any work
+    from .execute import _problem
+    _problem(build_compare_problem, problem)   # bad flags fail before any work (kept built)
     return SweepSpec(args.name, grid, problem, build_compare_problem,
                      participation=cfg.participation, rounds=cfg.rounds,
                      seeds=list(range(cfg.seed0, cfg.seed0 + cfg.seeds)),

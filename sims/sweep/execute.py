@@ -414,7 +414,8 @@ def _run_ray(spec, units, save, failed, bar, address, workers, threads):
                 self.n = k
 
         counter = Counter.remote()
-        task = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
+        gpu = 1 if str(spec.device).startswith("cuda") else 0     # a GPU per task there
+        task = ray.remote(num_cpus=1, num_gpus=gpu, max_retries=0)(_ray_task)
         payload = ray.put(_payload(spec))
         pending = {task.remote(payload, u, counter, threads): (u, 0) for u in units}
         finished_rounds = 0
