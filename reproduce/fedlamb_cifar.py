@@ -54,6 +54,7 @@ class Config(common.EntryConfig):
     eval_train: int = 5000            # training images for the train loss (0: all)
     cpu_ok: bool = False
     threads: int = 1
+    executor: str = "inprocess"   # or ray (the sweep API's executors)
 
     def scale(self):
         if self.full:
@@ -103,7 +104,7 @@ def plot(df, cfg):
 
 def check(df, cfg):
     lines = fl.header_lines(sys.modules[__name__], cfg, df, "cifar10", clients=cfg.n)
-    chosen = fl.select_best(fl.finals(df, cfg.rounds))
+    chosen = fl.select_best(df, cfg.rounds)
     for s in settings(cfg):
         lines.append(f"E2/E3 ({s.title}): Fed-LAMB above Fed-AMS and Fed-SGD across rounds and "
                      f"at round {cfg.rounds}")

@@ -16,19 +16,14 @@ from sims.algorithms.fed_lamb import PRINTED
 from sims.algorithms.registry import make_algorithm
 from sims.optim import layer_norms, layer_segments
 from sims.participation import Participation
+from sims.sweep import Axis, Grid
 
-#: SUPP Table 1, "Search grids of the learning rate" (spec 3.4), verbatim. Adp-Fed has two:
-#: the local ``eta_l`` and the global ``eta_g``; Fed-LAMB's ``lambda`` is MAIN Sec. 4's.
-SGD_GRID = (0.001, 0.003, 0.005, 0.01, 0.03, 0.05, 0.1, 0.3, 0.5)
-AMS_GRID = (0.0001, 0.0003, 0.0005, 0.001, 0.003, 0.005, 0.01, 0.03, 0.05, 0.1)
-GRIDS = {
-    "fed-sgd": {"eta_l": SGD_GRID},
-    "fed-ams": {"eta_l": AMS_GRID},
-    "fed-lamb": {"eta_l": SGD_GRID, "lam": (0.0, 0.01, 0.1)},
-    "adp-fed": {"eta_l": AMS_GRID + (0.3, 0.5), "eta": AMS_GRID},
-    "mime": {"eta_l": AMS_GRID},
-    "mime-lamb": {"eta_l": SGD_GRID},
-}
+from .sweeps import FED_LAMB_TABLE1, select, sweep_run
+
+#: SUPP Table 1, "Search grids of the learning rate" (spec 3.4), and MAIN Sec. 4's lambda:
+#: the sweep API's table (:data:`reproduce.sweeps.FED_LAMB_TABLE1`), one copy for the project.
+GRIDS = {m: FED_LAMB_TABLE1[m] for m in ("fed-sgd", "fed-ams", "fed-lamb", "adp-fed", "mime",
+                                         "mime-lamb")}
 LABELS = {"fed-sgd": "Fed-SGD", "fed-ams": "Fed-AMS", "fed-lamb": "Fed-LAMB",
           "adp-fed": "Adp-Fed", "mime": "Mime", "mime-lamb": "Mime-LAMB",
           "fed-ams-printed": "Fed-AMS (printed)", "fed-lamb-printed": "Fed-LAMB (printed)"}
@@ -153,16 +148,15 @@ def base_method(method: str) -> str:
     return method[: -len("-printed")] if method.endswith("-printed") else method
 
 
-def grid_points(method: str, mode: str, best: dict, printed_eps: float) -> list[dict]:
-    """The hyperparameter points one method runs: ``"table1"`` the whole Table 1 grid (and
-    lambda's three values), ``"best"`` the single point ``best`` (the default's documented
-    choice), ``"near"`` ``best`` with its Table 1 neighbours in each rate (and every lambda).
-    A printed-reading method also gets ``eps = printed_eps``."""
+def grid_axes(method: str, mode: str, best: dict) -> dict:
+    """The values one method runs, per hyperparameter: ``"table1"`` the whole Table 1 grid
+    (and lambda's three values), ``"best"`` the single point ``best`` (the default's
+    documented choice), ``"near"`` ``best`` with its Table 1 neighbours in each rate (and
+    every lambda)."""
     if mode not in GRID_MODES:
         raise ValueError(f"--grid must be one of {', '.join(GRID_MODES)}, got {mode!r}")
-    grid = GRIDS[base_method(method)]
     axes = {}
-    for key, values in grid.items():
+    for key, values in GRIDS[base_method(method)].items():
         values = tuple(values)
         if mode == "table1" or key == "lam" and mode == "near":
             axes[key] = values
@@ -171,17 +165,21 @@ def grid_points(method: str, mode: str, best: dict, printed_eps: float) -> list[
         else:
             i = values.index(best[key])
             axes[key] = values[max(0, i - 1): i + 2]
-    points = [dict(zip(axes, combo)) for combo in _product(list(axes.values()))]
-    if method.endswith("-printed"):
-        points = [{**p, "eps": printed_eps} for p in points]
-    return points
+    return axes
 
 
-def _product(lists):
-    out = [()]
-    for values in lists:
-        out = [prev + (v,) for prev in out for v in values]
-    return out
+def method_grid(method: str, mode: str, best: dict, printed_eps: float) -> Grid:
+    """The :class:`sims.sweep.Grid` of one method: its registry algorithm, fixed settings
+    (the printed reading and ``eps = printed_eps`` for ``*-printed``) and :func:`grid_axes`."""
+    base = base_method(method)
+    fixed = {**PRINTED, "eps": printed_eps} if method.endswith("-printed") else {}
+    return Grid({base: fixed}, [Axis(k, v, base) for k, v in grid_axes(method, mode, best).items()])
+
+
+def grid_points(method: str, mode: str, best: dict, printed_eps: float) -> list[dict]:
+    """The swept values of every point of :func:`method_grid` (printed: with ``eps``)."""
+    extra = {"eps": printed_eps} if method.endswith("-printed") else {}
+    return [{**p.values, **extra} for p in method_grid(method, mode, best, printed_eps).points()]
 
 
 def point_name(point: dict) -> str:
@@ -198,50 +196,42 @@ def dataset_label(name: str, data_dir) -> str:
                                                                                   ds.name)
 
 
-def finals(df, rounds: int):
-    """One row per (run, seed): the final test accuracy, the mean test accuracy over the
-    evaluated rounds after 0 (the area under the curve, "across rounds"), and whether the
-    replica diverged (non-finite loss, or a curve that stops before ``rounds``). Diverged
-    replicas recorded as such are dropped first (:func:`reproduce.common.healthy`)."""
+def select_best(df, rounds: int):
+    """The paper's rule ("we take the model performance with the best alpha and lambda",
+    MAIN Sec. 4; SUPP A.2 "such that the best performance is achieved"): the sweep API's
+    ``fed-lamb`` rule (:func:`sims.sweep.select`: highest final test accuracy averaged over
+    seeds; a point any of whose seeds diverged is never selected) within each sweep, i.e. per
+    (setting, method) (a point's id names its algorithm and settings, not its problem, so
+    sweeps are selected one at a time).
+    Returns one row per (setting, method): ``point``, ``label``, ``mean``, ``lo``, ``hi``
+    (final test accuracy over seeds), ``auc`` (mean accuracy over the evaluated rounds after
+    0, averaged over seeds: "across rounds"), ``seeds``, ``points`` (grid points that
+    competed) and ``diverged_points``. A selected curve that stops before ``rounds`` (every
+    replica diverged) or has a diverged replica is dropped (:func:`reproduce.common.healthy`)."""
     import pandas as pd
 
     from . import common
-    df = common.healthy(df)
-    acc = df[(df.metric == "test_acc") & (df["round"] > 0)]
-    loss = df[df.metric == "train_loss"]
-    keys = ["run", "seed"]
-    last = acc.sort_values("round").groupby(keys).tail(1).set_index(keys)
-    out = pd.DataFrame({"acc": last["value"], "last_round": last["round"],
-                        "auc": acc.groupby(keys)["value"].mean()})
-    bad = loss.groupby(keys)["value"].apply(lambda v: not np.isfinite(v.to_numpy()).all())
-    out["diverged"] = (out["last_round"] < rounds) | bad.reindex(out.index).fillna(True)
-    params = df.drop_duplicates("run").set_index("run")
-    cols = [c for c in params.columns if c not in ("seed", "round", "metric", "value")]
-    out = out.reset_index().join(params[cols], on="run")
-    return out
-
-
-def select_best(fin, by=("setting", "method")):
-    """The paper's rule ("we take the model performance with the best alpha and lambda",
-    MAIN Sec. 4; SUPP A.2 "such that the best performance is achieved"), read as: per
-    ``by`` group, the run with the highest final test accuracy averaged over seeds, among
-    runs none of whose seeds diverged (a diverged run is never chosen). Returns one row per
-    group: ``run``, ``mean``, ``lo``, ``hi`` (final accuracy over seeds), ``auc``,
-    ``points`` (how many grid points competed) and ``diverged_points``."""
-    import pandas as pd
     rows = []
-    for key, grp in fin.groupby(list(by)):
-        per_run = grp.groupby("run").agg(mean=("acc", "mean"), lo=("acc", "min"),
-                                         hi=("acc", "max"), auc=("auc", "mean"),
-                                         diverged=("diverged", "any"), seeds=("seed", "count"))
-        ok = per_run[~per_run.diverged]
-        row = dict(zip(by, key if isinstance(key, tuple) else (key,)))
-        row.update(points=len(per_run), diverged_points=int(per_run.diverged.sum()))
-        if len(ok):
-            best = ok["mean"].idxmax()
-            row.update(run=best, **ok.loc[best].drop("diverged").to_dict())
-        else:
-            row.update(run=None, mean=np.nan, lo=np.nan, hi=np.nan, auc=np.nan, seeds=0)
+    for name, table in df.groupby("sweep", sort=False):    # points are unique within a sweep
+        summary, curves = select(table, "fed-lamb", by=("algorithm",))
+        curves = common.healthy(curves)
+        setting, method = table["setting"].iloc[0], table["method"].iloc[0]
+        row = {"setting": setting, "method": method, "points": len(summary),
+               "diverged_points": int(summary["diverged"].sum()), "point": None,
+               "label": None, "mean": np.nan, "lo": np.nan, "hi": np.nan, "auc": np.nan,
+               "seeds": 0}
+        sel = summary[summary["selected"]]
+        if len(sel):
+            point = sel.iloc[0]["point"]
+            c = curves[curves.point == point]
+            acc = c[(c.metric == "test_acc") & (c["round"] > 0)].sort_values("round")
+            last = acc.groupby("seed").tail(1)
+            if len(last) and int(last["round"].min()) >= rounds:
+                row.update(point=point, label=str(c["run"].iloc[0]),
+                           mean=float(last.value.mean()), lo=float(last.value.min()),
+                           hi=float(last.value.max()),
+                           auc=float(acc.groupby("seed").value.mean().mean()),
+                           seeds=int(last.seed.nunique()))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -308,32 +298,51 @@ def problem_of(s: Setting, cfg, **extra):
                                  data_dir=cfg.data_dir, device=cfg.device, **kw)
 
 
-def make_runs(cfg, settings, methods, best, problem_kw=None) -> list:
-    """Every (setting, method, grid point) as a :class:`reproduce.common.Run` over all seeds;
-    ``best(setting, method) -> point`` gives the default's point (:func:`grid_points`)."""
+def build_problem(desc: dict):
+    """A sweep's problem from its JSON description (module level, so Ray can ship it)."""
     from . import common
+    return common.cached_problem(**desc)
+
+
+def make_runs(cfg, settings, methods, best, problem_kw=None) -> list:
+    """One sweep (:func:`reproduce.sweeps.sweep_run`) per (setting, method) over the method's
+    :func:`method_grid` and every seed; ``best(setting, method) -> point`` is the default's
+    point. Every cell is saved and resumed by the sweep API under ``OUT/sweeps/``."""
+    from sims.problems.image import CONV_MODELS
     out = []
     for s in settings:
+        desc = {"dataset": s.dataset, "model": s.model, "n_clients": s.n, "scheme": s.scheme,
+                "batch_size": s.batch, "local_epochs": s.epochs, "data_dir": cfg.data_dir,
+                "device": cfg.device, **(problem_kw or {})}
+        if s.model in CONV_MODELS:
+            desc["eval_grad"] = False
+        part = "full" if s.m is None else f"m={s.m}"
         for method in methods:
-            for point in grid_points(method, cfg.grid, best(s, method), cfg.printed_eps):
-                def build(s=s, method=method, point=point):
-                    return (problem_of(s, cfg, **(problem_kw or {})), algorithm(method, **point),
-                            participation(s))
-                params = {"setting": s.key, "dataset": s.dataset, "model": s.model,
-                          "epochs": s.epochs, "method": method, **point}
-                out.append(common.Run(f"{s.key}_{method}_{point_name(point)}", params, build,
-                                      eval_every=cfg.eval_every, eval_grad=False))
+            grid = method_grid(method, cfg.grid, best(s, method), cfg.printed_eps)
+            name = f"{s.key}_{method}"
+            params = {"setting": s.key, "dataset": s.dataset, "model": s.model,
+                      "epochs": s.epochs, "method": method, "sweep": name}
+            out.append(sweep_run(name, grid, desc, build_problem, part,
+                                 eval_every=cfg.eval_every, params=params))
     return out
+
+
+def missing(entry, cfg, df) -> list[str]:
+    """:func:`reproduce.common.missing_runs` for entries whose runs are sweeps (a sweep's
+    table names its points in ``run``; the sweep itself is ``sweep``)."""
+    from . import common
+    return common.missing_runs(entry, cfg, df.assign(run=df["sweep"]) if len(df) else df)
 
 
 def plot_panels(df, cfg, settings, methods, suptitle: str, stem: str):
     """Test accuracy against rounds, one panel per setting, each method at its selected
     point (:func:`select_best`): mean over seeds, band from the lowest to the highest seed."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
     from . import plotting
-    fin = finals(df, cfg.rounds)
-    chosen = select_best(fin)
+    chosen = select_best(df, cfg.rounds)
     present = [s for s in settings if s.key in set(df.setting)]
     cols = min(len(present), 4) or 1
     rows = -(-len(present) // cols)
@@ -342,12 +351,12 @@ def plot_panels(df, cfg, settings, methods, suptitle: str, stem: str):
     for ax, s in zip(axes.flat, present):
         for method in methods:
             row = chosen[(chosen.setting == s.key) & (chosen.method == method)]
-            if not len(row) or row.iloc[0]["run"] is None:
+            if not len(row) or row.iloc[0]["point"] is None:
                 continue
             r = row.iloc[0]
-            sub = df[df.run == r["run"]]
-            point = ", ".join(f"{k}={sub.iloc[0][k]:g}" for k in ("eta_l", "eta", "lam", "eps")
-                              if k in sub and np.isfinite(sub.iloc[0][k]))
+            sub = df[(df.setting == s.key) & (df.method == method) & (df.point == r["point"])]
+            point = r["label"].split(" ", 1)[-1] + (f" eps={cfg.printed_eps:g}"
+                                                    if method.endswith("-printed") else "")
             plotting.band_plot(ax, sub.assign(method=method), "test_acc", "method",
                                palette=[colors.get(base_method(method), "gray")],
                                linestyle="--" if method.endswith("-printed") else "-",
@@ -358,7 +367,6 @@ def plot_panels(df, cfg, settings, methods, suptitle: str, stem: str):
         ax.legend(fontsize=6, loc="best")
     for ax in list(axes.flat)[len(present):]:
         ax.axis("off")
-    import textwrap
     fig.suptitle("\n".join(textwrap.fill(part, 60 + 45 * cols)
                            for part in suptitle.split("\n")), fontsize=9)
     return plotting.save(fig, cfg.figures, stem)
@@ -372,7 +380,7 @@ def selection_lines(chosen) -> list[str]:
     """Which point each method's curve is (and how many competed / diverged)."""
     out = []
     for _, r in chosen.iterrows():
-        what = r["run"] if r["run"] is not None else "none (every point diverged)"
+        what = r["label"] if r["point"] is not None else "none (no healthy point)"
         out.append(f"  selected {r['setting']} {LABELS.get(r['method'], r['method'])}: {what} "
                    f"(best of {r['points']} point(s), {r['diverged_points']} diverged)")
     return out
@@ -385,7 +393,6 @@ def items(text, kind=str) -> list:
 def header_lines(entry, cfg, df, dataset: str, clients: int) -> list[str]:
     """The data the check ran on (the embedded MNIST subset named, with what it changes) and
     the runs that have no results (:func:`reproduce.common.missing_runs`)."""
-    from . import common
     lines = []
     label = dataset_label(dataset, cfg.data_dir)
     if "subset" in label:
@@ -397,26 +404,24 @@ def header_lines(entry, cfg, df, dataset: str, clients: int) -> list[str]:
                      "1,000 images (accuracy steps of 0.1 points)")
     else:
         lines.append(f"data: {label}")
-    missing = common.missing_runs(entry, cfg, df)
-    if missing:
-        lines.append(f"missing runs ({len(missing)}; no verdict uses them): "
-                     + ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else ""))
+    gone = missing(entry, cfg, df)
+    if gone:
+        lines.append(f"missing runs ({len(gone)}; no verdict uses them): "
+                     + ", ".join(gone[:8]) + (" ..." if len(gone) > 8 else ""))
     return lines
 
 
 def cost_lines(df, cfg, *, full_seeds: int, full_rounds: int, full_epochs, methods) -> list[str]:
     """``--full``'s cost, extrapolated from this run's measured seconds per round (the
-    engine's ``wall_time``, all seeds of a run together, evaluation included) per seed and
+    engine's ``wall_time`` of each cell, evaluation included) per seed and
     per local epoch, times Table 1's grid sizes, ``full_seeds``, ``full_rounds`` and the
     ``full_epochs`` of every model/dataset."""
     wall = df[df.metric == "wall_time"]
     if not len(wall):
         return []
-    per = wall.groupby("run").agg(t=("value", "max"), rounds=("round", "max"),
-                                  seeds=("seed", "nunique"))
-    params = df.drop_duplicates("run").set_index("run")[["setting", "method", "epochs"]]
-    per = per.join(params)
-    per["unit"] = per.t / per.rounds / per.seeds / per.epochs      # s per round, seed, epoch
+    keys = ["setting", "method", "point", "seed", "epochs"]
+    per = wall.groupby(keys).agg(t=("value", "max"), rounds=("round", "max")).reset_index()
+    per["unit"] = per.t / per.rounds / per.epochs          # s per round, seed (cell), epoch
     units = per.groupby([per.setting.str.replace(r"_E\d+$", "", regex=True), "method"]).unit.mean()
     total = 0.0
     for (group, method), unit in units.items():

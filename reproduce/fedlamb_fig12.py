@@ -64,6 +64,7 @@ class Config(common.EntryConfig):
     printed_eps: float = 1e-4
     eval_every: int = 2
     threads: int = 1
+    executor: str = "inprocess"   # or ray (the sweep API's executors)
 
     def scale(self):
         if self.full:
@@ -107,7 +108,7 @@ def plot(df, cfg):
 
 def check(df, cfg):
     lines = fl.header_lines(sys.modules[__name__], cfg, df, "mnist", clients=cfg.n)
-    chosen = fl.select_best(fl.finals(df, cfg.rounds))
+    chosen = fl.select_best(df, cfg.rounds)
     for s in settings(cfg):
         lines.append(f"E1 ({s.title}): Fed-LAMB above Fed-AMS and Fed-SGD across rounds and "
                      f"at round {cfg.rounds}")

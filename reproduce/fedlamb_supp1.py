@@ -64,6 +64,7 @@ class Config(common.EntryConfig):
     eval_every: int = 1
     eval_train: int = 5000            # training images for the train loss (0: all)
     threads: int = 1
+    executor: str = "inprocess"   # or ray (the sweep API's executors)
 
     def scale(self):
         if self.full:
@@ -109,7 +110,7 @@ def check(df, cfg):
         lines += fl.header_lines(sys.modules[__name__], cfg, df, s.dataset, clients=cfg.n) \
             if s.dataset == "mnist" else [f"data: {fl.dataset_label(s.dataset, cfg.data_dir)}"]
     lines = list(dict.fromkeys(lines))
-    chosen = fl.select_best(fl.finals(df, cfg.rounds))
+    chosen = fl.select_best(df, cfg.rounds)
     for s in settings(cfg):
         lines.append(f"E4 ({s.title}): Fed-LAMB and Mime-LAMB above Fed-SGD, Fed-AMS, Adp-Fed "
                      f"and Mime, across rounds and at round {cfg.rounds} (paper: 100)")

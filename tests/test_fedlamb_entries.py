@@ -29,28 +29,30 @@ def test_table1_grids_verbatim():
 
 
 def _df(rows):
-    """A results table of final and earlier accuracies: rows of (run, method, seed, accs)."""
+    """A sweep-shaped results table: rows of (point, method, seed, accuracies, diverged_at)."""
     frames = []
-    for run, method, seed, accs in rows:
+    for point, method, seed, accs, div in rows:
         rounds = np.arange(len(accs) + 1)
         for metric, vals in (("test_acc", [0.1, *accs]), ("train_loss", [2.3] * len(rounds))):
-            frames.append(pd.DataFrame({"run": run, "seed": seed, "round": rounds,
-                                        "metric": metric, "value": vals, "setting": "s",
-                                        "method": method}))
+            frames.append(pd.DataFrame({"run": f"{method} {point}", "seed": seed,
+                                        "round": rounds, "metric": metric, "value": vals,
+                                        "setting": "s", "method": method, "algorithm": method,
+                                        "sweep": f"s_{method}", "point": point,
+                                        "diverged_at": div}))
     return pd.concat(frames, ignore_index=True)
 
 
 def test_selection_rule_and_verdicts():
-    df = _df([("a1", "fed-lamb", 0, [0.5, 0.8]), ("a1", "fed-lamb", 1, [0.5, 0.9]),
-              ("a2", "fed-lamb", 0, [0.6, 0.95]), ("a2", "fed-lamb", 1, [0.6, 0.3]),
-              ("a3", "fed-lamb", 0, [0.9, 0.99]),                      # stops early: diverged
-              ("b1", "fed-ams", 0, [0.4, 0.7]), ("b1", "fed-ams", 1, [0.4, 0.75])])
-    df = df[~((df.run == "a3") & (df["round"] == 2))]
-    fin = fl.finals(df, rounds=2)
-    assert bool(fin[fin.run == "a3"].diverged.all())
-    chosen = fl.select_best(fin)
+    """The sweep API's ``fed-lamb`` rule per sweep: best mean final accuracy among points
+    with no diverged seed; the verdicts state numbers and say "does not show"."""
+    df = _df([("a1", "fed-lamb", 0, [0.5, 0.8], None), ("a1", "fed-lamb", 1, [0.5, 0.9], None),
+              ("a2", "fed-lamb", 0, [0.6, 0.95], None), ("a2", "fed-lamb", 1, [0.6, 0.3], None),
+              ("a3", "fed-lamb", 0, [0.9, 0.99], None), ("a3", "fed-lamb", 1, [0.9, 0.1], 2),
+              ("b1", "fed-ams", 0, [0.4, 0.7], None), ("b1", "fed-ams", 1, [0.4, 0.75], None)])
+    chosen = fl.select_best(df, rounds=2)
     lamb = chosen[chosen.method == "fed-lamb"].iloc[0]
-    assert lamb["run"] == "a1" and lamb["mean"] == pytest.approx(0.85)   # 0.85 > 0.625
+    assert lamb["point"] == "a1" and lamb["mean"] == pytest.approx(0.85)   # 0.85 > 0.625
+    assert (lamb["lo"], lamb["hi"]) == (0.8, 0.9) and lamb["auc"] == pytest.approx(0.675)
     assert lamb["points"] == 3 and lamb["diverged_points"] == 1
     lines = fl.compare(chosen, "s", ["fed-lamb"], ["fed-ams"], "claim")
     assert lines[-1].startswith("  -> claim: shows") and "85.00%" in lines[0]
@@ -58,6 +60,8 @@ def test_selection_rule_and_verdicts():
     assert lines[-1].startswith("  -> claim: does not show")
     lines = fl.compare(chosen, "s", ["fed-lamb"], ["mime"], "claim")
     assert "no verdict" in lines[-1]
+    short = fl.select_best(df, rounds=3)             # curves that stop early give no verdict
+    assert short["point"].isna().all()
 
 
 def _lines(capsys):
@@ -79,7 +83,7 @@ def test_fig12_tiny(tmp_path, capsys):
     # resumable: the same command finds every run saved
     cfg = common.parse_config(fedlamb_fig12, argv + ["--plot-only"])
     df = common.execute(fedlamb_fig12, cfg)
-    assert not common.missing_runs(fedlamb_fig12, cfg, df)
+    assert not fl.missing(fedlamb_fig12, cfg, df)
     assert set(df.method) == {"fed-sgd", "fed-ams", "fed-lamb", "fed-ams-printed",
                               "fed-lamb-printed"}
 
