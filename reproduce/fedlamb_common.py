@@ -390,18 +390,19 @@ def items(text, kind=str) -> list:
     return [kind(v.strip()) for v in str(text).split(",") if v.strip()]
 
 
-def header_lines(entry, cfg, df, dataset: str, clients: int) -> list[str]:
+def header_lines(entry, cfg, df, dataset: str, clients: int, batch: int) -> list[str]:
     """The data the check ran on (the embedded MNIST subset named, with what it changes) and
     the runs that have no results (:func:`reproduce.common.missing_runs`)."""
     lines = []
     label = dataset_label(dataset, cfg.data_dir)
     if "subset" in label:
-        per = 4000 // clients
+        per, full = 4000 // clients, 60000 // clients
         lines.append(f"data: {label}, NOT full MNIST (--data-dir DIR with the MNIST IDX files "
-                     f"for it): {per} training images per client instead of "
-                     f"{60000 // clients}, so each client takes ceil({per}/batch) local steps "
-                     f"per epoch instead of ceil({60000 // clients}/batch), and the test set is "
-                     "1,000 images (accuracy steps of 0.1 points)")
+                     f"for it): {per} training images per client instead of {full}, so each "
+                     f"client takes {-(-per // batch)} local step(s) of batch {batch} per epoch "
+                     f"instead of {-(-full // batch)} (less local drift, less for local "
+                     "adaptivity to act on), and the test set is 1,000 images (accuracy steps "
+                     "of 0.1 points)")
     else:
         lines.append(f"data: {label}")
     gone = missing(entry, cfg, df)

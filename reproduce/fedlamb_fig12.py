@@ -107,7 +107,7 @@ def plot(df, cfg):
 
 
 def check(df, cfg):
-    lines = fl.header_lines(sys.modules[__name__], cfg, df, "mnist", clients=cfg.n)
+    lines = fl.header_lines(sys.modules[__name__], cfg, df, "mnist", cfg.n, cfg.batch)
     chosen = fl.select_best(df, cfg.rounds)
     for s in settings(cfg):
         lines.append(f"E1 ({s.title}): Fed-LAMB above Fed-AMS and Fed-SGD across rounds and "

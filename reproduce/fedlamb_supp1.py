@@ -107,8 +107,7 @@ def plot(df, cfg):
 def check(df, cfg):
     lines = []
     for s in settings(cfg):
-        lines += fl.header_lines(sys.modules[__name__], cfg, df, s.dataset, clients=cfg.n) \
-            if s.dataset == "mnist" else [f"data: {fl.dataset_label(s.dataset, cfg.data_dir)}"]
+        lines += fl.header_lines(sys.modules[__name__], cfg, df, s.dataset, cfg.n, cfg.batch)
     lines = list(dict.fromkeys(lines))
     chosen = fl.select_best(df, cfg.rounds)
     for s in settings(cfg):

@@ -94,8 +94,9 @@ class MLPDropout(nn.Module):
 
 
 class MnistNet(nn.Module):
-    """Fed-LAMB's MNIST CNN (spec 3.2): the classic PyTorch MNIST example net. For a
-    ``image_size`` other than 28 the flattened width follows (``20 * ((s - 4) // 2 - 4) // 2)^2``)."""
+    """Fed-LAMB's MNIST CNN (spec 3.2): the classic PyTorch MNIST example net. For an
+    ``image_size`` s other than 28 the flattened width follows,
+    ``20 ((s - 4) // 2 - 4) // 2)^2``."""
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10, dropout: float = 0.5,
                  image_size: int = 28):

@@ -18,7 +18,8 @@ def test_table1_grids_verbatim():
     sizes = {m: fl.grid_size(m) for m in fl.GRIDS}
     assert sizes == {"fed-sgd": 9, "fed-ams": 10, "fed-lamb": 27, "adp-fed": 120, "mime": 10,
                      "mime-lamb": 9}
-    assert fl.GRIDS["adp-fed"]["eta_l"][-2:] == (0.3, 0.5) and fl.GRIDS["fed-sgd"]["eta_l"][0] == 0.001
+    assert fl.GRIDS["adp-fed"]["eta_l"][-2:] == (0.3, 0.5)
+    assert fl.GRIDS["fed-sgd"]["eta_l"][0] == 0.001
     assert len(fl.grid_points("adp-fed", "table1", {}, 1e-4)) == 120
     near = fl.grid_points("fed-lamb", "near", {"eta_l": 0.5, "lam": 0.0}, 1e-4)
     assert sorted({p["eta_l"] for p in near}) == [0.3, 0.5] and len(near) == 6
