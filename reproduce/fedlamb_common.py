@@ -344,7 +344,7 @@ def plot_panels(df, cfg, settings, methods, suptitle: str, stem: str):
     from . import plotting
     chosen = select_best(df, cfg.rounds)
     present = [s for s in settings if s.key in set(df.setting)]
-    cols = min(len(present), 4) or 1
+    cols = (2 if len(present) == 4 else min(len(present), 3)) or 1
     rows = -(-len(present) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
     colors = dict(zip(METHOD_ORDER, plt.get_cmap("tab10").colors))

@@ -24,13 +24,15 @@ Data: full MNIST from ``--data-dir``; without it the embedded 4,000-image subset
 images per client instead of 1,200: 3 local steps per epoch instead of 38), named as such in
 the figure title and the summary.
 
-CPU default (about 8-10 min here on one core): 2 seeds, 25 rounds (evaluated every 2), one
+CPU default (measured: about 4 CPU-minutes, 11 minutes of wall time on the shared machine,
+one thread): 2 seeds, 25 rounds (evaluated every 2), one
 point per method (``--grid best``: the pilot's best points,
 :data:`reproduce.fedlamb_common.PILOT_BEST`, where the pilot is documented). ``--grid near``
 adds each rate's Table 1 neighbours and every lambda; ``--full``: the whole Table 1 grids
 (Fed-LAMB over lambda too), 3 seeds, 100 rounds (the paper does not state its rounds),
 E = 1, 3, 5: its cost, extrapolated from the measured per-round times, is printed by the
-check (about a day and a half of one core on the subset).
+check (56 hours of wall time on the shared machine, about a day of one free core, on the
+subset).
 """
 from __future__ import annotations
 
@@ -42,8 +44,9 @@ from . import fedlamb_common as fl
 
 PAPER, TARGET = "Fed-LAMB", "Figures 1-2"
 TITLE = "MNIST non-iid, CNN and MLP: Fed-LAMB vs Fed-AMS and Fed-SGD (test accuracy)"
-DEFAULT_COST = ("about 8-10 min (embedded MNIST subset, 2 models x E in {1, 2}, 5 methods at "
-                "one rate each, 2 seeds, 25 rounds)")
+DEFAULT_COST = ("about 4 CPU-min, 11 min of wall time on the shared 2-core machine (embedded "
+                "MNIST subset, 2 models x E in {1, 2}, 5 methods at one rate each, 2 seeds, "
+                "25 rounds)")
 
 BEST = fl.PILOT_BEST
 METHODS = ("fed-sgd", "fed-ams", "fed-lamb")

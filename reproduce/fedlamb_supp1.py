@@ -23,14 +23,16 @@ embedded 4,000-image subset, labelled as such: 20 training images per client ins
 adaptivity and local drift all but vanish, every method is close to its centralised
 counterpart on a 4,000-image problem) and accuracy is read on 1,000 test images.
 
-CPU default (about 8-10 min here on one core): both datasets at the paper's n, participation
+CPU default (measured: 7.5 CPU-minutes, 18.6 minutes of wall time on the shared machine,
+one thread): both datasets at the paper's n, participation
 and batch, 2 seeds, **10 rounds** (the paper's 100 cost about 10x: ``--rounds 100``), one
 point per method (``--grid best``: the pilot points of
 :data:`reproduce.fedlamb_common.PILOT_BEST`), test accuracy every round (train loss on a
 fixed 5,000-image sample). ``--grid near`` adds each rate's Table 1 neighbours (and every
 lambda); ``--full`` runs the whole Table 1 grids (9 + 10 + 27 + 120 + 10 + 9 points, and the
 printed pair's 10 + 27), 3 seeds, 100 rounds; the check prints its cost extrapolated from the
-measured per-round times (weeks of one core here: a GPU job).
+measured per-round times (96 hours of wall time on the shared machine, about 40 hours of
+one free core: a GPU job).
 """
 from __future__ import annotations
 
@@ -42,8 +44,9 @@ from . import fedlamb_common as fl
 
 PAPER, TARGET = "Fed-LAMB", "Supplement Figure 1"
 TITLE = "MNIST and FMNIST, n=200, full participation: six methods, each tuned (test accuracy)"
-DEFAULT_COST = ("about 8-10 min (full FMNIST + embedded MNIST subset, 8 methods at one point "
-                "each, 2 seeds, 10 of the paper's 100 rounds)")
+DEFAULT_COST = ("7.5 CPU-min, 18.6 min of wall time on the shared 2-core machine (full FMNIST "
+                "+ embedded MNIST subset, 8 methods at one point each, 2 seeds, 10 of the "
+                "paper's 100 rounds)")
 
 METHODS = ("fed-sgd", "fed-ams", "adp-fed", "mime", "fed-lamb", "mime-lamb")
 DATASETS = ("mnist", "fmnist")
