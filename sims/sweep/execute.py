@@ -229,13 +229,18 @@ def _payload(spec: SweepSpec) -> dict:
             "eval_every": spec.eval_every, "max_batch": spec.max_batch}
 
 
-def _record(spec: SweepSpec, cell: Cell, extra: dict) -> dict:
+def _record(spec: SweepSpec, cell: Cell, extra: dict, base: dict) -> dict:
+    """A cell's provenance: ``base`` (the sweep's, computed once: versions, commit, code
+    identity) with the cell's seed, settings and fingerprint."""
+    return {**base, "seeds": [cell.seed], "wall_time_s": extra.get("wall_time_unit_s", 0.0),
+            **extra, "point": cell.point.key, "label": cell.point.label,
+            "fingerprint": cell_fingerprint(spec, cell)}
+
+
+def _base_record(spec: SweepSpec) -> dict:
     return provenance({"sweep": spec.name, "problem": spec.problem,
                        "participation": spec.participation, "rounds": spec.rounds,
-                       "eval_every": spec.eval_every},
-                      [cell.seed], extra.get("wall_time_unit_s", 0.0),
-                      {**extra, "point": cell.point.key, "label": cell.point.label,
-                       "code": code_identity(), "fingerprint": cell_fingerprint(spec, cell)})
+                       "eval_every": spec.eval_every}, [], 0.0, {"code": code_identity()})
 
 
 def _bar(total: int, quiet: bool):
@@ -306,9 +311,11 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
     if progress is not None:
         bar = _Relay(bar, progress)
 
+    base = _base_record(spec)
+
     def save(results):
         for c, df, extra in results:
-            save_run(df, _record(spec, c, extra), cell_path(spec, c))
+            save_run(df, _record(spec, c, extra, base), cell_path(spec, c))
             frames[c] = df
 
     def failed(unit, attempt, exc):
