@@ -16,7 +16,8 @@ Modules: :mod:`.grid` (axes, points), :mod:`.execute` (cells, plans, storage, Ra
 :mod:`.cli` (the command line). Per-replica hyperparameters (grids as batched runs) are in
 :mod:`sims.algorithms.per_replica`.
 """
-from .execute import SweepResult, SweepSpec, make_units, ray_init, run_sweep  # noqa: F401
+from .execute import SweepResult, SweepSpec, make_units, run_sweep  # noqa: F401
+from .on_ray import ray_init  # noqa: F401
 from .grid import Axis, Grid, GridError, Point, logspace, parse_axis  # noqa: F401
 from .outputs import write_outputs  # noqa: F401
 from .select import RULES, get_rule, select, summarize  # noqa: F401
