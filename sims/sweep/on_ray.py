@@ -9,6 +9,7 @@ records a failed task (exception or killed worker) and submits it once more.
 """
 from __future__ import annotations
 
+import logging
 import os
 
 from ..identity import ROOT, SOURCE_PACKAGES
@@ -36,13 +37,13 @@ def ray_init(address: str | None = None, workers: int | None = None) -> bool:
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address:
-        ray.init(address=address, log_to_driver=False, runtime_env={
+        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, runtime_env={
             "py_modules": [str(ROOT / p) for p in SOURCE_PACKAGES]})
     else:
         path = os.pathsep.join([str(ROOT)] + [p for p in
                                               [os.environ.get("PYTHONPATH", "")] if p])
         ray.init(num_cpus=int(workers or os.cpu_count() or 1), include_dashboard=False,
-                 log_to_driver=False, runtime_env={"env_vars": {
+                 log_to_driver=False, logging_level=logging.ERROR, runtime_env={"env_vars": {
                      "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}})
     return True
 
