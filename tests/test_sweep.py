@@ -252,3 +252,34 @@ def test_reproduce_adapter_runs_a_grid_as_an_entry_run(tmp_path):
     assert summary.selected.sum() == 1
     cells = list((tmp_path / "sweeps" / "lr" / "cells").glob("*.csv"))
     assert len(cells) == 4
+
+
+def test_cli_paper_table_grid(tmp_path, capsys):
+    """--table fed-lamb: the Fed-LAMB supplement Table 1 grid is one command."""
+    args = ["--tiny", "--quiet", "--table", "fed-lamb", "--algorithms", "fed-sgd",
+            "--rule", "final-train-loss", "--out", str(tmp_path / "o"), "--figures",
+            str(tmp_path / "f"), "--name", "t1"]
+    assert cli.main(args) == 0
+    assert "cells: 9 run" in capsys.readouterr().out
+    grid = pd.read_csv(tmp_path / "o" / "t1" / "grid.csv")
+    assert sorted(grid.eta_l) == [0.001, 0.003, 0.005, 0.01, 0.03, 0.05, 0.1, 0.3, 0.5]
+    assert grid.selected.sum() == 1
+
+
+def test_benchmark_workload_is_the_issues():
+    """benchmarks/sweep_batching.py times the workload issue 15 names: Fed-LAMB, the 9 rates
+    of its Table 1 grid x 3 seeds, MLP on 28x28 inputs, 50 clients of which 25 take part,
+    batch 32, one local epoch of 300 samples (10 steps)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sweep_batching.py"
+    mod_spec = importlib.util.spec_from_file_location("sweep_batching_bench", path)
+    bench = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(bench)
+    from sims.sweep.tables import FED_LAMB_TABLE1
+    s = bench.spec("/tmp/unused", 1, bench.LRS, 3)
+    assert bench.LRS == FED_LAMB_TABLE1["fed-lamb"]["eta_l"]
+    assert len(s.grid.points()) * len(s.seeds) == 27 and s.participation == "m=25"
+    prob = bench.build_problem({**s.problem, "per_client": 40, "test": 10})
+    assert prob.n_clients == 50 and prob.batch_size == 32 and prob.d == 784 * 200 + 200 + 2010
+    assert s.problem["per_client"] == 300 and s.problem["batch"] == 32

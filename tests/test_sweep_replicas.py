@@ -138,3 +138,19 @@ def test_batched_algorithm_errors():
         batched_algorithm("fedada2", [{"delay": 1}, {"delay": 2}])
     same = batched_algorithm("fedavg", [{"eta_l": 0.1}, {"eta_l": 0.1}])
     assert not isinstance(same, ReplicaAlgorithm)
+
+
+def test_per_replica_fused_conv_loop():
+    """The convolutional per-client loop's fused local SGD with a rate per replica."""
+    from sims.models import make_model
+    from sims.problems.conv import ConvProblem
+    from test_fedef_images import _fixture, _parts
+    prob = ConvProblem(_fixture(), _parts(), make_model("cnn", (1, 6, 6), 10, dropout=0.0),
+                       loop=True, batch_size=4, dtype=torch.float64)
+    settings = [{"eta_l": 0.05}, {"eta_l": 0.1}, {"eta_l": 0.02}]
+    alg = batched_algorithm("fed-ef-sgd", settings)
+    part = Participation.parse("m=2")
+    batched = run(prob, alg, part, 2, list(SEEDS))
+    for r, (s, seed) in enumerate(zip(settings, SEEDS)):
+        _assert_same(batched, run(prob, make_algorithm("fed-ef-sgd", **s), part, 2, [seed]),
+                     r, "conv loop")

@@ -11,11 +11,14 @@ In a few lines (a reproduction entry, a notebook)::
     paths = write_outputs(spec, result, rule="fed-lamb")
 
 Modules: :mod:`.grid` (axes, points), :mod:`.execute` (cells, plans, storage, Ray),
-:mod:`.select` (rules), :mod:`.plots` (figures), :mod:`.outputs` (saved tables),
+:mod:`.select` (rules), :mod:`.tables` (the papers' grids), :mod:`.plots` (figures),
+:mod:`.outputs` (saved tables),
 :mod:`.cli` (the command line). Per-replica hyperparameters (grids as batched runs) are in
 :mod:`sims.algorithms.per_replica`.
 """
-from .execute import SweepResult, SweepSpec, make_units, ray_init, run_sweep  # noqa: F401
+from .execute import SweepResult, SweepSpec, make_units, run_sweep  # noqa: F401
+from .on_ray import ray_init  # noqa: F401
 from .grid import Axis, Grid, GridError, Point, logspace, parse_axis  # noqa: F401
 from .outputs import write_outputs  # noqa: F401
 from .select import RULES, get_rule, select, summarize  # noqa: F401
+from .tables import FED_EF_TABLE1, FED_LAMB_TABLE1, fed_ef_table1_grid, fed_lamb_table1_grid  # noqa: F401,E501

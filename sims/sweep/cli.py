@@ -9,7 +9,8 @@
 The problem flags are those of ``python -m sims.compare`` (``--problem``, ``--n-clients``,
 ``--batch-size``, ``--local-epochs``, ...). ``--grid [ALG.]KEY=v1,v2`` or
 ``[ALG.]KEY=log:LO:HI:N`` (repeatable) adds an axis (:mod:`sims.sweep.grid`);
-``--algorithms`` takes ``NAME[:key=value...]`` fixed settings. ``--executor ray`` runs one
+``--algorithms`` takes ``NAME[:key=value...]`` fixed settings; ``--table fed-lamb`` (or
+``fed-ef``) adds the paper's published grid for them (:mod:`sims.sweep.tables`). ``--executor ray`` runs one
 task per core on a local Ray (``--workers``), or on the cluster at ``--ray-address`` (or
 ``RAY_ADDRESS``). ``--plan batched`` runs grid points as replicas of one batched engine run
 (the default on ``--device cuda``), ``separate`` one run per (point, seed) (the CPU default).
@@ -27,6 +28,7 @@ from .execute import EXECUTORS, PLANS, SweepSpec, run_sweep
 from .grid import Grid, GridError
 from .outputs import write_outputs
 from .select import RULES
+from .tables import TABLES
 
 PROBLEM_FIELDS = ("problem", "n_clients", "dim", "local_steps", "local_epochs", "batch_size",
                   "partition", "noise", "df", "sigma", "heterogeneity", "dtype", "data_dir",
@@ -55,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="comma-separated NAME[:key=value...] (default %(default)s)")
     p.add_argument("--grid", action="append", default=[],
                    help="[ALG.]KEY=v1,v2,... or [ALG.]KEY=log:LO:HI:N (repeatable)")
+    p.add_argument("--table", default=None, choices=["fed-lamb", "fed-ef"],
+                   help="add a paper's published grid for the listed algorithms: Fed-LAMB "
+                        "supplement Table 1 (+ lambda), Fed-EF App. B.1 (eta x eta_l)")
     p.add_argument("--rule", default="final-acc", choices=list(RULES),
                    help="selection rule (default %(default)s)")
     p.add_argument("--by", default="algorithm",
@@ -105,6 +110,9 @@ def spec_from_args(args) -> SweepSpec:
     except compare.CompareError as exc:
         raise GridError(str(exc)) from None
     grid = Grid.from_specs(args.algorithms, args.grid)
+    if args.table:
+        table = TABLES[args.table](list(grid.algorithms), fixed=grid.algorithms)
+        grid = Grid(grid.algorithms, table.axes + grid.axes)
     problem = {k: getattr(cfg, k) for k in PROBLEM_FIELDS}
     from .execute import _problem
     _problem(build_compare_problem, problem)   # bad flags fail before any work (kept built)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import time
 import traceback
@@ -39,10 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import pandas as pd
 
-from ..identity import ROOT, SOURCE_PACKAGES, code_digest, code_identity
+from ..identity import code_digest, code_identity
 from ..results import atomic_write_bytes, load_run, provenance, save_run, tidy
 from .grid import Grid, GridError, Point
 
@@ -223,19 +221,24 @@ class SweepResult:
     wall_s: float
 
 
-def _payload(spec: SweepSpec) -> dict:
+def payload_of(spec: SweepSpec) -> dict:
     return {"problem": spec.problem, "build_problem": spec.build_problem,
             "participation": spec.participation, "rounds": spec.rounds,
             "eval_every": spec.eval_every, "max_batch": spec.max_batch}
 
 
-def _record(spec: SweepSpec, cell: Cell, extra: dict) -> dict:
+def _record(spec: SweepSpec, cell: Cell, extra: dict, base: dict) -> dict:
+    """A cell's provenance: ``base`` (the sweep's, computed once: versions, commit, code
+    identity) with the cell's seed, settings and fingerprint."""
+    return {**base, "seeds": [cell.seed], "wall_time_s": extra.get("wall_time_unit_s", 0.0),
+            **extra, "point": cell.point.key, "label": cell.point.label,
+            "fingerprint": cell_fingerprint(spec, cell)}
+
+
+def _base_record(spec: SweepSpec) -> dict:
     return provenance({"sweep": spec.name, "problem": spec.problem,
                        "participation": spec.participation, "rounds": spec.rounds,
-                       "eval_every": spec.eval_every},
-                      [cell.seed], extra.get("wall_time_unit_s", 0.0),
-                      {**extra, "point": cell.point.key, "label": cell.point.label,
-                       "code": code_identity(), "fingerprint": cell_fingerprint(spec, cell)})
+                       "eval_every": spec.eval_every}, [], 0.0, {"code": code_identity()})
 
 
 def _bar(total: int, quiet: bool):
@@ -306,9 +309,11 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
     if progress is not None:
         bar = _Relay(bar, progress)
 
+    base = _base_record(spec)
+
     def save(results):
         for c, df, extra in results:
-            save_run(df, _record(spec, c, extra), cell_path(spec, c))
+            save_run(df, _record(spec, c, extra, base), cell_path(spec, c))
             frames[c] = df
 
     def failed(unit, attempt, exc):
@@ -321,7 +326,8 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
         if executor == "inprocess":
             _run_inprocess(spec, units, save, failed, bar, threads)
         else:
-            _run_ray(spec, units, save, failed, bar, ray_address, workers, threads or 1)
+            from .on_ray import run_ray
+            run_ray(spec, units, save, failed, bar, ray_address, workers, threads or 1)
     finally:
         bar.close()
         _write_failures(spec, failures, [c for c in cells if c not in frames])
@@ -348,7 +354,7 @@ def _write_failures(spec, failures, missing):
 
 
 def _run_inprocess(spec, units, save, failed, bar, threads):
-    payload = _payload(spec)
+    payload = payload_of(spec)
     for unit in units:
         for attempt in (0, 1):
             done = bar.n
@@ -358,84 +364,3 @@ def _run_inprocess(spec, units, save, failed, bar, threads):
             except Exception as exc:          # recorded, retried once, the others go on
                 failed(unit, attempt, exc)
                 bar.update(done - bar.n)      # undo the failed attempt's progress
-
-
-# ----------------------------------------------------------------------------- Ray
-
-def _ray_task(payload, unit, counter, threads):
-    """A unit on a Ray worker: one torch thread, progress to the shared counter."""
-    def progress(n):
-        counter.add.remote(n)
-    return run_unit(payload, unit, progress=progress, threads=threads)
-
-
-def ray_init(address: str | None = None, workers: int | None = None) -> bool:
-    """Connect to Ray: the cluster at ``address`` (or ``RAY_ADDRESS``), which receives the
-    project's packages, else a local instance with ``workers`` CPUs (default: every core).
-    Returns whether this call started it (the caller then shuts it down)."""
-    try:
-        import ray
-    except ImportError:
-        raise GridError("the ray executor needs Ray: pip install -c constraints.txt ray") \
-            from None
-    if ray.is_initialized():
-        return False
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    if address:
-        ray.init(address=address, log_to_driver=False, runtime_env={
-            "py_modules": [str(ROOT / p) for p in SOURCE_PACKAGES]})
-    else:
-        path = os.pathsep.join([str(ROOT)] + [p for p in
-                                              [os.environ.get("PYTHONPATH", "")] if p])
-        ray.init(num_cpus=int(workers or os.cpu_count() or 1), include_dashboard=False,
-                 log_to_driver=False, runtime_env={"env_vars": {
-                     "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}})
-    return True
-
-
-def _run_ray(spec, units, save, failed, bar, address, workers, threads):
-    if not units:
-        return
-    import ray
-    started_here = ray_init(address, workers)
-    try:
-        @ray.remote(num_cpus=0)
-        class Counter:
-            def __init__(self):
-                self.n = 0
-
-            def add(self, k):
-                self.n += k
-
-            def get(self):
-                return self.n
-
-            def reset_to(self, k):
-                self.n = k
-
-        counter = Counter.remote()
-        gpu = 1 if str(spec.device).startswith("cuda") else 0     # a GPU per task there
-        task = ray.remote(num_cpus=1, num_gpus=gpu, max_retries=0)(_ray_task)
-        payload = ray.put(_payload(spec))
-        pending = {task.remote(payload, u, counter, threads): (u, 0) for u in units}
-        finished_rounds = 0
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
-            seen = ray.get(counter.get.remote())
-            bar.update(max(0, min(seen, bar.total) - bar.n))
-            for ref in done:
-                unit, attempt = pending.pop(ref)
-                try:
-                    results = ray.get(ref)
-                except Exception as exc:              # task error or killed worker
-                    failed(unit, attempt, exc)
-                    if attempt == 0:
-                        pending[task.remote(payload, unit, counter, threads)] = (unit, 1)
-                    continue
-                save(results)
-                finished_rounds += len(unit) * spec.rounds
-        bar.n = finished_rounds                       # what finished, failed attempts aside
-        bar.refresh()
-    finally:
-        if started_here:
-            ray.shutdown()

@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +50,8 @@ def grid_figure(summary: pd.DataFrame, columns: list[str], path: Path,
     rule = get_rule(summary["rule"].iloc[0])
     columns = [c for c in columns if c in summary]
     n = max(1, len(columns))
-    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), squeeze=False)
+    width = max(6.0, 4.2 * n)
+    fig, axes = plt.subplots(1, n, figsize=(width, 3.8), squeeze=False)
     algs = list(dict.fromkeys(summary["algorithm"]))
     colors = plt.get_cmap("tab10")
     for ax, col in zip(axes[0], columns or [None]):
@@ -93,7 +95,7 @@ def grid_figure(summary: pd.DataFrame, columns: list[str], path: Path,
                       + (" (last 10 points)" if rule.statistic == "last10" else ""))
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(title or f"grid: {rule.name}", fontsize=10)
+    fig.suptitle(textwrap.fill(title or f"grid: {rule.name}", int(width * 14)), fontsize=9)
     fig.tight_layout()
     out = _save(fig, path)
     plt.close(fig)
