@@ -18,4 +18,7 @@ ENTRIES = {
     "fedef_qa_train": "reproduce.fedef_qa_train",
     "fedef_cifar": "reproduce.fedef_cifar",
     "probes": "reproduce.probes",
+    "fedlamb_fig12": "reproduce.fedlamb_fig12",
+    "fedlamb_supp1": "reproduce.fedlamb_supp1",
+    "fedlamb_cifar": "reproduce.fedlamb_cifar",
 }

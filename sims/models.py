@@ -14,6 +14,27 @@ papers never describe (GroupNorm is used where normalisation is needed).
   Conv(32,64,3)-ReLU-MaxPool(2)-Dropout(0.25)-Linear(9216,128)-ReLU-Linear(128,10), with
   the example's second dropout left out to match "one dropout" (spec 4.3). ``dropout`` is an
   option (0 disables it; the batched/sequential equality tests use 0).
+
+Fed-LAMB (MAIN Sec. 4, spec 3.2), all with ReLU ("All the networks use ReLU"):
+
+* ``mnist-cnn`` -- "two max-pooled convolutional layers followed by a dropout layer and two
+  fully-connected layers with 320 and 50 cells": the classic PyTorch MNIST example net,
+  Conv(1,10,5)-MaxPool(2)-ReLU-Conv(10,20,5)-Dropout2d-MaxPool(2)-ReLU-[320]-Linear(320,50)-
+  ReLU-Dropout-Linear(50,10), 21,840 parameters; dropout 0.5 as in the example (the paper
+  gives no rate).
+* ``mlp-dropout`` -- "one hidden layer containing 200 cells with dropout": 784-200-10 with
+  Dropout(0.5) after the hidden ReLU (rate not given; 0.5 as the example net), 159,010
+  parameters. Dropout takes it off the fused linear-stack path of ``mlp``.
+* ``cifar-cnn`` -- "three convolutional layers followed by two fully-connected layers"
+  (widths not given): the TensorFlow CIFAR-10 tutorial CNN, Conv(3,32,3)-ReLU-MaxPool(2)-
+  Conv(32,64,3)-ReLU-MaxPool(2)-Conv(64,64,3)-ReLU-[1024]-Linear(1024,64)-ReLU-Linear(64,10),
+  122,570 parameters.
+* ``resnet9`` -- "a ResNet-9 model proposed by (?)": the DAWNBench ResNet-9 of Page (Myrtle):
+  prep Conv64; Conv128-MaxPool + residual (two Conv128); Conv256-MaxPool; Conv512-MaxPool +
+  residual (two Conv512); global max-pool; Linear(512,10) without bias, output scaled by
+  0.125; 6,573,120 parameters. **GroupNorm (2 groups) in place of every BatchNorm**, as
+  :class:`ResNet18GN`: batched clients carry no running statistics, which the paper never
+  describes (spec 5.21 "BatchNorm handling").
 """
 from __future__ import annotations
 
@@ -58,7 +79,67 @@ class CNN(nn.Module):
         return self.fc2(torch.relu(self.fc1(x.flatten(-3))))
 
 
-MODELS = {"logreg": LogReg, "mlp": MLP, "cnn": CNN}
+class MLPDropout(nn.Module):
+    """Fed-LAMB's MNIST MLP: 784-200-10, ReLU, Dropout after the hidden layer (spec 3.2)."""
+
+    def __init__(self, in_features: int = 784, hidden: int = 200, num_classes: int = 10,
+                 dropout: float = 0.5):
+        super().__init__()
+        self.fc1 = nn.Linear(in_features, hidden)
+        self.dropout = nn.Dropout(dropout)
+        self.fc2 = nn.Linear(hidden, num_classes)
+
+    def forward(self, x):
+        return self.fc2(self.dropout(torch.relu(self.fc1(x.flatten(-3)))))
+
+
+class MnistNet(nn.Module):
+    """Fed-LAMB's MNIST CNN (spec 3.2): the classic PyTorch MNIST example net. For an
+    ``image_size`` s other than 28 the flattened width follows,
+    ``20 ((s - 4) // 2 - 4) // 2)^2``."""
+
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, dropout: float = 0.5,
+                 image_size: int = 28):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 10, 5)
+        self.conv2 = nn.Conv2d(10, 20, 5)
+        self.conv2_drop = nn.Dropout2d(dropout)
+        self.dropout = nn.Dropout(dropout)
+        side = ((image_size - 4) // 2 - 4) // 2
+        self.fc1 = nn.Linear(20 * side * side, 50)
+        self.fc2 = nn.Linear(50, num_classes)
+
+    def forward(self, x):
+        x = torch.relu(torch.max_pool2d(self.conv1(x), 2))
+        x = torch.relu(torch.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
+        x = self.dropout(torch.relu(self.fc1(x.flatten(-3))))
+        return self.fc2(x)
+
+
+class CifarCNN(nn.Module):
+    """Fed-LAMB's CIFAR-10 CNN (spec 3.2): three 3x3 convolutions (32, 64, 64; the first two
+    max-pooled) and two fully connected layers (64, classes), the TensorFlow tutorial net."""
+
+    def __init__(self, in_channels: int = 3, num_classes: int = 10, image_size: int = 32):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 32, 3)
+        self.conv2 = nn.Conv2d(32, 64, 3)
+        self.conv3 = nn.Conv2d(64, 64, 3)
+        side = ((image_size - 2) // 2 - 2) // 2 - 2
+        self.fc1 = nn.Linear(64 * side * side, 64)
+        self.fc2 = nn.Linear(64, num_classes)
+
+    def forward(self, x):
+        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
+        x = torch.relu(self.conv3(x))
+        return self.fc2(torch.relu(self.fc1(x.flatten(-3))))
+
+
+MODELS = {"logreg": LogReg, "mlp": MLP, "cnn": CNN, "mlp-dropout": MLPDropout,
+          "mnist-cnn": MnistNet, "cifar-cnn": CifarCNN}
+#: Convolutional models built from the image shape: ``cls(C, classes, image_size=H, **kw)``.
+SHAPED = ("cnn", "mnist-cnn", "cifar-cnn")
 
 
 def make_model(name: str, in_shape=(1, 28, 28), num_classes: int = 10, **kw) -> nn.Module:
@@ -66,8 +147,8 @@ def make_model(name: str, in_shape=(1, 28, 28), num_classes: int = 10, **kw) -> 
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
     c, h, w = in_shape
-    if name == "cnn":
-        return CNN(c, num_classes, image_size=h, **kw)
+    if name in SHAPED:
+        return MODELS[name](c, num_classes, image_size=h, **kw)
     return MODELS[name](c * h * w, num_classes=num_classes, **kw)
 
 
@@ -134,3 +215,50 @@ class ResNet18GN(nn.Module):
 
 
 MODELS["resnet18"] = ResNet18GN
+
+
+# --------------------------------------------------------------------------- ResNet-9 (GN)
+def _conv_gn(c_in: int, c_out: int, groups: int, pool: bool = False) -> nn.Sequential:
+    layers = [nn.Conv2d(c_in, c_out, 3, 1, 1, bias=False), nn.GroupNorm(groups, c_out),
+              nn.ReLU()]
+    if pool:
+        layers.append(nn.MaxPool2d(2))
+    return nn.Sequential(*layers)
+
+
+class _Residual(nn.Module):
+    def __init__(self, c: int, groups: int):
+        super().__init__()
+        self.body = nn.Sequential(_conv_gn(c, c, groups), _conv_gn(c, c, groups))
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
+class ResNet9GN(nn.Module):
+    """ResNet-9 (Page's DAWNBench net; Fed-LAMB MAIN Fig. 4, spec 3.2) with GroupNorm in
+    place of BatchNorm (module docstring). Takes ``in_features`` first like
+    :class:`ResNet18GN` (``make_net`` passes ``in_channels``); fully convolutional up to the
+    global max-pool, so any image side of at least 8 works."""
+
+    def __init__(self, in_features: int = 3 * 32 * 32, num_classes: int = 10,
+                 in_channels: int | None = None, groups: int = 2, width: int = 64,
+                 scale: float = 0.125):
+        super().__init__()
+        if in_channels is None:
+            in_channels = 3 if in_features % 3 == 0 else 1
+        w = width
+        self.prep = _conv_gn(in_channels, w, groups)
+        self.layer1 = nn.Sequential(_conv_gn(w, 2 * w, groups, pool=True), _Residual(2 * w, groups))
+        self.layer2 = _conv_gn(2 * w, 4 * w, groups, pool=True)
+        self.layer3 = nn.Sequential(_conv_gn(4 * w, 8 * w, groups, pool=True),
+                                    _Residual(8 * w, groups))
+        self.fc = nn.Linear(8 * w, num_classes, bias=False)
+        self.scale = scale
+
+    def forward(self, x):
+        x = self.layer3(self.layer2(self.layer1(self.prep(x))))
+        return self.fc(x.amax(dim=(-2, -1))) * self.scale
+
+
+MODELS["resnet9"] = ResNet9GN

@@ -39,7 +39,21 @@ an option for the other reading:
 * (g) local steps per round are set by the problem (epochs or fixed ``K``);
 * ``m`` persists per client across rounds (line 8's ``m_{r-1,i}``), ``persist_m=False``
   restarts it each round (the ablation); ``v`` persists per client (line 10's ``v_{r-1,i}``)
-  and the (bias-corrected) ``v^T`` is what the client sends (line 15).
+  and the (bias-corrected) ``v^T`` is what the client sends (line 15). A client's ``v``
+  starts at 0 (``v_init="zero"``, default: the zero-started EMA that ``"client"`` debiasing
+  corrects exactly) or at ``eps`` (``v_init="eps"``: line 2's ``v_0 = eps 1``).
+
+The printed reading. The defaults above are not the algorithm as printed; :data:`PRINTED`
+(``FedLAMB(**PRINTED, ...)``, also for :class:`FedAMS`) is MAIN Alg. 2 read literally on the
+three points where the defaults differ: ``vhat="fixed"`` (line 12 divides by the round's
+``vhat`` as received, line 17's ``vhat_r``, no per-step max), ``bias_correction="round"``
+(lines 9 and 11 divide by ``1 - beta^t`` with ``t`` the local index of line 7, restarting
+each round), ``v_init="eps"`` (line 2, ``v_0 = eps``), and ``eps_again=True`` (line 12's
+``sqrt(vhat + eps)`` on top of ``vhat_0 = eps``). It keeps choices (a), (b), (d)-(g). With
+the round-fixed ``vhat``, every first-round step divides by ``sqrt(2 eps)``: Fed-AMS then
+moves by ``m / sqrt(2 eps)`` and diverges at ``eps = 1e-8`` on the papers' networks
+(measured in ``tests/test_fedlamb_readings.py`` and the Fed-LAMB entries); it needs a
+larger ``eps``, tuned.
 
 Line 13 (trust ratio): ``theta_l <- theta_l - alpha phi(||theta_l||) (p_l + lam theta_l) /
 ||p_l + lam theta_l||``; a step moves every layer by exactly ``alpha phi(||theta_l||)`` (P1).
@@ -51,13 +65,30 @@ from dataclasses import dataclass
 
 import torch
 
-from ..optim import AdaptiveRule, OptimizerError, TrustRatio, _masked
+from ..optim import AdaptiveRule, OptimizerError, TrustRatio, _masked, full_like
 from .adaptive import (FedOpt, LocalAdaptive, bits, check_common, describe_dataclass,
                        layer_seg, lr_at, mean_of)
 from .base import Algorithm, masked_rows
 
 BIAS_MODES = ("client", "round", "none")
 VHAT_MODES = ("server", "fixed", "local")
+V_INITS = ("zero", "eps")
+
+#: MAIN Alg. 2 as printed (module docstring, "The printed reading"): round-fixed ``vhat``
+#: (line 12), bias correction over the local index ``t`` (lines 9, 11), client ``v_0 = eps``
+#: (line 2) and ``sqrt(vhat + eps)`` (line 12).
+PRINTED = {"vhat": "fixed", "bias_correction": "round", "v_init": "eps", "eps_again": True}
+#: The registry's default reading, for captions: per-step AMSGrad max from the server's
+#: ``vhat``, debiasing over all the client's steps, client ``v_0 = 0``, ``eps`` once.
+DEFAULT = {"vhat": "server", "bias_correction": "client", "v_init": "zero", "eps_again": False}
+
+
+def reading_of(alg) -> str:
+    """``"printed"``, ``"default"`` or ``"other"``: which reading ``alg``'s fields are."""
+    for name, fields in (("printed", PRINTED), ("default", DEFAULT)):
+        if all(getattr(alg, k) == v for k, v in fields.items()):
+            return name
+    return "other"
 
 
 @dataclass
@@ -84,10 +115,11 @@ class FedLAMB(Algorithm):
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
-    eps_again: bool = False
-    bias_correction: str = "client"
+    eps_again: bool = False         # True: line 12's sqrt(vhat + eps) as printed
+    bias_correction: str = "client"  # "round": lines 9, 11 over the local index t as printed
     persist_m: bool = True
-    vhat: str = "server"
+    vhat: str = "server"            # "fixed": line 12's round-fixed vhat as printed
+    v_init: str = "zero"            # "eps": line 2's v_0 = eps as printed
     phi: str = "clip"
     phi_min: float = 1e-3
     phi_max: float = 10.0
@@ -101,6 +133,8 @@ class FedLAMB(Algorithm):
                                  f"{self.bias_correction!r}")
         if self.vhat not in VHAT_MODES:
             raise OptimizerError(f"vhat must be one of {VHAT_MODES}, got {self.vhat!r}")
+        if self.v_init not in V_INITS:
+            raise OptimizerError(f"v_init must be one of {V_INITS}, got {self.v_init!r}")
         if not self.eps > 0:
             raise OptimizerError(f"eps must be positive, got {self.eps}")
         trust = (TrustRatio(self.phi, self.phi_min, self.phi_max, self.lam)
@@ -114,7 +148,7 @@ class FedLAMB(Algorithm):
     def init_server(self, theta0):
         server = {"theta": theta0.clone()}
         if self.vhat != "local":
-            server["vhat"] = torch.full_like(theta0, self.eps)       # line 2: vhat_0 = eps
+            server["vhat"] = full_like(theta0, self.eps)       # line 2: vhat_0 = eps
         return server
 
     def client_state_spec(self):
@@ -149,7 +183,10 @@ class FedLAMB(Algorithm):
             vhat = bcast["vhat"]
         else:
             vhat = cstate["vhat"].clamp_min(self.eps)                 # vhat_0 = eps
-        return LocalAdaptive.start(m, cstate["v"], vhat, n, nm)
+        v = cstate["v"]
+        if self.v_init == "eps":                 # line 2: v_0 = eps, for a first-time client
+            v = torch.where((ctx.last_round < 0).unsqueeze(-1), torch.full_like(v, self.eps), v)
+        return LocalAdaptive.start(m, v, vhat, n, nm)
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)

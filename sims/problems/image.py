@@ -17,8 +17,9 @@ from ..models import make_model
 from .conv import ConvProblem, stratified_test_subset
 from .neural import NeuralProblem
 
-#: Models built as :class:`sims.problems.conv.ConvProblem` (see :func:`build_image_problem`).
-CONV_MODELS = ("cnn", "resnet18")
+#: Models built as :class:`sims.problems.conv.ConvProblem` (see :func:`build_image_problem`);
+#: ``mnist-cnn``, ``cifar-cnn``, ``resnet9``: Fed-LAMB's nets (spec 3.2, :mod:`sims.models`).
+CONV_MODELS = ("cnn", "resnet18", "mnist-cnn", "cifar-cnn", "resnet9")
 
 
 def make_net(model: str, in_shape: tuple, num_classes: int, model_kw: dict | None = None):
@@ -27,7 +28,7 @@ def make_net(model: str, in_shape: tuple, num_classes: int, model_kw: dict | Non
     channel count (``in_channels``) instead of guessing it from the flattened size."""
     kw = dict(model_kw or {})
     in_shape = tuple(int(s) for s in in_shape)
-    if model == "resnet18":
+    if model in ("resnet18", "resnet9"):
         kw.setdefault("in_channels", in_shape[0])
     return make_model(model, in_shape, num_classes, **kw)
 

@@ -1,0 +1,117 @@
+"""Fed-LAMB main Figures 3-4: CIFAR-10, iid: the 3-conv + 2-FC CNN and ResNet-9.
+
+The paper's setting (MAIN Sec. 4, spec 3.1-3.3): the same federated regime as Figures 1-2
+(50 clients, 25 active per round, local batch 32, beta = (0.9, 0.999), each method at its
+best Table 1 rate and Fed-LAMB at its best lambda, 3 runs) on CIFAR-10 split iid; Figure 3
+the CNN "with three convolutional layers followed by two fully-connected layers"
+(``cifar-cnn``: the TensorFlow tutorial net, widths not given), Figure 4 "a ResNet-9"
+(``resnet9``: Page's DAWNBench net with **GroupNorm (2 groups) in place of BatchNorm**, since
+batched clients carry no running statistics; :mod:`sims.models`). No augmentation (the
+paper names none; ``--augment crop-flip`` adds Fed-EF's). Readings and selection as in
+:mod:`reproduce.fedlamb_fig12` (printed reading dashed at ``eps = --printed-eps``). Claims:
+E2 (same ordering as E1: Fed-LAMB above Fed-AMS and Fed-SGD) and E3 (for each number of
+local epochs).
+
+CIFAR-10 is read from ``--data-dir`` (``DIR/cifar-10-batches-py``); nothing is downloaded.
+The default (E = 1, 2 seeds, 100 rounds, one point per method at the pilot points of
+:data:`reproduce.fedlamb_common.PILOT_BEST`, which come from MNIST: ``--grid near`` /
+``--full`` tune on CIFAR) is a GPU job (``--device cuda``); on this CPU only ``--tiny`` is
+sensible (two rounds of 4 clients on a handful of images; the tests run it on fixture
+files), other CPU runs need ``--cpu-ok``. Not run on a GPU in this project so far.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from . import common
+from . import fedlamb_common as fl
+
+PAPER, TARGET = "Fed-LAMB", "Figures 3-4"
+TITLE = "CIFAR-10 iid, CNN and ResNet-9 (GroupNorm): Fed-LAMB vs Fed-AMS and Fed-SGD"
+DEFAULT_COST = ("GPU only (--data-dir with CIFAR-10, --device cuda; not run here); on this "
+                "CPU only --tiny (~10 s)")
+
+METHODS = ("fed-sgd", "fed-ams", "fed-lamb")
+MODEL_LABEL = {"cifar-cnn": "CNN (3 conv + 2 FC)", "resnet9": "ResNet-9 (GroupNorm)"}
+
+
+@dataclass
+class Config(common.EntryConfig):
+    seeds: int = 2
+    rounds: int = 100
+    models: str = "cifar-cnn,resnet9"
+    epochs: str = "1"
+    n: int = 50
+    m: int = 25
+    batch: int = 32
+    grid: str = "best"
+    no_printed: bool = False
+    printed_eps: float = 1e-4
+    eval_every: int = 5
+    augment: str = "none"
+    test_samples: int = 0             # 0: the whole test set
+    eval_train: int = 5000            # training images for the train loss (0: all)
+    cpu_ok: bool = False
+    threads: int = 1
+    executor: str = "inprocess"   # or ray (the sweep API's executors)
+
+    def scale(self):
+        if self.full:
+            self.seeds, self.epochs, self.grid, self.eval_every = 3, "1,3,5", "table1", 1
+        if self.tiny:
+            self.seeds, self.rounds, self.n, self.m, self.eval_every = 2, 1, 2, 1, 1
+            self.eval_train, self.cpu_ok = 0, True
+
+
+def settings(cfg) -> list[fl.Setting]:
+    out = []
+    for model in fl.items(cfg.models):
+        if model not in MODEL_LABEL:
+            raise common.EntryError(f"--models: {model!r} is not one of {', '.join(MODEL_LABEL)}")
+        for e in fl.items(cfg.epochs, int):
+            out.append(fl.Setting(f"{model}_E{e}", "cifar10", model, cfg.n, cfg.m, cfg.batch, e,
+                                  "iid", f"{MODEL_LABEL[model]}, CIFAR-10 iid, E={e}"))
+    return out
+
+
+def methods(cfg) -> list[str]:
+    return list(METHODS) + ([] if cfg.no_printed else ["fed-ams-printed", "fed-lamb-printed"])
+
+
+def runs(cfg):
+    if str(cfg.device).startswith("cpu") and not (cfg.cpu_ok or cfg.plot_only):
+        raise common.EntryError("this entry's default is a GPU job (CIFAR-10, 50 clients, 100 "
+                                "rounds): pass --device cuda, or --tiny for a two-round check, "
+                                "or --cpu-ok to run on the CPU anyway")
+    if cfg.augment not in ("none", "crop-flip"):
+        raise common.EntryError(f"--augment must be none or crop-flip, got {cfg.augment!r}")
+    if not 1 <= cfg.m <= cfg.n:
+        raise common.EntryError(f"--m must be in [1, --n], got m={cfg.m}, n={cfg.n}")
+    kw = {"augment": None if cfg.augment == "none" else cfg.augment,
+          "test_samples": cfg.test_samples or None}
+    if cfg.eval_train:
+        kw["eval_train_samples"] = cfg.eval_train
+    return fl.make_runs(cfg, settings(cfg), methods(cfg), lambda s, m: fl.PILOT_BEST[m], kw)
+
+
+def plot(df, cfg):
+    title = (f"Fed-LAMB Figs. 3-4: CIFAR-10 iid, n={cfg.n}, {cfg.m} per round, batch "
+             f"{cfg.batch}; grid '{cfg.grid}', {cfg.seeds} seed(s), mean and seed range\n"
+             + fl.READINGS_NOTE + f" (dashed, eps={cfg.printed_eps:g})")
+    return fl.plot_panels(df, cfg, settings(cfg), methods(cfg), title, "fedlamb_cifar")
+
+
+def check(df, cfg):
+    lines = fl.header_lines(sys.modules[__name__], cfg, df, "cifar10", cfg.n, cfg.batch)
+    chosen = fl.select_best(df, cfg.rounds)
+    for s in settings(cfg):
+        lines.append(f"E2/E3 ({s.title}): Fed-LAMB above Fed-AMS and Fed-SGD across rounds and "
+                     f"at round {cfg.rounds}")
+        lines += fl.compare(chosen, s.key, ["fed-lamb"], ["fed-ams", "fed-sgd"], "E2")
+    lines += fl.selection_lines(chosen)
+    return lines
+
+
+if __name__ == "__main__":
+    raise SystemExit(common.main(sys.modules[__name__]))

@@ -1,0 +1,438 @@
+"""What the Fed-LAMB entries share: supplement Table 1's grids, the methods by name (with the
+registry's default reading and MAIN Alg. 2's printed one), and the consensus observer (T5).
+
+Spec: ``shared/specs/fed-lamb.md`` (sections 1, 3-6).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from sims.algorithms.base import RoundContext
+from sims.algorithms.fed_lamb import PRINTED
+from sims.algorithms.registry import make_algorithm
+from sims.optim import layer_norms, layer_segments
+from sims.participation import Participation
+from sims.sweep import Axis, Grid
+
+from .sweeps import FED_LAMB_TABLE1, select, sweep_run
+
+#: SUPP Table 1, "Search grids of the learning rate" (spec 3.4), and MAIN Sec. 4's lambda:
+#: the sweep API's table (:data:`reproduce.sweeps.FED_LAMB_TABLE1`), one copy for the project.
+GRIDS = {m: FED_LAMB_TABLE1[m] for m in ("fed-sgd", "fed-ams", "fed-lamb", "adp-fed", "mime",
+                                         "mime-lamb")}
+LABELS = {"fed-sgd": "Fed-SGD", "fed-ams": "Fed-AMS", "fed-lamb": "Fed-LAMB",
+          "adp-fed": "Adp-Fed", "mime": "Mime", "mime-lamb": "Mime-LAMB",
+          "fed-ams-printed": "Fed-AMS (printed)", "fed-lamb-printed": "Fed-LAMB (printed)"}
+
+#: The default's single point per method (``--grid best``): the best final test accuracy of
+#: a 15-round pilot, 1 seed, on main Figs. 1-2's setting (embedded MNIST subset, 50 clients,
+#: 25 a round, batch 32, E = 1, the MLP without dropout) over the whole Table 1 rate grids
+#: (Fed-LAMB at lambda 0; Adp-Fed over eta_l in {0.03, 0.1, 0.3} x eta_g in {3e-4 .. 0.03};
+#: the printed pair at eps = 1e-4 over 3-4 rates; Mime and Mime-LAMB over 3-4 rates).
+#: Final accuracies there: Fed-SGD 0.1: 84.2 %; Fed-AMS 0.03: 89.6 % (0.01: 88.7 %); Fed-LAMB
+#: 0.03: 84.4 % (0.05: 84.2 %, 0.1: 81.6 %); Adp-Fed (0.1, 0.003): 91.7 %; printed Fed-AMS
+#: 0.003: 85.9 % (0.01: 51.9 %); printed Fed-LAMB 0.03: 86.4 %; Mime 0.001: 91.3 %;
+#: Mime-LAMB 0.1: 89.6 % (0.03: 88.3 %). The supplement figure's regime (n = 200, batch 64)
+#: is not piloted (too costly here): it uses the same points; ``--grid near`` / ``--full``
+#: tune there.
+PILOT_BEST = {"fed-sgd": {"eta_l": 0.1}, "fed-ams": {"eta_l": 0.03},
+              "fed-lamb": {"eta_l": 0.03, "lam": 0.0}, "adp-fed": {"eta_l": 0.1, "eta": 0.003},
+              "mime": {"eta_l": 0.001}, "mime-lamb": {"eta_l": 0.1},
+              "fed-ams-printed": {"eta_l": 0.003}, "fed-lamb-printed": {"eta_l": 0.03, "lam": 0.0}}
+
+READINGS_NOTE = ("Fed-AMS/Fed-LAMB default reading: per-step AMSGrad max from the server's "
+                 "vhat, bias correction over all a client's steps, client v_0 = 0; printed "
+                 "reading (MAIN Alg. 2): vhat fixed within the round (l. 12), correction over "
+                 "the local t (l. 9, 11), v_0 = eps (l. 2), sqrt(vhat + eps)")
+
+
+def grid_size(method: str) -> int:
+    return math.prod(len(v) for v in GRIDS[method].values())
+
+
+def algorithm(method: str, **hyper):
+    """A method of the figures by name: the registry's (``fed-sgd`` is Fed-EF's full-precision
+    Fed-SGD = FedAvg), or ``fed-ams-printed`` / ``fed-lamb-printed``: the printed reading
+    (:data:`sims.algorithms.fed_lamb.PRINTED`), whose ``eps`` must be passed."""
+    if method.endswith("-printed"):
+        return make_algorithm(method[: -len("-printed")], **PRINTED, **hyper)
+    return make_algorithm(method, **hyper)
+
+
+# ------------------------------------------------------------------------------ T5
+class ConsensusObserver:
+    """T5 on a live run (spec 4 T5, property P1): within a round, every client's layer ``l``
+    ends at most ``alpha T phi_M`` from the round's start model, ``T`` = its local steps.
+
+    Engine observer (``engine.run(..., observers=[obs])``, ``at_start``): it keeps the server
+    and client state it saw after the previous round and replays this round's local work of
+    every participant from it with the round's own minibatches (``view.draws``) through the
+    algorithm's hooks, recording per layer the drift ``||theta_l^T - theta_l^0||``, the sum
+    of the steps' lengths ``sum_t alpha phi(||theta_l^{t-1}||)`` (P1: each step moves the
+    layer by exactly that, so the drift is at most the sum) and ``alpha T phi_M``. The replay
+    is checked against the run: the mean of the replayed end models is the server's new model
+    (Fed-LAMB's ``eta = 1``), up to rounding on a model without dropout. Fed-LAMB family
+    (``layerwise`` algorithms with a clipped ``phi`` and ``local_start``/``local_step``) only.
+
+    Metrics per replica: ``t5_ratio`` = max over participants and layers of drift / (alpha T
+    phi_M) (T5 holds iff <= 1), ``t5_steps_ratio`` = max of drift / the sum of the step
+    lengths (<= 1 by the triangle inequality, = 1 when a layer's steps are aligned),
+    ``t5_replay_err`` = relative distance of the replayed mean from the server's model.
+    """
+    every = 1
+    at_start = True
+
+    def __init__(self):
+        self._prev = None
+
+    def __call__(self, view) -> dict:
+        R = view.server["theta"].shape[0]
+        nan = np.full(R, math.nan)
+        prev, self._prev = self._prev, ({k: v.clone() for k, v in view.server.items()
+                                         if torch.is_tensor(v)},
+                                        {k: v.clone() for k, v in view.client_state.items()})
+        if prev is None or view.t == 0:
+            return {"t5_ratio": nan, "t5_steps_ratio": nan.copy(), "t5_replay_err": nan.copy()}
+        return self._replay(view, *prev)
+
+    def _replay(self, view, server, cstate):
+        from sims.engine import _stack_payloads
+        alg, problem = view.algorithm, view.problem
+        layout, theta_prev = problem.layout, server["theta"]
+        dev, dtype = theta_prev.device, theta_prev.dtype
+        seg = layer_segments(layout, dev)
+        lr = alg.eta_l * alg.lr_decay ** (view.t - 1)
+        R = theta_prev.shape[0]
+        out = {k: np.full(R, math.nan) for k in ("t5_ratio", "t5_steps_ratio", "t5_replay_err")}
+        bcast = alg.broadcast(server)
+        for r in range(R):
+            clients = view.draws[r].clients
+            if len(clients) == 0:
+                continue
+            cli = torch.as_tensor(np.asarray(clients, dtype=np.int64), device=dev)
+            rep = torch.full_like(cli, r)
+            b_cast = {k: v[rep] for k, v in bcast.items()}
+            c_state = {k: v[rep, cli] for k, v in cstate.items()}
+            payload, mask = _stack_payloads(problem, list(view.draws[r].payloads), dev, dtype)
+            ctx = RoundContext(view.t - 1, layout, rep, cli, view.last_round_before[rep, cli])
+            lstate = alg.local_start(b_cast, c_state, ctx)
+            start = b_cast["theta"]
+            th = start.clone()
+            walked = torch.zeros(len(cli), len(layout.sizes), dtype=torch.float64, device=dev)
+            for k in range(payload.shape[1]):
+                m = mask[:, k]
+                phi = layer_norms(th, layout, seg).clamp(alg.phi_min, alg.phi_max)
+                walked += (lr * phi * m.unsqueeze(-1)).double()
+                g = problem.stoch_grad(th, cli, payload[:, k])
+                th, lstate = alg.local_step(th, g, lstate, b_cast, c_state,
+                                            None if bool(m.all()) else m, ctx)
+            drift = layer_norms(th - start, layout, seg).double()
+            steps = mask.sum(1).double().unsqueeze(-1)
+            out["t5_ratio"][r] = float((drift / (lr * steps * alg.phi_max)).max())
+            out["t5_steps_ratio"][r] = float((drift / walked.clamp_min(1e-300)).max())
+            mean_end = th.double().mean(0)
+            new = view.server["theta"][r].double()
+            out["t5_replay_err"][r] = float((mean_end - new).norm() / new.norm())
+        return out
+
+
+# ------------------------------------------------------------------------------ entries
+GRID_MODES = ("best", "near", "table1")
+
+
+def base_method(method: str) -> str:
+    return method[: -len("-printed")] if method.endswith("-printed") else method
+
+
+def grid_axes(method: str, mode: str, best: dict) -> dict:
+    """The values one method runs, per hyperparameter: ``"table1"`` the whole Table 1 grid
+    (and lambda's three values), ``"best"`` the single point ``best`` (the default's
+    documented choice), ``"near"`` ``best`` with its Table 1 neighbours in each rate (and
+    every lambda)."""
+    if mode not in GRID_MODES:
+        raise ValueError(f"--grid must be one of {', '.join(GRID_MODES)}, got {mode!r}")
+    axes = {}
+    for key, values in GRIDS[base_method(method)].items():
+        values = tuple(values)
+        if mode == "table1" or key == "lam" and mode == "near":
+            axes[key] = values
+        elif mode == "best":
+            axes[key] = (best[key],)
+        else:
+            i = values.index(best[key])
+            axes[key] = values[max(0, i - 1): i + 2]
+    return axes
+
+
+def method_grid(method: str, mode: str, best: dict, printed_eps: float) -> Grid:
+    """The :class:`sims.sweep.Grid` of one method: its registry algorithm, fixed settings
+    (the printed reading and ``eps = printed_eps`` for ``*-printed``) and :func:`grid_axes`."""
+    base = base_method(method)
+    fixed = {**PRINTED, "eps": printed_eps} if method.endswith("-printed") else {}
+    return Grid({base: fixed}, [Axis(k, v, base) for k, v in grid_axes(method, mode, best).items()])
+
+
+def grid_points(method: str, mode: str, best: dict, printed_eps: float) -> list[dict]:
+    """The swept values of every point of :func:`method_grid` (printed: with ``eps``)."""
+    extra = {"eps": printed_eps} if method.endswith("-printed") else {}
+    return [{**p.values, **extra} for p in method_grid(method, mode, best, printed_eps).points()]
+
+
+def point_name(point: dict) -> str:
+    return "_".join(f"{k}{v:g}" for k, v in point.items())
+
+
+def dataset_label(name: str, data_dir) -> str:
+    """The dataset as a figure title names it; the embedded MNIST subset says so."""
+    from . import common
+    ds = common.cached_dataset(name, data_dir)
+    if ds.name == "mnist-subset":
+        return "MNIST (embedded 4,000-image subset)"
+    return {"mnist": "MNIST", "fmnist": "Fashion-MNIST", "cifar10": "CIFAR-10"}.get(ds.name,
+                                                                                  ds.name)
+
+
+def select_best(df, rounds: int):
+    """The paper's rule ("we take the model performance with the best alpha and lambda",
+    MAIN Sec. 4; SUPP A.2 "such that the best performance is achieved"): the sweep API's
+    ``fed-lamb`` rule (:func:`sims.sweep.select`: highest final test accuracy averaged over
+    seeds; a point any of whose seeds diverged is never selected) within each sweep, i.e. per
+    (setting, method) (a point's id names its algorithm and settings, not its problem, so
+    sweeps are selected one at a time).
+    Returns one row per (setting, method): ``point``, ``label``, ``mean``, ``lo``, ``hi``
+    (final test accuracy over seeds), ``auc`` (mean accuracy over the evaluated rounds after
+    0, averaged over seeds: "across rounds"), ``seeds``, ``points`` (grid points that
+    competed) and ``diverged_points``. A selected curve that stops before ``rounds`` (every
+    replica diverged) or has a diverged replica is dropped (:func:`reproduce.common.healthy`)."""
+    import pandas as pd
+
+    from . import common
+    rows = []
+    for name, table in df.groupby("sweep", sort=False):    # points are unique within a sweep
+        summary, curves = select(table, "fed-lamb", by=("algorithm",))
+        curves = common.healthy(curves)
+        setting, method = table["setting"].iloc[0], table["method"].iloc[0]
+        row = {"setting": setting, "method": method, "points": len(summary),
+               "diverged_points": int(summary["diverged"].sum()), "point": None,
+               "label": None, "mean": np.nan, "lo": np.nan, "hi": np.nan, "auc": np.nan,
+               "seeds": 0}
+        sel = summary[summary["selected"]]
+        if len(sel):
+            point = sel.iloc[0]["point"]
+            c = curves[curves.point == point]
+            acc = c[(c.metric == "test_acc") & (c["round"] > 0)].sort_values("round")
+            last = acc.groupby("seed").tail(1)
+            if len(last) and int(last["round"].min()) >= rounds:
+                row.update(point=point, label=str(c["run"].iloc[0]),
+                           mean=float(last.value.mean()), lo=float(last.value.min()),
+                           hi=float(last.value.max()),
+                           auc=float(acc.groupby("seed").value.mean().mean()),
+                           seeds=int(last.seed.nunique()))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _fmt(row) -> str:
+    if row is None or not np.isfinite(row["mean"]):
+        return "no healthy run"
+    return (f"{100 * row['mean']:.2f}% [seeds {100 * row['lo']:.2f}-{100 * row['hi']:.2f}], "
+            f"mean over rounds {100 * row['auc']:.2f}%")
+
+
+def compare(chosen, setting, winners, losers, claim: str) -> list[str]:
+    """Whether every method of ``winners`` is above every method of ``losers`` at the end
+    (mean over seeds of the final test accuracy) and across rounds (mean accuracy over the
+    evaluated rounds), stated with the numbers and the seed spread; "does not show" when it
+    does not, "(within the seed spread)" when a win's seed ranges overlap."""
+    sub = chosen[chosen.setting == setting].set_index("method")
+    have = [m for m in winners + losers if m in sub.index and np.isfinite(sub.loc[m, "mean"])]
+    lines = [f"  {LABELS.get(m, m)}: " + _fmt(sub.loc[m] if m in sub.index else None)
+             for m in winners + losers]
+    missing = [m for m in winners + losers if m not in have]
+    if missing:
+        return lines + [f"  -> {claim}: no verdict ({', '.join(LABELS.get(m, m) for m in missing)}"
+                        " missing or diverged)"]
+    end = all(sub.loc[w, "mean"] > sub.loc[l, "mean"] for w in winners for l in losers)
+    across = all(sub.loc[w, "auc"] > sub.loc[l, "auc"] for w in winners for l in losers)
+    overlap = any(sub.loc[w, "lo"] <= sub.loc[l, "hi"] for w in winners for l in losers)
+    verdict = "shows" if end and across else "does not show"
+    detail = (f"at the end {'yes' if end else 'no'}, across rounds {'yes' if across else 'no'}"
+              + ("; within the seed spread" if end and overlap else ""))
+    return lines + [f"  -> {claim}: {verdict} ({detail})"]
+
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One panel: a dataset, a model and the federated regime."""
+    key: str
+    dataset: str
+    model: str
+    n: int
+    m: int | None           # clients per round (None: full participation)
+    batch: int
+    epochs: int
+    scheme: str             # "shards" (non-iid) or "iid"
+    title: str
+
+
+def participation(s: Setting) -> Participation:
+    return Participation("full") if s.m is None else Participation("fixed", m=s.m)
+
+
+def problem_of(s: Setting, cfg, **extra):
+    """The setting's problem, built once per process (:func:`reproduce.common.cached_problem`);
+    convolutional nets evaluate without the gradient norm (not plotted)."""
+    from sims.problems.image import CONV_MODELS
+
+    from . import common
+    kw = dict(extra)
+    if s.model in CONV_MODELS:
+        kw["eval_grad"] = False
+    return common.cached_problem(dataset=s.dataset, model=s.model, n_clients=s.n,
+                                 scheme=s.scheme, batch_size=s.batch, local_epochs=s.epochs,
+                                 data_dir=cfg.data_dir, device=cfg.device, **kw)
+
+
+def build_problem(desc: dict):
+    """A sweep's problem from its JSON description (module level, so Ray can ship it)."""
+    from . import common
+    return common.cached_problem(**desc)
+
+
+def make_runs(cfg, settings, methods, best, problem_kw=None) -> list:
+    """One sweep (:func:`reproduce.sweeps.sweep_run`) per (setting, method) over the method's
+    :func:`method_grid` and every seed; ``best(setting, method) -> point`` is the default's
+    point. Every cell is saved and resumed by the sweep API under ``OUT/sweeps/``."""
+    from sims.problems.image import CONV_MODELS
+    out = []
+    for s in settings:
+        desc = {"dataset": s.dataset, "model": s.model, "n_clients": s.n, "scheme": s.scheme,
+                "batch_size": s.batch, "local_epochs": s.epochs, "data_dir": cfg.data_dir,
+                "device": cfg.device, **(problem_kw or {})}
+        if s.model in CONV_MODELS:
+            desc["eval_grad"] = False
+        part = "full" if s.m is None else f"m={s.m}"
+        for method in methods:
+            grid = method_grid(method, cfg.grid, best(s, method), cfg.printed_eps)
+            name = f"{s.key}_{method}"
+            params = {"setting": s.key, "dataset": s.dataset, "model": s.model,
+                      "epochs": s.epochs, "method": method, "sweep": name}
+            out.append(sweep_run(name, grid, desc, build_problem, part,
+                                 eval_every=cfg.eval_every, params=params))
+    return out
+
+
+def missing(entry, cfg, df) -> list[str]:
+    """:func:`reproduce.common.missing_runs` for entries whose runs are sweeps (a sweep's
+    table names its points in ``run``; the sweep itself is ``sweep``)."""
+    from . import common
+    return common.missing_runs(entry, cfg, df.assign(run=df["sweep"]) if len(df) else df)
+
+
+def plot_panels(df, cfg, settings, methods, suptitle: str, stem: str):
+    """Test accuracy against rounds, one panel per setting, each method at its selected
+    point (:func:`select_best`): mean over seeds, band from the lowest to the highest seed."""
+    import textwrap
+
+    import matplotlib.pyplot as plt
+
+    from . import plotting
+    chosen = select_best(df, cfg.rounds)
+    present = [s for s in settings if s.key in set(df.setting)]
+    cols = (2 if len(present) == 4 else min(len(present), 3)) or 1
+    rows = -(-len(present) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
+    colors = dict(zip(METHOD_ORDER, plt.get_cmap("tab10").colors))
+    for ax, s in zip(axes.flat, present):
+        for method in methods:
+            row = chosen[(chosen.setting == s.key) & (chosen.method == method)]
+            if not len(row) or row.iloc[0]["point"] is None:
+                continue
+            r = row.iloc[0]
+            sub = df[(df.setting == s.key) & (df.method == method) & (df.point == r["point"])]
+            point = r["label"].split(" ", 1)[-1] + (f" eps={cfg.printed_eps:g}"
+                                                    if method.endswith("-printed") else "")
+            plotting.band_plot(ax, sub.assign(method=method), "test_acc", "method",
+                               palette=[colors.get(base_method(method), "gray")],
+                               linestyle="--" if method.endswith("-printed") else "-",
+                               label=lambda _, m=method, p=point, a=r["mean"]:
+                               f"{LABELS.get(m, m)} ({p}): {100 * a:.1f}%")
+        ax.set_title(s.title, fontsize=9)
+        ax.set_ylabel("test accuracy")
+        ax.legend(fontsize=6, loc="best")
+    for ax in list(axes.flat)[len(present):]:
+        ax.axis("off")
+    fig.suptitle("\n".join(textwrap.fill(part, 60 + 45 * cols)
+                           for part in suptitle.split("\n")), fontsize=9)
+    return plotting.save(fig, cfg.figures, stem)
+
+
+METHOD_ORDER = ("fed-sgd", "fed-ams", "fed-lamb", "adp-fed", "mime", "mime-lamb",
+                "fed-ams-printed", "fed-lamb-printed")
+
+
+def selection_lines(chosen) -> list[str]:
+    """Which point each method's curve is (and how many competed / diverged)."""
+    out = []
+    for _, r in chosen.iterrows():
+        what = r["label"] if r["point"] is not None else "none (no healthy point)"
+        out.append(f"  selected {r['setting']} {LABELS.get(r['method'], r['method'])}: {what} "
+                   f"(best of {r['points']} point(s), {r['diverged_points']} diverged)")
+    return out
+
+
+def items(text, kind=str) -> list:
+    return [kind(v.strip()) for v in str(text).split(",") if v.strip()]
+
+
+def header_lines(entry, cfg, df, dataset: str, clients: int, batch: int) -> list[str]:
+    """The data the check ran on (the embedded MNIST subset named, with what it changes) and
+    the runs that have no results (:func:`reproduce.common.missing_runs`)."""
+    lines = []
+    label = dataset_label(dataset, cfg.data_dir)
+    if "subset" in label:
+        per, full = 4000 // clients, 60000 // clients
+        lines.append(f"data: {label}, NOT full MNIST (--data-dir DIR with the MNIST IDX files "
+                     f"for it): {per} training images per client instead of {full}, so each "
+                     f"client takes {-(-per // batch)} local step(s) of batch {batch} per epoch "
+                     f"instead of {-(-full // batch)} (less local drift, less for local "
+                     "adaptivity to act on), and the test set is 1,000 images (accuracy steps "
+                     "of 0.1 points)")
+    else:
+        lines.append(f"data: {label}")
+    gone = missing(entry, cfg, df)
+    if gone:
+        lines.append(f"missing runs ({len(gone)}; no verdict uses them): "
+                     + ", ".join(gone[:8]) + (" ..." if len(gone) > 8 else ""))
+    return lines
+
+
+def cost_lines(df, cfg, *, full_seeds: int, full_rounds: int, full_epochs, methods) -> list[str]:
+    """``--full``'s cost, extrapolated from this run's measured seconds per round (the
+    engine's ``wall_time`` of each cell, evaluation included) per seed and
+    per local epoch, times Table 1's grid sizes, ``full_seeds``, ``full_rounds`` and the
+    ``full_epochs`` of every model/dataset."""
+    wall = df[df.metric == "wall_time"]
+    if not len(wall):
+        return []
+    keys = ["setting", "method", "point", "seed", "epochs"]
+    per = wall.groupby(keys).agg(t=("value", "max"), rounds=("round", "max")).reset_index()
+    per["unit"] = per.t / per.rounds / per.epochs          # s per round, seed (cell), epoch
+    units = per.groupby([per.setting.str.replace(r"_E\d+$", "", regex=True), "method"]).unit.mean()
+    total = 0.0
+    for (group, method), unit in units.items():
+        total += (unit * grid_size(base_method(method)) * full_seeds * full_rounds
+                  * sum(full_epochs))
+    measured = ", ".join(f"{LABELS.get(m, m)} {1000 * u:.0f}" for m, u in
+                         units.groupby(level=1).mean().items())
+    return [f"cost: measured ms per round per seed per local epoch (mean over settings): "
+            f"{measured}; --full (Table 1 grids: "
+            + ", ".join(f"{LABELS.get(m, m)} {grid_size(base_method(m))}" for m in methods)
+            + f" points; {full_seeds} seeds, {full_rounds} rounds, E in "
+            f"{tuple(full_epochs)}) extrapolates to {total / 3600:.1f} h of this machine "
+            f"({total / 86400:.2f} days)"]

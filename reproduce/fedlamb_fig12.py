@@ -1,0 +1,129 @@
+"""Fed-LAMB main Figures 1-2: MNIST, non-iid, CNN and MLP: Fed-SGD, Fed-AMS, Fed-LAMB.
+
+The paper's setting (MAIN Sec. 4, spec 3.1-3.3): MNIST split non-iid over 50 clients, half of
+them (25, drawn without replacement) active each round, local batch 32, beta = (0.9, 0.999);
+the CNN of the classic example net (``mnist-cnn``) and the MLP with one hidden layer of 200
+and dropout (``mlp-dropout``, :mod:`sims.models`); each method at its best learning rate
+from SUPP Table 1, Fed-LAMB also at its best lambda in {0, 0.01, 0.1}; 3 runs; test
+accuracy against rounds; several numbers of local epochs, not named (spec 5.17). Decisions
+(spec 5, 6): the non-iid split is two single-class label shards per client
+(``scheme="shards"``); ``phi`` is clipped to [1e-3, 10]; the best point is the highest final
+test accuracy averaged over seeds among runs with no diverged seed (:func:`select_best`).
+
+Local epochs: E = 1 and 2 in the default, E = 1, 3, 5 with ``--full`` (spec 6's suggestion).
+
+Readings (module :mod:`sims.algorithms.fed_lamb`): Fed-AMS and Fed-LAMB run the registry's
+default reading (per-step AMSGrad max from the server's ``vhat``, bias correction over all of
+a client's steps, ``v_0 = 0``) and, dashed, MAIN Alg. 2's printed reading (``vhat`` fixed
+within the round, correction over the local ``t``, ``v_0 = eps``, ``sqrt(vhat + eps)``) at
+``eps = --printed-eps`` (1e-4): at ``eps = 1e-8`` the printed Fed-AMS blows up in its first
+round (loss 2.30 -> 13.1 here, accuracy 10 % for good; ``tests/test_fedlamb_readings.py``),
+at 1e-4 it trains. ``--no-printed`` leaves the printed runs out.
+
+Data: full MNIST from ``--data-dir``; without it the embedded 4,000-image subset (80 training
+images per client instead of 1,200: 3 local steps per epoch instead of 38), named as such in
+the figure title and the summary.
+
+CPU default (measured: about 4 CPU-minutes, 11 minutes of wall time on the shared machine,
+one thread): 2 seeds, 25 rounds (evaluated every 2), one
+point per method (``--grid best``: the pilot's best points,
+:data:`reproduce.fedlamb_common.PILOT_BEST`, where the pilot is documented). ``--grid near``
+adds each rate's Table 1 neighbours and every lambda; ``--full``: the whole Table 1 grids
+(Fed-LAMB over lambda too), 3 seeds, 100 rounds (the paper does not state its rounds),
+E = 1, 3, 5: its cost, extrapolated from the measured per-round times, is printed by the
+check (56 hours of wall time on the shared machine, about a day of one free core, on the
+subset).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from . import common
+from . import fedlamb_common as fl
+
+PAPER, TARGET = "Fed-LAMB", "Figures 1-2"
+TITLE = "MNIST non-iid, CNN and MLP: Fed-LAMB vs Fed-AMS and Fed-SGD (test accuracy)"
+DEFAULT_COST = ("about 4 CPU-min, 11 min of wall time on the shared 2-core machine (embedded "
+                "MNIST subset, 2 models x E in {1, 2}, 5 methods at one rate each, 2 seeds, "
+                "25 rounds)")
+
+BEST = fl.PILOT_BEST
+METHODS = ("fed-sgd", "fed-ams", "fed-lamb")
+MODEL_LABEL = {"mnist-cnn": "CNN (example net)", "mlp-dropout": "MLP 200 + dropout"}
+
+
+@dataclass
+class Config(common.EntryConfig):
+    seeds: int = 2
+    rounds: int = 25
+    models: str = "mnist-cnn,mlp-dropout"
+    epochs: str = "1,2"
+    n: int = 50
+    m: int = 25
+    batch: int = 32
+    grid: str = "best"
+    no_printed: bool = False
+    printed_eps: float = 1e-4
+    eval_every: int = 2
+    threads: int = 1
+    executor: str = "inprocess"   # or ray (the sweep API's executors)
+
+    def scale(self):
+        if self.full:
+            self.seeds, self.rounds, self.epochs, self.grid, self.eval_every = 3, 100, "1,3,5", \
+                "table1", 1
+        if self.tiny:
+            self.seeds, self.rounds, self.epochs, self.n, self.m, self.eval_every = \
+                2, 2, "1", 10, 5, 1
+
+
+def settings(cfg) -> list[fl.Setting]:
+    label = fl.dataset_label("mnist", cfg.data_dir)
+    out = []
+    for model in fl.items(cfg.models):
+        if model not in MODEL_LABEL:
+            raise common.EntryError(f"--models: {model!r} is not one of {', '.join(MODEL_LABEL)}")
+        for e in fl.items(cfg.epochs, int):
+            out.append(fl.Setting(f"{model}_E{e}", "mnist", model, cfg.n, cfg.m, cfg.batch, e,
+                                  "shards", f"{MODEL_LABEL[model]}, {label}, E={e}"))
+    return out
+
+
+def methods(cfg) -> list[str]:
+    extra = [] if cfg.no_printed else ["fed-ams-printed", "fed-lamb-printed"]
+    return list(METHODS) + extra
+
+
+def runs(cfg):
+    if not 1 <= cfg.m <= cfg.n:
+        raise common.EntryError(f"--m must be in [1, --n], got m={cfg.m}, n={cfg.n}")
+    return fl.make_runs(cfg, settings(cfg), methods(cfg), lambda s, m: BEST[m])
+
+
+def plot(df, cfg):
+    title = (f"Fed-LAMB Figs. 1-2: {fl.dataset_label('mnist', cfg.data_dir)}, non-iid (2 label "
+             f"shards/client), n={cfg.n}, {cfg.m} per round, batch {cfg.batch}; grid "
+             f"'{cfg.grid}', {cfg.seeds} seed(s), mean and seed range\n" + fl.READINGS_NOTE
+             + f" (dashed, eps={cfg.printed_eps:g})")
+    return fl.plot_panels(df, cfg, settings(cfg), methods(cfg), title, "fedlamb_fig12")
+
+
+def check(df, cfg):
+    lines = fl.header_lines(sys.modules[__name__], cfg, df, "mnist", cfg.n, cfg.batch)
+    chosen = fl.select_best(df, cfg.rounds)
+    for s in settings(cfg):
+        lines.append(f"E1 ({s.title}): Fed-LAMB above Fed-AMS and Fed-SGD across rounds and "
+                     f"at round {cfg.rounds}")
+        lines += fl.compare(chosen, s.key, ["fed-lamb"], ["fed-ams", "fed-sgd"], "E1")
+        if "fed-lamb-printed" in methods(cfg):
+            lines += fl.compare(chosen, s.key, ["fed-lamb-printed"], ["fed-ams-printed"],
+                                f"E1/E5 in the printed reading (eps={cfg.printed_eps:g})")
+    lines += fl.selection_lines(chosen)
+    lines += fl.cost_lines(df, cfg, full_seeds=3, full_rounds=100, full_epochs=(1, 3, 5),
+                           methods=methods(cfg))
+    return lines
+
+
+if __name__ == "__main__":
+    raise SystemExit(common.main(sys.modules[__name__]))

@@ -1,0 +1,135 @@
+"""The Fed-LAMB entries (main Figs. 1-2 and 3-4, supplement Fig. 1) on tiny seeded instances,
+and the pieces their checks rest on: Table 1's grids, the selection rule, the verdicts."""
+from __future__ import annotations
+
+import pickle
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reproduce import common, fedlamb_cifar, fedlamb_fig12, fedlamb_supp1
+from reproduce import fedlamb_common as fl
+
+
+def test_table1_grids_verbatim():
+    """SUPP Table 1 (spec 3.4): the grid sizes 9 / 10 / 9 (x 3 lambdas) / 12 x 10 / 10 / 9."""
+    sizes = {m: fl.grid_size(m) for m in fl.GRIDS}
+    assert sizes == {"fed-sgd": 9, "fed-ams": 10, "fed-lamb": 27, "adp-fed": 120, "mime": 10,
+                     "mime-lamb": 9}
+    assert fl.GRIDS["adp-fed"]["eta_l"][-2:] == (0.3, 0.5)
+    assert fl.GRIDS["fed-sgd"]["eta_l"][0] == 0.001
+    assert len(fl.grid_points("adp-fed", "table1", {}, 1e-4)) == 120
+    near = fl.grid_points("fed-lamb", "near", {"eta_l": 0.5, "lam": 0.0}, 1e-4)
+    assert sorted({p["eta_l"] for p in near}) == [0.3, 0.5] and len(near) == 6
+    assert fl.grid_points("fed-ams-printed", "best", {"eta_l": 0.003}, 1e-3) == [
+        {"eta_l": 0.003, "eps": 1e-3}]
+    with pytest.raises(ValueError, match="--grid"):
+        fl.grid_points("fed-sgd", "all", {"eta_l": 0.1}, 1e-4)
+
+
+def _df(rows):
+    """A sweep-shaped results table: rows of (point, method, seed, accuracies, diverged_at)."""
+    frames = []
+    for point, method, seed, accs, div in rows:
+        rounds = np.arange(len(accs) + 1)
+        for metric, vals in (("test_acc", [0.1, *accs]), ("train_loss", [2.3] * len(rounds))):
+            frames.append(pd.DataFrame({"run": f"{method} {point}", "seed": seed,
+                                        "round": rounds, "metric": metric, "value": vals,
+                                        "setting": "s", "method": method, "algorithm": method,
+                                        "sweep": f"s_{method}", "point": point,
+                                        "diverged_at": div}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_selection_rule_and_verdicts():
+    """The sweep API's ``fed-lamb`` rule per sweep: best mean final accuracy among points
+    with no diverged seed; the verdicts state numbers and say "does not show"."""
+    df = _df([("a1", "fed-lamb", 0, [0.5, 0.8], None), ("a1", "fed-lamb", 1, [0.5, 0.9], None),
+              ("a2", "fed-lamb", 0, [0.6, 0.95], None), ("a2", "fed-lamb", 1, [0.6, 0.3], None),
+              ("a3", "fed-lamb", 0, [0.9, 0.99], None), ("a3", "fed-lamb", 1, [0.9, 0.1], 2),
+              ("b1", "fed-ams", 0, [0.4, 0.7], None), ("b1", "fed-ams", 1, [0.4, 0.75], None)])
+    chosen = fl.select_best(df, rounds=2)
+    lamb = chosen[chosen.method == "fed-lamb"].iloc[0]
+    assert lamb["point"] == "a1" and lamb["mean"] == pytest.approx(0.85)   # 0.85 > 0.625
+    assert (lamb["lo"], lamb["hi"]) == (0.8, 0.9) and lamb["auc"] == pytest.approx(0.675)
+    assert lamb["points"] == 3 and lamb["diverged_points"] == 1
+    lines = fl.compare(chosen, "s", ["fed-lamb"], ["fed-ams"], "claim")
+    assert lines[-1].startswith("  -> claim: shows") and "85.00%" in lines[0]
+    lines = fl.compare(chosen, "s", ["fed-ams"], ["fed-lamb"], "claim")
+    assert lines[-1].startswith("  -> claim: does not show")
+    lines = fl.compare(chosen, "s", ["fed-lamb"], ["mime"], "claim")
+    assert "no verdict" in lines[-1]
+    short = fl.select_best(df, rounds=3)             # curves that stop early give no verdict
+    assert short["point"].isna().all()
+
+
+def _lines(capsys):
+    return capsys.readouterr().out.splitlines()
+
+
+def test_fig12_tiny(tmp_path, capsys):
+    argv = ["--tiny", "--quiet", "--models", "mlp-dropout", "--out", str(tmp_path / "r"),
+            "--figures", str(tmp_path / "f")]
+    assert common.main(fedlamb_fig12, argv) == 0
+    out = _lines(capsys)
+    assert (tmp_path / "f" / "fedlamb_fig12.png").exists()
+    assert any("embedded 4,000-image subset" in l and "NOT full MNIST" in l for l in out)
+    verdicts = [l for l in out if l.startswith("  -> E1:")]
+    assert len(verdicts) == 1
+    assert re.match(r"  -> E1: (shows|does not show) \(at the end (yes|no), across", verdicts[0])
+    assert any("[seeds " in l for l in out) and any(l.startswith("cost:") for l in out)
+    assert sum("selected" in l for l in out) == 5                 # 3 methods + printed pair
+    # resumable: the same command finds every run saved
+    cfg = common.parse_config(fedlamb_fig12, argv + ["--plot-only"])
+    df = common.execute(fedlamb_fig12, cfg)
+    assert not fl.missing(fedlamb_fig12, cfg, df)
+    assert set(df.method) == {"fed-sgd", "fed-ams", "fed-lamb", "fed-ams-printed",
+                              "fed-lamb-printed"}
+
+
+def test_supp1_tiny(tmp_path, capsys):
+    argv = ["--tiny", "--quiet", "--no-printed", "--out", str(tmp_path / "r"),
+            "--figures", str(tmp_path / "f")]
+    assert common.main(fedlamb_supp1, argv) == 0
+    out = _lines(capsys)
+    assert (tmp_path / "f" / "fedlamb_supp1.png").exists()
+    assert sum(l.startswith("  -> E4:") for l in out) == 1
+    assert sum(l.startswith("  -> E5") for l in out) == 2
+    assert sum("selected" in l for l in out) == 6
+
+
+def _write_cifar(root, per_batch=4, n_test=3):
+    d = root / "cifar-10-batches-py"
+    d.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+
+    def dump(name, obj):
+        (d / name).write_bytes(pickle.dumps({k.encode(): v for k, v in obj.items()}, protocol=2))
+    for i in range(1, 6):
+        dump(f"data_batch_{i}", {"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
+                                 "labels": [(i + j) % 10 for j in range(per_batch)]})
+    dump("test_batch", {"data": rng.integers(0, 256, (n_test, 3072), dtype=np.uint8),
+                        "labels": list(range(n_test))})
+    dump("batches.meta", {"label_names": [f"c{i}".encode() for i in range(10)]})
+
+
+def test_cifar_tiny_on_fixture_files(tmp_path, capsys):
+    _write_cifar(tmp_path / "data")
+    argv = ["--tiny", "--quiet", "--no-printed", "--data-dir", str(tmp_path / "data"),
+            "--out", str(tmp_path / "r"), "--figures", str(tmp_path / "f")]
+    assert common.main(fedlamb_cifar, argv) == 0
+    out = _lines(capsys)
+    assert (tmp_path / "f" / "fedlamb_cifar.png").exists()
+    assert sum(l.startswith("  -> E2:") for l in out) == 2       # CNN and ResNet-9
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    assert common.main(fedlamb_cifar, ["--out", str(tmp_path)]) == 2
+    assert "GPU job" in capsys.readouterr().err
+    assert common.main(fedlamb_fig12, ["--tiny", "--grid", "all", "--out", str(tmp_path)]) == 2
+    assert "--grid must be one of" in capsys.readouterr().err
+    assert common.main(fedlamb_supp1, ["--tiny", "--datasets", "cifar", "--out",
+                                       str(tmp_path)]) == 2
+    assert "--datasets" in capsys.readouterr().err
