@@ -35,16 +35,21 @@ def source_hash() -> str:
     return h.hexdigest()
 
 
-@lru_cache(maxsize=1)
-def numeric_versions() -> dict[str, str]:
-    """Versions of what changes floating-point results: Python and the numeric packages."""
+def package_versions(packages) -> dict[str, str]:
+    """Python's version and each installed package's (``"absent"`` where not installed)."""
     out = {"python": sys.version.split()[0]}
-    for pkg in NUMERIC_PACKAGES:
+    for pkg in packages:
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             out[pkg] = "absent"
     return out
+
+
+@lru_cache(maxsize=1)
+def numeric_versions() -> dict[str, str]:
+    """Versions of what changes floating-point results: Python and the numeric packages."""
+    return package_versions(NUMERIC_PACKAGES)
 
 
 def code_digest() -> str:

@@ -18,7 +18,6 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, is_dataclass
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -63,13 +62,8 @@ def git_commit(cwd: str | os.PathLike | None = None) -> str:
 
 
 def versions() -> dict[str, str]:
-    out = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for pkg in PACKAGES:
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "absent"
-    return out
+    from .identity import package_versions
+    return {**package_versions(PACKAGES), "platform": platform.platform()}
 
 
 def run_context(started: float | None = None) -> dict:
