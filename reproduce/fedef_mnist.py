@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sims.data import dataset_label, paper_dataset
+from sims.data import dataset_label, paper_dataset, resolve_data_dir
 
 from . import common
 
@@ -29,6 +29,7 @@ class PaperDataset:
         return dataset_label(self.dataset, self.data_dir)
 
     def run_key(self):
+        resolve_data_dir(self.data_dir)     # a named directory that is not there: an error
         key = super().run_key()
         key["dataset"] = paper_dataset(self.dataset, self.data_dir, notice=False)
         return key
