@@ -27,9 +27,11 @@ runs and keep ``n`` of them, so only the number of clients changes (the theory's
 The paper's claim (spec 4.8, E10): both metrics fall faster with larger ``n`` and ``m``
 (linear speedup), and the partial-participation curves spread further apart across ``m``
 than the full ones across ``n`` (the extra ``sqrt(n/m)`` of the stale error, Theorem 4.4).
-The check fits, per seed, the log-log slope of the late-round level (mean over the
-evaluations from round ``0.6 T`` on) against ``n`` and against ``m`` and gives the mean
-slope with its 95% Student-t interval over seeds. Theory at these learning rates
+The check fits, per seed, the log-log slope against ``n`` and against ``m`` of the
+squared gradient norm averaged over the evaluated rounds 1..T (the left side of Corollary 1
+and Theorem 4.4) and of its late level (mean over the evaluations from round ``0.6 T`` on),
+and of the averaged train loss, and gives the mean slope with its 95% Student-t interval
+over seeds. Theory at these learning rates
 (``eta eta_l`` growing like ``sqrt(n)``): slope ``-1/2`` in ``n`` (Corollary 1,
 ``O(1/sqrt(TKn))``) and ``-1`` in ``m`` at fixed ``n`` (Theorem 4.4,
 ``O(sqrt(n/m)/sqrt(TKm))``). Verdicts: a speedup shows when the interval lies below 0;
@@ -141,10 +143,21 @@ def plot(df, cfg):
     return plotting.save(fig, cfg.figures, "fedef_fig8")
 
 
-def late_levels(df, cfg, metric: str) -> pd.DataFrame:
+def measure_start(cfg, measure: str) -> float:
+    """First round a measure averages over: ``avg`` is the theorem's left side (mean over
+    the evaluations of rounds 1..T), ``late`` the late level (from round ``LATE * T``)."""
+    return 1 if measure == "avg" else LATE * cfg.rounds
+
+
+MEASURES = {"avg": "mean over rounds 1..T",
+            "late": f"late level (rounds >= {LATE:g} T)"}
+CHECKED = (("grad_norm2", "avg"), ("grad_norm2", "late"), ("train_loss", "avg"))
+
+
+def late_levels(df, cfg, metric: str, measure: str = "late") -> pd.DataFrame:
     """Per (setting, population, seed): the mean of ``metric`` over the evaluations from
-    round ``LATE * T`` on (columns ``setting``, ``x`` (n or m), ``seed``, ``level``)."""
-    sub = df[(df.metric == metric) & (df["round"] >= LATE * cfg.rounds)]
+    :func:`measure_start` on (columns ``setting``, ``x`` (n or m), ``seed``, ``level``)."""
+    sub = df[(df.metric == metric) & (df["round"] >= measure_start(cfg, measure))]
     rows = []
     for (setting, n, m, seed), grp in sub.groupby(["setting", "n", "m", "seed"]):
         rows.append({"setting": setting, "x": n if setting == "full" else m, "seed": seed,
@@ -152,10 +165,10 @@ def late_levels(df, cfg, metric: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["setting", "x", "seed", "level"])
 
 
-def slopes(df, cfg, metric: str = "grad_norm2") -> dict:
-    """``{setting: {seed: log-log slope of the late level against n (full) or m}}`` over the
+def slopes(df, cfg, metric: str = "grad_norm2", measure: str = "late") -> dict:
+    """``{setting: {seed: log-log slope of the level against n (full) or m}}`` over the
     seeds that have at least two populations."""
-    lev = late_levels(df, cfg, metric)
+    lev = late_levels(df, cfg, metric, measure)
     out = {}
     for setting, grp in lev.groupby("setting"):
         out[setting] = {seed: loglog_slope(g.x, g.level)[0] for seed, g in grp.groupby("seed")
@@ -172,27 +185,34 @@ def _speedup_verdict(iv) -> str:
 
 def check(df, cfg):
     df, lines = fedef_mnist.usable(sys.modules[__name__], cfg, df)
-    lines.append(f"data: {cfg.dataset_title()}; late level = mean over the evaluations from "
-                 f"round {LATE * cfg.rounds:g} of {cfg.rounds}; slopes: mean [95% t-interval] "
-                 "over seeds")
+    lines.append(f"data: {cfg.dataset_title()}; {cfg.rounds} rounds (grad_norm2's mean over "
+                 "rounds 1..T is the left side of Cor. 1 / Thm 4.4); slopes: mean [95% "
+                 "t-interval] over seeds")
     if not len(df):
         lines.append("-> no healthy results: no verdict on the speedup")
         return lines
-    for metric in ("grad_norm2", "train_loss"):
-        lev = late_levels(df, cfg, metric)
-        sl = slopes(df, cfg, metric)
+    missing = common.missing_runs(sys.modules[__name__], cfg, df)
+    incomplete = {name.split("_")[0] for name in missing}
+    for metric, measure in CHECKED:
+        lev = late_levels(df, cfg, metric, measure)
+        sl = slopes(df, cfg, metric, measure)
         for setting, var in (("full", "n"), ("partial", "m")):
             means = lev[lev.setting == setting].groupby("x")["level"].mean()
             if not len(means):
                 lines.append(f"{metric}, {setting}: no results")
                 continue
-            lines.append(f"{metric}, {setting} participation, late level by {var}: "
+            lines.append(f"{metric}, {MEASURES[measure]}, {setting} participation, by {var}: "
                          + ", ".join(f"{var}={x}: {v:.4g}" for x, v in means.items()))
             per_seed = list(sl.get(setting, {}).values())
             if not per_seed:
                 lines.append(f"  -> fewer than two populations: no slope, no verdict")
                 continue
             iv = seed_interval(per_seed)
+            if setting in incomplete:
+                lines.append(f"  -> slope in {var} over the populations present "
+                             f"{fmt_interval(iv)}: no verdict ({setting} participation "
+                             f"runs missing)")
+                continue
             theory = (f"; theory {THEORY[setting]:g} "
                       f"({'inside' if iv[1] <= THEORY[setting] <= iv[2] else 'outside'} the "
                       f"interval)" if metric == "grad_norm2" and np.isfinite(iv[1]) else "")
@@ -200,16 +220,19 @@ def check(df, cfg):
                          f"seed(s){theory}: {_speedup_verdict(iv)} a speedup in {var}")
         full, part = sl.get("full", {}), sl.get("partial", {})
         paired = [part[s] - full[s] for s in full if s in part]
-        if paired:
+        if incomplete:
+            lines.append(f"  -> {metric} ({measure}): runs missing: no verdict on the larger "
+                         "spread across m")
+        elif paired:
             iv = seed_interval(paired)
             verdict = (_speedup_verdict(iv) if np.isfinite(iv[1])
                        else "no verdict (one seed: no interval)")
-            lines.append(f"  -> {metric}: slope in m minus slope in n (paired by seed) "
+            lines.append(f"  -> {metric} ({measure}): slope in m minus slope in n (paired by seed) "
                          f"{fmt_interval(iv)}: {verdict} the larger spread across m "
                          f"(the stale error's sqrt(n/m))")
         else:
-            lines.append(f"  -> {metric}: full and partial slopes not both available: no "
-                         f"verdict on the larger spread across m")
+            lines.append(f"  -> {metric} ({measure}): full and partial slopes not both "
+                         "available: no verdict on the larger spread across m")
     return lines
 
 

@@ -131,7 +131,7 @@ def test_fig8_partial_results_name_the_missing_runs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "missing results for 2 run(s): partial_m5, partial_m20" in out
     assert "partial: no results" in out or "partial participation" not in out
-    assert "full and partial slopes not both available" in out
+    assert "runs missing: no verdict on the larger spread" in out
 
 
 # ------------------------------------------------------------------ Figure 1
