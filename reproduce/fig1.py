@@ -146,17 +146,19 @@ def check(df, cfg):
                      "(one seed: no interval, no verdict)")
         return lines
     if siv[1] > 0:
-        state = "still rising"
+        state = "it is still rising"
     elif siv[2] < 0:
-        state = "falling"
+        state = "it is falling"
     else:
-        state = "stalled (late slope interval contains 0)"
+        state = ("its late trend is not resolved (the late-slope interval contains 0: "
+                 "stalled or slowly rising)")
     lines.append(f"-> seen: direct Sign is {fmt_interval(giv, 1)} accuracy points below full "
                  f"precision at round {T}, and {state}")
     collapse = giv[1] >= cfg.collapse_gap and siv[0] < 0.25 * fiv[0]
     lines.append(f"-> {'shows' if collapse else 'does NOT show'} the paper's \"catastrophic "
-                 f"performance downgrade\" (criterion: gap interval above {cfg.collapse_gap:g} points and "
-                 f"Sign's late slope below a quarter of full precision's)"
+                 f"performance downgrade\" (criterion: gap interval above "
+                 f"{cfg.collapse_gap:g} points and Sign's late slope below a quarter of full "
+                 "precision's)"
                  + ("" if collapse or giv[1] <= 0 else
                     f"; it shows a slowdown of {giv[0]:.1f} points at round {T}"))
     return lines
