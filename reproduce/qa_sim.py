@@ -130,7 +130,7 @@ def runs(cfg):
                         rows += [{"seed": seed, "round": 0, "metric": k, "value": float(v),
                                   "s": s, "compressor": comp} for k, v in stats.items()]
             df = pd.DataFrame(rows)
-            df.insert(0, "run", f"sim_{dist}")
+            df.insert(0, "run", f"sim_{dist}_{cfg.layout}")
             df["part"], df["dist"], df["layout"] = "sim", dist, cfg.layout
             return df, {"draws": cfg.draws, "n": cfg.n_sim, "d": cfg.d_sim,
                         "layout": cfg.layout, "scales": scales,
@@ -187,7 +187,7 @@ def plot(df, cfg):
             _scatter(ax, cfg, dist, s)
     sim = df[df.part == "sim"] if "part" in df else df.iloc[:0]
     for ax, dist in zip(axes[2][:2], ["gaussian", "laplace"]):
-        sub = sim[sim.dist == dist]
+        sub = sim[sim.dist == dist] if "dist" in sim else sim
         for comp, grp in sub.groupby("compressor"):
             color = COMP_COLORS.get(comp, "k")
             for metric, ls, label in (("qA2", "-", "q_A^2"), ("qC2", "--", "q_C^2")):
@@ -206,7 +206,7 @@ def plot(df, cfg):
     train = df[df.part == "train"] if "part" in df else df.iloc[:0]
     ax = axes[2][2]
     for which, ls in (("mnist", "-"), ("quadratic", ":")):
-        sub = train[train.train_problem == which] if len(train) else train
+        sub = train[train.train_problem == which] if "train_problem" in train else train.iloc[:0]
         if len(sub):
             comps = sorted(set(sub.compressor))
             plotting.band_plot(ax, sub, "qA2", "compressor", linestyle=ls,
@@ -237,8 +237,8 @@ def check(df, cfg):
     if "part" in df and (df.part == "sim").any():
         tab = table(df)
         for (dist, s, comp), row in tab.iterrows():
-            lines.append(f"{dist:8s} s={s:<5g} {comp:9s} q_A^2 = {row.qA2:.3f} +/- "
-                         f"{2 * row.qA2_se:.3f} (q_C^2 = {row.qC2:.3f}; largest single draw "
+            lines.append(f"{dist:8s} s={s:<5g} {comp:9s} q_A^2 = {row.qA2:.4f} +/- "
+                         f"{2 * row.qA2_se:.4f} (q_C^2 = {row.qC2:.3f}; largest single draw "
                          f"{row.qA2_max:.3f})")
         ok = bool((tab.qA2 + 2 * tab.qA2_se < 1).all())
         draws = "" if cfg.draws >= 100_000 else (f" ({cfg.draws:,} draws, not the paper's "
@@ -263,6 +263,9 @@ def check(df, cfg):
                             f"{int(above.index[0])}" if len(above) else ""))
             if len(above):
                 fails.append(f"{comp} on the {which} (max {per_round.max():.2f})")
+        worst = train.groupby(["train_problem", "compressor", "round"]).value.mean().max()
+        lines.append(f"-> largest per-round q_A^2 in training {worst:.3f}: "
+                     f"{'< 1 in every round' if worst < 1 else 'NOT < 1 in every round'}")
         lines.append(f"-> q_A^2 <= {qa.WELL_BELOW:g} (\"well below 1\": q_A <= "
                      f"{qa.WELL_BELOW ** 0.5:.2f}) in every round: "
                      + ("shows Fig. 19's claim" if not fails else

@@ -241,3 +241,14 @@ def test_well_below_one_threshold_fails_a_round_above_it(tmp_path):
     bad = "\n".join(qa_sim.check(table(0.9), cfg))
     assert "does NOT show Fig. 19's claim for topk-0.1 on the quadratic (max 0.90)" in bad
     assert "above 0.5 in 1 rounds from round 70" in bad
+
+
+def test_qa_sim_with_only_training_results_draws_and_names_the_missing(tmp_path, capsys):
+    assert _run("qa_sim", tmp_path) == 0
+    capsys.readouterr()
+    for p in (tmp_path / "results" / "qa_sim").glob("sim_*"):
+        p.unlink()
+    assert _run("qa_sim", tmp_path, "--plot-only", "--available") == 0
+    out = capsys.readouterr().out
+    assert "missing results for 2 run(s): sim_gaussian_disjoint, sim_laplace_disjoint" in out
+    assert "Fig. 18" not in out and "Fig. 19's claim" in out
