@@ -59,9 +59,10 @@ from . import common, fedef_mnist, plotting
 PAPER, TARGET = "Fed-EF", "Figure 8"
 TITLE = ("speedup in n (full participation) and m (partial participation), MLP on MNIST "
          "(Fashion-MNIST stand-in without --data-dir)")
-DEFAULT_COST = ("about 9 min on one core (--threads 1; Fashion-MNIST stand-in, 300 samples a "
-                "client, 8 configurations x 3 seeds x 100 rounds: 440 client-rounds of ~3.5 ms "
-                "a round and seed, plus 11 evaluations over the populations)")
+DEFAULT_COST = ("about 9-10 min on one core, --threads 1 (Fashion-MNIST stand-in, 300 samples "
+                "a client, 8 configurations x 3 seeds x 100 rounds, 11 evaluations; "
+                "extrapolated from the n = 20 run's 23 s on an idle core; 35 min wall with "
+                "the 2 cores shared 4-9 ways)")
 LATE = 0.6          # the late-round level: mean over the evaluations from round LATE * T
 THEORY = {"full": -0.5, "partial": -1.0}
 
