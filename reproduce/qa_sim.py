@@ -202,7 +202,8 @@ def plot(df, cfg):
         ax.set(ylim=(0, 1.05), xlabel="scaling factor s", ylabel="mean over draws",
                title=f"Fig. 18, {dist.capitalize()}: q_A^2 (solid) vs q_C^2 (dashed), "
                      f"{cfg.draws:,} draws")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     train = df[df.part == "train"] if "part" in df else df.iloc[:0]
     ax = axes[2][2]
     for which, ls in (("mnist", "-"), ("quadratic", ":")):
@@ -217,7 +218,8 @@ def plot(df, cfg):
     ax.set(ylim=(0, 1.1), ylabel="q_A^2 of the round",
            title=f"Fig. 19's quantity in Fed-EF-SGD training\n(n={cfg.train_n}, "
                  f"m={cfg.train_m}); dashed: 'well below' line {qa.WELL_BELOW:g}")
-    ax.legend(fontsize=6)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6)
     fig.suptitle("Fed-EF compression discrepancy q_A (Assumption 3)", y=1.0)
     plotting.no_minor_labels(fig)
     return plotting.save(fig, cfg.figures, "fedef_qa_sim")
