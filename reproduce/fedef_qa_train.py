@@ -127,6 +127,8 @@ def plot(df, cfg):
                            label=lambda d: f"{DATASET_LABEL.get(d, d)} (n={sizes[d][0]}, "
                                            f"m={sizes[d][1]})")
         ax.axhline(1.0, color="k", lw=0.8, ls="--")
+        ax.axhline(WELL_BELOW, color="gray", lw=0.8, ls=":",
+                   label=f"'well below 1' read as {WELL_BELOW:g}")
         ax.set(ylim=(0, 1.1), ylabel="q_A^2 of the round", title=_label(spec))
         ax.legend(fontsize=8)
     fig.suptitle(f"Fig. 19: compression discrepancy during Fed-EF-SGD training of the CNN "
