@@ -163,7 +163,7 @@ def check(df, cfg):
     if not len(df[df.metric == "qA2"]):
         lines.append("-> no q_A^2 results: no verdict")
         return lines
-    lines.append(f"-> largest per-round q_A^2 {worst:.3f}: "
+    lines.append(f"-> largest per-round q_A^2 {worst:.4f}: "
                  f"{'< 1' if worst < 1 else 'NOT < 1'} throughout; q_A^2 <= {WELL_BELOW:g} "
                  f"(\"well below 1\": q_A <= {WELL_BELOW ** 0.5:.2f}) in every round: "
                  + ("shows E13" if not fails else "does NOT show E13 for " + ", ".join(fails)))
