@@ -45,7 +45,8 @@ PAPER, TARGET = "Fed-EF", "Figure 19"
 TITLE = "q_A^2 during CNN training on MNIST / Fashion-MNIST: Sign, TopK-0.01, TopK-0.1"
 DEFAULT_COST = ("about 8 min on one core (Fashion-MNIST, the MNIST half's stand-in too, 6 "
                 "clients, p=0.5 (3 a round), 100 rounds, 1 seed, 3 compressors: 900 CNN "
-                "client-rounds of ~0.5 s); --full: n=200, 3 seeds, for a GPU")
+                "client-rounds of ~0.5 s; 13.5 min wall with the 2 cores shared 4-9 ways); "
+                "--full: n=200, 3 seeds, for a GPU")
 
 
 @dataclass

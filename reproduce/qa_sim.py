@@ -49,8 +49,9 @@ from . import common, plotting
 
 PAPER, TARGET = "Fed-EF", "Figures 16-18 (and 19's quantity)"
 TITLE = "compression discrepancy q_A on simulated heterogeneous gradients and in training"
-DEFAULT_COST = ("about 3-4 min on one core (10^5 draws per cell: ~80 s per distribution; "
-                "100-round Fed-EF runs on a quadratic and on the MLP, ~15 s each)")
+DEFAULT_COST = ("about 3-4 min on one core (10^5 draws per cell, two distributions; 100-round "
+                "Fed-EF runs on a quadratic and on the MLP; 6 min wall with the 2 cores shared "
+                "4-9 ways)")
 
 COMP_COLORS = {"topk-0.1": "C0", "sign": "C3", "topk-0.01": "C2"}
 
