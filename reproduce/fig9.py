@@ -39,8 +39,9 @@ from . import common, fedef_mnist, plotting
 
 PAPER, TARGET = "Fed-EF", "Figure 9"
 TITLE = "error restarting (S = 10 from round 50) under partial participation"
-DEFAULT_COST = ("about 7 min on one core (--threads 1; Fashion-MNIST stand-in, 8 runs x 6 "
-                "seeds x 100 rounds of 10-20 clients, 21 evaluations over 60,000 samples)")
+DEFAULT_COST = ("about 7-8 min on one core (--threads 1; Fashion-MNIST stand-in, 8 runs x 6 "
+                "seeds x 100 rounds of 10-20 clients, 21 evaluations over 60,000 samples; 21 "
+                "min wall with the 2 cores shared 4-9 ways)")
 
 
 @dataclass
