@@ -136,9 +136,9 @@ def check(df, cfg):
     T = int(min(df[df.method == m]["round"].max() for m in (FP, SIGN)))
     acc = {m: _by_seed(df, m, "test_acc", T) for m in VARIANTS if m in set(df.method)}
     for m, v in acc.items():
+        slope = seed_interval(list(late_slope(df, m, cfg).values()))
         lines.append(f"{m}: test accuracy at round {T} {fmt_interval(seed_interval(100 * v), 1)}"
-                     f" %; late slope {fmt_interval(seed_interval(list(late_slope(df, m, cfg).values())), 2)}"
-                     " points per 10 rounds")
+                     f" %; late slope {fmt_interval(slope, 2)} points per 10 rounds")
     gap = (100 * (acc[FP] - acc[SIGN])).dropna()
     giv = seed_interval(gap)
     siv = seed_interval(list(late_slope(df, SIGN, cfg).values()))

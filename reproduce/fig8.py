@@ -206,7 +206,7 @@ def check(df, cfg):
                          + ", ".join(f"{var}={x}: {v:.4g}" for x, v in means.items()))
             per_seed = list(sl.get(setting, {}).values())
             if not per_seed:
-                lines.append(f"  -> fewer than two populations: no slope, no verdict")
+                lines.append("  -> fewer than two populations: no slope, no verdict")
                 continue
             iv = seed_interval(per_seed)
             if setting in incomplete:

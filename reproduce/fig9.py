@@ -3,9 +3,9 @@
 Fed-EF-SGD with layer-wise TopK-0.01, ``n = 200`` label-shard MNIST clients (300 samples,
 one local epoch of batch 32: ``K = 10`` steps), ``eta = 1``, ``eta_l = 0.1``; logistic
 regression and the MLP. Data: full MNIST from ``--data-dir``, else Fashion-MNIST at full
-size as the stand-in (same regime; :mod:`reproduce.fedef_mnist`), named in the title. Standard Fed-EF runs for all rounds; the
-restarting run zeroes, from round 50 on, the error of any participant whose error was last
-updated more than ``S = 10`` rounds ago (Sec. 5.4, spec 1.4). Both runs of a seed draw the
+size as the stand-in (same regime; :mod:`reproduce.fedef_mnist`), named in the title.
+Standard Fed-EF runs for all rounds; the restarting run zeroes, from round 50 on, the error
+of any participant whose error was last updated more than ``S = 10`` rounds ago (Sec. 5.4, spec 1.4). Both runs of a seed draw the
 same participants and minibatches (the engine's per-round randomness), so they coincide up
 to round 50 and branch there, as the figure's protocol reads (spec 4.9).
 
