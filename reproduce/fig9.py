@@ -7,7 +7,8 @@ size as the stand-in (same regime; :mod:`reproduce.fedef_mnist`), named in the t
 Standard Fed-EF runs for all rounds; the restarting run zeroes, from round 50 on, the error
 of any participant whose error was last updated more than ``S = 10`` rounds ago (Sec. 5.4,
 spec 1.4). Both runs of a seed draw the same participants and minibatches (the engine's
-per-round randomness), so they coincide up to round 50 and branch there, as the figure's protocol reads (spec 4.9).
+per-round randomness), so they coincide up to round 50 and branch there, as the figure's
+protocol reads (spec 4.9).
 
 What the two panels per model differ in is not stated (spec 4.9); here they are two
 participation levels, ``m = 20`` (p = 0.1) and ``m = 10`` (p = 0.05): the lower the
