@@ -272,7 +272,7 @@ def test_qa_train_tiny_entry(tmp_path, capsys):
                                         "--figures", str(figs)]) == 0
     printed = capsys.readouterr().out
     _figures(figs, ["fedef_fig19"])
-    assert "q_A^2 < 1 throughout training" in printed
+    assert "(\"well below 1\": q_A <= 0.71) in every round" in printed
     df = common.execute(fedef_qa_train, common.parse_config(
         fedef_qa_train, ["--tiny", "--out", str(out), "--plot-only"]))
     qa = df[df.metric == "qA2"]

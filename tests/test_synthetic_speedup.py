@@ -1,4 +1,6 @@
-"""Fed-EF speedup in n (Corollary 1) and m (Theorem 4.4): fitted log-log slopes."""
+"""Fed-EF speedup in n (Corollary 1) and m (Theorem 4.4), measured where the corollary's
+noise term dominates (homogeneous clients started at the optimum): fitted log-log slopes
+with seed intervals."""
 import math
 
 import pytest
@@ -11,22 +13,30 @@ from sims.synthetic import speedup
 @pytest.fixture(scope="module")
 def slopes(tmp_path_factory):
     out = tmp_path_factory.mktemp("speedup")
-    cfg = entry.Config(seeds=1, rounds=60, ns="2,4,8,16", ms="2,4,8,16", n_partial=16, d=10,
-                       out=str(out), figures=str(out), quiet=True)
+    # The entry's default problem and populations (n, m in 4..32; with n = 2 the floor is
+    # not reached in the rounds), 3 seeds.
+    cfg = entry.Config(seeds=3, out=str(out), figures=str(out), quiet=True)
     return entry.slopes(common.execute(entry, cfg), cfg)
 
 
-def test_speedup_in_n_under_full_participation(slopes):
-    # Theory -1/2 (O(1/sqrt(TKn))). Observed -0.46/-0.47 over three seeds; tolerance 0.2
-    # (no speedup would be slope 0; linear-in-n would be -1).
-    assert abs(slopes["full"]["avg_grad_norm2"] + 0.5) < 0.2
+def test_noise_floor_falls_like_n_to_the_minus_half_under_full_participation(slopes):
+    # Theory -1/2 (O(1/sqrt(TKn))); no speedup would be 0, linear-in-n -1.
+    for measure in ("avg_grad_norm2", "late_grad_norm2"):
+        mean, lo, hi = slopes["full"][measure]
+        assert abs(mean + 0.5) < 0.2 and hi < 0
 
 
-def test_speedup_in_m_under_partial_participation(slopes):
-    # Theory -1 (O(sqrt(n/m)/sqrt(TKm))). Observed -1.05/-1.07; tolerance 0.2 (a speedup
-    # only like full participation's would be -1/2).
-    assert abs(slopes["partial"]["avg_grad_norm2"] + 1.0) < 0.2
-    assert slopes["partial"]["avg_grad_norm2"] < slopes["full"]["avg_grad_norm2"] - 0.3
+def test_noise_floor_is_flat_in_m_at_theorem_4_4_rates(slopes):
+    # At Thm 4.4's learning rates the first noise term, eta eta_l L sigma^2 / m ~ 1/sqrt(TKn),
+    # does not depend on m; the stale-error term that would give -1 does not dominate here.
+    mean, lo, hi = slopes["partial"]["avg_grad_norm2"]
+    assert abs(mean) < 0.25
+    assert slopes["partial"]["avg_grad_norm2"][0] > slopes["full"]["avg_grad_norm2"][0] + 0.25
+
+
+def test_the_regime_is_noise_dominated():
+    const = entry.problem(entry.Config(), 32).constants()
+    assert const["sigma_g2"] == 0 and const["f0_minus_fstar"] == 0 and const["sigma2"] > 0
 
 
 def test_learning_rates_follow_the_corollaries():

@@ -22,6 +22,7 @@ from .partition import (
     validate_partition,
 )
 from .paths import ENV_VAR, resolve_data_dir
+from .standin import PAPER_MNIST, dataset_label, has_full_mnist, paper_dataset
 
 __all__ = [
     "Dataset",
@@ -42,4 +43,8 @@ __all__ = [
     "subset_of_clients",
     "validate_partition",
     "class_counts",
+    "PAPER_MNIST",
+    "has_full_mnist",
+    "paper_dataset",
+    "dataset_label",
 ]

@@ -31,6 +31,9 @@ from ..compress import Sign, TopK
 from ..params import ParamLayout
 
 CHUNK = 1000
+#: "well below 1" (Fig. 19's words for q_A in training) read as ``q_A^2 <= 0.5``
+#: (``q_A <= 0.71``): there Theorem 4.4's ``C_1 = q^2/(1-q^2)^3`` is 4, not unbounded.
+WELL_BELOW = 0.5
 LAYOUTS = ("disjoint", "partial")
 DISTS = ("gaussian", "laplace")
 

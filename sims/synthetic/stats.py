@@ -72,3 +72,27 @@ def staleness_fit(samples, p: float, rounds: int, min_expected: float = 5.0) -> 
             "mean_window": mean_window, "se": sd / math.sqrt(max(N, 1)),
             "chi2": float(chi2), "dof": len(obs) - 1, "p_value": float(pval),
             "max_abs_pmf_diff": float(np.max(np.abs(observed / max(N, 1) - pmf)))}
+
+
+def seed_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean of per-seed values (nan ones dropped) with its
+    Student-t interval at ``level`` (``low = high = nan`` with fewer than two values)."""
+    from scipy import stats as st
+
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(v.mean())
+    if len(v) < 2:
+        return mean, math.nan, math.nan
+    half = float(st.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
+    return mean, mean - half, mean + half
+
+
+def fmt_interval(iv, digits: int = 2) -> str:
+    """``"-0.52 [-0.61, -0.43]"`` (``"-0.52 (one seed: no interval)"`` without an interval)."""
+    mean, lo, hi = iv
+    if not np.isfinite(lo):
+        return f"{mean:.{digits}f} (one seed: no interval)"
+    return f"{mean:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
