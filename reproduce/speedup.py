@@ -51,6 +51,7 @@ from . import common, plotting
 PAPER, TARGET = "Fed-EF", "Corollary 1 and Theorem 4.4 (speedup in n and m)"
 TITLE = "speedup in n (full) and m (partial) on a quadratic: fitted log-log slopes vs theory"
 DEFAULT_COST = "about 30 s on one core (n, m in {4, 8, 16, 32}, 150 rounds, 5 seeds)"
+DEVICES = ("cpu",)       # quadratics on the CPU: another --device is refused
 
 
 @dataclass

@@ -349,9 +349,10 @@ def test_bad_settings_and_output_folders_fail_before_any_run(make_args, words, t
     assert rc == 2 and len(err) == 1 and err[0].startswith("error:") and words in err[0], err
 
 
-def test_cpu_only_entries_refuse_another_device(tmp_path, capsys):
-    stale = importlib.import_module("reproduce.stale_error")
-    rc = common.main(stale, ["--tiny", "--quiet", "--device", "cuda", "--out",
+@pytest.mark.parametrize("name", ["stale_error", "heavy_tails", "speedup"])
+def test_cpu_only_entries_refuse_another_device(name, tmp_path, capsys):
+    entry = importlib.import_module(f"reproduce.{name}")
+    rc = common.main(entry, ["--tiny", "--quiet", "--device", "cuda", "--out",
                              str(tmp_path / "r")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "runs on cpu only" in err and "\n" not in err
