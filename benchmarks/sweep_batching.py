@@ -2,29 +2,39 @@
 
 Workload (issue 15): Fed-LAMB, the 9 learning rates of its supplement Table 1 grid x 3 seeds
 (27 cells), MLP 784-200-10 on random data with MNIST's shapes, 50 clients of 300 samples
-each, 25 taking part per round, batch 32, one local epoch (10 local steps), float32. Three
-timings of the same sweep, each from an empty results folder, in this one run:
+each, 25 taking part per round, batch 32, one local epoch (10 local steps), float32. The same
+sweep three ways, each from an empty results folder, interleaved over ``--repeats`` (the order
+turned each repeat; medians reported), in this one run:
 
 * ``inprocess``: every cell one after the other in this process, one torch thread
   (:func:`sims.sweep.run_sweep`, ``executor="inprocess"``, ``plan="separate"``);
 * ``ray``: the same cells as Ray tasks on a local Ray started here with ``--workers`` CPUs
-  (default 2), one torch thread each; the time includes starting Ray and its workers, as a
-  user's command does (``ray_startup_s`` says how much of it that was);
+  (default 2), one torch thread each. Ray is started once and its workers warmed by a first
+  sweep (``ray_init_s``, ``ray_first_sweep_s``); the repeats then measure the running sweep,
+  as in a long sweep, where start-up is paid once.
+  ``speedup_ray_local_vs_inprocess_with_startup`` charges the start-up and the cold first
+  sweep to this one short sweep instead;
 * ``batched``: the 27 cells as replicas of one batched engine run (per-replica learning rates,
   :mod:`sims.algorithms.per_replica`), one thread.
+
+Before each repeat it also measures ``cpu_parallel_capacity``: how many cores' worth of a
+single-threaded matmul workload ``--workers`` processes get at that moment (2.0 on two idle
+cores; other jobs on the machine lower it). It is the ceiling of the Ray speedup, and
+``ray_efficiency_vs_capacity`` is the speedup over it.
 
 Prints one JSON line: ``speedup_ray_local_vs_inprocess`` (goal >= 1.6 on 2 cores),
 ``speedup_batched_grid_vs_separate`` (separate in-process time / batched time; on a CPU the
 engine is compute-bound per client, so about 1 is expected there; the batching pays on a
 GPU), the times, and the machine's load average before and after (other jobs on shared
 cores slow every timing, the two-worker one most). ``python benchmarks/sweep_batching.py
-[--rounds R] [--workers N] [--lrs K] [--seeds S]``.
+[--rounds R] [--repeats K] [--workers N] [--lrs K] [--seeds S]``.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -66,15 +76,52 @@ def spec(out: str, rounds: int, lrs, seeds: int) -> SweepSpec:
                      rounds=rounds, seeds=list(range(seeds)), eval_every=rounds, out=out)
 
 
+BURN = """
+import sys, time, torch
+torch.set_num_threads(1)
+a0 = torch.randn(256, 256)
+a = a0
+for _ in range(20):
+    a = torch.tanh(a @ a * 1e-2)          # warm-up
+start = float(sys.argv[1])
+while time.time() < start:
+    time.sleep(0.001)
+t0 = time.perf_counter()
+a = a0
+for _ in range(400):
+    a = torch.tanh(a @ a * 1e-2)
+print(time.perf_counter() - t0)
+"""
+
+
+def _burns(n: int) -> list[float]:
+    """Run ``n`` single-threaded matmul processes at the same moment; their wall times."""
+    import subprocess
+    start = time.time() + 3.0
+    procs = [subprocess.Popen([sys.executable, "-c", BURN, repr(start)], stdout=subprocess.PIPE,
+                              text=True) for _ in range(n)]
+    return [float(p.communicate()[0]) for p in procs]
+
+
+def parallel_capacity(workers: int) -> float:
+    """How many cores' worth of single-threaded work ``workers`` processes get right now:
+    ``workers`` times one process's time over the slowest of ``workers`` at once (ideal:
+    ``workers``; less while other jobs hold cores). The ceiling of the Ray speedup."""
+    one = _burns(1)[0]
+    return workers * one / max(_burns(workers))
+
+
 def timed(fn):
     t0 = time.perf_counter()
     res = fn()
-    return time.perf_counter() - t0, res
+    assert not res.missing and not res.failures, res.failures
+    return time.perf_counter() - t0
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--lrs", type=int, default=len(LRS), help="first K rates of the grid")
     ap.add_argument("--seeds", type=int, default=3)
@@ -82,29 +129,52 @@ def main(argv=None):
     torch.set_num_threads(1)
     lrs = LRS[: args.lrs]
     load_before = os.getloadavg()
+    import ray
+
+    from sims.sweep import ray_init
+    times = {"inprocess": [], "ray": [], "batched": []}
     with tempfile.TemporaryDirectory() as tmp:
-        t_sep, sep = timed(lambda: run_sweep(spec(f"{tmp}/a", args.rounds, lrs, args.seeds),
-                                             plan="separate", quiet=True))
-        import ray
-        from sims.sweep import ray_init
-        t_start, _ = timed(lambda: ray_init(None, args.workers))
-        t_ray, par = timed(lambda: run_sweep(spec(f"{tmp}/b", args.rounds, lrs, args.seeds),
-                                             executor="ray", plan="separate", quiet=True))
+        def sweep(mode, i):
+            return spec(f"{tmp}/{mode}{i}", args.rounds, lrs, args.seeds)
+
+        t0 = time.perf_counter()
+        ray_init(None, args.workers)
+        t_init = time.perf_counter() - t0
+        t_first = timed(lambda: run_sweep(sweep("warm", 0), executor="ray", quiet=True))
+        capacity = []
+        for i in range(args.repeats):          # interleaved, the order turned each repeat
+            capacity.append(parallel_capacity(args.workers))
+            order = ["inprocess", "ray", "batched"]
+            for mode in order[i % 3:] + order[: i % 3]:
+                if mode == "ray":
+                    times[mode].append(timed(lambda: run_sweep(sweep(mode, i), executor="ray",
+                                                               quiet=True)))
+                else:
+                    plan = "batched" if mode == "batched" else "separate"
+                    times[mode].append(timed(lambda: run_sweep(sweep(mode, i), plan=plan,
+                                                               quiet=True)))
         ray.shutdown()
-        t_ray += t_start
-        t_bat, bat = timed(lambda: run_sweep(spec(f"{tmp}/c", args.rounds, lrs, args.seeds),
-                                             plan="batched", quiet=True))
-    for res in (sep, par, bat):
-        assert not res.missing and not res.failures, res.failures
+    med = {k: statistics.median(v) for k, v in times.items()}
     cells = len(lrs) * args.seeds
     out = {"benchmark": "sweep_batching", "cells": cells, "rounds": args.rounds,
-           "workers": args.workers, "cpu_count": os.cpu_count(),
-           "inprocess_s": round(t_sep, 2), "ray_local_s": round(t_ray, 2),
-           "ray_startup_s": round(t_start, 2), "batched_s": round(t_bat, 2),
-           "s_per_cell_round_inprocess": round(t_sep / (cells * args.rounds), 3),
-           "speedup_ray_local_vs_inprocess": round(t_sep / t_ray, 3),
-           "speedup_ray_local_vs_inprocess_after_startup": round(t_sep / (t_ray - t_start), 3),
-           "speedup_batched_grid_vs_separate": round(t_sep / t_bat, 3),
+           "repeats": args.repeats, "workers": args.workers, "cpu_count": os.cpu_count(),
+           "inprocess_s": round(med["inprocess"], 2), "ray_local_s": round(med["ray"], 2),
+           "batched_s": round(med["batched"], 2),
+           "ray_init_s": round(t_init, 2), "ray_first_sweep_s": round(t_first, 2),
+           "s_per_cell_round_inprocess": round(med["inprocess"] / (cells * args.rounds), 3),
+           "speedup_ray_local_vs_inprocess": round(med["inprocess"] / med["ray"], 3),
+           "speedup_ray_local_vs_inprocess_range": [
+               round(a / b, 3) for a, b in sorted(zip(times["inprocess"], times["ray"]),
+                                                  key=lambda ab: ab[0] / ab[1])[:: max(
+                                                      1, args.repeats - 1)]],
+           "speedup_ray_local_vs_inprocess_with_startup": round(
+               med["inprocess"] / (t_init + t_first), 3),
+           "cpu_parallel_capacity": round(statistics.median(capacity), 3),
+           "cpu_parallel_capacity_range": [round(min(capacity), 3), round(max(capacity), 3)],
+           "ray_efficiency_vs_capacity": round(med["inprocess"] / med["ray"]
+                                               / statistics.median(capacity), 3),
+           "speedup_batched_grid_vs_separate": round(med["inprocess"] / med["batched"], 3),
+           "times_s": {k: [round(x, 2) for x in v] for k, v in times.items()},
            "loadavg_before": [round(x, 2) for x in load_before],
            "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
     print(json.dumps(out))

@@ -42,10 +42,44 @@ def ray_init(address: str | None = None, workers: int | None = None) -> bool:
     else:
         path = os.pathsep.join([str(ROOT)] + [p for p in
                                               [os.environ.get("PYTHONPATH", "")] if p])
+        # Ray starts its workers at nice 15 by default; on cores shared with other jobs
+        # they then get a fraction of a core each, so they run at the driver's priority.
         ray.init(num_cpus=int(workers or os.cpu_count() or 1), include_dashboard=False,
-                 log_to_driver=False, logging_level=logging.ERROR, runtime_env={"env_vars": {
+                 log_to_driver=False, logging_level=logging.ERROR,
+                 _system_config={"worker_niceness": 0}, runtime_env={"env_vars": {
                      "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}})
     return True
+
+
+class _Counter:
+    """Cell-rounds reported by the running tasks (one small actor per Ray session)."""
+
+    def __init__(self):
+        self.n = 0
+
+    def add(self, k):
+        self.n += k
+
+    def get(self):
+        return self.n
+
+    def reset(self):
+        self.n = 0
+
+
+_COUNTERS: dict = {}
+
+
+def _counter(ray):
+    """The session's counter, reset; created once per Ray session (an actor is a process,
+    and starting one per sweep costs a second or two on a busy machine)."""
+    session = ray.get_runtime_context().get_job_id()
+    if session not in _COUNTERS:
+        _COUNTERS.clear()
+        _COUNTERS[session] = ray.remote(num_cpus=0)(_Counter).remote()
+    counter = _COUNTERS[session]
+    ray.get(counter.reset.remote())
+    return counter
 
 
 def run_ray(spec, units, save, failed, bar, address, workers, threads):
@@ -54,21 +88,7 @@ def run_ray(spec, units, save, failed, bar, address, workers, threads):
     import ray
     started_here = ray_init(address, workers)
     try:
-        @ray.remote(num_cpus=0)
-        class Counter:
-            def __init__(self):
-                self.n = 0
-
-            def add(self, k):
-                self.n += k
-
-            def get(self):
-                return self.n
-
-            def reset_to(self, k):
-                self.n = k
-
-        counter = Counter.remote()
+        counter = _counter(ray)
         gpu = 1 if str(spec.device).startswith("cuda") else 0     # a GPU per task there
         task = ray.remote(num_cpus=1, num_gpus=gpu, max_retries=0)(_ray_task)
         payload = ray.put(payload_of(spec))
