@@ -397,6 +397,22 @@ def diverged_replicas(df: pd.DataFrame) -> pd.DataFrame:
     return (bad.groupby(["run", "seed"], sort=True)["diverged_at"].first().reset_index())
 
 
+def usable(entry, cfg, df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """What a check may use: ``(rows of healthy replicas, lines)``, where the lines name the
+    runs with no results (:func:`missing_runs`; no verdict that needs them) and the replicas
+    left out as diverged (:func:`diverged_replicas`): a diverged run is never evidence."""
+    lines = []
+    missing = missing_runs(entry, cfg, df)
+    if missing:
+        lines.append(f"missing results for {len(missing)} run(s): {', '.join(missing)} "
+                     "(no verdict that needs them)")
+    bad = diverged_replicas(df)
+    if len(bad):
+        lines.append(f"DIVERGED: {len(bad)} replica(s) left out (never evidence): " + ", ".join(
+            f"{r.run} seed {r.seed} at round {r.diverged_at:g}" for r in bad.itertuples()))
+    return healthy(df), lines
+
+
 def scale_note(entry, cfg, df: pd.DataFrame | None = None) -> str:
     """What a figure shows, for its footer: the scale preset, seeds, rounds, data, and the
     runs that are missing or diverged."""

@@ -42,43 +42,6 @@ def problem(cfg, **kw):
                                  device=cfg.device, **kw)
 
 
-def diverged_replicas(df: pd.DataFrame) -> pd.Series:
-    """``{(run, seed): round}`` of the replicas that diverged: from the results'
-    ``diverged_at`` column where they carry one, else the first evaluation round at which
-    an evaluated metric (train loss, gradient norm, accuracy) is not finite."""
-    if not len(df):
-        return pd.Series(dtype=float)
-    if "diverged_at" in df:
-        bad = df[df["diverged_at"].notna()]
-        return bad.groupby(["run", "seed"])["diverged_at"].first()
-    ev = df[df.metric.isin(EVAL_METRICS)]
-    bad = ev[~np.isfinite(ev["value"].astype(float))]
-    return bad.groupby(["run", "seed"])["round"].min()
-
-
-EVAL_METRICS = ("train_loss", "grad_norm2", "test_acc", "test_loss", "qA2")
-
-
-def usable(entry, cfg, df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """``(healthy rows, lines)``: ``df`` without diverged replicas (:func:`diverged_replicas`;
-    :func:`reproduce.common.healthy` once results carry ``diverged_at``), and lines naming
-    the runs with no results (:func:`reproduce.common.missing_runs`) and the replicas left
-    out as diverged. A diverged run is never evidence."""
-    lines = []
-    missing = common.missing_runs(entry, cfg, df)
-    if missing:
-        lines.append(f"missing results for {len(missing)} run(s): {', '.join(missing)} "
-                     "(no verdict that needs them)")
-    bad = diverged_replicas(df)
-    ok = common.healthy(df)
-    if len(bad):
-        keys = pd.MultiIndex.from_frame(ok[["run", "seed"]])
-        ok = ok[~keys.isin(bad.index)]
-        lines.append(f"DIVERGED: {len(bad)} replica(s) left out (never evidence): " + ", ".join(
-            f"{run} seed {seed} at round {int(r)}" for (run, seed), r in bad.items()))
-    return ok, lines
-
-
 def present(df: pd.DataFrame, **params) -> bool:
     """Whether ``df`` has rows matching every ``column == value`` of ``params``."""
     mask = np.ones(len(df), dtype=bool)

@@ -138,12 +138,7 @@ def plot(df, cfg):
 
 
 def check(df, cfg):
-    lines = []
-    missing = common.missing_runs(sys.modules[__name__], cfg, df)
-    if missing:
-        lines.append(f"missing results for {len(missing)} run(s): {', '.join(missing)} "
-                     "(no verdict that needs them)")
-    df = common.healthy(df)
+    df, lines = common.usable(sys.modules[__name__], cfg, df)
     worst, fails = 0.0, []
     for (ds, spec), grp in df[df.metric == "qA2"].groupby(["dataset", "compressor"]):
         per_round = grp.groupby("round").value.mean()

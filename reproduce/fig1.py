@@ -91,7 +91,7 @@ def runs(cfg):
 
 
 def plot(df, cfg):
-    df, _ = fedef_mnist.usable(sys.modules[__name__], cfg, df)
+    df, _ = common.usable(sys.modules[__name__], cfg, df)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     palette = ["tab:blue", "tab:red", "tab:green"]
     order = {label: i for i, label in enumerate(VARIANTS)}
@@ -127,7 +127,7 @@ def late_slope(df, method, cfg) -> dict:
 
 
 def check(df, cfg):
-    df, lines = fedef_mnist.usable(sys.modules[__name__], cfg, df)
+    df, lines = common.usable(sys.modules[__name__], cfg, df)
     lines.append(f"data: {cfg.dataset_title()}; {cfg.participation} of n={cfg.n} a round; "
                  "mean [95% t-interval] over seeds")
     if not len(df) or not {FP, SIGN} <= set(df["method"]):

@@ -125,7 +125,7 @@ def runs(cfg):
 
 
 def plot(df, cfg):
-    df, _ = fedef_mnist.usable(sys.modules[__name__], cfg, df)
+    df, _ = common.usable(sys.modules[__name__], cfg, df)
     fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
     full, part = df[df.setting == "full"], df[df.setting == "partial"]
     panels = [(full, "grad_norm2", "n", "Full participation"),
@@ -185,7 +185,7 @@ def _speedup_verdict(iv) -> str:
 
 
 def check(df, cfg):
-    df, lines = fedef_mnist.usable(sys.modules[__name__], cfg, df)
+    df, lines = common.usable(sys.modules[__name__], cfg, df)
     lines.append(f"data: {cfg.dataset_title()}; {cfg.rounds} rounds (grad_norm2's mean over "
                  "rounds 1..T is the left side of Cor. 1 / Thm 4.4); slopes: mean [95% "
                  "t-interval] over seeds")

@@ -93,7 +93,7 @@ def _panels(df):
 
 
 def plot(df, cfg):
-    df, _ = fedef_mnist.usable(sys.modules[__name__], cfg, df)
+    df, _ = common.usable(sys.modules[__name__], cfg, df)
     panels = _panels(df)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.3 * len(panels), 3.8), squeeze=False)
     for ax, (model, m) in zip(axes[0], panels):
@@ -125,7 +125,7 @@ def paired_log_ratio(df, cfg, model, m) -> dict:
 
 
 def check(df, cfg):
-    df, lines = fedef_mnist.usable(sys.modules[__name__], cfg, df)
+    df, lines = common.usable(sys.modules[__name__], cfg, df)
     lines.append(f"data: {cfg.dataset_title()}; paired log-ratio restart/standard of the "
                  f"squared gradient norm after round {cfg.restart_start}: mean [95% "
                  "t-interval] over seeds (negative: restarting lower)")

@@ -232,11 +232,7 @@ def table(df) -> pd.DataFrame:
 
 
 def check(df, cfg):
-    lines = []
-    missing = common.missing_runs(sys.modules[__name__], cfg, df)
-    if missing:
-        lines.append(f"missing results for {len(missing)} run(s): {', '.join(missing)} "
-                     "(no verdict that needs them)")
+    df, lines = common.usable(sys.modules[__name__], cfg, df)
     if "part" in df and (df.part == "sim").any():
         tab = table(df)
         for (dist, s, comp), row in tab.iterrows():

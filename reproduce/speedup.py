@@ -208,12 +208,7 @@ def plot(df, cfg):
 
 
 def check(df, cfg):
-    lines = []
-    missing = common.missing_runs(sys.modules[__name__], cfg, df)
-    if missing:
-        lines.append(f"missing results for {len(missing)} run(s): {', '.join(missing)} "
-                     "(no verdict that needs them)")
-    df = common.healthy(df)
+    df, lines = common.usable(sys.modules[__name__], cfg, df)
     bad = df[(df.metric == "grad_norm2") & ~np.isfinite(df["value"].astype(float))]
     if len(bad):
         runs_bad = sorted(set(bad["run"]))

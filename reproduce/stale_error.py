@@ -273,12 +273,7 @@ def plot(df, cfg):
 
 
 def check(df, cfg):
-    lines = []
-    missing = common.missing_runs(sys.modules[__name__], cfg, df)
-    if missing:
-        lines.append(f"missing runs ({', '.join(missing)}): verdicts that need them are not "
-                     "given")
-    df = common.healthy(df)
+    df, lines = common.usable(sys.modules[__name__], cfg, df)
     fits = staleness_fits(df, cfg)
     for m, fit in fits.items():
         z = (fit["mean"] - fit["mean_window"]) / fit["se"] if fit["se"] else math.nan

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reproduce import common, fedef_mnist, fig1, fig8, fig9
+from reproduce import common, fig1, fig8, fig9
 from sims.data import dataset_label, paper_dataset
 from sims.synthetic import qa
 from sims.synthetic.stats import seed_interval
@@ -212,9 +212,11 @@ def test_fig9_only_standard_runs_available_gives_no_verdict(tmp_path, capsys):
 # ------------------------------------------------------------------ diverged replicas
 def test_diverged_replicas_are_left_out_of_the_evidence():
     df = _fig9_table([-0.2, -0.2, -0.2])
-    bad = (df.seed == 1) & (df.variant == "standard") & (df["round"] >= 60)
-    df.loc[bad, "value"] = np.nan
-    ok, lines = fedef_mnist.usable(fig9, fig9.Config(models="logreg", ms="20"), df)
+    df["diverged_at"] = np.nan
+    bad = (df.seed == 1) & (df.variant == "standard")
+    df.loc[bad & (df["round"] >= 60), "value"] = np.nan
+    df.loc[bad, "diverged_at"] = 60.0
+    ok, lines = common.usable(fig9, fig9.Config(models="logreg", ms="20"), df)
     assert "DIVERGED: 1 replica(s)" in lines[-1] and "seed 1 at round 60" in lines[-1]
     assert set(ok[ok.variant == "standard"].seed) == {0, 2}
     assert np.isfinite(ok.value).all()
