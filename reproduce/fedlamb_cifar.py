@@ -37,24 +37,16 @@ MODEL_LABEL = {"cifar-cnn": "CNN (3 conv + 2 FC)", "resnet9": "ResNet-9 (GroupNo
 
 
 @dataclass
-class Config(common.EntryConfig):
-    seeds: int = 2
+class Config(fl.Config):
     rounds: int = 100
     models: str = "cifar-cnn,resnet9"
     epochs: str = "1"
-    n: int = 50
     m: int = 25
-    batch: int = 32
-    grid: str = "best"
-    no_printed: bool = False
-    printed_eps: float = 1e-4
     eval_every: int = 5
     augment: str = "none"
     test_samples: int = 0             # 0: the whole test set
     eval_train: int = 5000            # training images for the train loss (0: all)
     cpu_ok: bool = False
-    threads: int = 1
-    executor: str = "inprocess"   # or ray (the sweep API's executors)
 
     def scale(self):
         if self.full:

@@ -18,6 +18,7 @@ from sims.optim import layer_norms, layer_segments
 from sims.participation import Participation
 from sims.sweep import Axis, Grid
 
+from . import common
 from .sweeps import FED_LAMB_TABLE1, select, sweep_run
 
 #: SUPP Table 1, "Search grids of the learning rate" (spec 3.4), and MAIN Sec. 4's lambda:
@@ -141,6 +142,21 @@ class ConsensusObserver:
 
 
 # ------------------------------------------------------------------------------ entries
+@dataclass
+class Config(common.EntryConfig):
+    """The settings every Fed-LAMB entry shares; each entry's ``Config`` overrides defaults
+    and adds its own."""
+    seeds: int = 2
+    n: int = 50
+    batch: int = 32
+    grid: str = "best"                # one of GRID_MODES
+    no_printed: bool = False          # leave out MAIN Alg. 2's printed reading
+    printed_eps: float = 1e-4         # the printed reading's epsilon (diverges at 1e-8)
+    eval_every: int = 1
+    threads: int = 1
+    executor: str = "inprocess"       # or ray (the sweep API's executors)
+
+
 GRID_MODES = ("best", "near", "table1")
 
 

@@ -54,20 +54,12 @@ MODEL_LABEL = {"mnist-cnn": "CNN (example net)", "mlp-dropout": "MLP 200 + dropo
 
 
 @dataclass
-class Config(common.EntryConfig):
-    seeds: int = 2
+class Config(fl.Config):
     rounds: int = 25
     models: str = "mnist-cnn,mlp-dropout"
     epochs: str = "1,2"
-    n: int = 50
     m: int = 25
-    batch: int = 32
-    grid: str = "best"
-    no_printed: bool = False
-    printed_eps: float = 1e-4
     eval_every: int = 2
-    threads: int = 1
-    executor: str = "inprocess"   # or ray (the sweep API's executors)
 
     def scale(self):
         if self.full:

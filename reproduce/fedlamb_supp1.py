@@ -53,21 +53,15 @@ DATASETS = ("mnist", "fmnist")
 
 
 @dataclass
-class Config(common.EntryConfig):
-    seeds: int = 2
+class Config(fl.Config):
     rounds: int = 10
     datasets: str = "mnist,fmnist"
     model: str = "mlp"
     epochs: int = 1
     n: int = 200
     batch: int = 64
-    grid: str = "best"
-    no_printed: bool = False
-    printed_eps: float = 1e-4
     eval_every: int = 1
     eval_train: int = 5000            # training images for the train loss (0: all)
-    threads: int = 1
-    executor: str = "inprocess"   # or ray (the sweep API's executors)
 
     def scale(self):
         if self.full:
