@@ -109,7 +109,9 @@ class Algorithm:
     def plain_local_sgd(self) -> float | None:
         """The local learning rate when local work is plain SGD through the default hooks,
         else None. The engine then lets a problem fuse gradient and update
-        (``problem.local_sgd``), which is equal to the step-by-step path."""
+        (``problem.local_sgd``), which is equal to the step-by-step path. Under per-replica
+        hyperparameters the rate is a :class:`~sims.algorithms.per_replica.PerReplica`,
+        which the engine binds to each participant's own rate."""
         from ..optim import SGD
         cls = type(self)
         if (cls.local_step is Algorithm.local_step and cls.local_start is Algorithm.local_start
