@@ -1,0 +1,214 @@
+"""Every registry algorithm in the engine against a plain per-client PyTorch loop (issue 16).
+
+Workload: MLP 784-200-10, n = 50 clients of 300 samples (random data with MNIST's shapes),
+m = 25 participants a round, one local epoch of batch 32 (10 steps a client, 250
+client-steps a round). For each algorithm: the engine's seconds per round
+(``sims.engine.run`` with the registry's default hyperparameters); for each whose local
+optimizer ``torch.optim`` has (SGD, Adam, AMSGrad, AdaGrad: :data:`LOOP_OPTIMIZER`), the same
+local work as a plain loop: one ``nn.Module``, each participant loads the global model, makes
+its optimizer afresh and trains one local epoch (the issue's baseline). Full-precision Fed-SGD
+(``fed-sgd``, which takes the fused local-SGD / Gram path) is the reference every algorithm is
+held to: ``ratio_to_fused_fedsgd``.
+
+Everything is measured in this one run, interleaved per repeat (fused Fed-SGD, then each
+algorithm and its loop), and each ratio is the median over repeats of the ratio within a
+repeat: the machine is shared, so only ratios taken close together mean much. The load
+average (``os.getloadavg``) at start and end is recorded with the numbers.
+
+Prints one JSON line: ``seconds_per_round[alg] = {"engine", "loop"}``, ``speedup_vs_loop``
+(loop / engine, algorithms with a loop), ``ratio_to_fused_fedsgd`` (engine / fused Fed-SGD),
+``min_speedup_vs_loop``, and ``goals`` (every algorithm >= 2x its loop and within 2.5x of
+fused Fed-SGD; Mime / Mime-LAMB, two gradients a step, within 5x).
+
+``python benchmarks/algorithms_vs_loop.py [--rounds R] [--repeats K] [--threads N]
+[--algorithms a,b,...] [--quick]``; ``--quick`` is a seconds-long smoke run on a tiny
+workload (6 clients of 40 samples, 3 a round), for the test.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import types
+
+import numpy as np
+import torch
+
+from sims import engine
+from sims.algorithms.registry import AlgorithmError, list_algorithms, make_algorithm
+from sims.models import MLP
+from sims.participation import Participation
+from sims.problems.neural import NeuralProblem
+
+WORKLOAD = {"n_clients": 50, "per_client": 300, "m": 25, "batch": 32}
+QUICK = {"n_clients": 6, "per_client": 40, "m": 3, "batch": 16}
+
+# The torch.optim optimizer whose local work each algorithm's clients do (None: torch.optim
+# has no such optimizer: proximal/corrected SGD, LAMB, FedLADA's amended AMSGrad, SM3, Mime).
+LOOP_OPTIMIZER = {
+    "fed-sgd": "sgd", "fed-ef-sgd": "sgd", "fed-ef-ams": "sgd", "fed-direct-sgd": "sgd",
+    "fed-direct-ams": "sgd", "fedavg": "sgd", "adp-fed": "sgd", "fedadam": "sgd",
+    "fedadagrad": "sgd", "fedyogi": "sgd",
+    "fed-ams": "amsgrad", "localadam": "amsgrad",
+    "fedadaadam": "adam",
+    "dja": "adagrad", "joint-adaptive": "adagrad", "fedadaadagrad": "adagrad",
+}
+TWO_GRADIENTS = ("mime", "mime-lamb")     # two gradients per local step: goal 5x, not 2.5x
+GOAL_LOOP, GOAL_FUSED, GOAL_FUSED_TWO = 2.0, 2.5, 5.0
+
+
+def random_dataset(n: int, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    return types.SimpleNamespace(
+        name="random-mnist-shaped", source="random",
+        x_train=torch.randn(n, 1, 28, 28, generator=gen),
+        y_train=torch.randint(0, 10, (n,), generator=gen),
+        x_test=torch.randn(10, 1, 28, 28, generator=gen),
+        y_test=torch.randint(0, 10, (10,), generator=gen))
+
+
+def make_problem(w: dict) -> NeuralProblem:
+    ds = random_dataset(w["n_clients"] * w["per_client"])
+    parts = np.arange(w["n_clients"] * w["per_client"]).reshape(w["n_clients"], -1)
+    return NeuralProblem(ds, parts, MLP(), batch_size=w["batch"])
+
+
+def engine_seconds(problem, name: str, w: dict, rounds: int) -> float:
+    """Median seconds of a round after the first (which builds caches)."""
+    alg = make_algorithm(name)
+    out = engine.run(problem, alg, Participation("fixed", m=w["m"]), rounds + 1, [0],
+                     eval_every=0)
+    return float(np.median(np.diff(out.metrics["wall_time"][0])))
+
+
+def make_optimizer(kind: str, params, lr: float):
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    if kind in ("adam", "amsgrad"):
+        return torch.optim.Adam(params, lr=lr, amsgrad=kind == "amsgrad")
+    if kind == "adagrad":
+        return torch.optim.Adagrad(params, lr=lr)
+    raise ValueError(kind)
+
+
+def loop_seconds(problem, kind: str, w: dict, rounds: int, lr: float = 0.01) -> float:
+    """A plain simulator's round: one module, each participant loads the global model, makes
+    its optimizer afresh and trains one local epoch; the mean delta updates the global model."""
+    x, y = problem.x, problem.y
+    model, global_model = MLP(), MLP()
+    rng = np.random.default_rng(0)
+    n, per, m, batch = w["n_clients"], w["per_client"], w["m"], w["batch"]
+    times = []
+    for _ in range(rounds + 1):
+        start = time.perf_counter()
+        clients = rng.choice(n, m, replace=False)
+        global_state = global_model.state_dict()
+        deltas = [torch.zeros_like(p) for p in global_model.parameters()]
+        for c in clients:
+            model.load_state_dict(global_state)
+            opt = make_optimizer(kind, model.parameters(), lr)
+            idx = int(c) * per + torch.as_tensor(rng.permutation(per))
+            for s in range(0, per, batch):
+                b = idx[s:s + batch]
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x[b]), y[b]).backward()
+                opt.step()
+            with torch.no_grad():
+                for dlt, p0, p in zip(deltas, global_model.parameters(), model.parameters()):
+                    dlt += (p0 - p) / m
+        with torch.no_grad():
+            for p, dlt in zip(global_model.parameters(), deltas):
+                p -= dlt
+        times.append(time.perf_counter() - start)
+    return float(np.median(times[1:]))
+
+
+def fused_path(name: str) -> bool:
+    return make_algorithm(name).plain_local_sgd() is not None
+
+
+def goals(speedup: dict, ratio: dict) -> dict:
+    out = {}
+    for name, r in ratio.items():
+        limit = GOAL_FUSED_TWO if name in TWO_GRADIENTS else GOAL_FUSED
+        s = speedup.get(name)
+        out[name] = {"within_fused_goal": r <= limit, "fused_goal": limit,
+                     "loop_goal_met": None if s is None else s >= GOAL_LOOP}
+    return out
+
+
+def _error(msg: str):
+    print(f"algorithms_vs_loop.py: error: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3, help="timed rounds per measurement")
+    ap.add_argument("--repeats", type=int, default=2, help="interleaved repeats")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch intra-op threads (0: torch's default)")
+    ap.add_argument("--algorithms", default="all",
+                    help="comma-separated registry names (default: every one)")
+    ap.add_argument("--quick", action="store_true", help="a tiny smoke workload")
+    args = ap.parse_args(argv)
+    for flag, value, least in (("--rounds", args.rounds, 1), ("--repeats", args.repeats, 1),
+                               ("--threads", args.threads, 0)):
+        if value < least:
+            _error(f"{flag} must be >= {least}, got {value}")
+    names = (list(list_algorithms()) if args.algorithms == "all"
+             else [a.strip() for a in args.algorithms.split(",") if a.strip()])
+    for name in names:
+        try:
+            make_algorithm(name)
+        except AlgorithmError as exc:
+            _error(str(exc))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    w = QUICK if args.quick else WORKLOAD
+    problem = make_problem(w)
+    load_start = os.getloadavg()
+    eng = {name: [] for name in names}
+    loops = {kind: [] for kind in {LOOP_OPTIMIZER[n] for n in names if n in LOOP_OPTIMIZER}}
+    fused, ratios, speedups = [], {n: [] for n in names}, {n: [] for n in names}
+    for _ in range(args.repeats):
+        fused.append(engine_seconds(problem, "fed-sgd", w, args.rounds))
+        loop_now = {}
+        for name in names:
+            eng[name].append(engine_seconds(problem, name, w, args.rounds))
+            ratios[name].append(eng[name][-1] / fused[-1])
+            kind = LOOP_OPTIMIZER.get(name)
+            if kind is not None:
+                if kind not in loop_now:      # one loop per optimizer and repeat
+                    loop_now[kind] = loop_seconds(problem, kind, w, args.rounds)
+                    loops[kind].append(loop_now[kind])
+                speedups[name].append(loop_now[kind] / eng[name][-1])
+    med = statistics.median
+    speedup = {n: round(med(v), 2) for n, v in speedups.items() if v}
+    ratio = {n: round(med(v), 2) for n, v in ratios.items()}
+    out = {
+        "seconds_per_round": {n: {"engine": round(med(eng[n]), 4),
+                                  "loop": (round(med(loops[LOOP_OPTIMIZER[n]]), 4)
+                                           if n in LOOP_OPTIMIZER else None),
+                                  "loop_optimizer": LOOP_OPTIMIZER.get(n),
+                                  "fused_path": fused_path(n)} for n in names},
+        "fused_fedsgd_seconds": round(med(fused), 4),
+        "speedup_vs_loop": speedup,
+        "ratio_to_fused_fedsgd": ratio,
+        "min_speedup_vs_loop": min(speedup.values()) if speedup else None,
+        "goals": goals(speedup, ratio),
+        "threads": torch.get_num_threads(),
+        "rounds": args.rounds, "repeats": args.repeats,
+        "load_average_start_end": [round(load_start[0], 2), round(os.getloadavg()[0], 2)],
+        "workload": (f"MLP 784-200-10, n={w['n_clients']} clients of {w['per_client']} "
+                     f"samples, m={w['m']}, 1 local epoch of batch {w['batch']}"),
+    }
+    print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    main()
