@@ -367,3 +367,111 @@ class TrustRatio:
         ratio = torch.where(w_norm > 0, scale / torch.where(w_norm > 0, w_norm, 1.0),
                             torch.zeros_like(w_norm))
         return w * ratio[:, seg]
+
+
+# ---------------------------------------------------------------------------------------
+# Fast forms (issue 16). Each is the same arithmetic as a readable rule above or in
+# sims.algorithms.adaptive (held to it in float64 by tests/test_fast_adaptive.py), written
+# in as few passes over ``[B, d]`` as the rule allows: fused torch kernels (``lerp``,
+# ``addcmul``, ``addcdiv``), per-row factors as ``[B, 1]`` tensors, per-layer work on
+# slices of the flat vector instead of gathered ``[B, d]`` index tensors.
+
+def _is_number(*values) -> bool:
+    return all(not torch.is_tensor(v) for v in values)
+
+
+def axpy(x: torch.Tensor, y: torch.Tensor, a) -> torch.Tensor:
+    """``x + a * y`` in one pass; ``a`` a number or a ``[B, 1]`` tensor of per-row factors."""
+    if torch.is_tensor(a):
+        return torch.addcmul(x, y, a)
+    return torch.add(x, y, alpha=a)
+
+
+def ema_(m: torch.Tensor, g: torch.Tensor, beta: float) -> torch.Tensor:
+    """``beta m + (1 - beta) g`` as a new tensor, one pass (``torch.lerp``)."""
+    return torch.lerp(m, g, 1.0 - beta)
+
+
+def ema_sq(v: torch.Tensor, g: torch.Tensor, beta: float) -> torch.Tensor:
+    """``beta v + (1 - beta) g^2`` as a new tensor, two passes and no ``g^2`` temporary."""
+    return torch.mul(v, beta).addcmul_(g, g, value=1.0 - beta)
+
+
+def layer_norms_fast(x: torch.Tensor, layout) -> torch.Tensor:
+    """:func:`layer_norms` from slices of the flat vector: ``[B, d] -> [B, L]``, one read of
+    ``x`` and no ``[B, d]`` temporary."""
+    return torch.stack([torch.linalg.vector_norm(x[:, sl], dim=1) for sl in layout.slices], 1)
+
+
+def trust_step(trust: "TrustRatio", theta: torch.Tensor, u: torch.Tensor, layout,
+               lr) -> torch.Tensor:
+    """``theta - lr * trust(theta, u, layout)`` (:class:`TrustRatio`, Fed-LAMB Alg. 2 line
+    13) as a new tensor: the layer norms from slices, then each layer's step as one
+    ``addcmul`` with its ``[B, 1]`` factor ``-lr phi / ||w_l||``."""
+    w = axpy(u, theta, trust.lam) if trust.lam else u
+    w_norm = layer_norms_fast(w, layout)
+    if trust.phi == "update_norm":
+        scale = layer_norms_fast(u, layout)
+    else:
+        scale = layer_norms_fast(theta, layout)
+        if trust.phi == "clip":
+            scale = scale.clamp(trust.phi_min, trust.phi_max)
+    ratio = torch.where(w_norm > 0, scale / torch.where(w_norm > 0, w_norm, 1.0),
+                        torch.zeros_like(w_norm))
+    factor = ratio * (-lr)                          # [B, L] (lr a number or [B, 1])
+    out = torch.empty_like(theta)
+    for i, sl in enumerate(layout.slices):
+        torch.addcmul(theta[:, sl], w[:, sl], factor[:, i:i + 1], out=out[:, sl])
+    return out
+
+
+def local_adaptive_step(rule, theta, g, state, mask, lr, layout, ga=None):
+    """Fast form of :meth:`sims.algorithms.adaptive.LocalAdaptive.reference_step` (one local
+    AMSGrad / Adam step with bias correction, amendment, trust ratio and weight decay; the
+    rule and its paper lines are written there): Fed-AMS's step is 8 passes over ``[B, d]``
+    (``m``: 1, ``v``: 2, corrected ``v``: 1, max: 1, root: 1, scaling: 1, step: 1) where the
+    readable form takes ~15. ``rule``'s betas, ``eps``, ``alpha`` and weight decay must be
+    numbers (:func:`local_adaptive_fast_ok`); ``lr`` may be ``[B, 1]``."""
+    wd, coupled = rule.weight_decay, rule.wd_mode == "coupled"
+    if wd and coupled:
+        g = torch.add(g, theta, alpha=wd)
+    m = ema_(state["m"], g, rule.beta1)
+    v = ema_sq(state["v"], g, rule.beta2)
+    n, nm = state["n"] + 1, state["nm"] + 1
+    bc = rule.bias_correction
+    if bc:
+        c1 = 1 - rule.beta1 ** nm.unsqueeze(-1)          # [B, 1] divisors
+        c2 = 1 - rule.beta2 ** n.unsqueeze(-1)
+    vhat = state["vhat"]
+    if rule.rule == "amsgrad":
+        if rule.vhat == "step":
+            vc = torch.div(v, c2) if bc else v
+            vhat = torch.maximum(vhat, vc, out=vc) if bc else torch.maximum(vhat, v)
+        second = vhat
+    else:
+        second = torch.div(v, c2) if bc else v
+    denom = torch.add(second, rule.eps).sqrt_() if rule.eps else torch.sqrt(second)
+    if bc:
+        denom.mul_(c1)                                   # u = (m / c1) / sqrt(second)
+    a = lr * rule.alpha if rule.alpha != 1 else lr
+    if rule.trust is not None:
+        new_theta = trust_step(rule.trust, theta, m.div(denom), layout, a)
+    elif torch.is_tensor(a):
+        new_theta = torch.addcdiv(theta, m, denom.div_(a), value=-1)
+    else:
+        new_theta = torch.addcdiv(theta, m, denom, value=-a)
+    if rule.alpha != 1:
+        new_theta = axpy(new_theta, ga, -(lr * (1 - rule.alpha)))
+    if wd and not coupled:
+        new_theta = axpy(new_theta, theta, -(lr * wd))
+    new = {"m": m, "v": v, "vhat": vhat, "n": n, "nm": nm, "k": state["k"] + 1}
+    new = {k: _masked(mask, val, state[k]) for k, val in new.items()}
+    return _masked(mask, new_theta, theta), new
+
+
+def local_adaptive_fast_ok(rule) -> bool:
+    """Whether :func:`local_adaptive_step` applies: numeric (not per-replica) betas, eps,
+    alpha, weight decay and trust-ratio constants (per-replica rates are fine)."""
+    t = rule.trust
+    return _is_number(rule.beta1, rule.beta2, rule.eps, rule.alpha, rule.weight_decay) and (
+        t is None or _is_number(t.lam, t.phi_min, t.phi_max))

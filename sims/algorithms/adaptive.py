@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..optim import SGD, AdaptiveRule, OptimizerError, TrustRatio, _masked, layer_segments
+from ..optim import (SGD, AdaptiveRule, OptimizerError, TrustRatio, _masked, layer_segments,
+                     local_adaptive_fast_ok, local_adaptive_step)
 from .base import Algorithm, masked_rows
 
 WD_MODES = ("coupled", "decoupled")
@@ -172,6 +173,15 @@ class LocalAdaptive:
         return state["v"] / (1 - self.beta2 ** state["n"].clamp_min(1).unsqueeze(-1))
 
     def step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):
+        """The step; the fast form (:func:`sims.optim.local_adaptive_step`, fewer passes over
+        ``[B, d]``) where it applies, else :meth:`reference_step`."""
+        if local_adaptive_fast_ok(self):
+            return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga)
+        return self.reference_step(theta, g, state, mask, lr, layout, seg, ga)
+
+    def reference_step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):
+        """The rule as written in the class docstring (what the fast form is tested
+        against)."""
         if self.weight_decay and self.wd_mode == "coupled":
             g = g + self.weight_decay * theta
         m = self.beta1 * state["m"] + (1 - self.beta1) * g
