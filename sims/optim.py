@@ -196,6 +196,14 @@ class AdaptiveRule:
         return state
 
     def direction(self, g: torch.Tensor, state: dict):
+        """``(u, new state)``; the fast form (:func:`adaptive_direction`) where it applies,
+        else :meth:`reference_direction`."""
+        if self.kind != "yogi" and _is_number(self.beta1, self.beta2, self.eps):
+            return adaptive_direction(self, g, state)
+        return self.reference_direction(g, state)
+
+    def reference_direction(self, g: torch.Tensor, state: dict):
+        """The rule as written in the class docstring (the fast form is tested against it)."""
         m = self.beta1 * state["m"] + (1 - self.beta1) * g if self.beta1 else g
         g2 = g * g
         v = state["v"]
@@ -500,3 +508,34 @@ class AffineSGD:
         if self.shift is not None:
             new = new + self.shift
         return _masked(mask, new, theta)
+
+
+def adaptive_direction(rule: "AdaptiveRule", g: torch.Tensor, state: dict):
+    """Fast form of :meth:`AdaptiveRule.reference_direction` (Adam / AMSGrad / AdaGrad; Yogi
+    stays on the reference): ``lerp`` for ``m``, ``v`` without a ``g^2`` temporary, the
+    corrections as ``[B, 1]`` factors and ``rsqrt`` for ``eps`` inside the root (~7 passes
+    over ``[B, d]`` for Mime's AMSGrad where the readable form takes ~12)."""
+    m = ema_(state["m"], g, rule.beta1) if rule.beta1 else g
+    if rule.kind == "adagrad":
+        v = torch.addcmul(state["v"], g, g)
+    else:
+        v = ema_sq(state["v"], g, rule.beta2)
+    t = state["t"] + 1
+    new = {"m": m, "v": v, "t": t}
+    second = v
+    if rule.kind == "amsgrad":
+        second = new["vhat"] = torch.maximum(state["vhat"], v)
+    c1 = c2 = None
+    if rule.bias_correction and rule.kind != "adagrad":
+        t1 = t.unsqueeze(-1)
+        c1, c2 = 1 - rule.beta1 ** t1, 1 - rule.beta2 ** t1
+    if rule.eps_inside_sqrt:
+        rs = (torch.div(second, c2) if c2 is not None else second).add(rule.eps).rsqrt_()
+        if c1 is not None:
+            rs.div_(c1)
+        return m * rs, new
+    denom = torch.div(second, c2).sqrt_() if c2 is not None else torch.sqrt(second)
+    denom.add_(rule.eps)
+    if c1 is not None:
+        denom.mul_(c1)
+    return m / denom, new

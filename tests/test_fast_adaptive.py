@@ -94,3 +94,23 @@ def test_trust_step_and_layer_norms_equal_the_readable_rule(layout):
             torch.testing.assert_close(trust_step(trust, theta, u, layout, lr),
                                        theta - lr * trust(theta, u, layout),
                                        rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind,beta1,inside,bc", list(itertools.product(
+    ["adam", "amsgrad", "adagrad"], [0.0, 0.9], [False, True], [False, True])))
+def test_adaptive_rule_fast_direction_equals_reference(kind, beta1, inside, bc):
+    """``AdaptiveRule.direction`` (MimeLite / Mime's frozen base optimizer, the server rules)
+    against ``reference_direction``, several steps so the state recursion is covered."""
+    from sims.optim import AdaptiveRule
+    rule = AdaptiveRule(0.1, kind, beta1, 0.99, 1e-3, 1e-4, inside, bc)
+    gen = torch.Generator().manual_seed(3)
+    theta = torch.randn(B, 50, generator=gen, dtype=torch.float64)
+    st_f = st_r = rule.init(theta)
+    for _ in range(3):
+        g = torch.randn(B, 50, generator=gen, dtype=torch.float64)
+        u_f, st_f = rule.direction(g, st_f)
+        u_r, st_r = rule.reference_direction(g, st_r)
+        torch.testing.assert_close(u_f, u_r, rtol=1e-12, atol=1e-14)
+        assert set(st_f) == set(st_r)
+        for k in st_r:
+            torch.testing.assert_close(st_f[k], st_r[k], rtol=1e-12, atol=1e-14)
