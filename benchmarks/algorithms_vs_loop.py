@@ -35,14 +35,17 @@ import sys
 import time
 import types
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
-from sims import engine
-from sims.algorithms.registry import AlgorithmError, list_algorithms, make_algorithm
-from sims.models import MLP
-from sims.participation import Participation
-from sims.problems.neural import NeuralProblem
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's sims
+from sims import engine  # noqa: E402
+from sims.algorithms.registry import AlgorithmError, list_algorithms, make_algorithm  # noqa: E402
+from sims.models import MLP  # noqa: E402
+from sims.participation import Participation  # noqa: E402
+from sims.problems.neural import NeuralProblem  # noqa: E402
 
 WORKLOAD = {"n_clients": 50, "per_client": 300, "m": 25, "batch": 32}
 QUICK = {"n_clients": 6, "per_client": 40, "m": 3, "batch": 16}
