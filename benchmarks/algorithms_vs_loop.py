@@ -22,8 +22,10 @@ Prints one JSON line: ``seconds_per_round[alg] = {"engine", "loop"}``, ``speedup
 fused Fed-SGD; Mime / Mime-LAMB, two gradients a step, within 5x).
 
 ``python benchmarks/algorithms_vs_loop.py [--rounds R] [--repeats K] [--threads N]
-[--algorithms a,b,...] [--quick]``; ``--quick`` is a seconds-long smoke run on a tiny
-workload (6 clients of 40 samples, 3 a round), for the test.
+[--algorithms a,b,...] [--quick] [--cnn]``; ``--quick`` is a seconds-long smoke run on a
+tiny workload (6 clients of 40 samples, 3 a round), for the test; ``--cnn`` adds the Fed-EF
+CNN (which runs clients one at a time on the CPU, ``sims.problems.conv``): Fed-AMS against
+Fed-SGD in the engine and against plain SGD / AMSGrad loops (key ``cnn``).
 """
 from __future__ import annotations
 
@@ -43,12 +45,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's sims
 from sims import engine  # noqa: E402
 from sims.algorithms.registry import AlgorithmError, list_algorithms, make_algorithm  # noqa: E402
-from sims.models import MLP  # noqa: E402
+from sims.models import CNN, MLP  # noqa: E402
 from sims.participation import Participation  # noqa: E402
+from sims.problems.conv import ConvProblem  # noqa: E402
 from sims.problems.neural import NeuralProblem  # noqa: E402
 
 WORKLOAD = {"n_clients": 50, "per_client": 300, "m": 25, "batch": 32}
 QUICK = {"n_clients": 6, "per_client": 40, "m": 3, "batch": 16}
+CNN_WORKLOAD = {"n_clients": 8, "per_client": 64, "m": 4, "batch": 32}   # Fed-EF CNN, 2 steps
 
 # The torch.optim optimizer whose local work each algorithm's clients do (None: torch.optim
 # has no such optimizer: proximal/corrected SGD, LAMB, FedLADA's amended AMSGrad, SM3, Mime).
@@ -74,9 +78,11 @@ def random_dataset(n: int, seed: int = 0):
         y_test=torch.randint(0, 10, (10,), generator=gen))
 
 
-def make_problem(w: dict) -> NeuralProblem:
+def make_problem(w: dict, cnn: bool = False) -> NeuralProblem:
     ds = random_dataset(w["n_clients"] * w["per_client"])
     parts = np.arange(w["n_clients"] * w["per_client"]).reshape(w["n_clients"], -1)
+    if cnn:     # the Fed-EF CNN through the CPU's per-client loop (sims.problems.conv)
+        return ConvProblem(ds, parts, CNN(), batch_size=w["batch"], eval_grad=False)
     return NeuralProblem(ds, parts, MLP(), batch_size=w["batch"])
 
 
@@ -99,11 +105,12 @@ def make_optimizer(kind: str, params, lr: float):
     raise ValueError(kind)
 
 
-def loop_seconds(problem, kind: str, w: dict, rounds: int, lr: float = 0.01) -> float:
+def loop_seconds(problem, kind: str, w: dict, rounds: int, lr: float = 0.01,
+                 model_fn=MLP) -> float:
     """A plain simulator's round: one module, each participant loads the global model, makes
     its optimizer afresh and trains one local epoch; the mean delta updates the global model."""
     x, y = problem.x, problem.y
-    model, global_model = MLP(), MLP()
+    model, global_model = model_fn(), model_fn()
     rng = np.random.default_rng(0)
     n, per, m, batch = w["n_clients"], w["per_client"], w["m"], w["batch"]
     times = []
@@ -129,6 +136,27 @@ def loop_seconds(problem, kind: str, w: dict, rounds: int, lr: float = 0.01) -> 
                 p -= dlt
         times.append(time.perf_counter() - start)
     return float(np.min(times[1:]))
+
+
+def cnn_measurement(rounds: int, repeats: int) -> dict:
+    """The Fed-EF CNN (per-client loop on the CPU): Fed-AMS against Fed-SGD in the engine
+    and against plain torch.optim loops (SGD, AMSGrad), interleaved; the issue's check that
+    the adaptive update adds no per-step overhead there."""
+    w = CNN_WORKLOAD
+    problem = make_problem(w, cnn=True)
+    got = {"fed-sgd": [], "fed-ams": [], "loop_sgd": [], "loop_amsgrad": []}
+    for _ in range(repeats):
+        for name in ("fed-sgd", "fed-ams"):
+            got[name].append(engine_seconds(problem, name, w, rounds))
+        for kind in ("sgd", "amsgrad"):
+            got[f"loop_{kind}"].append(loop_seconds(problem, kind, w, rounds, model_fn=CNN))
+    med = {k: statistics.median(v) for k, v in got.items()}
+    return {"seconds_per_round": {k: round(v, 4) for k, v in med.items()},
+            "fed_ams_over_fed_sgd": round(med["fed-ams"] / med["fed-sgd"], 2),
+            "speedup_vs_loop": {"fed-sgd": round(med["loop_sgd"] / med["fed-sgd"], 2),
+                                "fed-ams": round(med["loop_amsgrad"] / med["fed-ams"], 2)},
+            "workload": (f"Fed-EF CNN, n={w['n_clients']} clients of {w['per_client']} "
+                         f"samples, m={w['m']}, 1 local epoch of batch {w['batch']}")}
 
 
 def fused_path(name: str) -> bool:
@@ -163,6 +191,8 @@ def main(argv=None):
     ap.add_argument("--algorithms", default="all",
                     help="comma-separated registry names (default: every one)")
     ap.add_argument("--quick", action="store_true", help="a tiny smoke workload")
+    ap.add_argument("--cnn", action="store_true",
+                    help="also the Fed-EF CNN: Fed-AMS against Fed-SGD and plain loops")
     args = ap.parse_args(argv)
     for flag, value, least in (("--rounds", args.rounds, 1), ("--repeats", args.repeats, 1),
                                ("--threads", args.threads, 0)):
@@ -215,6 +245,9 @@ def main(argv=None):
         "workload": (f"MLP 784-200-10, n={w['n_clients']} clients of {w['per_client']} "
                      f"samples, m={w['m']}, 1 local epoch of batch {w['batch']}"),
     }
+    if args.cnn:
+        out["cnn"] = cnn_measurement(1 if args.quick else args.rounds, args.repeats)
+        out["load_average_start_end"][1] = round(os.getloadavg()[0], 2)
     print(json.dumps(out))
     return out
 

@@ -148,7 +148,10 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
 
     With ``fused`` (default), plain local SGD on a problem that offers ``local_sgd_delta``
     or ``local_sgd`` runs gradient and update fused (for stacks of Linear layers
-    :func:`sims.problems.linear_stack.linear_stack_sgd_delta`);
+    :func:`sims.problems.linear_stack.linear_stack_sgd_delta`), and so does local SGD with
+    linear extras (weight decay, proximal term, SCAFFOLD / FedCM corrections) of an
+    algorithm whose class offers ``affine_local_sgd`` on a problem with ``local_sgd_affine``
+    (:class:`sims.optim.AffineSGD`);
     ``fused=False`` always steps through ``stoch_grad`` and the algorithm's ``local_step``.
     ``observers`` are callables ``obs(view: RoundView) -> dict[name, values[R]]`` run every
     ``obs.every`` rounds (default 1) and after the last, and once at ``t = 0`` before the

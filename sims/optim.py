@@ -581,3 +581,30 @@ def sm3_adagrad_step(cover: SM3Cover, theta: torch.Tensor, g: torch.Tensor, mu: 
     if torch.is_tensor(lr):
         return torch.addcdiv(theta, g, denom.div_(lr), value=-1), mu, nu
     return torch.addcdiv(theta, g, denom, value=-lr), mu, nu
+
+
+def sm3_adam_step(cover: SM3Cover, theta: torch.Tensor, g: torch.Tensor, m: torch.Tensor,
+                  mu: torch.Tensor, lr, eps: float, sm3_ii: bool, beta1: float, beta2: float,
+                  c1=None, c2=None):
+    """Fast form of FedAda2's client Adam with an SM3 (or full) preconditioner updated every
+    step (ADMU, Alg. 6-8 with ``z = 1``; readable rule in
+    ``sims.algorithms.fedada2.JointAdaptive.reference_local_step``): ``m`` an EMA of ``g``;
+    SM3-II ``nu = b2 cover_min(mu) + (1 - b2) g^2``, ``mu = cover_max(nu)``; SM3-I ``mu = b2 mu
+    + (1 - b2) cover_max(g^2)``, ``nu = cover_min(mu)``; then ``theta - lr (m / c1) /
+    (sqrt(nu / c2) + eps)`` with the bias corrections ``c1``, ``c2`` (``[B, 1]``, None: off).
+    Returns ``(theta, m, mu, nu)`` as new tensors."""
+    m = ema_(m, g, beta1)
+    if sm3_ii:
+        nu = cover.cover_min_into(mu, torch.empty_like(theta)).mul_(beta2)
+        nu.addcmul_(g, g, value=1 - beta2)
+        mu = cover.cover_max(nu)
+    else:
+        g2 = g * g
+        mu = torch.lerp(mu, cover.cover_max(g2), 1 - beta2)
+        nu = cover.cover_min_into(mu, g2)
+    denom = (torch.div(nu, c2).sqrt_() if c2 is not None else torch.sqrt(nu)).add_(eps)
+    if c1 is not None:
+        denom.mul_(c1)
+    if torch.is_tensor(lr):
+        return torch.addcdiv(theta, m, denom.div_(lr), value=-1), m, mu, nu
+    return torch.addcdiv(theta, m, denom, value=-lr), m, mu, nu

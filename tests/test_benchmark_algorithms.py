@@ -54,3 +54,13 @@ def test_bad_flags_are_one_line_errors(bench, capsys):
             bench.main(argv)
         err = capsys.readouterr().err.strip()
         assert err.startswith("algorithms_vs_loop.py: error:") and "\n" not in err
+
+
+def test_cnn_measurement_runs(bench, monkeypatch):
+    monkeypatch.setattr(bench, "CNN_WORKLOAD", {"n_clients": 2, "per_client": 8, "m": 1,
+                                                "batch": 4})
+    out = bench.cnn_measurement(rounds=1, repeats=1)
+    sec = out["seconds_per_round"]
+    assert set(sec) == {"fed-sgd", "fed-ams", "loop_sgd", "loop_amsgrad"}
+    assert out["fed_ams_over_fed_sgd"] == pytest.approx(sec["fed-ams"] / sec["fed-sgd"],
+                                                        rel=0.02, abs=0.01)

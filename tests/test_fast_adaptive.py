@@ -116,19 +116,21 @@ def test_adaptive_rule_fast_direction_equals_reference(kind, beta1, inside, bc):
             torch.testing.assert_close(st_f[k], st_r[k], rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("name,hyper", [("fedada2", {}), ("fedada2", {"precond": "sm3-i"}),
-                                        ("joint-adaptive", {}), ("dja", {}),
-                                        ("fedadaadagrad", {})])
+@pytest.mark.parametrize("name,hyper", [
+    ("fedada2", {}), ("fedada2", {"precond": "sm3-i"}), ("joint-adaptive", {}), ("dja", {}),
+    ("fedadaadagrad", {}), ("fedada2-adam", {}), ("fedada2-adam", {"precond": "sm3-i"}),
+    ("fedadaadam", {}), ("fedadaadam", {"bias_correction": False}),
+    ("dja", {"client": "adam", "server": "adam"})])
 def test_fedada2_fast_client_step_equals_reference(layout, name, hyper):
-    """FedAda2's client AdaGrad (SM3-II / SM3-I / full, z = 1) through
-    :func:`sims.optim.sm3_adagrad_step` against the readable ``reference_local_step``, with
+    """FedAda2's client AdaGrad and Adam (SM3-II / SM3-I / full, z = 1) through
+    :func:`sims.optim.sm3_adagrad_step` / :func:`sims.optim.sm3_adam_step` against the readable ``reference_local_step``, with
     and without a mask."""
     from sims.algorithms.base import RoundContext
     from sims.algorithms.registry import make_algorithm
     alg = make_algorithm(name, **hyper)
     gen = torch.Generator().manual_seed(4)
     theta = torch.randn(B, layout.d, generator=gen, dtype=torch.float64)
-    ctx = RoundContext(0, layout, torch.zeros(B, dtype=torch.long), torch.arange(B),
+    ctx = RoundContext(2, layout, torch.zeros(B, dtype=torch.long), torch.arange(B),
                        torch.full((B,), -1))
     bcast = {"theta": theta}
     if alg.init == "server":
