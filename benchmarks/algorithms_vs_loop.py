@@ -151,7 +151,7 @@ def cnn_measurement(rounds: int, repeats: int) -> dict:
         for kind in ("sgd", "amsgrad"):
             got[f"loop_{kind}"].append(loop_seconds(problem, kind, w, rounds, model_fn=CNN))
     med = {k: statistics.median(v) for k, v in got.items()}
-    return {"seconds_per_round": {k: round(v, 4) for k, v in med.items()},
+    return {"seconds_per_round": {k: round(v, 6) for k, v in med.items()},
             "fed_ams_over_fed_sgd": round(med["fed-ams"] / med["fed-sgd"], 2),
             "speedup_vs_loop": {"fed-sgd": round(med["loop_sgd"] / med["fed-sgd"], 2),
                                 "fed-ams": round(med["loop_amsgrad"] / med["fed-ams"], 2)},
@@ -229,12 +229,12 @@ def main(argv=None):
     speedup = {n: round(med(v), 2) for n, v in speedups.items() if v}
     ratio = {n: round(med(v), 2) for n, v in ratios.items()}
     out = {
-        "seconds_per_round": {n: {"engine": round(med(eng[n]), 4),
-                                  "loop": (round(med(loops[LOOP_OPTIMIZER[n]]), 4)
+        "seconds_per_round": {n: {"engine": round(med(eng[n]), 6),
+                                  "loop": (round(med(loops[LOOP_OPTIMIZER[n]]), 6)
                                            if n in LOOP_OPTIMIZER else None),
                                   "loop_optimizer": LOOP_OPTIMIZER.get(n),
                                   "fused_path": fused_path(n)} for n in names},
-        "fused_fedsgd_seconds": round(med(fused), 4),
+        "fused_fedsgd_seconds": round(med(fused), 6),
         "speedup_vs_loop": speedup,
         "ratio_to_fused_fedsgd": ratio,
         "min_speedup_vs_loop": min(speedup.values()) if speedup else None,
