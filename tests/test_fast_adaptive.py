@@ -123,8 +123,8 @@ def test_adaptive_rule_fast_direction_equals_reference(kind, beta1, inside, bc):
     ("dja", {"client": "adam", "server": "adam"})])
 def test_fedada2_fast_client_step_equals_reference(layout, name, hyper):
     """FedAda2's client AdaGrad and Adam (SM3-II / SM3-I / full, z = 1) through
-    :func:`sims.optim.sm3_adagrad_step` / :func:`sims.optim.sm3_adam_step` against the readable ``reference_local_step``, with
-    and without a mask."""
+    :func:`sims.optim.sm3_adagrad_step` / :func:`sims.optim.sm3_adam_step` against the
+    readable ``reference_local_step``, with and without a mask."""
     from sims.algorithms.base import RoundContext
     from sims.algorithms.registry import make_algorithm
     alg = make_algorithm(name, **hyper)
