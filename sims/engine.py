@@ -148,7 +148,10 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
 
     With ``fused`` (default), plain local SGD on a problem that offers ``local_sgd_delta``
     or ``local_sgd`` runs gradient and update fused (for stacks of Linear layers
-    :func:`sims.problems.linear_stack.linear_stack_sgd_delta`);
+    :func:`sims.problems.linear_stack.linear_stack_sgd_delta`), and so does local SGD with
+    linear extras (weight decay, proximal term, SCAFFOLD / FedCM corrections) of an
+    algorithm whose class offers ``affine_local_sgd`` on a problem with ``local_sgd_affine``
+    (:class:`sims.optim.AffineSGD`);
     ``fused=False`` always steps through ``stoch_grad`` and the algorithm's ``local_step``.
     ``observers`` are callables ``obs(view: RoundView) -> dict[name, values[R]]`` run every
     ``obs.every`` rounds (default 1) and after the last, and once at ``t = 0`` before the
@@ -344,6 +347,25 @@ def _fused_delta(problem, server_theta, rep, cli, payload, lr):
     return None
 
 
+def _fused_affine(problem, algorithm, bcast, b_cast, c_state, ctx, payload, step_mask):
+    """``(delta, local state)`` of local SGD with linear extras run fused, when the
+    algorithm's class offers ``affine_local_sgd`` (a :class:`sims.optim.AffineSGD` for the
+    round; looked up on the class, so a wrapper that changes ``local_step`` without offering
+    it never reaches its inner algorithm's) and the problem ``local_sgd_affine``; else
+    ``(None, None)``."""
+    if (getattr(type(algorithm), "affine_local_sgd", None) is None
+            or not hasattr(problem, "local_sgd_affine")):
+        return None, None
+    steps = step_mask.sum(1).to(bcast["theta"].dtype)
+    got = algorithm.affine_local_sgd(b_cast, c_state, ctx, steps)
+    if got is None:
+        return None, None
+    rule, lstate = got
+    delta = problem.local_sgd_affine(bcast["theta"], ctx.replica, ctx.clients, payload,
+                                     step_mask, rule)
+    return (None, None) if delta is None else (delta, lstate)
+
+
 def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext, sums, R,
                  fused=True):
     """Local training and messages of one chunk of participants, summed per replica."""
@@ -359,10 +381,15 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
     with torch.no_grad():
         delta = None if lr is None else _fused_delta(problem, bcast["theta"], rep, cli,
                                                      payload, lr)
+        lstate = None
+        if delta is None and fused:      # local SGD with linear extras (issue 16)
+            delta, lstate = _fused_affine(problem, algorithm, bcast, b_cast, c_state, ctx,
+                                          payload, step_mask)
         # Plain SGD through the default hooks (what ``plain_local_sgd`` checks) keeps no
         # local state; not calling ``local_start`` then also spares building the gathered
         # server rows that it would be handed.
-        lstate = {} if delta is not None else algorithm.local_start(b_cast, c_state, ctx)
+        if lstate is None:
+            lstate = {} if delta is not None else algorithm.local_start(b_cast, c_state, ctx)
         if delta is None:
             # this chunk's own copies of the server models (b_cast["theta"] stays as it is)
             theta = start_rows(bcast["theta"], rep)

@@ -196,6 +196,14 @@ class AdaptiveRule:
         return state
 
     def direction(self, g: torch.Tensor, state: dict):
+        """``(u, new state)``; the fast form (:func:`adaptive_direction`) where it applies,
+        else :meth:`reference_direction`."""
+        if self.kind != "yogi" and _is_number(self.beta1, self.beta2, self.eps):
+            return adaptive_direction(self, g, state)
+        return self.reference_direction(g, state)
+
+    def reference_direction(self, g: torch.Tensor, state: dict):
+        """The rule as written in the class docstring (the fast form is tested against it)."""
         m = self.beta1 * state["m"] + (1 - self.beta1) * g if self.beta1 else g
         g2 = g * g
         v = state["v"]
@@ -291,6 +299,27 @@ class SM3Cover:
                 out.append(torch.amax(block, dim=others))
         return torch.cat(out, dim=1)
 
+    def cover_min_into(self, mu: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """:meth:`cover_min` written into ``out`` ``[B, d]`` (returned): each layer's minimum
+        of its row and column accumulators broadcast straight into the layer's slice, with no
+        expanded copies or concatenation (the fast form, tested against :meth:`cover_min`)."""
+        B = mu.shape[0]
+        for sl, shape, spans in self.blocks:
+            if len(shape) == 1:
+                o, n = spans[0]
+                out[:, sl].copy_(mu[:, o:o + n])
+                continue
+            accs = []
+            for a, (o, n) in enumerate(spans):
+                view = [B] + [1] * len(shape)
+                view[a + 1] = n
+                accs.append(mu[:, o:o + n].reshape(view))
+            nu = accs[0]
+            for acc in accs[1:-1]:
+                nu = torch.minimum(nu, acc)
+            torch.minimum(nu, accs[-1], out=out[:, sl].view(B, *shape))
+        return out
+
     def cover_min(self, mu: torch.Tensor) -> torch.Tensor:
         out = []
         B = mu.shape[0]
@@ -367,3 +396,215 @@ class TrustRatio:
         ratio = torch.where(w_norm > 0, scale / torch.where(w_norm > 0, w_norm, 1.0),
                             torch.zeros_like(w_norm))
         return w * ratio[:, seg]
+
+
+# ---------------------------------------------------------------------------------------
+# Fast forms (issue 16). Each is the same arithmetic as a readable rule above or in
+# sims.algorithms.adaptive (held to it in float64 by tests/test_fast_adaptive.py), written
+# in as few passes over ``[B, d]`` as the rule allows: fused torch kernels (``lerp``,
+# ``addcmul``, ``addcdiv``), per-row factors as ``[B, 1]`` tensors, per-layer work on
+# slices of the flat vector instead of gathered ``[B, d]`` index tensors.
+
+def _is_number(*values) -> bool:
+    return all(not torch.is_tensor(v) for v in values)
+
+
+def axpy(x: torch.Tensor, y: torch.Tensor, a) -> torch.Tensor:
+    """``x + a * y`` in one pass; ``a`` a number or a ``[B, 1]`` tensor of per-row factors."""
+    if torch.is_tensor(a):
+        return torch.addcmul(x, y, a)
+    return torch.add(x, y, alpha=a)
+
+
+def ema_(m: torch.Tensor, g: torch.Tensor, beta: float) -> torch.Tensor:
+    """``beta m + (1 - beta) g`` as a new tensor, one pass (``torch.lerp``)."""
+    return torch.lerp(m, g, 1.0 - beta)
+
+
+def ema_sq(v: torch.Tensor, g: torch.Tensor, beta: float) -> torch.Tensor:
+    """``beta v + (1 - beta) g^2`` as a new tensor, two passes and no ``g^2`` temporary."""
+    return torch.mul(v, beta).addcmul_(g, g, value=1.0 - beta)
+
+
+def layer_norms_fast(x: torch.Tensor, layout) -> torch.Tensor:
+    """:func:`layer_norms` from slices of the flat vector: ``[B, d] -> [B, L]``, one read of
+    ``x`` and no ``[B, d]`` temporary."""
+    return torch.stack([torch.linalg.vector_norm(x[:, sl], dim=1) for sl in layout.slices], 1)
+
+
+def trust_step(trust: "TrustRatio", theta: torch.Tensor, u: torch.Tensor, layout,
+               lr) -> torch.Tensor:
+    """``theta - lr * trust(theta, u, layout)`` (:class:`TrustRatio`, Fed-LAMB Alg. 2 line
+    13) as a new tensor: the layer norms from slices, then each layer's step as one
+    ``addcmul`` with its ``[B, 1]`` factor ``-lr phi / ||w_l||``."""
+    w = axpy(u, theta, trust.lam) if trust.lam else u
+    w_norm = layer_norms_fast(w, layout)
+    if trust.phi == "update_norm":
+        scale = layer_norms_fast(u, layout)
+    else:
+        scale = layer_norms_fast(theta, layout)
+        if trust.phi == "clip":
+            scale = scale.clamp(trust.phi_min, trust.phi_max)
+    ratio = torch.where(w_norm > 0, scale / torch.where(w_norm > 0, w_norm, 1.0),
+                        torch.zeros_like(w_norm))
+    factor = ratio * (-lr)                          # [B, L] (lr a number or [B, 1])
+    out = torch.empty_like(theta)
+    for i, sl in enumerate(layout.slices):
+        torch.addcmul(theta[:, sl], w[:, sl], factor[:, i:i + 1], out=out[:, sl])
+    return out
+
+
+def local_adaptive_step(rule, theta, g, state, mask, lr, layout, ga=None):
+    """Fast form of :meth:`sims.algorithms.adaptive.LocalAdaptive.reference_step` (one local
+    AMSGrad / Adam step with bias correction, amendment, trust ratio and weight decay; the
+    rule and its paper lines are written there): Fed-AMS's step is 8 passes over ``[B, d]``
+    (``m``: 1, ``v``: 2, corrected ``v``: 1, max: 1, ``rsqrt``: 1, scaling: 1, step: 1) where the
+    readable form takes ~15. ``rule``'s betas, ``eps``, ``alpha`` and weight decay must be
+    numbers (:func:`local_adaptive_fast_ok`); ``lr`` may be ``[B, 1]``."""
+    wd, coupled = rule.weight_decay, rule.wd_mode == "coupled"
+    if wd and coupled:
+        g = torch.add(g, theta, alpha=wd)
+    m = ema_(state["m"], g, rule.beta1)
+    v = ema_sq(state["v"], g, rule.beta2)
+    n, nm = state["n"] + 1, state["nm"] + 1
+    bc = rule.bias_correction
+    if bc:
+        c1 = 1 - rule.beta1 ** nm.unsqueeze(-1)          # [B, 1] divisors
+        c2 = 1 - rule.beta2 ** n.unsqueeze(-1)
+    vhat = state["vhat"]
+    if rule.rule == "amsgrad":
+        if rule.vhat == "step":
+            vc = torch.div(v, c2) if bc else v
+            vhat = torch.maximum(vhat, vc, out=vc) if bc else torch.maximum(vhat, v)
+        second = vhat
+    else:
+        second = torch.div(v, c2) if bc else v
+    # 1 / sqrt: ``rsqrt`` runs ~5x faster than ``sqrt`` + division here (AVX-512, float32)
+    rs = torch.add(second, rule.eps).rsqrt_() if rule.eps else torch.rsqrt(second)
+    a = lr * rule.alpha if rule.alpha != 1 else lr
+    if rule.trust is not None:
+        u = m.mul(rs.div_(c1)) if bc else m.mul(rs)     # u = (m / c1) / sqrt(second)
+        new_theta = trust_step(rule.trust, theta, u, layout, a)
+    elif bc or torch.is_tensor(a):
+        new_theta = torch.addcmul(theta, m, rs.mul_(a / c1 if bc else a), value=-1)
+    else:
+        new_theta = torch.addcmul(theta, m, rs, value=-a)
+    if rule.alpha != 1:
+        new_theta = axpy(new_theta, ga, -(lr * (1 - rule.alpha)))
+    if wd and not coupled:
+        new_theta = axpy(new_theta, theta, -(lr * wd))
+    new = {"m": m, "v": v, "vhat": vhat, "n": n, "nm": nm, "k": state["k"] + 1}
+    new = {k: _masked(mask, val, state[k]) for k, val in new.items()}
+    return _masked(mask, new_theta, theta), new
+
+
+def local_adaptive_fast_ok(rule) -> bool:
+    """Whether :func:`local_adaptive_step` applies: numeric (not per-replica) betas, eps,
+    alpha, weight decay and trust-ratio constants (per-replica rates are fine)."""
+    t = rule.trust
+    return _is_number(rule.beta1, rule.beta2, rule.eps, rule.alpha, rule.weight_decay) and (
+        t is None or _is_number(t.lam, t.phi_min, t.phi_max))
+
+
+@dataclass(frozen=True)
+class AffineSGD:
+    """Local SGD with linear extras, one valid step being
+    ``theta <- (1 - decay) theta - lr g(theta) + shift``: weight decay (coupled or decoupled),
+    FedProx's proximal term, FedCM's amendment and SCAFFOLD's correction all take this form
+    (the algorithms' ``affine_local_sgd`` hooks), so the problems' fused local-SGD kernels run
+    them (:func:`sims.problems.linear_stack.linear_stack_sgd_`). ``lr`` and ``decay`` are
+    numbers or ``[B, 1]`` tensors, ``shift`` ``[B, d]`` or None. :meth:`step` is the readable
+    rule the fused kernels are tested against."""
+    lr: object
+    decay: object = 0.0
+    shift: torch.Tensor | None = None
+
+    @property
+    def plain(self) -> bool:
+        """Plain SGD (no decay, no shift): the problems' plain fused paths apply."""
+        return self.shift is None and not torch.is_tensor(self.decay) and self.decay == 0
+
+    def step(self, theta, g, mask=None):
+        new = (1 - self.decay) * theta - self.lr * g
+        if self.shift is not None:
+            new = new + self.shift
+        return _masked(mask, new, theta)
+
+
+def adaptive_direction(rule: "AdaptiveRule", g: torch.Tensor, state: dict):
+    """Fast form of :meth:`AdaptiveRule.reference_direction` (Adam / AMSGrad / AdaGrad; Yogi
+    stays on the reference): ``lerp`` for ``m``, ``v`` without a ``g^2`` temporary, the
+    corrections as ``[B, 1]`` factors and ``rsqrt`` for ``eps`` inside the root (~7 passes
+    over ``[B, d]`` for Mime's AMSGrad where the readable form takes ~12)."""
+    m = ema_(state["m"], g, rule.beta1) if rule.beta1 else g
+    if rule.kind == "adagrad":
+        v = torch.addcmul(state["v"], g, g)
+    else:
+        v = ema_sq(state["v"], g, rule.beta2)
+    t = state["t"] + 1
+    new = {"m": m, "v": v, "t": t}
+    second = v
+    if rule.kind == "amsgrad":
+        second = new["vhat"] = torch.maximum(state["vhat"], v)
+    c1 = c2 = None
+    if rule.bias_correction and rule.kind != "adagrad":
+        t1 = t.unsqueeze(-1)
+        c1, c2 = 1 - rule.beta1 ** t1, 1 - rule.beta2 ** t1
+    if rule.eps_inside_sqrt:
+        rs = (torch.div(second, c2) if c2 is not None else second).add(rule.eps).rsqrt_()
+        if c1 is not None:
+            rs.div_(c1)
+        return m * rs, new
+    denom = torch.div(second, c2).sqrt_() if c2 is not None else torch.sqrt(second)
+    denom.add_(rule.eps)
+    if c1 is not None:
+        denom.mul_(c1)
+    return m / denom, new
+
+
+def sm3_adagrad_step(cover: SM3Cover, theta: torch.Tensor, g: torch.Tensor, mu: torch.Tensor,
+                     lr, eps: float, sm3_ii: bool):
+    """Fast form of FedAda2's client AdaGrad step with an SM3 (or full) preconditioner updated
+    every step (Alg. 2 / 9 with ``z = 1``; the readable rule is
+    ``JointAdaptive.local_step`` / ``_accumulate`` in :mod:`sims.algorithms.fedada2`):
+    SM3-II ``nu = cover_min(mu) + g^2``, ``mu = cover_max(nu)``; SM3-I ``mu = mu +
+    cover_max(g^2)``, ``nu = cover_min(mu)``; then ``theta - lr g / (sqrt(nu) + eps)``.
+    Returns ``(theta, mu, nu)`` as new tensors."""
+    if sm3_ii:
+        nu = cover.cover_min_into(mu, torch.empty_like(theta)).addcmul_(g, g)
+        mu = cover.cover_max(nu)
+    else:
+        g2 = g * g
+        mu = mu + cover.cover_max(g2)
+        nu = cover.cover_min_into(mu, g2)
+    denom = torch.sqrt(nu).add_(eps)
+    if torch.is_tensor(lr):
+        return torch.addcdiv(theta, g, denom.div_(lr), value=-1), mu, nu
+    return torch.addcdiv(theta, g, denom, value=-lr), mu, nu
+
+
+def sm3_adam_step(cover: SM3Cover, theta: torch.Tensor, g: torch.Tensor, m: torch.Tensor,
+                  mu: torch.Tensor, lr, eps: float, sm3_ii: bool, beta1: float, beta2: float,
+                  c1=None, c2=None):
+    """Fast form of FedAda2's client Adam with an SM3 (or full) preconditioner updated every
+    step (ADMU, Alg. 6-8 with ``z = 1``; readable rule in
+    ``sims.algorithms.fedada2.JointAdaptive.reference_local_step``): ``m`` an EMA of ``g``;
+    SM3-II ``nu = b2 cover_min(mu) + (1 - b2) g^2``, ``mu = cover_max(nu)``; SM3-I ``mu = b2 mu
+    + (1 - b2) cover_max(g^2)``, ``nu = cover_min(mu)``; then ``theta - lr (m / c1) /
+    (sqrt(nu / c2) + eps)`` with the bias corrections ``c1``, ``c2`` (``[B, 1]``, None: off).
+    Returns ``(theta, m, mu, nu)`` as new tensors."""
+    m = ema_(m, g, beta1)
+    if sm3_ii:
+        nu = cover.cover_min_into(mu, torch.empty_like(theta)).mul_(beta2)
+        nu.addcmul_(g, g, value=1 - beta2)
+        mu = cover.cover_max(nu)
+    else:
+        g2 = g * g
+        mu = torch.lerp(mu, cover.cover_max(g2), 1 - beta2)
+        nu = cover.cover_min_into(mu, g2)
+    denom = (torch.div(nu, c2).sqrt_() if c2 is not None else torch.sqrt(nu)).add_(eps)
+    if c1 is not None:
+        denom.mul_(c1)
+    if torch.is_tensor(lr):
+        return torch.addcdiv(theta, m, denom.div_(lr), value=-1), m, mu, nu
+    return torch.addcdiv(theta, m, denom, value=-lr), m, mu, nu

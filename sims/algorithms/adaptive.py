@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..optim import SGD, AdaptiveRule, OptimizerError, TrustRatio, _masked, layer_segments
+from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _masked, axpy,
+                     layer_segments, local_adaptive_fast_ok, local_adaptive_step)
 from .base import Algorithm, masked_rows
 
 WD_MODES = ("coupled", "decoupled")
@@ -172,6 +173,15 @@ class LocalAdaptive:
         return state["v"] / (1 - self.beta2 ** state["n"].clamp_min(1).unsqueeze(-1))
 
     def step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):
+        """The step; the fast form (:func:`sims.optim.local_adaptive_step`, fewer passes over
+        ``[B, d]``) where it applies, else :meth:`reference_step`."""
+        if local_adaptive_fast_ok(self):
+            return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga)
+        return self.reference_step(theta, g, state, mask, lr, layout, seg, ga)
+
+    def reference_step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):
+        """The rule as written in the class docstring (what the fast form is tested
+        against)."""
         if self.weight_decay and self.wd_mode == "coupled":
             g = g + self.weight_decay * theta
         m = self.beta1 * state["m"] + (1 - self.beta1) * g
@@ -307,6 +317,18 @@ class FedOpt(Algorithm):
         k = lstate["k"] + (1 if mask is None else mask.to(theta.dtype))
         return _masked(mask, new, theta), {"k": k}
 
+    def affine_local_sgd(self, bcast, cstate, ctx, steps):
+        """:meth:`local_step` over the whole round as one :class:`sims.optim.AffineSGD`
+        (decay ``lr (alpha (wd_coupled + mu) + wd_decoupled)``, shift ``lr alpha mu theta_t -
+        lr (1 - alpha) g_a``) for the engine's fused path, and the local state it leaves
+        (``k`` = ``steps``, each participant's number of steps); None for a subclass that
+        changes the local work."""
+        cls = type(self)
+        if cls.local_step is not FedOpt.local_step or cls.local_start is not FedOpt.local_start:
+            return None
+        return _affine_sgd(self, bcast, self.mu, self.alpha if self.amended else 1.0,
+                           bcast["ga"] if self.amended else None, ctx), {"k": steps}
+
     def client_message(self, delta, lstate, cstate, ctx):
         aux = {}
         if self.amended:
@@ -336,3 +358,23 @@ class FedOpt(Algorithm):
 def layer_seg(layout, like: torch.Tensor) -> torch.Tensor:
     """Cached layer index of every coordinate (for the trust ratio)."""
     return layer_segments(layout, like.device)
+
+
+def _affine_sgd(alg, bcast, mu, alpha, ga, ctx, correction=None) -> AffineSGD:
+    """The :class:`sims.optim.AffineSGD` of local SGD on ``alpha (g + wd_c theta + mu (theta -
+    theta_t) + correction) + (1 - alpha) g_a`` plus decoupled decay ``wd_d`` (FedOpt's and
+    SCAFFOLD's local steps, :meth:`FedOpt.local_step`): decay ``lr (alpha (wd_c + mu) +
+    wd_d)``, gradient rate ``lr alpha``, shift ``lr alpha mu theta_t - lr alpha correction -
+    lr (1 - alpha) g_a``."""
+    lr = lr_at(alg.eta_l, alg.lr_decay, ctx.t)
+    wd = alg.weight_decay
+    coupled = alg.wd_mode == "coupled"
+    coef = alpha * ((wd if coupled else 0.0) + mu) + (0.0 if coupled else wd)
+    decay = lr * coef if torch.is_tensor(coef) or coef != 0 else 0.0
+    shift = None
+    for vec, factor in ((bcast["theta"], mu), (correction, -1.0), (ga, None)):
+        if vec is None or (not torch.is_tensor(factor) and factor == 0):
+            continue
+        a = -(lr * (1 - alpha)) if factor is None else lr * alpha * factor
+        shift = vec * a if shift is None else axpy(shift, vec, a)
+    return AffineSGD(lr * alpha if torch.is_tensor(alpha) or alpha != 1 else lr, decay, shift)

@@ -65,7 +65,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..optim import AdaptiveRule, OptimizerError, TrustRatio, _masked, full_like
+from ..optim import (AdaptiveRule, OptimizerError, TrustRatio, _masked, axpy, full_like,
+                     trust_step)
 from .adaptive import (FedOpt, LocalAdaptive, bits, check_common, describe_dataclass,
                        layer_seg, lr_at, mean_of)
 from .base import Algorithm, masked_rows
@@ -325,9 +326,9 @@ class MimeLite(Algorithm):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
         frozen = {k[2:]: v for k, v in bcast.items() if k.startswith("s_")}
         u, _ = self._advance(g, frozen)
-        if self.trust is not None:
-            u = self.trust(theta, u, ctx.layout, layer_seg(ctx.layout, theta))
-        return _masked(mask, theta - lr * u, theta)
+        if self.trust is not None:                 # sims.optim.trust_step: the fast form
+            return _masked(mask, trust_step(self.trust, theta, u, ctx.layout, lr), theta)
+        return _masked(mask, axpy(theta, u, -lr), theta)
 
     def _server_update(self, server, mean_message, stat, active):
         """``x <- x - eta mean(delta)`` and ``s <- V(stat, s)`` for the active replicas."""

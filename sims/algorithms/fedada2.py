@@ -66,7 +66,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..optim import OptimizerError, SM3Cover, _masked
+from ..optim import OptimizerError, SM3Cover, _masked, sm3_adagrad_step, sm3_adam_step
 from .adaptive import FedOpt, bits, check_common, describe_dataclass, server_rule
 from .base import Algorithm, masked_rows
 
@@ -209,6 +209,31 @@ class JointAdaptive(Algorithm):
         return mu, cover.cover_min(mu)
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        if (self.client == "adagrad" and self.delay == 1 and not self.clip
+                and not torch.is_tensor(self.eps)):     # sims.optim.sm3_adagrad_step
+            th, mu, nu = sm3_adagrad_step(self.cover(ctx.layout), theta, grad, lstate["mu"],
+                                          self.eta_l, self.eps, self.sm3_ii)
+            new = {"k": lstate["k"] + 1, "mu": mu, "nu": nu}
+            new = {key: _masked(mask, val, lstate[key]) for key, val in new.items()}
+            return _masked(mask, th, theta), new
+        if (self.client == "adam" and self.delay == 1 and not self.clip
+                and not any(torch.is_tensor(x) for x in (self.eps, self.beta1, self.beta2))):
+            k = lstate["k"] + 1                         # sims.optim.sm3_adam_step
+            c1 = c2 = None
+            if self.bias_correction:
+                updates = k + ctx.t if self.init == "server" else k
+                c1 = 1 - self.beta1 ** k.unsqueeze(-1)
+                c2 = 1 - self.beta2 ** updates.unsqueeze(-1)
+            th, m, mu, nu = sm3_adam_step(self.cover(ctx.layout), theta, grad, lstate["m"],
+                                          lstate["mu"], self.eta_l, self.eps, self.sm3_ii,
+                                          self.beta1, self.beta2, c1, c2)
+            new = {"k": k, "mu": mu, "nu": nu, "m": m}
+            new = {key: _masked(mask, val, lstate[key]) for key, val in new.items()}
+            return _masked(mask, th, theta), new
+        return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
+
+    def reference_local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        """The rule as written in the class docstring (the fast form is tested against it)."""
         k = lstate["k"] + 1
         new = {"k": k}
         if self.client == "sgd":

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 
 from ..optim import OptimizerError, _masked, full_like
-from .adaptive import (FedOpt, LocalAdaptive, ParticipantTally, bits, check_common,
-                       describe_dataclass, lr_at, mean_of)
+from .adaptive import (FedOpt, LocalAdaptive, ParticipantTally, _affine_sgd, bits,
+                       check_common, describe_dataclass, lr_at, mean_of)
 from .base import Algorithm, masked_rows
 
 
@@ -147,6 +147,17 @@ class Scaffold(ParticipantTally, Algorithm):
         if self.weight_decay and self.wd_mode == "decoupled":
             new = new - lr * self.weight_decay * theta
         return _masked(mask, new, theta), new_state
+
+    def affine_local_sgd(self, bcast, cstate, ctx, steps):
+        """:meth:`local_step` over the whole round as one :class:`sims.optim.AffineSGD`
+        (decay ``lr wd``, shift ``-lr alpha (c - c_i)``) for the engine's fused path, and the
+        local state it leaves; None for option I (it needs the first step's gradient)."""
+        if self.control != "II" or type(self).local_step is not Scaffold.local_step:
+            return None
+        corr = bcast["c"] - cstate["c"] if self.alpha else None
+        return (_affine_sgd(self, bcast, 0.0, 1.0, None, ctx, correction=corr * self.alpha
+                            if corr is not None else None),
+                {"k": steps, "c": bcast["c"]})
 
     def client_message(self, delta, lstate, cstate, ctx):
         self._tally_add(ctx)

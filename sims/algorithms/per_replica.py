@@ -305,6 +305,11 @@ class ReplicaAlgorithm:
     def local_start(self, bcast, cstate, ctx):
         return self._call("local_start", ctx.replica, bcast, cstate, ctx)
 
+    def affine_local_sgd(self, bcast, cstate, ctx, steps):
+        if not hasattr(type(self.inner), "affine_local_sgd"):
+            return None
+        return self._call("affine_local_sgd", ctx.replica, bcast, cstate, ctx, steps)
+
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         return self._call("local_step", ctx.replica, theta, grad, lstate, bcast, cstate, mask,
                           ctx)

@@ -148,6 +148,12 @@ class Private(Algorithm, ParticipantTally):
     def plain_local_sgd(self):
         return self.inner.plain_local_sgd()
 
+    def affine_local_sgd(self, bcast, cstate, ctx, steps):
+        """Local work is the inner algorithm's (DP acts on the message): its fused form too."""
+        if getattr(type(self.inner), "affine_local_sgd", None) is None:
+            return None
+        return self.inner.affine_local_sgd(bcast, cstate, ctx, steps)
+
     def uplink_bits(self, layout):
         return self.inner.uplink_bits(layout)
 

@@ -95,7 +95,8 @@ def linear_stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Ten
 
 
 def linear_stack_sgd_(theta: torch.Tensor, layout, minibatch, steps: int,
-                      lr: float) -> torch.Tensor:
+                      lr: float, decay=0.0, shift: torch.Tensor | None = None,
+                      step_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Local SGD fused with the gradient, in place: ``steps`` minibatch steps of every client
     applied to ``theta[B, d]`` (contiguous), which is returned.
 
@@ -107,15 +108,36 @@ def linear_stack_sgd_(theta: torch.Tensor, layout, minibatch, steps: int,
     gradient vector, per-layer copy or concatenation is formed. (Running all steps of a few
     clients at a time, so their weights stay in L2, was measured: no faster, since a
     32 MiB chunk of clients stays in this machine's L3 between steps.)
+
+    Local SGD with linear extras (issue 16: weight decay, FedProx's proximal term, SCAFFOLD's
+    and FedCM's corrections, :class:`sims.optim.AffineSGD`): each step is
+    ``theta <- (1 - decay) theta - lr g(theta) + shift``, ``decay`` a number or ``[B, 1]``,
+    ``shift`` ``[B, d]``; the decay rides on the weight update (``baddbmm_``'s ``beta``) and
+    the shift is one more pass. ``step_mask[B, steps]`` (False: the client takes no step)
+    is needed then, since decay and shift would move a client whose step is all padding.
     """
     if not theta.is_contiguous():
         raise ValueError("linear_stack_sgd_ needs a contiguous [B, d] parameter tensor")
     params = list(layout.unflatten(theta).values())      # views into theta
     weights, biases = params[0::2], params[1::2]
+    affine = shift is not None or torch.is_tensor(decay) or decay != 0
     for k in range(steps):
         x, y, w = minibatch(k)
         B, b = y.shape
-        sgd_step_(weights, biases, x.reshape(B, b, -1).transpose(1, 2), y, lr_scale(w, lr))
+        keep, valid = None, None
+        if affine:
+            valid = None if step_mask is None or bool(step_mask[:, k].all()) else step_mask[:, k]
+            keep = 1 - decay
+            if valid is not None:
+                keep = torch.where(valid.unsqueeze(-1),
+                                   torch.as_tensor(keep, dtype=theta.dtype), 1.0)
+        sgd_step_(weights, biases, x.reshape(B, b, -1).transpose(1, 2), y, lr_scale(w, lr),
+                  keep=keep)
+        if shift is not None:
+            if valid is None:
+                theta.add_(shift)
+            else:
+                theta.addcmul_(shift, valid.unsqueeze(-1).to(theta.dtype))
     return theta
 
 
@@ -128,7 +150,7 @@ def lr_scale(w: torch.Tensor, lr: float) -> torch.Tensor:
     return w * (lr / w.sum(-1, keepdim=True).clamp_min(1))
 
 
-def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False):
+def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False, keep=None):
     """One minibatch step on per-client weights, in place, from inputs ``hT[B, in, b]``
     (feature-major), labels ``y[B, b]`` and per-sample factors ``scale[B, b]`` that include
     the step size (:func:`lr_scale`); a step whose factors are all 0 leaves the weights
@@ -138,7 +160,10 @@ def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False):
     Activations are kept feature-major (``[B, features, b]``): every product is then
     ``W @ H`` with the weight as the left operand, ``[out, in] x [in, b]``, which MKL runs
     ~1.4x faster than ``H @ W^T`` for the first layer's shapes (``[200, 784] x [784, 32]``);
-    the weight update ``W -= dZ H^T`` takes ``dZ`` ``[out, b]`` as it comes."""
+    the weight update ``W -= dZ H^T`` takes ``dZ`` ``[out, b]`` as it comes.
+
+    ``keep`` (a number or ``[B, 1]``; None: 1) scales the weights before the update,
+    ``W <- keep W - dZ H^T`` (weight decay / proximal shrinkage, :func:`linear_stack_sgd_`)."""
     inputs, pre = [], []
     for i, (W, bias) in enumerate(zip(weights, biases)):
         inputs.append(hT)
@@ -151,8 +176,16 @@ def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False):
     for i in range(len(weights) - 1, -1, -1):
         below = (relu_backward(torch.bmm(weights[i].transpose(1, 2), dzT), pre[i - 1])
                  if i > 0 else None)
-        weights[i].baddbmm_(dzT, inputs[i].transpose(1, 2), alpha=-1)
-        biases[i].sub_(dzT.sum(2))
+        if keep is None:
+            weights[i].baddbmm_(dzT, inputs[i].transpose(1, 2), alpha=-1)
+            biases[i].sub_(dzT.sum(2))
+        elif torch.is_tensor(keep):
+            weights[i].mul_(keep.view(-1, 1, 1)).baddbmm_(dzT, inputs[i].transpose(1, 2),
+                                                          alpha=-1)
+            biases[i].mul_(keep.view(-1, 1)).sub_(dzT.sum(2))
+        else:
+            weights[i].baddbmm_(dzT, inputs[i].transpose(1, 2), beta=keep, alpha=-1)
+            biases[i].mul_(keep).sub_(dzT.sum(2))
         dzT = below
     return grad_in
 

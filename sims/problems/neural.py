@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
+from ..batching import start_minus, start_rows
 from ..params import ParamLayout
 from .gram_sgd import ClientGram, gram_sgd_delta
 from .linear_stack import (is_linear_stack, linear_stack_grad, linear_stack_logits,
@@ -211,6 +212,22 @@ class NeuralProblem:
         return linear_stack_sgd_delta(server, rep, self.layout,
                                       lambda k: self.minibatch(payload[:, k]),
                                       payload.shape[1], lr, one_step=self.max_steps == 1)
+
+    def local_sgd_affine(self, server: torch.Tensor, rep: torch.Tensor, clients,
+                         payload: torch.Tensor, step_mask: torch.Tensor, rule):
+        """:meth:`local_sgd_delta` for local SGD with linear extras
+        (:class:`sims.optim.AffineSGD`: weight decay, proximal term, SCAFFOLD / FedCM
+        corrections), or None. Plain SGD takes :meth:`local_sgd_delta` (the Gram path where
+        it is chosen); otherwise gathered copies train in place
+        (:func:`linear_stack_sgd_` with ``decay`` and ``shift``)."""
+        if not self.fast_path:
+            return None
+        if rule.plain:
+            return self.local_sgd_delta(server, rep, clients, payload, rule.lr)
+        theta = start_rows(server, rep)
+        linear_stack_sgd_(theta, self.layout, lambda k: self.minibatch(payload[:, k]),
+                          payload.shape[1], rule.lr, rule.decay, rule.shift, step_mask)
+        return start_minus(server, rep, theta, out=theta)
 
     def local_sgd(self, theta: torch.Tensor, clients, payload: torch.Tensor, lr: float):
         """:meth:`local_sgd_` on a copy (``theta`` is left as it was), or None."""

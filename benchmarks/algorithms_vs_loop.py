@@ -1,0 +1,256 @@
+"""Every registry algorithm in the engine against a plain per-client PyTorch loop (issue 16).
+
+Workload: MLP 784-200-10, n = 50 clients of 300 samples (random data with MNIST's shapes),
+m = 25 participants a round, one local epoch of batch 32 (10 steps a client, 250
+client-steps a round). For each algorithm: the engine's seconds per round
+(``sims.engine.run`` with the registry's default hyperparameters); for each whose local
+optimizer ``torch.optim`` has (SGD, Adam, AMSGrad, AdaGrad: :data:`LOOP_OPTIMIZER`), the same
+local work as a plain loop: one ``nn.Module``, each participant loads the global model, makes
+its optimizer afresh and trains one local epoch (the issue's baseline). Full-precision Fed-SGD
+(``fed-sgd``, which takes the fused local-SGD / Gram path) is the reference every algorithm is
+held to: ``ratio_to_fused_fedsgd``.
+
+Everything is measured in this one run, interleaved per repeat (fused Fed-SGD, then each
+algorithm and its loop); a measurement is the fastest of ``--rounds`` rounds (the least
+disturbed by other jobs), and each ratio is the median over repeats of the ratio within a
+repeat: the machine is shared, so only ratios taken close together mean much. The load
+average (``os.getloadavg``) at start and end is recorded with the numbers.
+
+Prints one JSON line: ``seconds_per_round[alg] = {"engine", "loop"}``, ``speedup_vs_loop``
+(loop / engine, algorithms with a loop), ``ratio_to_fused_fedsgd`` (engine / fused Fed-SGD),
+``min_speedup_vs_loop``, and ``goals`` (every algorithm >= 2x its loop and within 2.5x of
+fused Fed-SGD; Mime / Mime-LAMB, two gradients a step, within 5x).
+
+``python benchmarks/algorithms_vs_loop.py [--rounds R] [--repeats K] [--threads N]
+[--algorithms a,b,...] [--quick] [--cnn]``; ``--quick`` is a seconds-long smoke run on a
+tiny workload (6 clients of 40 samples, 3 a round), for the test; ``--cnn`` adds the Fed-EF
+CNN (which runs clients one at a time on the CPU, ``sims.problems.conv``): Fed-AMS against
+Fed-SGD in the engine and against plain SGD / AMSGrad loops (key ``cnn``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import types
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's sims
+from sims import engine  # noqa: E402
+from sims.algorithms.registry import AlgorithmError, list_algorithms, make_algorithm  # noqa: E402
+from sims.models import CNN, MLP  # noqa: E402
+from sims.participation import Participation  # noqa: E402
+from sims.problems.conv import ConvProblem  # noqa: E402
+from sims.problems.neural import NeuralProblem  # noqa: E402
+
+WORKLOAD = {"n_clients": 50, "per_client": 300, "m": 25, "batch": 32}
+QUICK = {"n_clients": 6, "per_client": 40, "m": 3, "batch": 16}
+CNN_WORKLOAD = {"n_clients": 8, "per_client": 64, "m": 4, "batch": 32}   # Fed-EF CNN, 2 steps
+
+# The torch.optim optimizer whose local work each algorithm's clients do (None: torch.optim
+# has no such optimizer: proximal/corrected SGD, LAMB, FedLADA's amended AMSGrad, SM3, Mime).
+LOOP_OPTIMIZER = {
+    "fed-sgd": "sgd", "fed-ef-sgd": "sgd", "fed-ef-ams": "sgd", "fed-direct-sgd": "sgd",
+    "fed-direct-ams": "sgd", "fedavg": "sgd", "adp-fed": "sgd", "fedadam": "sgd",
+    "fedadagrad": "sgd", "fedyogi": "sgd",
+    "fed-ams": "amsgrad", "localadam": "amsgrad",
+    "fedadaadam": "adam",
+    "dja": "adagrad", "joint-adaptive": "adagrad", "fedadaadagrad": "adagrad",
+}
+TWO_GRADIENTS = ("mime", "mime-lamb")     # two gradients per local step: goal 5x, not 2.5x
+GOAL_LOOP, GOAL_FUSED, GOAL_FUSED_TWO = 2.0, 2.5, 5.0
+
+
+def random_dataset(n: int, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    return types.SimpleNamespace(
+        name="random-mnist-shaped", source="random",
+        x_train=torch.randn(n, 1, 28, 28, generator=gen),
+        y_train=torch.randint(0, 10, (n,), generator=gen),
+        x_test=torch.randn(10, 1, 28, 28, generator=gen),
+        y_test=torch.randint(0, 10, (10,), generator=gen))
+
+
+def make_problem(w: dict, cnn: bool = False) -> NeuralProblem:
+    ds = random_dataset(w["n_clients"] * w["per_client"])
+    parts = np.arange(w["n_clients"] * w["per_client"]).reshape(w["n_clients"], -1)
+    if cnn:     # the Fed-EF CNN through the CPU's per-client loop (sims.problems.conv)
+        return ConvProblem(ds, parts, CNN(), batch_size=w["batch"], eval_grad=False)
+    return NeuralProblem(ds, parts, MLP(), batch_size=w["batch"])
+
+
+def engine_seconds(problem, name: str, w: dict, rounds: int) -> float:
+    """The fastest round's seconds after the first (which builds caches): on a machine
+    shared with other jobs the fastest of a few rounds is the least disturbed estimate."""
+    alg = make_algorithm(name)
+    out = engine.run(problem, alg, Participation("fixed", m=w["m"]), rounds + 1, [0],
+                     eval_every=0)
+    return float(np.min(np.diff(out.metrics["wall_time"][0])))
+
+
+def make_optimizer(kind: str, params, lr: float):
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    if kind in ("adam", "amsgrad"):
+        return torch.optim.Adam(params, lr=lr, amsgrad=kind == "amsgrad")
+    if kind == "adagrad":
+        return torch.optim.Adagrad(params, lr=lr)
+    raise ValueError(kind)
+
+
+def loop_seconds(problem, kind: str, w: dict, rounds: int, lr: float = 0.01,
+                 model_fn=MLP) -> float:
+    """A plain simulator's round: one module, each participant loads the global model, makes
+    its optimizer afresh and trains one local epoch; the mean delta updates the global model."""
+    x, y = problem.x, problem.y
+    model, global_model = model_fn(), model_fn()
+    rng = np.random.default_rng(0)
+    n, per, m, batch = w["n_clients"], w["per_client"], w["m"], w["batch"]
+    times = []
+    for _ in range(rounds + 1):
+        start = time.perf_counter()
+        clients = rng.choice(n, m, replace=False)
+        global_state = global_model.state_dict()
+        deltas = [torch.zeros_like(p) for p in global_model.parameters()]
+        for c in clients:
+            model.load_state_dict(global_state)
+            opt = make_optimizer(kind, model.parameters(), lr)
+            idx = int(c) * per + torch.as_tensor(rng.permutation(per))
+            for s in range(0, per, batch):
+                b = idx[s:s + batch]
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x[b]), y[b]).backward()
+                opt.step()
+            with torch.no_grad():
+                for dlt, p0, p in zip(deltas, global_model.parameters(), model.parameters()):
+                    dlt += (p0 - p) / m
+        with torch.no_grad():
+            for p, dlt in zip(global_model.parameters(), deltas):
+                p -= dlt
+        times.append(time.perf_counter() - start)
+    return float(np.min(times[1:]))
+
+
+def cnn_measurement(rounds: int, repeats: int) -> dict:
+    """The Fed-EF CNN (per-client loop on the CPU): Fed-AMS against Fed-SGD in the engine
+    and against plain torch.optim loops (SGD, AMSGrad), interleaved; the issue's check that
+    the adaptive update adds no per-step overhead there."""
+    w = CNN_WORKLOAD
+    problem = make_problem(w, cnn=True)
+    got = {"fed-sgd": [], "fed-ams": [], "loop_sgd": [], "loop_amsgrad": []}
+    for _ in range(repeats):
+        for name in ("fed-sgd", "fed-ams"):
+            got[name].append(engine_seconds(problem, name, w, rounds))
+        for kind in ("sgd", "amsgrad"):
+            got[f"loop_{kind}"].append(loop_seconds(problem, kind, w, rounds, model_fn=CNN))
+    med = {k: statistics.median(v) for k, v in got.items()}
+    return {"seconds_per_round": {k: round(v, 6) for k, v in med.items()},
+            "fed_ams_over_fed_sgd": round(med["fed-ams"] / med["fed-sgd"], 2),
+            "speedup_vs_loop": {"fed-sgd": round(med["loop_sgd"] / med["fed-sgd"], 2),
+                                "fed-ams": round(med["loop_amsgrad"] / med["fed-ams"], 2)},
+            "workload": (f"Fed-EF CNN, n={w['n_clients']} clients of {w['per_client']} "
+                         f"samples, m={w['m']}, 1 local epoch of batch {w['batch']}")}
+
+
+def fused_path(name: str) -> bool:
+    """Whether the algorithm's local work runs on the fused local-SGD paths (plain SGD, or
+    SGD with linear extras through ``affine_local_sgd``; SCAFFOLD's default option II)."""
+    alg = make_algorithm(name)
+    return (alg.plain_local_sgd() is not None
+            or getattr(type(alg), "affine_local_sgd", None) is not None)
+
+
+def goals(speedup: dict, ratio: dict) -> dict:
+    out = {}
+    for name, r in ratio.items():
+        limit = GOAL_FUSED_TWO if name in TWO_GRADIENTS else GOAL_FUSED
+        s = speedup.get(name)
+        out[name] = {"within_fused_goal": r <= limit, "fused_goal": limit,
+                     "loop_goal_met": None if s is None else s >= GOAL_LOOP}
+    return out
+
+
+def _error(msg: str):
+    print(f"algorithms_vs_loop.py: error: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=4, help="timed rounds per measurement")
+    ap.add_argument("--repeats", type=int, default=2, help="interleaved repeats")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch intra-op threads (0: torch's default)")
+    ap.add_argument("--algorithms", default="all",
+                    help="comma-separated registry names (default: every one)")
+    ap.add_argument("--quick", action="store_true", help="a tiny smoke workload")
+    ap.add_argument("--cnn", action="store_true",
+                    help="also the Fed-EF CNN: Fed-AMS against Fed-SGD and plain loops")
+    args = ap.parse_args(argv)
+    for flag, value, least in (("--rounds", args.rounds, 1), ("--repeats", args.repeats, 1),
+                               ("--threads", args.threads, 0)):
+        if value < least:
+            _error(f"{flag} must be >= {least}, got {value}")
+    names = (list(list_algorithms()) if args.algorithms == "all"
+             else [a.strip() for a in args.algorithms.split(",") if a.strip()])
+    for name in names:
+        try:
+            make_algorithm(name)
+        except AlgorithmError as exc:
+            _error(str(exc))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    w = QUICK if args.quick else WORKLOAD
+    problem = make_problem(w)
+    load_start = os.getloadavg()
+    eng = {name: [] for name in names}
+    loops = {kind: [] for kind in {LOOP_OPTIMIZER[n] for n in names if n in LOOP_OPTIMIZER}}
+    fused, ratios, speedups = [], {n: [] for n in names}, {n: [] for n in names}
+    for _ in range(args.repeats):
+        fused.append(engine_seconds(problem, "fed-sgd", w, args.rounds))
+        loop_now = {}
+        for name in names:
+            eng[name].append(engine_seconds(problem, name, w, args.rounds))
+            ratios[name].append(eng[name][-1] / fused[-1])
+            kind = LOOP_OPTIMIZER.get(name)
+            if kind is not None:
+                if kind not in loop_now:      # one loop per optimizer and repeat
+                    loop_now[kind] = loop_seconds(problem, kind, w, args.rounds)
+                    loops[kind].append(loop_now[kind])
+                speedups[name].append(loop_now[kind] / eng[name][-1])
+    med = statistics.median
+    speedup = {n: round(med(v), 2) for n, v in speedups.items() if v}
+    ratio = {n: round(med(v), 2) for n, v in ratios.items()}
+    out = {
+        "seconds_per_round": {n: {"engine": round(med(eng[n]), 6),
+                                  "loop": (round(med(loops[LOOP_OPTIMIZER[n]]), 6)
+                                           if n in LOOP_OPTIMIZER else None),
+                                  "loop_optimizer": LOOP_OPTIMIZER.get(n),
+                                  "fused_path": fused_path(n)} for n in names},
+        "fused_fedsgd_seconds": round(med(fused), 6),
+        "speedup_vs_loop": speedup,
+        "ratio_to_fused_fedsgd": ratio,
+        "min_speedup_vs_loop": min(speedup.values()) if speedup else None,
+        "goals": goals(speedup, ratio),
+        "threads": torch.get_num_threads(),
+        "rounds": args.rounds, "repeats": args.repeats,
+        "load_average_start_end": [round(load_start[0], 2), round(os.getloadavg()[0], 2)],
+        "workload": (f"MLP 784-200-10, n={w['n_clients']} clients of {w['per_client']} "
+                     f"samples, m={w['m']}, 1 local epoch of batch {w['batch']}"),
+    }
+    if args.cnn:
+        out["cnn"] = cnn_measurement(1 if args.quick else args.rounds, args.repeats)
+        out["load_average_start_end"][1] = round(os.getloadavg()[0], 2)
+    print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    main()
