@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a fresh machine: the Debian package with
 # Fashion-MNIST (where apt is available and we are root), the torch 2.13.0 CPU build, and
-# the project with its pinned dependencies (constraints.txt).
+# the project with its pinned dependencies (constraints.txt; Ray for sweeps included).
 set -euo pipefail
 cd "$(dirname "$0")"
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && [ ! -d /usr/share/datasets/fashion-mnist ]; then

@@ -24,6 +24,7 @@ import torch
 
 from . import _malloc
 from .algorithms.base import RoundContext
+from .algorithms.per_replica import PerReplica
 from .batching import start_minus, start_rows
 from .participation import Participation
 
@@ -293,6 +294,8 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
     c_state = {k: v.flatten(0, 1).index_select(0, slot) for k, v in cstate.items()}
     payload, step_mask = _stack_payloads(problem, payloads, device, dtype)
     lr = algorithm.plain_local_sgd() if fused else None
+    if isinstance(lr, PerReplica):      # a rate per replica: each participant's own, [B, 1]
+        lr = lr.rows(rep, bcast["theta"])
     with torch.no_grad():
         delta = None if lr is None else _fused_delta(problem, bcast["theta"], rep, cli,
                                                      payload, lr)

@@ -26,6 +26,14 @@ from dataclasses import dataclass
 import torch
 
 
+def full_like(x: torch.Tensor, value) -> torch.Tensor:
+    """``torch.full_like``, also for a tensor ``value`` broadcast over ``x`` (a per-replica
+    hyperparameter bound to ``[R, 1]`` rows, :mod:`sims.algorithms.per_replica`)."""
+    if torch.is_tensor(value):
+        return torch.zeros_like(x).add_(value)
+    return torch.full_like(x, value)
+
+
 def _masked(mask, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
     if mask is None:
         return new
@@ -56,6 +64,8 @@ class SGD:
         return g, state
 
     def step(self, theta, g, state, mask=None):
+        if torch.is_tensor(self.lr):        # one rate per row ([B, 1], sims.algorithms.per_replica)
+            return _masked(mask, theta - self.lr * g, theta), state
         return _masked(mask, torch.add(theta, g, alpha=-self.lr), theta), state
 
 
@@ -89,7 +99,7 @@ class AdaGrad:
             raise OptimizerError(f"v0 must be >= 0, got {self.v0}")
 
     def init(self, theta: torch.Tensor) -> dict:
-        return {"m": torch.zeros_like(theta), "v": torch.full_like(theta, self.v0)}
+        return {"m": torch.zeros_like(theta), "v": full_like(theta, self.v0)}
 
     def direction(self, g: torch.Tensor, state: dict):
         v = state["v"] + g * g
@@ -179,10 +189,10 @@ class AdaptiveRule:
         return self.kind == "amsgrad"
 
     def init(self, theta: torch.Tensor) -> dict:
-        state = {"m": torch.zeros_like(theta), "v": torch.full_like(theta, self.v0),
+        state = {"m": torch.zeros_like(theta), "v": full_like(theta, self.v0),
                  "t": torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device)}
         if self.kind == "amsgrad":
-            state["vhat"] = torch.full_like(theta, self.v0)
+            state["vhat"] = full_like(theta, self.v0)
         return state
 
     def direction(self, g: torch.Tensor, state: dict):
@@ -201,8 +211,9 @@ class AdaptiveRule:
         if self.kind == "amsgrad":
             second = new["vhat"] = torch.maximum(state["vhat"], v)
         if self.bias_correction and self.kind != "adagrad":
-            m = m / (1 - self.beta1 ** t).unsqueeze(-1)
-            second = second / (1 - self.beta2 ** t).unsqueeze(-1)
+            t1 = t.unsqueeze(-1)
+            m = m / (1 - self.beta1 ** t1)
+            second = second / (1 - self.beta2 ** t1)
         if self.eps_inside_sqrt:
             denom = torch.sqrt(second + self.eps)
         else:

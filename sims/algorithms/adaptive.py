@@ -169,7 +169,7 @@ class LocalAdaptive:
     def corrected_v(self, state) -> torch.Tensor:
         if not self.bias_correction:
             return state["v"]
-        return state["v"] / (1 - self.beta2 ** state["n"].clamp_min(1)).unsqueeze(-1)
+        return state["v"] / (1 - self.beta2 ** state["n"].clamp_min(1).unsqueeze(-1))
 
     def step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):
         if self.weight_decay and self.wd_mode == "coupled":
@@ -179,8 +179,8 @@ class LocalAdaptive:
         n, nm = state["n"] + 1, state["nm"] + 1
         m_c, v_c = m, v
         if self.bias_correction:
-            m_c = m / (1 - self.beta1 ** nm).unsqueeze(-1)
-            v_c = v / (1 - self.beta2 ** n).unsqueeze(-1)
+            m_c = m / (1 - self.beta1 ** nm.unsqueeze(-1))
+            v_c = v / (1 - self.beta2 ** n.unsqueeze(-1))
         vhat = state["vhat"]
         if self.rule == "amsgrad" and self.vhat == "step":
             vhat = torch.maximum(vhat, v_c)
@@ -312,7 +312,7 @@ class FedOpt(Algorithm):
         if self.amended:
             if self.ga_source == "pseudo":
                 lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
-                aux["ga"] = delta / (lr * lstate["k"].clamp_min(1)).unsqueeze(-1)
+                aux["ga"] = delta / (lr * lstate["k"].clamp_min(1).unsqueeze(-1))
             else:
                 aux["steps"] = lstate["k"].unsqueeze(-1)    # [B, 1]: the engine means rows
         return delta, cstate, aux

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..optim import AdaptiveRule, OptimizerError, TrustRatio, _masked
+from ..optim import AdaptiveRule, OptimizerError, TrustRatio, _masked, full_like
 from .adaptive import (FedOpt, LocalAdaptive, bits, check_common, describe_dataclass,
                        layer_seg, lr_at, mean_of)
 from .base import Algorithm, masked_rows
@@ -114,7 +114,7 @@ class FedLAMB(Algorithm):
     def init_server(self, theta0):
         server = {"theta": theta0.clone()}
         if self.vhat != "local":
-            server["vhat"] = torch.full_like(theta0, self.eps)       # line 2: vhat_0 = eps
+            server["vhat"] = full_like(theta0, self.eps)       # line 2: vhat_0 = eps
         return server
 
     def client_state_spec(self):

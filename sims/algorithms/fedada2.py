@@ -228,8 +228,8 @@ class JointAdaptive(Algorithm):
                     updates = torch.div(k - 1, self.delay, rounding_mode="floor") + 1
                     if self.init == "server":
                         updates = updates + ctx.t
-                    m_hat = m / (1 - self.beta1 ** k).unsqueeze(-1)
-                    nu_hat = nu / (1 - self.beta2 ** updates).unsqueeze(-1)
+                    m_hat = m / (1 - self.beta1 ** k.unsqueeze(-1))
+                    nu_hat = nu / (1 - self.beta2 ** updates.unsqueeze(-1))
                 u = m_hat / (torch.sqrt(nu_hat) + self.eps)
                 new["m"] = m
         if self.clip:

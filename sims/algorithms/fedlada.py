@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..optim import OptimizerError, _masked
+from ..optim import OptimizerError, _masked, full_like
 from .adaptive import (FedOpt, LocalAdaptive, ParticipantTally, bits, check_common,
                        describe_dataclass, lr_at, mean_of)
 from .base import Algorithm, masked_rows
@@ -162,7 +162,7 @@ class Scaffold(ParticipantTally, Algorithm):
         c_i = cstate["c"]
         if self.control == "II":
             lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
-            c_plus = c_i - lstate["c"] + delta / (lr * lstate["k"].clamp_min(1)).unsqueeze(-1)
+            c_plus = c_i - lstate["c"] + delta / (lr * lstate["k"].clamp_min(1).unsqueeze(-1))
         else:
             c_plus = lstate["gx"]
         return delta, {"c": c_plus}, {"dc": c_plus - c_i}
@@ -251,7 +251,7 @@ class FedLADA(Algorithm):
         return self.eps_v ** 2 if self.v0 is None else self.v0
 
     def init_server(self, theta0):
-        server = {"theta": theta0.clone(), "v": torch.full_like(theta0, self.initial_v)}
+        server = {"theta": theta0.clone(), "v": full_like(theta0, self.initial_v)}
         if self.amended:
             server["ga"] = torch.zeros_like(theta0)
         return server
@@ -274,7 +274,7 @@ class FedLADA(Algorithm):
         aux = {"vhat": lstate["vhat"]}
         if self.amended:
             lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
-            aux["ga"] = delta / (lr * lstate["k"].clamp_min(1)).unsqueeze(-1)
+            aux["ga"] = delta / (lr * lstate["k"].clamp_min(1).unsqueeze(-1))
         return delta, cstate, aux
 
     def server_step(self, server, mean_message, sums, active, ctx):

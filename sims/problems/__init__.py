@@ -27,7 +27,9 @@ gradient, held to stepping through ``stoch_grad`` in tests:
   ``theta_start - theta_end`` with participant ``b`` starting from ``server[rep[b]]``;
 * ``local_sgd(theta[B, d], clients[B], payload[B, K, ...], lr)`` -- the end parameters.
 
-Either may return None to decline (the engine then steps through ``stoch_grad``).
+Either may return None to decline (the engine then steps through ``stoch_grad``). ``lr`` is
+a float, or a ``[B, 1]`` tensor with each participant's own rate (a per-replica learning rate
+of a batched grid, :mod:`sims.algorithms.per_replica`).
 """
 from .neural import NeuralProblem  # noqa: F401
 from .quadratic import NoiseLaw, QuadraticProblem  # noqa: F401

@@ -130,7 +130,7 @@ class ConvProblem(NeuralProblem):
                     out[b] = self._flat(grads)
         return out
 
-    def local_sgd(self, theta: torch.Tensor, clients, payload: torch.Tensor, lr: float):
+    def local_sgd(self, theta: torch.Tensor, clients, payload: torch.Tensor, lr):
         """All local SGD steps of each client in turn (loop mode); None otherwise, so the
         engine steps through :meth:`stoch_grad` (which augments in both modes)."""
         if not self.loop:
@@ -139,13 +139,14 @@ class ConvProblem(NeuralProblem):
         with torch.enable_grad():
             for b in range(theta.shape[0]):
                 self._load(theta[b])
+                lr_b = float(lr[b]) if torch.is_tensor(lr) else lr   # [B, 1]: per replica
                 for k in range(payload.shape[1]):
                     grads = self._step_grad(payload[b, k])
                     if grads is None:
                         continue
                     with torch.no_grad():
                         for p, g in zip(self._params, grads):
-                            p.sub_(g, alpha=lr)
+                            p.sub_(g, alpha=lr_b)
                 out[b] = self._flat([p.detach() for p in self._params])
         return out
 

@@ -121,7 +121,10 @@ def linear_stack_sgd_(theta: torch.Tensor, layout, minibatch, steps: int,
 
 def lr_scale(w: torch.Tensor, lr: float) -> torch.Tensor:
     """Per-sample factors ``lr * w_s / sum_s w_s`` of a minibatch's weights ``w[..., b]``: the
-    mean over valid samples with the step size folded in (all-zero weights give zeros)."""
+    mean over valid samples with the step size folded in (all-zero weights give zeros).
+    ``lr`` may be a tensor with one rate per client (``[B, 1]``, a per-replica rate)."""
+    if torch.is_tensor(lr):
+        lr = lr.reshape(lr.shape[0], *([1] * (w.dim() - 1)))
     return w * (lr / w.sum(-1, keepdim=True).clamp_min(1))
 
 
