@@ -18,4 +18,9 @@ ENTRIES = {
     "fedef_qa_train": "reproduce.fedef_qa_train",
     "fedef_cifar": "reproduce.fedef_cifar",
     "probes": "reproduce.probes",
+    "fedlada_fig1": "reproduce.fedlada_fig1",
+    "fedlada_fig2": "reproduce.fedlada_fig2",
+    "fedlada_alpha": "reproduce.fedlada_alpha",
+    "fedlada_fig8": "reproduce.fedlada_fig8",
+    "fedlada_lr": "reproduce.fedlada_lr",
 }
