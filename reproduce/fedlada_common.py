@@ -83,10 +83,19 @@ class StandIn(common.EntryConfig):
     dirichlet: float = 0.6
     batch_size: int = 50
     local_epochs: int = 2
+    local_steps: int = 0             # > 0: this many local steps instead of epochs
     eval_every: int = 5
     eval_train_samples: int = 5000
     test_samples: int = 2000
     paper_lr: bool = False
+
+    def run_key(self) -> dict:
+        """As :meth:`EntryConfig.run_key`; ``local_steps`` only when set (results saved
+        before the option existed stay valid)."""
+        key = super().run_key()
+        if not self.local_steps:
+            key.pop("local_steps", None)
+        return key
 
     def scale(self):
         if self.full:
@@ -95,7 +104,7 @@ class StandIn(common.EntryConfig):
             self.eval_train_samples, self.test_samples, self.paper_lr = 10000, 0, True
         if self.tiny:
             self.seeds, self.rounds, self.n_clients, self.hidden = 1, 3, 10, 8
-            self.participation = 0.3
+            self.participation, self.local_steps = 0.3, 3
             self.eval_every, self.eval_train_samples, self.test_samples = 1, 300, 200
 
 
@@ -132,7 +141,7 @@ def participation(cfg, rate: float | None = None) -> Participation:
 
 @lru_cache(maxsize=4)
 def _problem(dataset, model, hidden, n_clients, dirichlet, batch_size, local_epochs,
-             eval_train_samples, test_samples, data_dir, device):
+             local_steps, eval_train_samples, test_samples, data_dir, device):
     from sims.problems.image import build_image_problem
     conv = model in ("resnet18", "lenet", "cnn")
     kw = {"model_kw": {"hidden": hidden}} if model == "mlp" else {}
@@ -143,7 +152,8 @@ def _problem(dataset, model, hidden, n_clients, dirichlet, batch_size, local_epo
     return build_image_problem(
         dataset, model, n_clients, scheme="dirichlet", partition_seed=0,
         partition_kw={"alpha": dirichlet, "variant": "per_client"}, batch_size=batch_size,
-        local_epochs=local_epochs, eval_train_samples=eval_train_samples or None,
+        local_epochs=local_epochs, local_steps=local_steps or None,
+        eval_train_samples=eval_train_samples or None,
         test_samples=test_samples or None, device=device,
         data=common.cached_dataset(dataset, data_dir), **kw)
 
@@ -157,7 +167,8 @@ def setting_text(cfg) -> str:
     return (f"{cfg.dataset} ({'stand-in' if cfg.dataset == 'fmnist' else 'paper dataset'}), "
             f"{model}, {cfg.n_clients} clients Dir-{cfg.dirichlet:g}, "
             f"{cfg.participation:.0%} a round, batch {cfg.batch_size}, "
-            f"{cfg.local_epochs} local epochs, {cfg.seeds} seed(s)")
+            f"{f'{cfg.local_steps} local steps' if cfg.local_steps else f'{cfg.local_epochs} local epochs'}"
+            f", {cfg.seeds} seed(s)")
 
 
 # ------------------------------------------------------------------------------ running
@@ -258,17 +269,21 @@ def label(run: str) -> str:
 
 # ------------------------------------------------------------------------------ sweeps
 PROBLEM_KEYS = ("dataset", "model", "hidden", "n_clients", "dirichlet", "batch_size",
-                "local_epochs", "eval_train_samples", "test_samples", "data_dir", "device")
+                "local_epochs", "local_steps", "eval_train_samples", "test_samples", "data_dir", "device")
 
 
 def problem_desc(cfg, **over) -> dict:
-    """The problem as the JSON description the sweep API keys its cells by."""
-    return {**{k: getattr(cfg, k) for k in PROBLEM_KEYS}, **over}
+    """The problem as the JSON description the sweep API keys its cells by (``local_steps``
+    only when set, as in :meth:`StandIn.run_key`)."""
+    desc = {**{k: getattr(cfg, k) for k in PROBLEM_KEYS}, **over}
+    if not desc["local_steps"]:
+        desc.pop("local_steps")
+    return desc
 
 
 def build_problem(desc: dict):
     """The sweep API's ``build_problem``: the problem of :func:`problem_desc`."""
-    return _problem(*(desc[k] for k in PROBLEM_KEYS))
+    return _problem(*(desc.get(k, 0) for k in PROBLEM_KEYS))
 
 
 def participation_text(cfg, rate: float | None = None) -> str:
