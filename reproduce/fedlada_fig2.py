@@ -8,10 +8,12 @@ rates; ``--dataset cifar100`` / ``tinyimagenet`` with ``--local-epochs 2`` for t
 
 **Targets.** The paper's targets sit at fixed fractions of the best method's final test
 accuracy on CIFAR-10 (Table 1: 84 % = 0.976 x 86.1 %; Table 7: 70 % and 80 % = 0.81x and
-0.93x) and at 98 % train accuracy (where every method's training accuracy ends near 100 %).
-The stand-in's models do not reach such accuracies, so the targets are the same fractions of
-this run's best final (seed-mean) accuracy: test 0.976x (Table 1), 0.81x and 0.93x (Table 7),
-train 0.98x of the best final train accuracy (Table 1 "TRAIN"). Rounds are the first
+0.93x) and at 98 % train accuracy (a level all seven methods reach within the paper's 3000
+rounds, as training accuracy goes to 100 %). The stand-in's models do not saturate, so the
+test targets are the same fractions of this run's best final (seed-mean) test accuracy:
+0.976x (Table 1), 0.81x and 0.93x (Table 7); the train target is 0.98x the median over the
+methods of the final train accuracy (Table 1 "TRAIN": a level most methods reach; 0.98x the
+best would leave all but one method at inf). Rounds are the first
 evaluated round at or above the target (``--eval-every`` rounds apart), mean over seeds
 (``inf`` if a seed never gets there, as Table 7's mean), multipliers rounds / best,
 truncated to 2 decimals as the paper prints them. Communication (Tables 11-12) counts the
@@ -107,6 +109,11 @@ def plot(df, cfg, stem="fedlada_fig2"):
         for name, color in zip(names, _palette(names)):
             plotting.band_plot(ax, df[df.run == name], metric, "run", logy=logy,
                                palette=[color], label=fc.label)
+        if not logy:          # accuracies: zoom past the first tenth of the run
+            late = df[(df.metric == metric) & (df["round"] >= df["round"].max() / 10)]
+            if len(late):
+                ax.set_ylim(max(0.0, late["value"].min() - 0.02),
+                            min(1.0, late["value"].max() + 0.01))
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
     fig.suptitle(f"FedLADA {TARGET.split(',')[0]} stand-in: {fc.setting_text(cfg)} "
@@ -116,8 +123,8 @@ def plot(df, cfg, stem="fedlada_fig2"):
 
 def targets(df):
     best_test = fc.final_by_seed(df, "test_acc")["mean"].max()
-    best_train = fc.final_by_seed(df, "train_acc")["mean"].max()
-    return {"test": TEST_FRACTION * best_test, "train": TRAIN_FRACTION * best_train,
+    mid_train = fc.final_by_seed(df, "train_acc")["mean"].median()
+    return {"test": TEST_FRACTION * best_test, "train": TRAIN_FRACTION * mid_train,
             "t7": [f * best_test for f in T7_FRACTIONS]}
 
 
@@ -181,6 +188,11 @@ def _firsts(rounds) -> list[str]:
     return [m for m in _order(rounds.index) if rounds[m] == rounds.min()]
 
 
+def _lasts(rounds) -> list[str]:
+    """The methods with the most rounds (inf included; ties all listed)."""
+    return [m for m in _order(rounds.index) if rounds[m] == rounds.max()]
+
+
 def _first_text(rounds) -> str:
     f = _firsts(rounds)
     return ("nobody reaches it" if not f else
@@ -213,11 +225,11 @@ def check(df, cfg):
                      f"{_verdict(ftr == ['localadam'])}, FedLADA-first "
                      f"{_verdict(ftr == ['fedlada'])}")
     if {"fedadam", "fedlada"} <= have:
-        slowest = tr.idxmax()
+        slowest = _lasts(tr)
         ratio = (tr["fedadam"] / tr["fedlada"] if np.isfinite(tr["fedlada"]) else math.nan)
-        lines.append(f"E3 (FedAdam slowest to the train target, 3-4.5x FedLADA): slowest is "
-                     f"{fc.label(slowest)}; FedAdam/FedLADA = {ratio:.2f} -> "
-                     f"{_verdict(slowest == 'fedadam' or not np.isfinite(tr['fedadam']))} "
+        lines.append(f"E3 (FedAdam alone slowest to the train target, 3-4.5x FedLADA): slowest "
+                     f"{' = '.join(fc.label(m) for m in slowest)} ({tr.max():.0f} rounds); "
+                     f"FedAdam/FedLADA = {ratio:.2f} -> {_verdict(slowest == ['fedadam'])} "
                      f"slowest, {_verdict(3 <= ratio <= 4.5)} the 3-4.5x range")
     if "localadam" in have and len(fin) >= 3:
         rank = int((fin["mean"] < fin.loc["localadam", "mean"]).sum())

@@ -54,7 +54,9 @@ def test_paper_hyperparameters_and_standin_rates():
     ("fedlada_fig2", ["Table 1", "Table 7", "Table 6", "E2 ", "E5 ", "E12 "]),
     ("fedlada_fig1", ["FedAdam slowest"]),
     ("fedlada_fig8", ["E10 accuracy", "E10 consistency"]),
-    ("fedlada_alpha", ["Table 5", "E6 ", "E9a", "E9b", "E9c"]),
+    ("fedlada_alpha", ["Table 5", "E6 ", "E9a", "E9b", "E9c", "Table 3"]),
+    ("fedlada_k", ["Table 4", "E7 "]),
+    ("fedlada_participation", ["E8 "]),
 ])
 def test_entry_tiny_runs_and_checks(entry, expect, tmp_path, capsys):
     import importlib
