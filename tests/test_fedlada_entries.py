@@ -80,3 +80,27 @@ def test_bad_methods_is_a_one_line_error(capsys):
     from reproduce import fedlada_fig2
     rc = common.main(fedlada_fig2, ["--tiny", "--methods", "fedavg,nope", "--plot-only"])
     assert rc == 2 and "unknown nope" in capsys.readouterr().err
+
+
+def test_train_accuracy_observer_equals_direct_evaluation():
+    """The Table 1 "TRAIN" accuracy the entries record: the server model's accuracy on the
+    problem's evaluation subset of the training set, against torch.func on the flat vector."""
+    import numpy as np
+    from torch.func import functional_call
+
+    from sims.engine import run
+    from sims.models import MLP
+    from sims.problems.neural import NeuralProblem
+    from conftest import random_dataset, unequal_parts
+    prob = NeuralProblem(random_dataset(62, 28, 0), unequal_parts(), MLP(784, hidden=4),
+                         batch_size=4, dtype=torch.float64)
+    alg = fc.make_algorithm("fedavg", eta_l=0.05)
+    out = run(prob, alg, fc.Participation("fixed", m=3), 4, [0, 1], eval_every=2,
+              observers=[fc.TrainAccuracy(2)])
+    assert list(out.rounds["train_acc"]) == [0, 2, 4]
+    for r in range(2):
+        params = prob.layout.unflatten(out.server["theta"][r])
+        logits = functional_call(prob.model, params, (prob.x[prob.eval_index],))
+        acc = float((logits.argmax(-1) == prob.y[prob.eval_index]).double().mean())
+        # (the count is float32 in the problem; one sample is 1/62)
+        assert np.isclose(out.metrics["train_acc"][r, -1], acc, rtol=0, atol=1e-6)
