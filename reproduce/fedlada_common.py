@@ -268,6 +268,13 @@ def pm(row, scale=100.0, digits=1) -> str:
             f"{scale * row['max']:.{digits}f}]")
 
 
+def zoom_accuracy(ax, df, metric: str) -> None:
+    """Accuracy panels: the y range of the values after the first tenth of the run."""
+    late = df[(df.metric == metric) & (df["round"] >= df["round"].max() / 10)]
+    if len(late):
+        ax.set_ylim(max(0.0, late["value"].min() - 0.02), min(1.0, late["value"].max() + 0.01))
+
+
 def label(run: str) -> str:
     return LABELS.get(run, run)
 

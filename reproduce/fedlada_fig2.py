@@ -109,11 +109,8 @@ def plot(df, cfg, stem="fedlada_fig2"):
         for name, color in zip(names, _palette(names)):
             plotting.band_plot(ax, df[df.run == name], metric, "run", logy=logy,
                                palette=[color], label=fc.label)
-        if not logy:          # accuracies: zoom past the first tenth of the run
-            late = df[(df.metric == metric) & (df["round"] >= df["round"].max() / 10)]
-            if len(late):
-                ax.set_ylim(max(0.0, late["value"].min() - 0.02),
-                            min(1.0, late["value"].max() + 0.01))
+        if not logy:
+            fc.zoom_accuracy(ax, df, metric)
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
     fig.suptitle(f"FedLADA {TARGET.split(',')[0]} stand-in: {fc.setting_text(cfg)} "

@@ -68,6 +68,8 @@ def plot(df, cfg):
                            palette=sns.color_palette("viridis", n))
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
+        if not logy:
+            fc.zoom_accuracy(ax, df, metric)
     fig.suptitle(f"FedLADA Fig. 3 stand-in: {fc.setting_text(cfg)}", fontsize=9, y=1.02)
     return plotting.save(fig, cfg.figures, "fedlada_k")
 
