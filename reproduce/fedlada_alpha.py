@@ -126,6 +126,7 @@ def plot(df, cfg):
         plotting.band_plot(axes[1], a, "test_acc", "run", label=lambda r: r,
                            palette=sns.color_palette("viridis", len(runs_a)))
         axes[1].set_ylabel("test accuracy")
+        fc.zoom_accuracy(axes[1], a, "test_acc")
         axes[1].set_title("Fig. 5(a): FedAdam(*) over alpha (eta_g = 0.1)")
         axes[1].legend(fontsize=7)
     b = _panel(df, "fig5b")
