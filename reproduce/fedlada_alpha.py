@@ -54,6 +54,8 @@ class Config(fc.StandIn):
 
     def scale(self):
         fc.StandIn.scale(self)
+        if self.full:                    # the paper's Table 3 / 5 and Fig. 5: TinyImageNet
+            self.dataset, self.local_epochs = "tinyimagenet", 2
         if self.tiny:
             self.alphas, self.cm_alphas, self.etas = "0.1,0.5,1", "0.1,1", "0.1,0.01"
 
@@ -82,6 +84,8 @@ def grids(cfg) -> dict[str, Grid]:
 
 
 def runs(cfg):
+    if not cfg.plot_only:     # a missing dataset: its one-line error, before the sweep starts
+        common.cached_dataset(cfg.dataset, cfg.data_dir)
     return [sweep_run(name, grid, fc.problem_desc(cfg), fc.build_problem,
                       fc.participation_text(cfg), eval_every=cfg.eval_every,
                       params={"panel": name})

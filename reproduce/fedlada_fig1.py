@@ -24,6 +24,11 @@ DEFAULT_COST = "about 2-3 min with --threads 1 (3 methods x 2 seeds x 150 rounds
 class Config(fig2.Config):
     methods: str = "fedavg,fedadam,localadam"
 
+    def scale(self):
+        fig2.Config.scale(self)
+        if self.full:                    # the paper's Fig. 1: CIFAR-100, 2 local epochs
+            self.dataset, self.local_epochs = "cifar100", 2
+
 
 runs = fig2.runs
 
