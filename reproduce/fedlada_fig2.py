@@ -98,7 +98,7 @@ def _palette(names):
     return [colors[fc.METHODS.index(n)] if n in fc.METHODS else "k" for n in names]
 
 
-def plot(df, cfg, stem="fedlada_fig2"):
+def plot(df, cfg, stem="fedlada_fig2", figure="Figure 2"):
     df = common.healthy(df)
     names = sorted(df["run"].unique(), key=lambda r: fc.METHODS.index(r)
                    if r in fc.METHODS else 99)
@@ -113,7 +113,7 @@ def plot(df, cfg, stem="fedlada_fig2"):
             fc.zoom_accuracy(ax, df, metric)
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
-    fig.suptitle(f"FedLADA {TARGET.split(',')[0]} stand-in: {fc.setting_text(cfg)} "
+    fig.suptitle(f"FedLADA {figure} stand-in: {fc.setting_text(cfg)} "
                  f"(mean, band = seed range)", fontsize=9, y=1.02)
     return plotting.save(fig, cfg.figures, stem)
 
