@@ -70,7 +70,8 @@ def plot(df, cfg):
         ax.legend(fontsize=8)
         if not logy:
             fc.zoom_accuracy(ax, df, metric)
-    fig.suptitle(f"FedLADA Fig. 3 stand-in: {fc.setting_text(cfg)}", fontsize=9, y=1.02)
+    text = fc.setting_text(cfg).replace(f"{cfg.local_epochs} local epochs", "K varied")
+    fig.suptitle(f"FedLADA Fig. 3 stand-in: {text}", fontsize=9, y=1.02)
     return plotting.save(fig, cfg.figures, "fedlada_k")
 
 
@@ -86,7 +87,8 @@ def _rounds_to_loss(df, run, level):
 def check(df, cfg):
     missing = common.missing_runs(sys.modules[__name__], cfg, df)
     df = common.healthy(df)
-    lines = [f"setting: {fc.setting_text(cfg)}, {cfg.rounds} rounds"]
+    text = fc.setting_text(cfg).replace(f"{cfg.local_epochs} local epochs", "K varied")
+    lines = [f"setting: {text}, {cfg.rounds} rounds"]
     if missing:
         lines.append(f"missing runs (no verdict needs them): {', '.join(missing)}")
     best = fc.best_by_seed(df, "test_acc")
