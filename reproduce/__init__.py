@@ -22,6 +22,7 @@ ENTRIES = {
     "fedlada_fig2": "reproduce.fedlada_fig2",
     "fedlada_alpha": "reproduce.fedlada_alpha",
     "fedlada_fig8": "reproduce.fedlada_fig8",
+    "fedlada_fig7": "reproduce.fedlada_fig7",
     "fedlada_k": "reproduce.fedlada_k",
     "fedlada_participation": "reproduce.fedlada_participation",
     "fedlada_lr": "reproduce.fedlada_lr",

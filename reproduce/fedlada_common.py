@@ -168,7 +168,9 @@ def problem(cfg, **over):
 
 
 def setting_text(cfg) -> str:
-    model = f"MLP 784-{cfg.hidden}-10" if cfg.model == "mlp" else cfg.model
+    model = (f"MLP 784-{cfg.hidden}-10" if cfg.model == "mlp" else
+             f"MLP 784-{cfg.hidden}-10 with {getattr(cfg, 'activations', '')}"
+             if cfg.model == "smooth-mlp" else cfg.model)
     return (f"{cfg.dataset} ({'stand-in' if cfg.dataset == 'fmnist' else 'paper dataset'}), "
             f"{model}, {cfg.n_clients} clients Dir-{cfg.dirichlet:g}, "
             f"{cfg.participation:.0%} a round, batch {cfg.batch_size}, "

@@ -196,3 +196,27 @@ class LeNet(nn.Module):
 
 
 MODELS["lenet"] = LeNet
+
+
+class SmoothMLP(nn.Module):
+    """A one-hidden-layer MLP with a chosen activation (:data:`ACTIVATIONS`: ReLU, or
+    FedLADA Table 8's GeLU / SMU): the CPU stand-in of FedLADA Fig. 7's smooth-activation
+    LeNet. ``mu`` is SMU's."""
+
+    def __init__(self, in_features: int = 784, num_classes: int = 10, hidden: int = 50,
+                 activation: str = "gelu", mu: float = 1.0):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; choose one of "
+                             f"{sorted(ACTIVATIONS)}")
+        self.activation, self.mu = activation, float(mu)
+        self.fc1 = nn.Linear(in_features, hidden)
+        self.fc2 = nn.Linear(hidden, num_classes)
+
+    def forward(self, x):
+        h = self.fc1(x.flatten(-3))
+        h = smu(h, self.mu) if self.activation == "smu" else ACTIVATIONS[self.activation](h)
+        return self.fc2(h)
+
+
+MODELS["smooth-mlp"] = SmoothMLP

@@ -57,6 +57,7 @@ def test_paper_hyperparameters_and_standin_rates():
     ("fedlada_alpha", ["Table 5", "E6 ", "E9a", "E9b", "E9c", "Table 3"]),
     ("fedlada_k", ["Table 4", "E7 "]),
     ("fedlada_participation", ["E8 "]),
+    ("fedlada_fig7", ["gelu: E13", "smu: E13"]),
 ])
 def test_entry_tiny_runs_and_checks(entry, expect, tmp_path, capsys):
     import importlib

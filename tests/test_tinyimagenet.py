@@ -11,7 +11,7 @@ from PIL import Image
 
 from sims.data import DataError, load_dataset
 from sims.data.base import NORMALIZATION
-from sims.models import LeNet, gelu_tanh, make_model, smu
+from sims.models import LeNet, SmoothMLP, gelu_tanh, make_model, smu
 
 WNIDS = ["n01443537", "n01629819", "n01641577"]
 COLOURS = {"n01443537": (250, 10, 10), "n01629819": (10, 250, 10), "n01641577": (10, 10, 250)}
@@ -125,3 +125,14 @@ def test_lenet_shapes_and_activation_choice():
     assert make_model("lenet", (1, 28, 28), 10).fc1.in_features == 64 * 4 * 4
     with pytest.raises(ValueError, match="unknown activation"):
         LeNet(activation="tanh")
+
+
+def test_smooth_mlp_is_an_mlp_with_the_chosen_activation():
+    torch.manual_seed(0)
+    net = make_model("smooth-mlp", (1, 28, 28), 10, hidden=7, activation="smu", mu=2.0)
+    x = torch.randn(3, 1, 28, 28)
+    want = net.fc2(smu(net.fc1(x.flatten(-3)), 2.0))
+    assert torch.equal(net(x), want)
+    g = SmoothMLP(784, 10, hidden=7, activation="gelu")
+    g.load_state_dict(net.state_dict())
+    assert torch.allclose(g(x), g.fc2(gelu_tanh(g.fc1(x.flatten(-3)))))
