@@ -63,14 +63,14 @@ def _problem(cfg_key, activation):
         cfg["dataset"], cfg["model"], cfg["n_clients"], scheme="dirichlet", partition_seed=0,
         partition_kw={"alpha": cfg["dirichlet"], "variant": "per_client"},
         batch_size=cfg["batch_size"], local_epochs=cfg["local_epochs"],
-        local_steps=cfg["local_steps"] or None,
+        local_steps=cfg.get("local_steps") or None,
         eval_train_samples=cfg["eval_train_samples"] or None,
         test_samples=cfg["test_samples"] or None, device=cfg["device"],
         data=common.cached_dataset(cfg["dataset"], cfg["data_dir"]), **kw)
 
 
 def problem(cfg, activation):
-    return _problem(tuple(sorted(fc.problem_desc(cfg, local_steps=cfg.local_steps).items())),
+    return _problem(tuple(sorted(fc.problem_desc(cfg).items())),
                     activation)
 
 
