@@ -21,4 +21,12 @@ ENTRIES = {
     "fedlamb_fig12": "reproduce.fedlamb_fig12",
     "fedlamb_supp1": "reproduce.fedlamb_supp1",
     "fedlamb_cifar": "reproduce.fedlamb_cifar",
+    "fedlada_fig1": "reproduce.fedlada_fig1",
+    "fedlada_fig2": "reproduce.fedlada_fig2",
+    "fedlada_alpha": "reproduce.fedlada_alpha",
+    "fedlada_fig8": "reproduce.fedlada_fig8",
+    "fedlada_fig7": "reproduce.fedlada_fig7",
+    "fedlada_k": "reproduce.fedlada_k",
+    "fedlada_participation": "reproduce.fedlada_participation",
+    "fedlada_lr": "reproduce.fedlada_lr",
 }

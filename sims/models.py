@@ -262,3 +262,89 @@ class ResNet9GN(nn.Module):
 
 
 MODELS["resnet9"] = ResNet9GN
+
+
+# --------------------------------------------------------------------------- LeNet (FedLADA Fig. 7)
+def gelu_tanh(x):
+    """GeLU as FedLADA Table 8 prints it: ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
+    return 0.5 * x * (1 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+def smu(x, mu: float = 1.0):
+    """SMU (Biswas et al. 2021) with its ``alpha = 0``, FedLADA Table 8:
+    ``(x + x erf(mu x)) / 2``. The paper gives no ``mu``; 1.0 (a fixed constant) keeps it
+    smooth (as ``mu`` grows SMU tends to ReLU)."""
+    return 0.5 * (x + x * torch.erf(mu * x))
+
+
+ACTIVATIONS = {"relu": torch.relu, "gelu": gelu_tanh, "smu": smu}
+
+
+class LeNet(nn.Module):
+    """The LeNet of FedLADA Fig. 7 ("2 conv + 2 FC"; FedDyn / FL-Simulator's layout, spec
+    3.1): Conv(C, 64, 5) - act - MaxPool(2) - Conv(64, 64, 5) - act - MaxPool(2) -
+    Linear(64 s^2, 384) - act - Linear(384, 192) - act - Linear(192, classes), ``s`` the side
+    after the two stages (5 for 32x32 CIFAR, 4 for 28x28). ``activation``: ``"relu"``,
+    ``"gelu"`` or ``"smu"`` (Table 8's smooth activations; ``mu`` for SMU).
+
+    ``make_model`` passes the flattened input size; the channel count and the square side are
+    read from it (3 or 1 channels) unless ``in_channels`` is given."""
+
+    def __init__(self, in_features: int = 3 * 32 * 32, num_classes: int = 10,
+                 activation: str = "relu", mu: float = 1.0, in_channels: int | None = None):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; choose one of "
+                             f"{sorted(ACTIVATIONS)}")
+        if in_channels is None:
+            in_channels = next((c for c in (3, 1) if in_features % c == 0 and
+                                round((in_features // c) ** 0.5) ** 2 == in_features // c), None)
+            if in_channels is None:
+                raise ValueError(f"cannot read a square image from {in_features} input "
+                                 "features; pass in_channels")
+        side = round((in_features // in_channels) ** 0.5)
+        s = ((side - 4) // 2 - 4) // 2
+        if s < 1:
+            raise ValueError(f"LeNet needs images of side >= 16, got {side}")
+        self.activation, self.mu = activation, float(mu)
+        self.conv1 = nn.Conv2d(in_channels, 64, 5)
+        self.conv2 = nn.Conv2d(64, 64, 5)
+        self.fc1 = nn.Linear(64 * s * s, 384)
+        self.fc2 = nn.Linear(384, 192)
+        self.fc3 = nn.Linear(192, num_classes)
+
+    def act(self, x):
+        return smu(x, self.mu) if self.activation == "smu" else ACTIVATIONS[self.activation](x)
+
+    def forward(self, x):
+        x = torch.max_pool2d(self.act(self.conv1(x)), 2)
+        x = torch.max_pool2d(self.act(self.conv2(x)), 2)
+        x = self.act(self.fc1(x.flatten(-3)))
+        return self.fc3(self.act(self.fc2(x)))
+
+
+MODELS["lenet"] = LeNet
+
+
+class SmoothMLP(nn.Module):
+    """A one-hidden-layer MLP with a chosen activation (:data:`ACTIVATIONS`: ReLU, or
+    FedLADA Table 8's GeLU / SMU): the CPU stand-in of FedLADA Fig. 7's smooth-activation
+    LeNet. ``mu`` is SMU's."""
+
+    def __init__(self, in_features: int = 784, num_classes: int = 10, hidden: int = 50,
+                 activation: str = "gelu", mu: float = 1.0):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; choose one of "
+                             f"{sorted(ACTIVATIONS)}")
+        self.activation, self.mu = activation, float(mu)
+        self.fc1 = nn.Linear(in_features, hidden)
+        self.fc2 = nn.Linear(hidden, num_classes)
+
+    def forward(self, x):
+        h = self.fc1(x.flatten(-3))
+        h = smu(h, self.mu) if self.activation == "smu" else ACTIVATIONS[self.activation](h)
+        return self.fc2(h)
+
+
+MODELS["smooth-mlp"] = SmoothMLP

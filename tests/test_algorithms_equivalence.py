@@ -66,7 +66,7 @@ ALGORITHMS = {
     "scaffold-alpha-I": lambda n: Scaffold(eta_l=0.05, alpha=1.5, control="I", n_clients=n,
                                            weight_decay=0.01),
     "scaffold-global-decay": lambda n: Scaffold(eta=0.8, eta_l=0.05, lr_decay=0.9,
-                                                decay_global=True),
+                                                decay_global=True, n_clients=n),
     "fedlada": lambda n: FedLADA(eta_l=0.01, alpha=0.2, weight_decay=0.01, lr_decay=0.95),
     "fedlada-zero-v": lambda n: FedLADA(eta=0.8, eta_l=0.01, v_init="zero", v0=1e-6,
                                         weight_decay=0.01, wd_mode="decoupled"),

@@ -363,7 +363,7 @@ def test_communication_and_memory_accounting():
 # ------------------------------------------------------------------------------ descent
 
 TUNED = {"fedlada": dict(eta_l=0.1), "localadam": dict(eta_l=0.03),
-         "fedadam-cm": dict(eta=0.03, alpha=0.5), "scaffold": dict(n_clients=8),
+         "fedadam-cm": dict(eta=0.1, alpha=0.5), "scaffold": dict(n_clients=8),
          "fedadagrad": dict(eta=0.1), "fedyogi": dict(eta=0.1)}
 for _name in ("fed-ams", "fed-lamb", "mimelite", "mimelite-lamb", "mime", "mime-lamb"):
     TUNED[_name] = dict(eta_l=0.03)

@@ -13,6 +13,7 @@ from .cifar import CIFAR10_DIR, CIFAR10_FILES, CIFAR100_DIR, CIFAR100_FILES, loa
 from .errors import DataError
 from .mnist import DEBIAN_FMNIST_DIR, IDX_FILES, load_fmnist, load_mnist, load_mnist_subset
 from .paths import ENV_VAR
+from .tinyimagenet import TINYIMAGENET_DIR, load_tinyimagenet
 
 __all__ = ["DATASETS", "load_dataset", "describe_sources"]
 
@@ -23,6 +24,7 @@ DATASETS: dict[str, Callable[[str | None], Dataset]] = {
     "cifar10": load_cifar10,
     "cifar100": load_cifar100,
     "mnist-subset": load_mnist_subset,
+    "tinyimagenet": load_tinyimagenet,
 }
 _ALIASES = {
     "fashion-mnist": "fmnist",
@@ -31,6 +33,8 @@ _ALIASES = {
     "cifar-10": "cifar10",
     "cifar-100": "cifar100",
     "mnist_subset": "mnist-subset",
+    "tiny-imagenet": "tinyimagenet",
+    "tiny-imagenet-200": "tinyimagenet",
 }
 
 
@@ -64,4 +68,6 @@ def describe_sources() -> str:
         "  stackoverflow DIR/stackoverflow/ or DIR: TFF's stackoverflow_{train,test}.h5,",
         "                stackoverflow.word_count, stackoverflow.tag_count (sims.data.stackoverflow)",
         "  gld23k        DIR/gld23k/{mini_gld_train_split.csv, mini_gld_test.csv, images/} (sims.data.gld)",
+        f"  tinyimagenet  DIR/{TINYIMAGENET_DIR}/{{wnids.txt, train/WNID/images/*.JPEG, "
+        "val/images/*.JPEG, val/val_annotations.txt}",
     ])

@@ -1,0 +1,304 @@
+"""What the FedLADA entries share: the problem (CPU stand-in and paper scale), the seven
+methods with the paper's hyperparameters, one engine run with train accuracy and the
+consistency term recorded, and the rounds-to-target arithmetic of Tables 1, 7 and 12.
+
+Spec: ``shared/specs/fedlada.md`` (3.1 setup and hyperparameter table, 3.3 tables, 4 claims).
+
+**CPU stand-in** (the default): Fashion-MNIST (Debian's full 60k/10k), 100 clients by
+Dirichlet-0.6 in Hsu et al.'s per-client form with balanced sizes (600 images each), 10 a
+round (fixed ``m``, without replacement: the theory's sampling), batch 50, 2 local epochs
+(24 steps >= the paper's ``K >= 2 / (1 - beta1) = 20``), local learning-rate decay 0.998 per
+round, weight decay 1e-3 (SGD methods, FedAdam's local SGD) / 1e-2 (LocalAdam, FedLADA),
+coupled L2 (``--wd-mode decoupled``: AdamW style, the other reading of spec 5.5). Model: the 784-50-10 MLP (39,760 parameters): on this 2-core machine one round
+of FedLADA costs about 0.1-0.2 s with it (the 784-200-10 MLP about 0.4 s, LeNet about 30x),
+so seven methods x 2 seeds x 150 rounds fit the 10-minute budget; a CNN would allow ~10
+rounds. **Paper scale** (``--full``): ResNet-18 with GroupNorm on CIFAR-10 (5 local epochs),
+CIFAR-100 / TinyImageNet (2 epochs) from ``--data-dir``, random crop (pad 4) with flips
+(the toolkit's CIFAR augmentation; the paper mentions crops only), 1500 rounds.
+
+**Learning rates.** The paper's (spec 3.1): SGD methods ``eta_l = 0.1``, ``eta_g = 1``;
+FedAdam ``eta_l = 0.1``, ``eta_g = 0.1``, ``tau = 0.1``; LocalAdam / FedLADA ``eta_l = 1e-3``,
+``eta_g = 1``. :data:`CPU_LR` holds the stand-in's rates, from the pilot sweep
+``python -m reproduce.fedlada_lr`` (results in ``docs/fedlada_results.md``); ``--paper-lr``
+uses the paper's.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+import torch
+
+from sims import engine
+from sims.algorithms.registry import make_algorithm
+from sims.participation import Participation
+from sims.probes.consistency import METRIC as CONSISTENCY, TrackConsistency
+from sims.results import tidy
+
+from . import common
+
+METHODS = ("fedavg", "fedprox", "scaffold", "fedcm", "fedadam", "localadam", "fedlada")
+LABELS = {"fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD", "fedcm": "FedCM",
+          "fedadam": "FedAdam", "localadam": "LocalAdam", "fedlada": "FedLADA",
+          "fedadam-cm": "FedAdam(*)"}
+ADAPTIVE = ("localadam", "fedlada")       # weight decay 1e-2 (spec 3.1); the rest 1e-3
+
+#: Spec 3.1's table (alpha: CIFAR-10's 0.1; the entries pass 0.05 for CIFAR-100/TinyImageNet).
+PAPER_HP = {
+    "fedavg": {"eta_l": 0.1, "eta": 1.0},
+    "fedprox": {"eta_l": 0.1, "eta": 1.0, "mu": 0.1},
+    "scaffold": {"eta_l": 0.1, "eta": 1.0},
+    "fedcm": {"eta_l": 0.1, "eta": 1.0, "alpha": 0.1},
+    "fedadam": {"eta_l": 0.1, "eta": 0.1, "tau": 0.1},
+    "fedadam-cm": {"eta_l": 0.1, "eta": 0.1, "tau": 0.1, "alpha": 0.1},
+    "localadam": {"eta_l": 1e-3, "eta": 1.0},
+    "fedlada": {"eta_l": 1e-3, "eta": 1.0, "alpha": 0.1},
+}
+
+#: The stand-in's local rates: the pilot sweep's best final test accuracy per method over
+#: x0.3 / x1 / x3 / x10 the paper's rate (``reproduce.fedlada_lr``, 1 seed, 40 rounds; numbers
+#: in docs/fedlada_results.md). The paper's rates transfer for FedAvg, FedProx, SCAFFOLD,
+#: FedAdam and LocalAdam; FedLADA takes 3e-3 (83.2 % vs 81.7 % at 1e-3) and FedCM 1.0 (86.7 %
+#: vs 83.7 % at 0.1; the grid's upper edge: FedCM's gradient enters scaled by alpha = 0.1).
+#: FedAdam(*) was not piloted and keeps the paper's 0.1 (its server is FedAdam's).
+CPU_LR = {"fedavg": 0.1, "fedprox": 0.1, "scaffold": 0.1, "fedcm": 1.0, "fedadam": 0.1,
+          "fedadam-cm": 0.1, "localadam": 1e-3, "fedlada": 3e-3}
+
+LR_DECAY = 0.998
+
+
+@dataclass
+class StandIn(common.EntryConfig):
+    """The flags every FedLADA entry shares (CPU stand-in by default, ``--full`` paper)."""
+    seeds: int = 2
+    rounds: int = 150
+    dataset: str = "fmnist"
+    model: str = "mlp"
+    hidden: int = 50
+    n_clients: int = 100
+    participation: float = 0.1
+    dirichlet: float = 0.6
+    batch_size: int = 50
+    local_epochs: int = 2
+    local_steps: int = 0             # > 0: this many local steps instead of epochs
+    eval_every: int = 5
+    eval_train_samples: int = 5000
+    test_samples: int = 2000
+    paper_lr: bool = False
+    wd_mode: str = "coupled"         # or "decoupled" (AdamW style; spec 5.5)
+
+    def run_key(self) -> dict:
+        """As :meth:`EntryConfig.run_key`; ``local_steps`` and ``wd_mode`` only when not the
+        default (results saved before the options existed stay valid)."""
+        key = super().run_key()
+        if not self.local_steps:
+            key.pop("local_steps", None)
+        if self.wd_mode == "coupled":
+            key.pop("wd_mode", None)
+        return key
+
+    def scale(self):
+        if self.full:
+            self.dataset, self.model, self.rounds, self.seeds = "cifar10", "resnet18", 1500, 1
+            self.local_epochs, self.eval_every = 5, 10
+            self.eval_train_samples, self.test_samples, self.paper_lr = 10000, 0, True
+        if self.tiny:
+            self.seeds, self.rounds, self.n_clients, self.hidden = 1, 3, 10, 8
+            self.participation, self.local_steps = 0.3, 3
+            self.eval_every, self.eval_train_samples, self.test_samples = 1, 300, 200
+
+
+def paper_alpha(cfg) -> float:
+    """FedLADA's alpha: 0.1 on CIFAR-10 (and the stand-in), 0.05 on CIFAR-100/TinyImageNet."""
+    return 0.05 if cfg.dataset in ("cifar100", "tinyimagenet") else 0.1
+
+
+def hyper(method: str, cfg, **over) -> dict:
+    """The method's hyperparameters for this config: the paper's, the stand-in's rates unless
+    ``--paper-lr``, decay 0.998, weight decay per spec 3.1, SCAFFOLD's population."""
+    hp = dict(PAPER_HP[method])
+    if method == "fedlada":
+        hp["alpha"] = paper_alpha(cfg)
+    if not cfg.paper_lr:
+        hp["eta_l"] = CPU_LR[method]
+    hp["weight_decay"] = 1e-2 if method in ADAPTIVE else 1e-3
+    if cfg.wd_mode != "coupled":
+        hp["wd_mode"] = cfg.wd_mode
+    hp["lr_decay"] = LR_DECAY
+    if method == "scaffold":
+        hp["n_clients"] = cfg.n_clients
+    hp.update(over)
+    return hp
+
+
+def algorithm(method: str, cfg, **over):
+    return make_algorithm(method, **hyper(method, cfg, **over))
+
+
+def participation(cfg, rate: float | None = None) -> Participation:
+    rate = cfg.participation if rate is None else rate
+    m = max(1, int(round(rate * cfg.n_clients)))
+    return Participation("fixed", m=m)
+
+
+@lru_cache(maxsize=4)
+def _problem(dataset, model, hidden, n_clients, dirichlet, batch_size, local_epochs,
+             local_steps, eval_train_samples, test_samples, data_dir, device):
+    from sims.problems.image import build_image_problem
+    conv = model in ("resnet18", "lenet", "cnn")
+    kw = {"model_kw": {"hidden": hidden}} if model == "mlp" else {}
+    if conv:
+        kw.update(conv=True, eval_grad=False)
+        if model == "resnet18":
+            kw["augment"] = "crop-flip"
+    return build_image_problem(
+        dataset, model, n_clients, scheme="dirichlet", partition_seed=0,
+        partition_kw={"alpha": dirichlet, "variant": "per_client"}, batch_size=batch_size,
+        local_epochs=local_epochs, local_steps=local_steps or None,
+        eval_train_samples=eval_train_samples or None,
+        test_samples=test_samples or None, device=device,
+        data=common.cached_dataset(dataset, data_dir), **kw)
+
+
+def problem(cfg, **over):
+    return build_problem(problem_desc(cfg, **over))
+
+
+def setting_text(cfg) -> str:
+    model = (f"MLP 784-{cfg.hidden}-10" if cfg.model == "mlp" else
+             f"MLP 784-{cfg.hidden}-10 with {getattr(cfg, 'activations', '')}"
+             if cfg.model == "smooth-mlp" else cfg.model)
+    return (f"{cfg.dataset} ({'stand-in' if cfg.dataset == 'fmnist' else 'paper dataset'}), "
+            f"{model}, {cfg.n_clients} clients Dir-{cfg.dirichlet:g}, "
+            f"{cfg.participation:.0%} a round, batch {cfg.batch_size}, "
+            f"{f'{cfg.local_steps} local steps' if cfg.local_steps else f'{cfg.local_epochs} local epochs'}"
+            f", {cfg.seeds} seed(s)")
+
+
+# ------------------------------------------------------------------------------ running
+class TrainAccuracy:
+    """Engine observer: training accuracy of the server model on the problem's evaluation
+    subset of the training set (Table 1's "TRAIN" accuracy), every ``every`` rounds."""
+    at_start = True
+
+    def __init__(self, every: int):
+        self.every = max(1, int(every))
+
+    def __call__(self, view) -> dict:
+        p = view.problem
+        idx = p.eval_index
+        acc, _ = p._accuracy(view.server["theta"], p.x[idx], p.y[idx])
+        return {"train_acc": acc}
+
+
+def engine_run(name: str, params: dict, build, rounds: int, eval_every: int) -> common.Run:
+    """A :class:`common.Run` that runs ``build() -> (problem, algorithm, participation)``
+    through the engine with train accuracy and the consistency term recorded; the table
+    carries a ``diverged_at`` column (the round the replica's model stopped being finite)."""
+    def execute(cfg, seeds, progress):
+        prob, alg, part = build()
+        out = engine.run(prob, TrackConsistency(alg), part, rounds, seeds,
+                         eval_every=eval_every, observers=[TrainAccuracy(eval_every)],
+                         max_batch=cfg.max_batch or None, progress=lambda t: progress(1))
+        progress(rounds - len(out.participants[0]))
+        df = tidy(out, name, params)
+        div = dict(zip(out.seeds, out.diverged_at))
+        df["diverged_at"] = df["seed"].map(lambda s: div[s]).astype("float")
+        return df, {"algorithm": alg.describe(), "participation": part.describe(),
+                    "problem": common.describe_problem(prob),
+                    "diverged_at_round": out.diverged_at}
+    return common.Run(name, params, rounds=rounds, eval_every=eval_every, execute=execute)
+
+
+# ------------------------------------------------------------------------------ targets
+def first_reach(df: pd.DataFrame, metric: str, target: float) -> pd.Series:
+    """Per (run, seed): the first evaluated round whose ``metric`` >= ``target`` (inf if
+    never): Tables 1 and 7's "minimum rounds to reach the target"."""
+    sub = df[df.metric == metric]
+    out = {}
+    for (run, seed), grp in sub.groupby(["run", "seed"]):
+        hit = grp[grp.value >= target]
+        out[(run, seed)] = float(hit["round"].min()) if len(hit) else math.inf
+    return pd.Series(out, dtype=float)
+
+
+def rounds_summary(df: pd.DataFrame, metric: str, target: float) -> pd.DataFrame:
+    """Per run: mean rounds to ``target`` over seeds (inf if any seed never reaches it, as
+    Table 7's mean over 5 seeds), the seed min and max, and the paper's multiplier
+    (rounds / best, truncated to 2 decimals as Table 1 prints them)."""
+    per = first_reach(df, metric, target)
+    rows = []
+    for run, vals in per.groupby(level=0):
+        v = vals.to_numpy()
+        rows.append({"run": run, "rounds": float(v.mean()), "lo": float(v.min()),
+                     "hi": float(v.max())})
+    out = pd.DataFrame(rows).set_index("run")
+    best = out["rounds"][np.isfinite(out["rounds"])].min() if np.isfinite(out["rounds"]).any() \
+        else math.nan
+    out["multiplier"] = [math.floor(100 * r / best) / 100 if np.isfinite(r) and best > 0
+                         else math.inf for r in out["rounds"]]
+    return out
+
+
+def fmt_rounds(row) -> str:
+    if not np.isfinite(row["rounds"]):
+        return "inf"
+    spread = f" [{row['lo']:.0f}-{row['hi']:.0f}]" if row["hi"] > row["lo"] else ""
+    return f"{row['rounds']:.0f}{spread} ({row['multiplier']:.2f}x)"
+
+
+def final_by_seed(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per run: the last evaluated value of ``metric``, mean / min / max over seeds."""
+    sub = df[df.metric == metric]
+    last = sub[sub["round"] == sub.groupby(["run", "seed"])["round"].transform("max")]
+    return last.groupby("run")["value"].agg(["mean", "min", "max"])
+
+
+def best_by_seed(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per run: the best value of ``metric`` over the evaluated rounds (Table 6's "Acc."),
+    mean / min / max over seeds."""
+    sub = df[df.metric == metric]
+    return sub.groupby(["run", "seed"])["value"].max().groupby("run").agg(["mean", "min", "max"])
+
+
+def pm(row, scale=100.0, digits=1) -> str:
+    """``mean [min-max]`` of a row of :func:`final_by_seed`, in percent by default."""
+    return (f"{scale * row['mean']:.{digits}f} [{scale * row['min']:.{digits}f}-"
+            f"{scale * row['max']:.{digits}f}]")
+
+
+def zoom_accuracy(ax, df, metric: str) -> None:
+    """Accuracy panels: the y range of the values after the first tenth of the run."""
+    late = df[(df.metric == metric) & (df["round"] >= df["round"].max() / 10)]
+    if len(late):
+        ax.set_ylim(max(0.0, late["value"].min() - 0.02), min(1.0, late["value"].max() + 0.01))
+
+
+def label(run: str) -> str:
+    return LABELS.get(run, run)
+
+
+# ------------------------------------------------------------------------------ sweeps
+PROBLEM_KEYS = ("dataset", "model", "hidden", "n_clients", "dirichlet", "batch_size",
+                "local_epochs", "local_steps", "eval_train_samples", "test_samples", "data_dir", "device")
+
+
+def problem_desc(cfg, **over) -> dict:
+    """The problem as the JSON description the sweep API keys its cells by (``local_steps``
+    only when set, as in :meth:`StandIn.run_key`)."""
+    desc = {**{k: getattr(cfg, k) for k in PROBLEM_KEYS}, **over}
+    if not desc["local_steps"]:
+        desc.pop("local_steps")
+    return desc
+
+
+def build_problem(desc: dict):
+    """The sweep API's ``build_problem``: the problem of :func:`problem_desc`."""
+    return _problem(*(desc.get(k, 0) for k in PROBLEM_KEYS))
+
+
+def participation_text(cfg, rate: float | None = None) -> str:
+    return f"m={participation(cfg, rate).m}"

@@ -1,0 +1,107 @@
+"""FedLADA reproduction entries at their ``--tiny`` scale (seconds), and the rounds-to-target
+arithmetic of Tables 1 / 7 / 12 on hand-made curves."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from reproduce import common
+from reproduce import fedlada_common as fc
+
+
+def _curve(run, seed, values, metric="test_acc", every=5):
+    return pd.DataFrame({"run": run, "seed": seed, "metric": metric,
+                         "round": [every * i for i in range(len(values))], "value": values})
+
+
+def test_rounds_to_target_and_paper_multipliers():
+    df = pd.concat([
+        _curve("a", 0, [0.1, 0.5, 0.8, 0.9]), _curve("a", 1, [0.1, 0.8, 0.9, 0.9]),
+        _curve("b", 0, [0.1, 0.2, 0.3, 0.8]), _curve("b", 1, [0.1, 0.2, 0.8, 0.9]),
+        _curve("c", 0, [0.1, 0.2, 0.3, 0.4]), _curve("c", 1, [0.1, 0.9, 0.9, 0.9])])
+    out = fc.rounds_summary(df, "test_acc", 0.8)
+    assert out.loc["a", "rounds"] == 7.5 and (out.loc["a", "lo"], out.loc["a", "hi"]) == (5, 10)
+    assert out.loc["b", "rounds"] == 12.5
+    assert math.isinf(out.loc["c", "rounds"])         # one seed never: inf, as Table 7's mean
+    assert out.loc["a", "multiplier"] == 1.0
+    assert out.loc["b", "multiplier"] == 1.66          # 12.5 / 7.5 = 1.666.. truncated
+    assert fc.fmt_rounds(out.loc["b"]) == "12 [10-15] (1.66x)"
+    assert fc.fmt_rounds(out.loc["c"]) == "inf"
+    fin = fc.final_by_seed(df, "test_acc")
+    assert fin.loc["c", "mean"] == pytest.approx(0.65)
+    assert fc.best_by_seed(df, "test_acc").loc["b", "min"] == 0.8
+
+
+def test_paper_hyperparameters_and_standin_rates():
+    cfg = fc.StandIn(paper_lr=True)
+    assert fc.hyper("fedadam", cfg) == {"eta_l": 0.1, "eta": 0.1, "tau": 0.1,
+                                        "weight_decay": 1e-3, "lr_decay": 0.998}
+    assert fc.hyper("fedlada", cfg)["weight_decay"] == 1e-2
+    assert fc.hyper("scaffold", cfg)["n_clients"] == 100
+    assert fc.hyper("fedlada", fc.StandIn(paper_lr=True, dataset="tinyimagenet"))["alpha"] == 0.05
+    assert fc.hyper("fedlada", fc.StandIn())["eta_l"] == fc.CPU_LR["fedlada"]
+    assert fc.participation(cfg).m == 10
+    full = fc.StandIn(full=True)
+    full.scale()
+    assert (full.dataset, full.model, full.rounds, full.local_epochs, full.paper_lr) == \
+        ("cifar10", "resnet18", 1500, 5, True)
+
+
+@pytest.mark.parametrize("entry,expect", [
+    ("fedlada_fig2", ["Table 1", "Table 7", "Table 6", "E2 ", "E5 ", "E12 "]),
+    ("fedlada_fig1", ["FedAdam slowest", "averaged over the rounds"]),
+    ("fedlada_fig8", ["E10 accuracy", "E10 consistency"]),
+    ("fedlada_alpha", ["Table 5", "E6 ", "E9a", "E9b", "E9c", "Table 3"]),
+    ("fedlada_k", ["Table 4", "E7 "]),
+    ("fedlada_participation", ["E8 "]),
+    ("fedlada_fig7", ["gelu: E13", "smu: E13"]),
+])
+def test_entry_tiny_runs_and_checks(entry, expect, tmp_path, capsys):
+    import importlib
+    mod = importlib.import_module(f"reproduce.{entry}")
+    torch.set_num_threads(1)
+    rc = common.main(mod, ["--tiny", "--quiet", "--out", str(tmp_path / "res"),
+                           "--figures", str(tmp_path / "fig")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    for text in expect:
+        assert text in out, (text, out)
+    assert " show" in out                        # every claim gets a verdict
+    assert (tmp_path / "fig" / f"{entry}.png").stat().st_size > 0
+    # a second call reuses the saved results (nothing runs) and prints the same check
+    rc = common.main(mod, ["--tiny", "--quiet", "--plot-only", "--out", str(tmp_path / "res"),
+                           "--figures", str(tmp_path / "fig")])
+    assert rc == 0 and capsys.readouterr().out.split("results:")[1] == out.split("results:")[1]
+
+
+def test_bad_methods_is_a_one_line_error(capsys):
+    from reproduce import fedlada_fig2
+    rc = common.main(fedlada_fig2, ["--tiny", "--methods", "fedavg,nope", "--plot-only"])
+    assert rc == 2 and "unknown nope" in capsys.readouterr().err
+
+
+def test_train_accuracy_observer_equals_direct_evaluation():
+    """The Table 1 "TRAIN" accuracy the entries record: the server model's accuracy on the
+    problem's evaluation subset of the training set, against torch.func on the flat vector."""
+    import numpy as np
+    from torch.func import functional_call
+
+    from sims.engine import run
+    from sims.models import MLP
+    from sims.problems.neural import NeuralProblem
+    from conftest import random_dataset, unequal_parts
+    prob = NeuralProblem(random_dataset(62, 28, 0), unequal_parts(), MLP(784, hidden=4),
+                         batch_size=4, dtype=torch.float64)
+    alg = fc.make_algorithm("fedavg", eta_l=0.05)
+    out = run(prob, alg, fc.Participation("fixed", m=3), 4, [0, 1], eval_every=2,
+              observers=[fc.TrainAccuracy(2)])
+    assert list(out.rounds["train_acc"]) == [0, 2, 4]
+    for r in range(2):
+        params = prob.layout.unflatten(out.server["theta"][r])
+        logits = functional_call(prob.model, params, (prob.x[prob.eval_index],))
+        acc = float((logits.argmax(-1) == prob.y[prob.eval_index]).double().mean())
+        # (the count is float32 in the problem; one sample is 1/62)
+        assert np.isclose(out.metrics["train_acc"][r, -1], acc, rtol=0, atol=1e-6)
