@@ -44,7 +44,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's sims
 from sims import engine  # noqa: E402
-from sims.algorithms.registry import AlgorithmError, list_algorithms, make_algorithm  # noqa: E402
+from sims.algorithms.registry import (AlgorithmError, list_algorithms, make_algorithm,  # noqa: E402
+                                      make_for_problem)
 from sims.models import CNN, MLP  # noqa: E402
 from sims.participation import Participation  # noqa: E402
 from sims.problems.conv import ConvProblem  # noqa: E402
@@ -89,7 +90,7 @@ def make_problem(w: dict, cnn: bool = False) -> NeuralProblem:
 def engine_seconds(problem, name: str, w: dict, rounds: int) -> float:
     """The fastest round's seconds after the first (which builds caches): on a machine
     shared with other jobs the fastest of a few rounds is the least disturbed estimate."""
-    alg = make_algorithm(name)
+    alg = make_for_problem(name, problem)
     out = engine.run(problem, alg, Participation("fixed", m=w["m"]), rounds + 1, [0],
                      eval_every=0)
     return float(np.min(np.diff(out.metrics["wall_time"][0])))

@@ -55,7 +55,7 @@ import torch
 
 from . import engine
 from .algorithms.registry import (AlgorithmError, canonical, client_memory, hyperparameters,
-                                  list_algorithms, make_algorithm)
+                                  list_algorithms, make_algorithm, with_population)
 from .data import DATASETS, DataError
 from .models import MODELS
 from .participation import Participation, ParticipationError
@@ -300,8 +300,7 @@ def run_all(cfg: Config):
     out_dir = Path(cfg.out)
     algorithms = []                       # build them all first: bad settings fail at once
     for label, name, hyper in specs:
-        if "n_clients" in hyperparameters(name) and "n_clients" not in hyper:
-            hyper = {**hyper, "n_clients": problem.n_clients}
+        hyper = with_population(name, hyper, problem.n_clients)
         try:
             algorithms.append((label, name, hyper, make_algorithm(name, **hyper)))
         except AlgorithmError as exc:

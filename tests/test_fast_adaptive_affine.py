@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from sims.algorithms.per_replica import batched_algorithm
-from sims.algorithms.registry import make_algorithm
+from sims.algorithms.registry import make_for_problem
 from sims.engine import run
 from sims.models import MLP
 from sims.optim import AffineSGD
@@ -57,7 +57,7 @@ def _runs(prob, make, rounds=3, seeds=(0, 1)):
 @pytest.mark.parametrize("name,hyper", CASES)
 def test_fused_affine_local_sgd_equals_step_by_step(image_data, name, hyper):
     prob = _problem(image_data)
-    fused, plain = _runs(prob, lambda: make_algorithm(name, **hyper))
+    fused, plain = _runs(prob, lambda: make_for_problem(name, prob, **hyper))
     for key, val in plain.server.items():
         got = fused.server[key]
         if isinstance(val, dict):
@@ -87,11 +87,11 @@ def test_the_engine_takes_the_fused_path(image_data, monkeypatch):
     orig = NeuralProblem.local_sgd_affine
     monkeypatch.setattr(NeuralProblem, "local_sgd_affine",
                         lambda self, *a: calls.append(1) or orig(self, *a))
-    run(prob, make_algorithm("scaffold", weight_decay=0.1), Participation("fixed", m=3), 1,
+    run(prob, make_for_problem("scaffold", prob, weight_decay=0.1), Participation("fixed", m=3), 1,
         [0], eval_every=0)
     assert calls
     calls.clear()
-    run(prob, make_algorithm("scaffold", control="I"), Participation("fixed", m=3), 1, [0],
+    run(prob, make_for_problem("scaffold", prob, control="I"), Participation("fixed", m=3), 1, [0],
         eval_every=0)
     assert not calls                            # option I needs the first gradient: declined
 

@@ -76,6 +76,15 @@ def test_scaffold_without_population_refuses_before_work(quad):
     assert "\n" not in str(info.value)
 
 
+def test_make_for_problem_gives_scaffold_the_population_and_leaves_others_alone(quad):
+    from sims.algorithms.registry import make_for_problem, with_population
+    assert make_for_problem("scaffold", quad).n_clients == quad.n_clients
+    assert make_for_problem("scaffold", quad, n_clients=7).n_clients == 7   # given wins
+    assert with_population("fedavg", {"eta_l": 0.1}, quad.n_clients) == {"eta_l": 0.1}
+    run(quad, make_for_problem("scaffold", quad), Participation("fixed", m=M), 1, [0],
+        eval_every=0)
+
+
 def test_fedadam_default_is_the_papers():
     alg = make_algorithm("fedadam")
     assert (alg.eta, alg.eta_l, alg.beta1, alg.beta2, alg.tau) == (0.1, 0.1, 0.9, 0.99, 0.1)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from sims.algorithms.base import Algorithm, RoundContext
-from sims.algorithms.registry import ALGORITHMS, make_algorithm
+from sims.algorithms.registry import ALGORITHMS, make_algorithm, make_for_problem
 from sims.engine import run
 from sims.params import ParamLayout
 from sims.participation import Participation
@@ -176,8 +176,9 @@ def _same_run(a, b):
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_identity_wrapper_is_the_plain_run(quad, name):
     """sigma = 0 and c = inf: the run is bit-for-bit the non-private one, every algorithm."""
-    plain = _run(quad, make_algorithm(name), [0, 1])
-    wrapped = _run(quad, Private(make_algorithm(name), clip=math.inf, noise_multiplier=0.0),
+    plain = _run(quad, make_for_problem(name, quad), [0, 1])
+    wrapped = _run(quad, Private(make_for_problem(name, quad), clip=math.inf,
+                                 noise_multiplier=0.0),
                    [0, 1])
     _same_run(plain, wrapped)
 

@@ -141,6 +141,21 @@ def make_algorithm(name: str, **hyper):
         raise AlgorithmError(f"{key}: {msg}") from None
 
 
+def with_population(name: str, hyper: dict, n_clients: int) -> dict:
+    """``hyper`` with ``n_clients`` (the population size) filled in where algorithm ``name``
+    takes it and it is not given: SCAFFOLD's control-variate update averages over all N
+    clients (``c <- c + (1/N) sum_S dc_i``) and refuses to run without N."""
+    if "n_clients" in hyperparameters(name) and "n_clients" not in hyper:
+        return {**hyper, "n_clients": int(n_clients)}
+    return dict(hyper)
+
+
+def make_for_problem(name: str, problem, **hyper):
+    """:func:`make_algorithm` with the problem's population size filled in
+    (:func:`with_population`)."""
+    return make_algorithm(name, **with_population(name, hyper, problem.n_clients))
+
+
 def client_memory(alg, layout) -> int:
     """Floats a client holds while training (FedAda2 Table 2 accounting), for every
     algorithm: its own ``client_memory`` or, for Fed-EF, the model plus its error."""

@@ -167,7 +167,7 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
 
     from .. import engine
     from ..algorithms.per_replica import MixedReplicaValues, batched_algorithm
-    from ..algorithms.registry import hyperparameters
+    from ..algorithms.registry import with_population
     from ..participation import Participation
     if threads:
         torch.set_num_threads(int(threads))
@@ -175,10 +175,7 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
     name = units_cells[0].point.algorithm
     settings = []
     for c in units_cells:
-        s = c.point.settings
-        if "n_clients" in hyperparameters(name) and "n_clients" not in s:
-            s["n_clients"] = problem.n_clients           # as sims.compare does
-        settings.append(s)
+        settings.append(with_population(name, c.point.settings, problem.n_clients))
     seeds = [c.seed for c in units_cells]
     alg = batched_algorithm(name, settings)
     started = time.perf_counter()
