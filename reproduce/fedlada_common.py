@@ -30,15 +30,15 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-import torch
 
 from sims import engine
 from sims.algorithms.registry import make_algorithm
 from sims.participation import Participation
-from sims.probes.consistency import METRIC as CONSISTENCY, TrackConsistency
+from sims.probes.consistency import TrackConsistency
 from sims.results import tidy
 
-from . import common
+from . import common, plotting
+from .plotting import plt, sns
 
 METHODS = ("fedavg", "fedprox", "scaffold", "fedcm", "fedadam", "localadam", "fedlada")
 LABELS = {"fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD", "fedcm": "FedCM",
@@ -302,3 +302,22 @@ def build_problem(desc: dict):
 
 def participation_text(cfg, rate: float | None = None) -> str:
     return f"m={participation(cfg, rate).m}"
+
+
+def plot_varied(df, cfg, column: str, label, varied: str, title: str, stem: str):
+    """Test accuracy and training loss against rounds, one band per value of ``column`` (the
+    setting an entry varies: K, participation), healthy replicas only; ``varied`` replaces
+    that setting's phrase in the stand-in's description."""
+    df = common.healthy(df)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    n = df["run"].nunique()
+    for ax, metric, ylabel, logy in ((axes[0], "test_acc", "test accuracy", False),
+                                     (axes[1], "train_loss", "training loss", True)):
+        plotting.band_plot(ax, df, metric, column, logy=logy, label=label,
+                           palette=sns.color_palette("viridis", n))
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=8)
+        if not logy:
+            zoom_accuracy(ax, df, metric)
+    fig.suptitle(f"{title}: {varied(setting_text(cfg))}", fontsize=9, y=1.02)
+    return plotting.save(fig, cfg.figures, stem)

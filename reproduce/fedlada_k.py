@@ -16,11 +16,9 @@ import math
 import sys
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import numpy as np
-import seaborn as sns
 
-from . import common, plotting
+from . import common
 from . import fedlada_common as fc
 
 PAPER, TARGET = "FedLADA", "Figure 3, Table 4"
@@ -59,20 +57,10 @@ def runs(cfg):
 
 
 def plot(df, cfg):
-    df = common.healthy(df)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    n = df["run"].nunique()
-    for ax, metric, ylabel, logy in ((axes[0], "test_acc", "test accuracy", False),
-                                     (axes[1], "train_loss", "training loss", True)):
-        plotting.band_plot(ax, df, metric, "K", logy=logy, label=lambda k: f"K={k} epochs",
-                           palette=sns.color_palette("viridis", n))
-        ax.set_ylabel(ylabel)
-        ax.legend(fontsize=8)
-        if not logy:
-            fc.zoom_accuracy(ax, df, metric)
-    text = fc.setting_text(cfg).replace(f"{cfg.local_epochs} local epochs", "K varied")
-    fig.suptitle(f"FedLADA Fig. 3 stand-in: {text}", fontsize=9, y=1.02)
-    return plotting.save(fig, cfg.figures, "fedlada_k")
+    return fc.plot_varied(
+        df, cfg, "K", lambda k: f"K={k} epochs",
+        lambda text: text.replace(f"{cfg.local_epochs} local epochs", "K varied"),
+        "FedLADA Fig. 3 stand-in", "fedlada_k")
 
 
 def _rounds_to_loss(df, run, level):

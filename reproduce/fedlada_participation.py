@@ -13,10 +13,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
-import seaborn as sns
 
-from . import common, plotting
+from . import common
 from . import fedlada_common as fc
 
 PAPER, TARGET = "FedLADA", "Figure 4"
@@ -50,20 +48,10 @@ def runs(cfg):
 
 
 def plot(df, cfg):
-    df = common.healthy(df)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    n = df["run"].nunique()
-    for ax, metric, ylabel, logy in ((axes[0], "test_acc", "test accuracy", False),
-                                     (axes[1], "train_loss", "training loss", True)):
-        plotting.band_plot(ax, df, metric, "rate", logy=logy, label=lambda p: f"{p:.0%}",
-                           palette=sns.color_palette("viridis", n))
-        ax.set_ylabel(ylabel)
-        ax.legend(fontsize=8)
-        if not logy:
-            fc.zoom_accuracy(ax, df, metric)
-    text = fc.setting_text(cfg).replace(f"{cfg.participation:.0%} a round", "participation varied")
-    fig.suptitle(f"FedLADA Fig. 4 stand-in: {text}", fontsize=9, y=1.02)
-    return plotting.save(fig, cfg.figures, "fedlada_participation")
+    return fc.plot_varied(
+        df, cfg, "rate", lambda p: f"{p:.0%}",
+        lambda text: text.replace(f"{cfg.participation:.0%} a round", "participation varied"),
+        "FedLADA Fig. 4 stand-in", "fedlada_participation")
 
 
 def check(df, cfg):
