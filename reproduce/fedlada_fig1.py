@@ -39,10 +39,9 @@ def plot(df, cfg):
 
 def check(df, cfg):
     missing = common.missing_runs(sys.modules[__name__], cfg, df)
-    df = common.healthy(df)
-    lines = [f"setting: {fc.setting_text(cfg)}"]
+    df, notes = common.usable(sys.modules[__name__], cfg, df)
+    lines = [f"setting: {fc.setting_text(cfg)}"] + notes
     if missing:
-        lines.append(f"missing runs (no verdict needs them): {', '.join(missing)}")
         return lines
     loss = fc.final_by_seed(df, "train_loss")
     acc = fc.final_by_seed(df, "test_acc")

@@ -197,11 +197,8 @@ def _first_text(rounds) -> str:
 
 
 def check(df, cfg):
-    missing = common.missing_runs(sys.modules[__name__], cfg, df)
-    df = common.healthy(df)
-    lines = [f"setting: {fc.setting_text(cfg)}"]
-    if missing:
-        lines.append(f"missing runs (no verdict needs them): {', '.join(missing)}")
+    df, notes = common.usable(sys.modules[__name__], cfg, df)
+    lines = [f"setting: {fc.setting_text(cfg)}"] + notes
     have = set(df["run"].unique())
     lines += tables(df, cfg)
     tg = targets(df)

@@ -108,11 +108,8 @@ def plot(df, cfg):
 
 
 def check(df, cfg):
-    missing = common.missing_runs(sys.modules[__name__], cfg, df)
-    df = common.healthy(df)
-    lines = [f"setting: {fc.setting_text(cfg)}, {cfg.rounds} rounds"]
-    if missing:
-        lines.append(f"missing runs (no verdict needs them): {', '.join(missing)}")
+    df, notes = common.usable(sys.modules[__name__], cfg, df)
+    lines = [f"setting: {fc.setting_text(cfg)}, {cfg.rounds} rounds"] + notes
     for act in dict.fromkeys(df["activation"]):
         sub = df[df.activation == act].assign(run=lambda d: d["method"])
         have = set(sub["run"])

@@ -119,11 +119,8 @@ def _mean_consistency(df, run):
 
 
 def check(df, cfg):
-    missing = common.missing_runs(sys.modules[__name__], cfg, df)
-    df = common.healthy(df)
-    lines = [f"setting: {fc.setting_text(cfg)}, {cfg.rounds} rounds"]
-    if missing:
-        lines.append(f"missing runs (no verdict needs them): {', '.join(missing)}")
+    df, notes = common.usable(sys.modules[__name__], cfg, df)
+    lines = [f"setting: {fc.setting_text(cfg)}, {cfg.rounds} rounds"] + notes
     fin = fc.final_by_seed(df, "test_acc")
     have = set(fin.index)
     lines += ["", "| run | final test acc % [seeds] | mean consistency term [seeds] |",

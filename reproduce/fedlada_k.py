@@ -73,12 +73,9 @@ def _rounds_to_loss(df, run, level):
 
 
 def check(df, cfg):
-    missing = common.missing_runs(sys.modules[__name__], cfg, df)
-    df = common.healthy(df)
+    df, notes = common.usable(sys.modules[__name__], cfg, df)
     text = fc.setting_text(cfg).replace(f"{cfg.local_epochs} local epochs", "K varied")
-    lines = [f"setting: {text}, {cfg.rounds} rounds"]
-    if missing:
-        lines.append(f"missing runs (no verdict needs them): {', '.join(missing)}")
+    lines = [f"setting: {text}, {cfg.rounds} rounds"] + notes
     best = fc.best_by_seed(df, "test_acc")
     ks = sorted(int(r[1:]) for r in best.index)
     sub = df[df.metric == "test_acc"]

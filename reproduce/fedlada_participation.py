@@ -55,12 +55,9 @@ def plot(df, cfg):
 
 
 def check(df, cfg):
-    missing = common.missing_runs(sys.modules[__name__], cfg, df)
-    df = common.healthy(df)
+    df, notes = common.usable(sys.modules[__name__], cfg, df)
     text = fc.setting_text(cfg).replace(f"{cfg.participation:.0%} a round", "participation varied")
-    lines = [f"setting: {text}, {cfg.rounds} rounds"]
-    if missing:
-        lines.append(f"missing runs (no verdict needs them): {', '.join(missing)}")
+    lines = [f"setting: {text}, {cfg.rounds} rounds"] + notes
     fin = fc.final_by_seed(df, "test_acc")
     sub = df[(df.metric == "test_acc") & (df["round"] > df["round"].max() / 2)]
     late = sub.groupby(["run", "seed"])["value"].mean().groupby("run").agg(["mean", "min", "max"])
