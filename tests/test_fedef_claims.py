@@ -96,6 +96,14 @@ def test_fig8_check_shows_the_speedup_and_the_larger_spread_across_m():
     assert "slope in m -1.00" in lines and "shows a speedup in m" in lines
     assert "shows the larger spread across m" in lines
     assert "theory -0.5 (inside the interval)" in lines
+    assert "does NOT show the linear speedup" not in lines
+
+
+def test_fig8_check_says_a_sublinear_speedup_is_not_the_linear_one():
+    lines = fig8.check(_fig8_table(-0.5, -0.6, noise=0.002), fig8.Config())
+    m_line = next(line for line in lines if "slope in m -0.60" in line)
+    assert "shows a speedup in m" in m_line
+    assert "does NOT show the linear speedup (slower than the theory)" in m_line
 
 
 def test_fig8_check_says_does_not_show_when_the_curves_do_not_separate():
