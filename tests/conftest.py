@@ -12,6 +12,7 @@ reference once per seed and asserts they agree (the core requirement of the suit
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -153,3 +154,19 @@ def check_engine_vs_reference(problem, alg, participation, rounds: int, seeds, *
 @pytest.fixture(scope="session")
 def engine_vs_reference():
     return check_engine_vs_reference
+
+
+def write_cifar10(root, per_batch=4, n_test=3):
+    """Tiny CIFAR-10 python-pickle batches under ``root/cifar-10-batches-py`` (entry smoke tests)."""
+    d = root / "cifar-10-batches-py"
+    d.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+
+    def dump(name, obj):
+        (d / name).write_bytes(pickle.dumps({k.encode(): v for k, v in obj.items()}, protocol=2))
+    for i in range(1, 6):
+        dump(f"data_batch_{i}", {"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
+                                 "labels": [(i + j) % 10 for j in range(per_batch)]})
+    dump("test_batch", {"data": rng.integers(0, 256, (n_test, 3072), dtype=np.uint8),
+                        "labels": list(range(n_test))})
+    dump("batches.meta", {"label_names": [f"c{i}".encode() for i in range(10)]})

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import pickle
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,6 +21,7 @@ from sims.models import make_model
 from sims.participation import Participation
 from sims.problems.conv import ConvProblem, stratified_test_subset
 from sims.problems.neural import NeuralProblem
+from conftest import write_cifar10
 
 torch.set_num_threads(1)
 
@@ -279,23 +279,8 @@ def test_qa_train_tiny_entry(tmp_path, capsys):
     assert len(qa) == 2 * 2 and qa.value.between(0, 1.5).all()
 
 
-def _write_cifar(root, per_batch=4, n_test=3):
-    d = root / "cifar-10-batches-py"
-    d.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-
-    def dump(name, obj):
-        (d / name).write_bytes(pickle.dumps({k.encode(): v for k, v in obj.items()}, protocol=2))
-    for i in range(1, 6):
-        dump(f"data_batch_{i}", {"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
-                                 "labels": [(i + j) % 10 for j in range(per_batch)]})
-    dump("test_batch", {"data": rng.integers(0, 256, (n_test, 3072), dtype=np.uint8),
-                        "labels": list(range(n_test))})
-    dump("batches.meta", {"label_names": [f"c{i}".encode() for i in range(10)]})
-
-
 def test_cifar_one_round_on_fixture_files(tmp_path, capsys):
-    _write_cifar(tmp_path / "data")
+    write_cifar10(tmp_path / "data")
     out, figs = tmp_path / "results", tmp_path / "figures"
     argv = ["--tiny", "--quiet", "--compressors", "sign", "--data-dir", str(tmp_path / "data"),
             "--out", str(out), "--figures", str(figs)]

@@ -2,7 +2,6 @@
 and the pieces their checks rest on: Table 1's grids, the selection rule, the verdicts."""
 from __future__ import annotations
 
-import pickle
 import re
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 
 from reproduce import common, fedlamb_cifar, fedlamb_fig12, fedlamb_supp1
 from reproduce import fedlamb_common as fl
+from conftest import write_cifar10
 
 
 def test_table1_grids_verbatim():
@@ -100,23 +100,8 @@ def test_supp1_tiny(tmp_path, capsys):
     assert sum("selected" in l for l in out) == 6
 
 
-def _write_cifar(root, per_batch=4, n_test=3):
-    d = root / "cifar-10-batches-py"
-    d.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-
-    def dump(name, obj):
-        (d / name).write_bytes(pickle.dumps({k.encode(): v for k, v in obj.items()}, protocol=2))
-    for i in range(1, 6):
-        dump(f"data_batch_{i}", {"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
-                                 "labels": [(i + j) % 10 for j in range(per_batch)]})
-    dump("test_batch", {"data": rng.integers(0, 256, (n_test, 3072), dtype=np.uint8),
-                        "labels": list(range(n_test))})
-    dump("batches.meta", {"label_names": [f"c{i}".encode() for i in range(10)]})
-
-
 def test_cifar_tiny_on_fixture_files(tmp_path, capsys):
-    _write_cifar(tmp_path / "data")
+    write_cifar10(tmp_path / "data")
     argv = ["--tiny", "--quiet", "--no-printed", "--data-dir", str(tmp_path / "data"),
             "--out", str(tmp_path / "r"), "--figures", str(tmp_path / "f")]
     assert common.main(fedlamb_cifar, argv) == 0
