@@ -198,6 +198,15 @@ def validate(cfg: EntryConfig, entry=None) -> None:
         cfg.validate()
 
 
+def refuse_cpu_default(cfg, job: str, tiny: str) -> None:
+    """A GPU entry refuses to start its default on the CPU (hours of work) unless
+    ``--cpu-ok`` (or ``--plot-only``) says so; ``job`` names the workload, ``tiny`` what
+    ``--tiny`` runs instead. One line, before any work."""
+    if str(cfg.device).startswith("cpu") and not (cfg.cpu_ok or cfg.plot_only):
+        raise EntryError(f"this entry's default is {job}: pass --device cuda, or --tiny for "
+                         f"{tiny}, or --cpu-ok to run on the CPU anyway")
+
+
 def set_threads(cfg) -> None:
     """Apply ``--threads`` (on a CPU; 0 leaves torch's choice). On a machine whose cores are
     shared with other jobs, one thread avoids OpenMP threads waiting for a busy core."""

@@ -86,10 +86,8 @@ class Config(common.EntryConfig):
 
 
 def runs(cfg):
-    if str(cfg.device).startswith("cpu") and not (cfg.cpu_ok or cfg.plot_only):
-        raise common.EntryError("this entry's default is the paper's GPU scale (ResNet-18, "
-                                "200 clients, 200 rounds): pass --device cuda, or --tiny for a "
-                                "one-round check, or --cpu-ok to run on the CPU anyway")
+    common.refuse_cpu_default(cfg, "the paper's GPU scale (ResNet-18, 200 clients, 200 "
+                              "rounds)", "a one-round check")
     if cfg.augment not in ("crop-flip", "none"):
         raise common.EntryError(f"--augment must be crop-flip or none, got {cfg.augment!r}")
     augment = None if cfg.augment == "none" else cfg.augment

@@ -72,10 +72,8 @@ def methods(cfg) -> list[str]:
 
 
 def runs(cfg):
-    if str(cfg.device).startswith("cpu") and not (cfg.cpu_ok or cfg.plot_only):
-        raise common.EntryError("this entry's default is a GPU job (CIFAR-10, 50 clients, 100 "
-                                "rounds): pass --device cuda, or --tiny for a two-round check, "
-                                "or --cpu-ok to run on the CPU anyway")
+    common.refuse_cpu_default(cfg, "a GPU job (CIFAR-10, 50 clients, 100 rounds)",
+                              "a two-round check")
     if cfg.augment not in ("none", "crop-flip"):
         raise common.EntryError(f"--augment must be none or crop-flip, got {cfg.augment!r}")
     if not 1 <= cfg.m <= cfg.n:

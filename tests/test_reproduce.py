@@ -139,3 +139,13 @@ def test_reproduce_main_dispatches_and_rejects_unknown(capsys):
     assert reproduce_main([]) == 0
     assert "fig8" in capsys.readouterr().out
     assert reproduce_main(["nonsense"]) == 2
+
+
+@pytest.mark.parametrize("name", ["fedef_cifar", "fedlamb_cifar"])
+def test_gpu_entries_refuse_their_cpu_default_in_one_line(name, tmp_path, capsys):
+    import importlib
+    entry = importlib.import_module(f"reproduce.{name}")
+    rc = common.main(entry, ["--quiet", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "--cpu-ok" in err and "--tiny" in err and "\n" not in err
+    assert not (tmp_path / "r" / name).exists() or not any((tmp_path / "r" / name).iterdir())
