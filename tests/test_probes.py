@@ -321,3 +321,38 @@ def test_entry_tiny_writes_results_and_figures(tmp_path, capsys):
     meta = json.loads(quad_record.read_text())
     assert meta["entry"] == "probes" and meta["known_constants"]["L"] == 1.0
     assert meta["probe"]["every"] == 2 and "premise_violations" in meta
+
+
+def test_probed_run_resumes_from_a_checkpoint_and_equals_the_uninterrupted_run(tmp_path,
+                                                                              monkeypatch):
+    """The probe and its staleness tracker keep their state in a checkpoint (the secants need
+    the previous probe call's model): a run stopped after round 7 and resumed measures the
+    same constants, the secants included, as the run that never stopped."""
+    from sims.checkpoint import Checkpointer
+    prob, part = _quad(), Participation("fixed", m=3)
+    alg = FedEF(eta=1.0, eta_l=0.01, compressor=TopK(0.25))
+    small = dict(n_clients_sampled=4, minibatches=4, hvp_iters=4, hvp_clients=2)
+    ref_probe = _probe(**small)
+    ref = engine.run(prob, alg, part, ROUNDS, SEEDS, observers=ref_probe.observers())
+    real_save, saves = Checkpointer.save, []
+
+    def save_then_stop(self, state):
+        real_save(self, state)
+        saves.append(state["t"])
+        if state["t"] == 7:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(Checkpointer, "save", save_then_stop)
+    ck = lambda: Checkpointer(tmp_path / "c.pt", every_rounds=1, key="probe")  # noqa: E731
+    with pytest.raises(KeyboardInterrupt):
+        engine.run(prob, alg, part, ROUNDS, SEEDS, observers=_probe(**small).observers(),
+                   checkpoint=ck())
+    monkeypatch.undo()
+    again = ck()
+    got = engine.run(prob, alg, part, ROUNDS, SEEDS, observers=_probe(**small).observers(),
+                     checkpoint=again)
+    assert again.resumed_from == 7
+    secant = ref.metrics["probe_L_secant"]
+    assert np.isfinite(secant[:, -1]).all()          # the resumed call had a previous model
+    for name, values in ref.metrics.items():
+        if name not in ("wall_time", "probe_time"):
+            np.testing.assert_array_equal(got.metrics[name], values, err_msg=name)

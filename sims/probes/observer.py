@@ -89,6 +89,15 @@ class StalenessTracker:
         age[age < 0] = math.nan
         return {"probe_staleness_max": stale_max, "probe_error_age_max": age}
 
+    def state_dict(self) -> dict:
+        """What a checkpoint keeps: the last participation round per client, and the round."""
+        return {"last": None if self._last is None else torch.from_numpy(self._last.copy()),
+                "t": self._t}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._last = None if state["last"] is None else state["last"].numpy().copy()
+        self._t = state["t"]
+
 
 @dataclass
 class Probe:
@@ -120,6 +129,15 @@ class Probe:
         if int(self.hill_coords) < 1:
             raise ProbeError(f"hill_coords must be >= 1, got {self.hill_coords}")
         self.tracker = StalenessTracker()
+
+    def state_dict(self) -> dict:
+        """What a checkpoint keeps: the secants' previous model and gradient (and their round
+        and seeds); every other measurement is drawn afresh from ``rng([seed, t, SALT])``."""
+        return dict(self._state)
+
+    def load_state_dict(self, state: dict) -> None:
+        self._state.clear()
+        self._state.update(state)
 
     def observers(self) -> list:
         """What to pass as ``engine.run(..., observers=...)``: the tracker and the probe."""
