@@ -50,7 +50,7 @@ EXPECTED = {
     "fed-ef:compressor_q_bounds": "verified",
     "fed-ef:hvsign_bound_with_flooring": "refuted",
     "fed-ef:stoc_unbiased_variance": "verified",
-    "fed-ef:stoc_sparsity_bound_vs_qsgd": "refuted",
+    "fed-ef:stoc_sparsity_bound_vs_qsgd": "verified",
     "fed-ef:lemma_D8_telescoping": "verified",
     "fed-ef:ef_virtual_sequence_identities": "verified",
     "fed-ef:two_way_server_error_recursion": "verified",

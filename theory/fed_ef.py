@@ -422,7 +422,8 @@ def _thm43_c1_ge_1(beta1_min=sp.Integer(0)):
 
 @check(PAPER, "thm43_hidden_factor",
        "Thm 4.3's '<~' hides only an absolute constant, on the proof's range eps < 1 (line 809).",
-       spec=("err-23",), severity="constant")
+       spec=("err-23",), severity="constant",
+       hypotheses=(Hyp("0 < eps < 1 (the proof's range; the statement omits it)", lambda p: 0 < p["epsilon"] < 1, "fed-ef.txt line 809"),))
 def _thm43_hidden(eps_max=1):
     """fed-ef.txt line 816-830: the proof's left side is eta eta_l K/(16 sqrt eps) sum E||grad||^2, and the
     displayed bound (line 240) divides by eta eta_l K T only; the proof works with eps < 1 (line 809).
@@ -436,7 +437,8 @@ def _thm43_hidden(eps_max=1):
     if factor.free_symbols - {eps} or not sup.is_finite:
         return refuted(f"dividing the proof's inequality by its left coefficient eta eta_l K T/(16 sqrt eps) gives "
                        f"{show(derived)} for the first drift term, i.e. the displayed {show(displayed)} times "
-                       f"{show(factor)}, unbounded for eps < {show(eps_max)}")
+                       f"{show(factor)}, unbounded for eps < {show(eps_max)}",
+                       at={"epsilon": 100, "factor": factor.subs(eps, 100)})
     return verified(f"dividing the proof's inequality by its left coefficient eta eta_l K T/(16 sqrt eps) gives "
                     f"{show(derived)} for the first drift term = the displayed {show(displayed)} times {show(factor)} "
                     f"<= {show(sup)} on the proof's range eps < {show(eps_max)} (line 809): the '<~' hides an absolute "
