@@ -1161,8 +1161,8 @@ def _any_sampling():
 @check(PAPER, "server_adam_v_lower_bound",
        "App. C.2 (server Adam): v~_t >= tau^2 for all t when v~_0 = tau^2.",
        spec=("3.9.5", "err-21"), severity="constant", corrected={"floor": lambda b2, t_, v0: b2**t_ * v0},
-       hypotheses=(Hyp("0 < beta2 < 1, tau > 0, v~_0 = tau^2", lambda p: 0 < p["beta2"] < 1 and p["tau"] > 0
-                       and p["v~_0"] == p["tau"] ** 2, "fedada2.txt App. C.2, line 1136"),
+       hypotheses=(Hyp("0 < beta2 < 1, tau > 0, v~_0 >= tau^2 (the initialisation)", lambda p: 0 < p["beta2"] < 1 and p["tau"] > 0
+                       and p["v~_0"] >= p["tau"] ** 2, "fedada2.txt line 1169 (initialisation), App. C.2 line 1136"),
                    Hyp("the pseudo-gradient is a possible one (Delta = 0 when the clients' gradients vanish)",
                        lambda p: p["Delta"] == 0, "fedada2.txt Algorithm (server update)")))
 def _adam_v(floor=lambda b2, t_, v0: v0):

@@ -203,7 +203,9 @@ def render_readme(rows: Rows) -> str:
     lines = [
         README_BEGIN,
         f"`python3 -m theory` runs {len(rows)} checks over the four papers; each computes its verdict (*conditional* = "
-        "verified, but a step it relies on is refuted elsewhere in the audit):",
+        "verified, but a step it relies on is refuted elsewhere in the audit; a refutation is reported only when every hypothesis "
+        "of the paper's statement holds at its counterexample, evaluated in code; *outside* = the counterexample violates one, "
+        "so it is no error of the paper):",
         "",
         "| claims | checks | " + " | ".join(TALLIES) + " |",
         "|---|---|" + "---|" * len(TALLIES),
