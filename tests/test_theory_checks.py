@@ -147,7 +147,7 @@ EXPECTED = {
     "fed-lamb:S8_ratio_bound_global_v": "refuted",
     "fed-lamb:S9_lemma1_consensus_bound": "refuted",
     "fed-lamb:S10_rate_expansion": "verified",
-    "fed-lamb:S10_claimed_rate_sqrt_pL_over_nR": "refuted",
+    "fed-lamb:S10_claimed_rate_sqrt_pL_over_nR": "outside",
     "fed-lamb:S10_alpha_sqrt_n_no_speedup": "verified",
     "fed-lamb:thm5_proof_form_speedup": "refuted",
     "fed-lamb:thm5_statement_matches_proof": "refuted",

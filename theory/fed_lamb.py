@@ -417,14 +417,20 @@ def _s10():
 
 
 @check(PAPER, "S10_claimed_rate_sqrt_pL_over_nR",
-       "MAIN's contribution claim: the bound is O(sqrt(p L/(n R))) with L the number of layers (MAIN line 79; h in SUPP), "
-       "i.e. Theorem 5's leading 1/sqrt(nR) coefficient scales as sqrt(p h).",
+       "MAIN's contribution claim: the bound is O(sqrt(p L/(n R))) with L the number of layers (MAIN line 79; h in SUPP): "
+       "Theorem 5's leading 1/sqrt(nR) coefficient (at the best kappa) grows no faster than sqrt(p h) (with p >= h).",
        spec=("S10", "err-23"), severity="rate", depends=("S10_rate_expansion",),
        corrected={"claimed": (sp.Rational(1, 4), 0)},
        hypotheses=(Hyp("L in the claim is the number of layers (MAIN's notation, line 79; h in SUPP)",
                        lambda q: q["L"] == "number of layers h", "fed-lamb.txt lines 36, 79"),
                    Hyp("alpha = kappa/sqrt(R) with kappa > 0 (the rate's learning rate), kappa at its best value",
-                       lambda q: q["kappa"] > 0, "fed-lamb-supplement.txt Theorem 5")))
+                       lambda q: q["kappa"] > 0, "fed-lamb-supplement.txt Theorem 5"),
+                   Hyp("O(.) is an upper bound: the coefficient grows faster than claimed in p or in h (p >= h >= 1, as "
+                       "p = sum of the h layer sizes)", lambda q: q["exponents (p, h)"][0] > q["claimed (p, h)"][0]
+                       or q["exponents (p, h)"][0] + q["exponents (p, h)"][1] > q["claimed (p, h)"][0] + q["claimed (p, h)"][1],
+                       "fed-lamb.txt line 36 ('Our bound in O(sqrt(pL/(nR)))')",
+                       spec="specs/fed-lamb.md sec. 2.6 reads the claim as the exact scaling: p^(1/4) 'does not match' "
+                            "sqrt(pL/(nR))")))
 def _s10_claim(claimed=(sp.Rational(1, 2), sp.Rational(1, 2))):
     """fed-lamb.txt line 36 (contribution claim; L = number of layers by the notation of line 79, not the smoothness
     constant) vs Theorem 5 (SUPP line 96).  ``claimed``: exponents of (p, h) in the leading coefficient (printed (1/2, 1/2)).
@@ -441,7 +447,7 @@ def _s10_claim(claimed=(sp.Rational(1, 2), sp.Rational(1, 2))):
                    "non-monotone in h); reading L as the smoothness constant instead, Theorem 5's leading term does not involve it "
                    "either, so the claim does not follow under either meaning of L",
                    at={"L": "number of layers h", "kappa": kstar.subs({M: 1, p: 1, Delta: 1, h: 1, phi_M: 1, sigma: 1}),
-                       "exponents (p, h)": got})
+                       "exponents (p, h)": got, "claimed (p, h)": tuple(sp.nsimplify(c) for c in claimed)})
 
 
 @check(PAPER, "S10_alpha_sqrt_n_no_speedup",
