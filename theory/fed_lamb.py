@@ -330,7 +330,9 @@ def _s8():
        hypotheses=(H_B1, H_B2, Hyp("beta1^2 < beta2 (the own-v ratio bound's condition)", lambda q: q["beta1"] ** 2 < q["beta2"],
                                    "fed-lamb.txt A_1 bound"),
                    Hyp("n >= 1 clients; the others' gradients are 0 (allowed: |g| <= M)", lambda q: q["n"] >= 1,
-                       "fed-lamb.txt Algorithm 2 line 17")))
+                       "fed-lamb.txt Algorithm 2 line 17"),
+                   Hyp("the devices' ratio uses the server's v_hat (line 17: 'send them back to the devices'; line 12 "
+                       "writes v_hat_(r,i))", lambda q: q["v_hat"] == "server average", "fed-lamb.txt Algorithm 2 lines 12, 17")))
 def _s8_global():
     """fed-lamb.txt Algorithm 2 line 17 (v_hat_(r+1) = max(v_hat_r, mean_i v_i)) and the ratio bound of A_1."""
     b1, b2 = 0.9, 0.999
@@ -342,7 +344,8 @@ def _s8_global():
         return verified("bound holds")
     return refuted(f"if one client's gradients dominate and the other n-1 send v ~ 0, v_hat = v_i/n and the ratio grows by sqrt(n): "
                    f"{fmt(own)} sqrt(n) = {fmt(ratio)} > 1/sqrt(1-b2) = {fmt(1 / math.sqrt(1 - b2))} already at n = {n_} "
-                   "(non-iid data)", "numeric", at={"beta1": b1, "beta2": b2, "n": n_})
+                   "(non-iid data); the line-233 bound ||p|| <= sqrt(p_l/(1-beta2)) holds with each client's own v_hat "
+                   "(S8_ratio_bound_own_v)", "numeric", at={"beta1": b1, "beta2": b2, "n": n_, "v_hat": "server average"})
 
 
 def _lamb_layer_step(theta, grad, alpha_, phi, eps_=0.0, v_hat=None, lam=0.0):
