@@ -6,17 +6,21 @@
 * every refutation carries a severity label, every check a kind, every dependency names a registered check;
 * a verified check resting on a refuted one reports "verified, conditional on ...";
 * refutations that used to lie outside the paper's hypotheses now test inside them (FedAda2's I(eps) < 1, Lemma 28's
-  Phi_0 and bias correction, Fed-EF's eps < 1), and the readings outside them still refute (the spec's readings).
+  Phi_0 and bias correction, Fed-EF's eps < 1), and the readings outside them still refute (the spec's readings);
+* every refuted check declares the hypotheses of the paper's statement, its result carries the counterexample point,
+  and every hypothesis was evaluated there and holds; the mechanism (core.judge) can fail: a counterexample outside a
+  hypothesis is reported "outside", one without a point or hypotheses (or an undecidable one) "inconclusive".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import pytest
 import sympy as sp
 
-from theory.core import KINDS, SEVERITIES, all_checks, get_check, resolve, run_check
+from theory.core import KINDS, SEVERITIES, Check, H, all_checks, get_check, judge, refuted, resolve, run_check, verified
 
 CHECKS = all_checks()
 REFUTED = [c for c in CHECKS if run_check(c.key).status == "refuted"]
@@ -56,16 +60,20 @@ def test_refutations_without_correction_are_listed():
 
 @pytest.mark.parametrize("key", [c.key for c in CORRECTED])
 def test_corrected_expression_flips_the_verdict(key):
-    """With the paper's printed expression the check refutes; with the correct one it verifies."""
+    """With the printed expression the check refutes (or, where the counterexample lies outside the statement's hypotheses,
+    reports 'outside'); with the correct one it verifies."""
     c = get_check(key)
-    assert run_check(key).status == "refuted", f"{key} is not refuted as printed"
+    assert run_check(key).status in ("refuted", "outside"), f"{key} is not refuted as printed"
     res = c.run(**c.corrected)
     assert res.status == "verified", f"{key} with {c.corrected}: {res.status}: {res.evidence}"
 
 
 @pytest.mark.parametrize("key", FORMERLY_FIXED)
 def test_formerly_fixed_checks_carry_a_correction(key):
-    assert get_check(key).corrected is not None, f"{key} has no corrected expression that would make it verify"
+    """Each carries a correction that verifies, or now tests the paper's statement itself and verifies by computation
+    (the Stoc sparsity bound: the printed bound holds; the spec read it as a misprint)."""
+    c = get_check(key)
+    assert c.corrected is not None or run_check(key).status == "verified", f"{key} has no path to 'verified'"
 
 
 @pytest.mark.parametrize("key", [c.key for c in REFUTED])
@@ -113,7 +121,10 @@ def test_fedada2_B_bounds_hold_under_the_premise_and_fail_outside_it():
 
     c = get_check("fedada2:B_below_2sqrt3")
     assert run_check(c.key).status == "verified"
-    assert c.run(eps_values=(1e-4,)).status == "refuted"
+    # eps = 1e-4 breaks the bound, but it violates the premise I(eps) < 1: the mechanism reports the spec's reading
+    res = c.run(eps_values=(1e-4,))
+    assert res.status == "outside" and "refutes the spec's reading only" in res.evidence, res.evidence
+    assert [ok for _, ok, _ in res.hypotheses] == [True, False]
     p = m._pdf_t(2)
     e_star = m.admissible_eps(p)
     assert max(m._expect(lambda s: 1.0, p, x0, 1.01 * e_star) for x0 in m.X_GRID) < 1
@@ -137,7 +148,9 @@ def test_fedada2_lemma28_counterexample_includes_phi0_and_bias_correction():
 def test_fed_ef_hidden_factor_is_bounded_only_on_the_proofs_eps_range():
     c = get_check("fed-ef:thm43_hidden_factor")
     assert run_check(c.key).status == "verified"
-    assert c.run(eps_max=sp.oo).status == "refuted"
+    # read on every eps the factor is unbounded, but large eps lies outside the proof's range eps < 1 (line 809)
+    res = c.run(eps_max=sp.oo)
+    assert res.status == "outside" and "eps < 1" in res.evidence, res.evidence
 
 
 def test_fed_ef_thm41_counterexample_respects_the_statement():
@@ -162,3 +175,83 @@ def test_fedlada_gc_statement_drops_d():
     c = get_check("fedlada:Gc_statement_vs_proof")
     assert run_check(c.key).status == "refuted" and "d - 1" in run_check(c.key).evidence
     assert c.run(statement=m.Gc_expr).status == "verified"
+
+
+# --------------------------------------------------------------------------- hypotheses at the counterexample
+
+
+@pytest.mark.parametrize("key", [c.key for c in REFUTED])
+def test_refutation_hypotheses_evaluated_and_hold(key):
+    """A refuted check declares the statement's hypotheses; each was evaluated at its counterexample point and holds."""
+    c, res = get_check(key), run_check(key)
+    assert c.hypotheses, f"{key} declares no hypotheses"
+    assert res.point, f"{key}: refutation without a counterexample point"
+    assert len(res.hypotheses) == len(c.hypotheses), f"{key}: not every hypothesis was evaluated"
+    assert all(ok for _, ok, _ in res.hypotheses), f"{key}: {res.hypotheses}"
+    for h in c.hypotheses:  # re-evaluate independently of judge()
+        assert h.holds(dict(res.point)), f"{key}: {h.text} fails at {res.point}"
+
+
+def _synthetic(result, hypotheses):
+    return Check(paper="fed-ef", name="synthetic", claim="q^2 < 1/2 for every q < 1", func=lambda: result,
+                 hypotheses=tuple(hypotheses))
+
+
+Q = sp.Symbol("q")
+H_Q = H("0 <= q < 1", lambda p: 0 <= p["q"] < 1, "synthetic line 1")
+
+
+def test_mechanism_keeps_a_refutation_inside_the_hypotheses():
+    res = _synthetic(refuted("q^2 = 9/16 > 1/2", at={"q": sp.Rational(3, 4)}), [H_Q]).run()
+    assert res.status == "refuted" and res.hypotheses == (("0 <= q < 1", True, "synthetic line 1"),)
+
+
+def test_mechanism_rejects_a_counterexample_outside_a_hypothesis():
+    res = _synthetic(refuted("q^2 = 4 > 1/2", at={"q": 2}), [H_Q]).run()
+    assert res.status == "outside" and "not an error of the paper" in res.evidence
+    assert res.hypotheses == (("0 <= q < 1", False, "synthetic line 1"),)
+    # a hypothesis the spec's reading drops: the refutation is of the spec's reading
+    spec_h = H("0 <= q < 1", lambda p: p["q"] < 1, "synthetic line 1", spec="any q")
+    res = _synthetic(refuted("q^2 = 4 > 1/2", at={"q": 2}), [spec_h]).run()
+    assert res.status == "outside" and "refutes the spec's reading only" in res.evidence
+    # sympy conditions work the same way
+    res = _synthetic(refuted("q^2 = 4 > 1/2", at={"q": 2}), [H("q < 1", Q < 1, "synthetic")]).run()
+    assert res.status == "outside"
+    assert _synthetic(refuted("x", at={"q": sp.Rational(3, 4)}), [H("q < 1", Q < 1, "s")]).run().status == "refuted"
+
+
+@pytest.mark.parametrize("result, hypotheses, why", [
+    (refuted("q^2 = 9/16 > 1/2"), [H_Q], "no counterexample point"),
+    (refuted("q^2 = 9/16 > 1/2", at={"q": sp.Rational(3, 4)}), [], "declares no hypotheses"),
+    (refuted("q^2 = 9/16 > 1/2", at={"eta": 1}), [H_Q], "gives no value for q"),
+    (refuted("q^2 = 9/16 > 1/2", at={"eta": 1}), [H("q < 1", Q < 1, "s")], "gives no value for q"),
+])
+def test_mechanism_refuses_an_unchecked_refutation(result, hypotheses, why):
+    res = _synthetic(result, hypotheses).run()
+    assert res.status == "inconclusive" and why in res.evidence, res.evidence
+
+
+def test_judge_passes_other_statuses_through():
+    v = verified("ok")
+    assert judge(v, ()) is v
+
+
+def test_real_checks_reject_counterexamples_outside_their_hypotheses():
+    """The same mechanism on the audit's own checks: a hypothesis the counterexample violates changes the verdict."""
+    # Fed-EF C1 >= 1: the counterexample beta1 = 0 lies outside a (hypothetical) restriction beta1 >= 1/2
+    c = get_check("fed-ef:thm43_C1_at_least_one")
+    narrowed = dataclasses.replace(c, hypotheses=c.hypotheses + (H("beta1 >= 1/2", lambda p: p["beta1"] >= sp.Rational(1, 2), "test"),))
+    assert run_check(c.key).status == "refuted" and narrowed.run().status == "outside"
+    # FedAda2 Cor. 23: at the example's limit p1 = 12/25 the printed p1 + 2p2 < -1/2 fails, so it is no error of the paper
+    c = get_check("fedada2:cor23_case2_boundary_strict")
+    res = c.run(p2_edge=sp.Rational(-1, 4) - sp.Rational(1, 100))
+    assert res.status == "outside" and "refutes the spec's reading only" in res.evidence, res.evidence
+    # Fed-LAMB's O(sqrt(pL/(nR))): the leading coefficient grows like p^(1/4) <= sqrt(p h), so reading O(.) as an upper
+    # bound the claim holds; only the spec's exact-scaling reading is refuted.  A claimed p^(1/8) would be refuted.
+    c = get_check("fed-lamb:S10_claimed_rate_sqrt_pL_over_nR")
+    res = run_check(c.key)
+    assert res.status == "outside" and "refutes the spec's reading only" in res.evidence
+    assert c.run(claimed=(sp.Rational(1, 8), 0)).status == "refuted"
+    # Fed-EF Thm 4.1: the q-bound counterexample q = 1/2 violates the proof's q <= 1/32 (which the statement omits)
+    c = get_check("fed-ef:thm41_coefficient_one_eighth")
+    assert any("1/32" in h.text for h in c.hypotheses)

@@ -10,8 +10,7 @@ import sys
 import pytest
 
 from theory.__main__ import main
-from theory.core import PAPERS, run_all
-from theory.core import SEVERITIES
+from theory.core import PAPERS, SEVERITIES, STATUSES, run_all
 from theory.report import GENERATE_CMD, README_BEGIN, README_CMD, README_END, render_markdown, render_readme
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -41,7 +40,10 @@ def test_json_paper_filter(capsys, paper):
     assert set(data["counts"]) == {paper, "total"}
     assert sum(data["counts"]["total"].values()) == len(data["checks"])
     for c in data["checks"]:
-        assert c["status"] in ("verified", "refuted", "inconclusive") and c["evidence"] and c["claim"]
+        assert c["status"] in STATUSES and c["evidence"] and c["claim"]
+        if c["status"] in ("refuted", "outside"):  # the counterexample and its evaluated hypotheses are in the JSON
+            assert c["counterexample"] and c["hypotheses"]
+            assert all(h["holds"] for h in c["hypotheses"]) == (c["status"] == "refuted")
 
 
 @pytest.mark.parametrize("spelling,paper", [("fed_lamb", "fed-lamb"), ("Fed-LAMB", "fed-lamb"), ("Fed-EF", "fed-ef"),

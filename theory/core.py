@@ -8,7 +8,16 @@ place where the specs report an error) and returns a :class:`Result`:
   seeded random numeric search, in which case the evidence says "numeric");
 * ``refuted``       the claim is false; the evidence carries the concrete
   counterexample values or the simplified counter-expression;
-* ``inconclusive``  neither could be established.
+* ``inconclusive``  neither could be established;
+* ``outside``       the check's counterexample violates a hypothesis of the paper's statement: it is not an
+  error of the paper (when the hypothesis is one the spec's reading drops, it refutes the spec's reading only).
+
+A refutation must be tested against the statement's hypotheses (issue 18): every check that can refute declares
+them (``hypotheses=``: :class:`Hypothesis` objects, each a predicate or a sympy condition on the counterexample
+point, citing the paper's line), and every refuted result carries its counterexample point (``refuted(..., at=)``).
+:meth:`Check.run` evaluates each hypothesis at that point and keeps "refuted" only when all of them hold; a point
+that violates one becomes ``outside``; a refutation without a point or without declared hypotheses, or with a
+hypothesis that cannot be decided at the point, becomes ``inconclusive`` (the audit refuses to report it refuted).
 
 Checks are registered with the :func:`check` decorator::
 
@@ -31,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-STATUSES = ("verified", "refuted", "inconclusive")
+STATUSES = ("verified", "refuted", "outside", "inconclusive")
 
 #: What a refutation breaks (issue 18), most to least serious.  Every check that can be refuted carries one.
 SEVERITIES = {
@@ -80,6 +89,10 @@ class Result:
     method: str = "symbolic"
     #: refuted checks this (verified) result relies on, filled in by :func:`run_all` from the dependencies
     conditional_on: tuple[str, ...] = ()
+    #: the counterexample of a refutation: variable name -> value (numbers, or short strings for discrete choices)
+    point: tuple[tuple[str, object], ...] = ()
+    #: the check's hypotheses evaluated at ``point`` by :meth:`Check.run`: (statement, held, paper line) triples
+    hypotheses: tuple[tuple[str, bool, str], ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -104,8 +117,86 @@ def verified(evidence: str, method: str = "symbolic") -> Result:
     return Result("verified", evidence, method)
 
 
-def refuted(evidence: str, method: str = "symbolic") -> Result:
-    return Result("refuted", evidence, method)
+def refuted(evidence: str, method: str = "symbolic", at: dict | None = None) -> Result:
+    """A refutation whose counterexample is ``at`` (variable -> value); :meth:`Check.run` tests the hypotheses there."""
+    return Result("refuted", evidence, method, point=tuple((at or {}).items()))
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One hypothesis of the paper's statement that a counterexample must satisfy.
+
+    ``cond`` is a callable of the point (a dict name -> value) returning a truth value, or a sympy relational /
+    boolean whose free symbols are named like the point's variables. ``line`` cites the paper (file and line).
+    ``spec`` (optional) says how the spec's reading differs on this hypothesis: a counterexample that violates it
+    then refutes the spec's reading only.
+    """
+
+    text: str
+    cond: object
+    line: str
+    spec: str | None = None
+
+    def holds(self, point: dict) -> bool:
+        """True / False at ``point``; raises ValueError when the point does not decide it (a missing variable)."""
+        import sympy as sp
+
+        if isinstance(self.cond, sp.Basic):
+            subs = {}
+            for sym in self.cond.free_symbols:
+                if sym.name not in point:
+                    raise ValueError(f"the counterexample gives no value for {sym.name}")
+                subs[sym] = point[sym.name]
+            val = self.cond.subs(subs)
+        else:
+            try:
+                val = self.cond(point)
+            except KeyError as exc:
+                raise ValueError(f"the counterexample gives no value for {exc.args[0]}") from None
+        if val is sp.true or val is sp.false:
+            return bool(val)
+        if isinstance(val, (bool, int)) or type(val).__name__ == "bool_":
+            return bool(val)
+        raise ValueError(f"not decided at the counterexample ({val})")
+
+
+def H(text: str, cond, line: str, spec: str | None = None) -> Hypothesis:
+    """Shorthand for :class:`Hypothesis`."""
+    return Hypothesis(text, cond, line, spec)
+
+
+def judge(res: Result, hypotheses: tuple[Hypothesis, ...]) -> Result:
+    """Test a refutation's counterexample against every hypothesis: keep "refuted" only when all hold.
+
+    A violated hypothesis turns it into "outside" (not an error of the paper; the spec's reading only, where the
+    hypothesis says the spec drops it); a missing point, no declared hypotheses or an undecidable hypothesis turn
+    it into "inconclusive". Other statuses pass through unchanged.
+    """
+    if res.status != "refuted":
+        return res
+    if not hypotheses:
+        return dataclasses.replace(res, status="inconclusive", evidence="refutation not reported: the check declares no "
+                                   "hypotheses to test its counterexample against; " + res.evidence)
+    if not res.point:
+        return dataclasses.replace(res, status="inconclusive", evidence="refutation not reported: it carries no "
+                                   "counterexample point to test the hypotheses at; " + res.evidence)
+    point = dict(res.point)
+    evaluated = []
+    for h in hypotheses:
+        try:
+            ok = h.holds(point)
+        except ValueError as exc:
+            return dataclasses.replace(res, status="inconclusive", evidence=f"refutation not reported: hypothesis "
+                                       f"'{h.text}' ({h.line}) undecided: {exc}; " + res.evidence)
+        evaluated.append((h.text, ok, h.line))
+    res = dataclasses.replace(res, hypotheses=tuple(evaluated))
+    failed = [h for h, (_, ok, _) in zip(hypotheses, evaluated) if not ok]
+    if not failed:
+        return res
+    why = "; ".join(f"'{h.text}' ({h.line}) fails" + (f" (the spec's reading: {h.spec})" if h.spec else "") for h in failed)
+    whose = "refutes the spec's reading only, not the paper" if all(h.spec for h in failed) else "not an error of the paper"
+    return dataclasses.replace(res, status="outside", evidence=f"counterexample outside the hypotheses ({whose}): {why}; "
+                               + res.evidence)
 
 
 def inconclusive(evidence: str, method: str = "symbolic") -> Result:
@@ -131,6 +222,8 @@ class Check:
     #: keyword arguments that replace the paper's printed expression by the correct one; with them the check
     #: must return "verified" (evidence that a refuted verdict is computed, not fixed)
     corrected: dict | None = field(default=None, compare=False)
+    #: the hypotheses of the paper's statement a counterexample must satisfy (tested by :meth:`run` via :func:`judge`)
+    hypotheses: tuple[Hypothesis, ...] = field(default=(), compare=False)
 
     @property
     def dependency_keys(self) -> tuple[str, ...]:
@@ -153,19 +246,21 @@ class Check:
             return inconclusive(f"check raised {type(exc).__name__}: {exc}", "error")
         if not isinstance(res, Result):  # pragma: no cover
             return inconclusive(f"check returned {type(res).__name__}, not Result", "error")
-        return res
+        return judge(res, self.hypotheses)
 
 
 _REGISTRY: dict[str, Check] = {}
 
 
 def check(paper: str, name: str, claim: str, spec: Iterable[str] = (), severity: str | None = None,
-          kind: str = "paper", depends: Iterable[str] = (), corrected: dict | None = None) -> Callable:
+          kind: str = "paper", depends: Iterable[str] = (), corrected: dict | None = None,
+          hypotheses: Iterable[Hypothesis] = ()) -> Callable:
     """Decorator registering a check function under ``paper:name``.
 
     ``severity``: what a refutation breaks (:data:`SEVERITIES`); ``kind``: whose claim (:data:`KINDS`);
     ``depends``: the checks whose claims this one uses; ``corrected``: keyword arguments with which the
-    function must verify (the paper's printed expression replaced by the correct one).
+    function must verify (the paper's printed expression replaced by the correct one); ``hypotheses``: the
+    statement's hypotheses a counterexample must satisfy for the check to report "refuted".
     """
     if paper not in PAPER_MODULES:
         raise ValueError(f"unknown paper {paper!r}")
@@ -176,7 +271,8 @@ def check(paper: str, name: str, claim: str, spec: Iterable[str] = (), severity:
 
     def deco(func: Callable[..., Result]) -> Callable[..., Result]:
         c = Check(paper=paper, name=name, claim=" ".join(claim.split()), func=func, spec=tuple(spec),
-                  severity=severity, kind=kind, depends=tuple(depends), corrected=corrected)
+                  severity=severity, kind=kind, depends=tuple(depends), corrected=corrected,
+                  hypotheses=tuple(hypotheses))
         if c.key in _REGISTRY:
             raise ValueError(f"duplicate check {c.key}")
         _REGISTRY[c.key] = c

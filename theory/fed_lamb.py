@@ -19,6 +19,7 @@ import numpy as np
 import sympy as sp
 
 from .algebra import fmt, identities, is_identity, poly_nonneg, pos, show, simplify_zero
+from .core import H as Hyp
 from .core import check, refuted, verified
 
 PAPER = "fed-lamb"
@@ -52,6 +53,19 @@ THM5_PROOF = {
 }
 #: learning rate alpha = kappa/sqrt(R) (spec sec. 2.6)
 LR_SQRT_R = {alpha: kappa / sp.sqrt(R)}
+
+# ---------------------------------------------------------------------------
+# hypotheses of the statements (H1-H4 of MAIN, Assumptions 1-4 of SUPP), evaluated at a refutation's counterexample
+# ---------------------------------------------------------------------------
+H_B1 = Hyp("0 <= beta1 < 1", lambda q: 0 <= q["beta1"] < 1, "fed-lamb.txt Algorithm 2")
+H_B2 = Hyp("0 < beta2 < 1", lambda q: 0 < q["beta2"] < 1, "fed-lamb.txt Algorithm 2")
+H_EPS = Hyp("eps > 0", lambda q: q["eps"] > 0, "fed-lamb-supplement.txt Theorem 5 (line 96)")
+H_PHI = Hyp("0 < phi_m <= phi <= phi_M (H4)", lambda q: 0 < q["phi_m"] <= min(q["phi"]) and max(q["phi"]) <= q["phi_M"],
+            "fed-lamb.txt line 143 (H4)")
+H_M = Hyp("|g| <= M (H2), and M <= 1 as the proof assumes ('assuming M <= 1')", lambda q: max(abs(float(x)) for x in q["gradients"])
+          <= float(q["M"]) <= 1, "fed-lamb.txt line 139 (H2), fed-lamb-supplement.txt line 206")
+H_N = Hyp("n >= 1 clients, T >= 1 local steps (integers)", lambda q: int(q["n"]) == q["n"] >= 1 and int(q["T"]) == q["T"] >= 1,
+          "fed-lamb-supplement.txt Theorem 5 (line 96)")
 
 
 # ===========================================================================
@@ -103,7 +117,9 @@ def _s2():
 @check(PAPER, "S2_paper_signs",
        "MAIN (11)-(12) (and SUPP (3)) state vartheta_(r+1) - vartheta_r = +alpha beta1/(1-beta1)(c_r/s_r - c_(r-1)/s_(r-1)) m_(r-1) "
        "+ alpha (c_r/s_r) g_r, with (11) = (alpha/(1-beta1)) c_r m_r/s_r - (alpha/(1-beta1)) c_(r-1) m_(r-1)/s_(r-1).",
-       spec=("S2", "err-8"), severity="typo", corrected={"sign": -1, "coef11": beta1})
+       spec=("S2", "err-8"), severity="typo", corrected={"sign": -1, "coef11": beta1},
+       hypotheses=(H_B1, Hyp("alpha > 0 and the printed (12) differs from the true step at the point",
+                             lambda q: q["alpha"] > 0 and q["printed (12)"] != q["true step"], "fed-lamb.txt lines 215-217")))
 def _s2_signs(sign=1, coef11=1):
     """fed-lamb.txt lines 215 (eq. 11) and 217 (eq. 12); ``sign`` multiplies both printed forms (printed +1) and
     ``coef11`` is the numerator of (11)'s second coefficient coef11/(1-beta1) (printed 1)."""
@@ -117,12 +133,17 @@ def _s2_signs(sign=1, coef11=1):
     neg12 = is_identity(p12, -lhs)
     rest11 = sp.factor(simplify_zero(p11 + lhs))
     return refuted(f"printed (12) {'equals -1 x' if neg12 else 'differs from'} the true step (both signs flipped); printed (11) = "
-                   f"-(true step) + ({show(rest11)}): sign flipped and its second coefficient 1/(1-beta1) should be beta1/(1-beta1)")
+                   f"-(true step) + ({show(rest11)}): sign flipped and its second coefficient 1/(1-beta1) should be beta1/(1-beta1)",
+                   at=(pt := {beta1: sp.Rational(1, 2), alpha: 1, _c: 1, _s: 1, _c0: 1, _s0: 1, _mprev: 1, _g: 1}) and
+                   {"beta1": sp.Rational(1, 2), "alpha": 1, "c_r/s_r": 1, "c_(r-1)/s_(r-1)": 1, "m_(r-1)": 1, "g_r": 1,
+                    "printed (12)": p12.subs(pt), "true step": lhs.subs(pt)})
 
 
 @check(PAPER, "S3_polarization_equality",
        "SUPP (7): <a, b> = (1/2)||a||^2 + (1/2)||b||^2 - ||a - b||^2 (stated as an equality).",
-       spec=("S3",), severity="typo", corrected={"coef": sp.Rational(1, 2)})
+       spec=("S3",), severity="typo", corrected={"coef": sp.Rational(1, 2)},
+       hypotheses=(Hyp("a, b real (any vectors: (7) is applied to arbitrary a, b)", lambda q: q["a"].is_real and q["b"].is_real,
+                       "fed-lamb-supplement.txt line 134"),))
 def _s3(coef=1):
     """fed-lamb-supplement.txt eq. (7), line 134; ``coef`` is the printed coefficient of ||a - b||^2 (1)."""
     a, b = sp.symbols("a b", real=True)
@@ -130,7 +151,7 @@ def _s3(coef=1):
     if diff == 0:
         return verified(f"<a,b> - [(1/2)|a|^2 + (1/2)|b|^2 - {coef}|a-b|^2] expands to 0")
     return refuted(f"<a,b> - [(1/2)|a|^2 + (1/2)|b|^2 - |a-b|^2] = {show(diff)} (e.g. 1/2 at a = 1, b = 0); the correct polarisation "
-                   "has -(1/2)||a-b||^2, so (7) holds only as '>='")
+                   "has -(1/2)||a-b||^2, so (7) holds only as '>='", at={"a": sp.Integer(1), "b": sp.Integer(0)})
 
 
 @check(PAPER, "S4_norm_inequalities",
@@ -168,7 +189,9 @@ def _s5():
 @check(PAPER, "S6_layer_factor",
        "MAIN (26)/(38): sum_(l=1)^L sum_(i=1)^n sum_(j=1)^(p_l) sigma/sqrt(n) = sigma L p sqrt(n).",
        spec=("S6", "err-9"), severity="constant",
-       corrected={"printed": lambda sig, layers, P: sig * P * sp.sqrt(n)})
+       corrected={"printed": lambda sig, layers, P: sig * P * sp.sqrt(n)},
+       hypotheses=(Hyp("L >= 2 layers (for L = 1 the two coincide), n >= 1, sigma > 0", lambda q: q["L"] >= 2 and q["n"] >= 1
+                       and q["sigma"] > 0, "fed-lamb.txt line 79, eq. (26)"),))
 def _s6(printed=lambda sig, layers, P: sig * layers * P * sp.sqrt(n)):
     """fed-lamb.txt eq. (26) line 261 and eq. (38); ``printed(sigma, L, p)`` is the printed value of the triple sum."""
     ps = sp.symbols("p1:4", positive=True)
@@ -179,7 +202,7 @@ def _s6(printed=lambda sig, layers, P: sig * layers * P * sp.sqrt(n)):
     if ratio == 1:
         return verified(f"with 3 layers the triple sum is {show(sp.factor(total))} = the printed value")
     return refuted(f"with 3 layers the triple sum is {show(sp.factor(total))} = sigma p sqrt(n) (p = p1+p2+p3); the printed "
-                   f"sigma L p sqrt(n) is {show(ratio)} times larger (spurious layer factor)")
+                   f"sigma L p sqrt(n) is {show(ratio)} times larger (spurious layer factor)", at={"L": 3, "n": 4, "sigma": 1, "p_l": "1, 1, 1"})
 
 
 @check(PAPER, "S7_telescoping",
@@ -200,7 +223,9 @@ def _s7():
 @check(PAPER, "S11_epsilon_powers",
        "SUPP (9): B_1 <= (L/sqrt(eps)) sum_i ||theta_bar - theta_i||^2 <= n (alpha^2 L/sqrt(eps)) M^2 T^2 phi_M^2 (1-beta2) p, using Lemma 1.",
        spec=("S11", "err-10"), severity="constant", depends=("S9_lemma1_consensus_bound",),
-       corrected={"eps_power": sp.Rational(3, 2)})
+       corrected={"eps_power": sp.Rational(3, 2)},
+       hypotheses=(H_EPS, Hyp("the derived bound exceeds the printed one at the point (eps < 1)", lambda q: q["derived/printed"] > 1,
+                              "fed-lamb-supplement.txt line 150")))
 def _s11(eps_power=sp.Rational(1, 2)):
     """fed-lamb-supplement.txt eq. (9), line 150, with Lemma 1 (line 78: bound carries 1/eps); ``eps_power``: the printed
     power of 1/eps in (9) (1/2)."""
@@ -211,7 +236,8 @@ def _s11(eps_power=sp.Rational(1, 2)):
     if ratio == 1:
         return verified("powers agree")
     return refuted(f"plugging Lemma 1 (which carries 1/eps) into 1/sqrt(v_hat) <= 1/sqrt(eps) gives {show(derived)}, i.e. the printed "
-                   f"bound times {show(ratio)}: eps^(-3/2), not eps^(-1/2)")
+                   f"bound times {show(ratio)}: eps^(-3/2), not eps^(-1/2) (for eps < 1 the printed bound is too small)",
+                   at={"eps": sp.Rational(1, 100), "derived/printed": ratio.subs(eps, sp.Rational(1, 100))})
 
 
 @check(PAPER, "S12_layer_count_bound",
@@ -300,7 +326,13 @@ def _s8():
 @check(PAPER, "S8_ratio_bound_global_v",
        "The ratio bound |m^j/sqrt(v_hat^j)| <= 1/sqrt(1-b2) (used for ||p^l|| <= sqrt(p_l/(1-b2))) still holds when v_hat is the server's "
        "average of the clients' second moments (Algorithm 2, line 17).",
-       spec=("S8", "err-6"), severity="rate")
+       spec=("S8", "err-6"), severity="rate",
+       hypotheses=(H_B1, H_B2, Hyp("beta1^2 < beta2 (the own-v ratio bound's condition)", lambda q: q["beta1"] ** 2 < q["beta2"],
+                                   "fed-lamb.txt A_1 bound"),
+                   Hyp("n >= 1 clients; the others' gradients are 0 (allowed: |g| <= M)", lambda q: q["n"] >= 1,
+                       "fed-lamb.txt Algorithm 2 line 17"),
+                   Hyp("the devices' ratio uses the server's v_hat (line 17: 'send them back to the devices'; line 12 "
+                       "writes v_hat_(r,i))", lambda q: q["v_hat"] == "server average", "fed-lamb.txt Algorithm 2 lines 12, 17")))
 def _s8_global():
     """fed-lamb.txt Algorithm 2 line 17 (v_hat_(r+1) = max(v_hat_r, mean_i v_i)) and the ratio bound of A_1."""
     b1, b2 = 0.9, 0.999
@@ -312,7 +344,8 @@ def _s8_global():
         return verified("bound holds")
     return refuted(f"if one client's gradients dominate and the other n-1 send v ~ 0, v_hat = v_i/n and the ratio grows by sqrt(n): "
                    f"{fmt(own)} sqrt(n) = {fmt(ratio)} > 1/sqrt(1-b2) = {fmt(1 / math.sqrt(1 - b2))} already at n = {n_} "
-                   "(non-iid data)", "numeric")
+                   "(non-iid data); the line-233 bound ||p|| <= sqrt(p_l/(1-beta2)) holds with each client's own v_hat "
+                   "(S8_ratio_bound_own_v)", "numeric", at={"beta1": b1, "beta2": b2, "n": n_, "v_hat": "server average"})
 
 
 def _lamb_layer_step(theta, grad, alpha_, phi, eps_=0.0, v_hat=None, lam=0.0):
@@ -327,7 +360,9 @@ def _lamb_layer_step(theta, grad, alpha_, phi, eps_=0.0, v_hat=None, lam=0.0):
 @check(PAPER, "S9_lemma1_consensus_bound",
        "Lemma 1 (SUPP): ||theta_bar_r - theta_(r,i)||^2 <= alpha^2 M^2 T^2 phi_M^2 (1-beta2) p/eps for every admissible run.",
        spec=("S9", "T5"), severity="constant", depends=("P1_P2_step_properties",),
-       corrected={"bound": lambda al_, M_, T_, phiM, b2, p_, e, h_: 4 * al_**2 * T_**2 * phiM**2 * h_})
+       corrected={"bound": lambda al_, M_, T_, phiM, b2, p_, e, h_: 4 * al_**2 * T_**2 * phiM**2 * h_},
+       hypotheses=(H_B2, H_EPS, H_PHI, H_M, H_N, Hyp("lambda = 0 (Theorem 5)", lambda q: q["lambda"] == 0,
+                                                    "fed-lamb-supplement.txt line 96")))
 def _s9(bound=None):
     """fed-lamb-supplement.txt Lemma 1, line 78-90; exact step length (P1) of Algorithm 2 line 13.
     ``bound(alpha, M, T, phi_M, beta2, p, eps, h)``: the bound tested (Lemma 1's by default)."""
@@ -345,7 +380,9 @@ def _s9(bound=None):
     return refuted(f"n = 2 clients, one layer of size 1 (h = p = 1), T = 1, phi = phi_M = 1, alpha = 0.1, gradients +-M with M = 1, "
                    f"beta2 = 0.999, eps = 0.01: each local step has length alpha phi exactly, so ||theta_bar - theta_i||^2 = {fmt(dist2)} "
                    f"> Lemma 1's {fmt(paper)}. The sharp bound is 4 alpha^2 T^2 phi_M^2 h; Lemma 1 / sharp = {show(ratio)}, so the "
-                   "lemma holds only when M^2 (1-beta2) p >= 4 eps h", "numeric")
+                   "lemma holds only when M^2 (1-beta2) p >= 4 eps h", "numeric",
+                   at={"n": 2, "T": 1, "h": 1, "p": 1, "phi": (phiM,), "phi_m": 0.5, "phi_M": phiM, "alpha": al_, "M": Mv,
+                       "gradients": (Mv, -Mv), "beta2": b2, "eps": e, "lambda": 0})
 
 
 # ===========================================================================
@@ -383,10 +420,20 @@ def _s10():
 
 
 @check(PAPER, "S10_claimed_rate_sqrt_pL_over_nR",
-       "MAIN's contribution claim: the bound is O(sqrt(p L/(n R))) with L the number of layers (MAIN line 79; h in SUPP), "
-       "i.e. Theorem 5's leading 1/sqrt(nR) coefficient scales as sqrt(p h).",
+       "MAIN's contribution claim: the bound is O(sqrt(p L/(n R))) with L the number of layers (MAIN line 79; h in SUPP): "
+       "Theorem 5's leading 1/sqrt(nR) coefficient (at the best kappa) grows no faster than sqrt(p h) (with p >= h).",
        spec=("S10", "err-23"), severity="rate", depends=("S10_rate_expansion",),
-       corrected={"claimed": (sp.Rational(1, 4), 0)})
+       corrected={"claimed": (sp.Rational(1, 4), 0)},
+       hypotheses=(Hyp("L in the claim is the number of layers (MAIN's notation, line 79; h in SUPP)",
+                       lambda q: q["L"] == "number of layers h", "fed-lamb.txt lines 36, 79"),
+                   Hyp("alpha = kappa/sqrt(R) with kappa > 0 (the rate's learning rate), kappa at its best value",
+                       lambda q: q["kappa"] > 0, "fed-lamb-supplement.txt Theorem 5"),
+                   Hyp("O(.) is an upper bound: the coefficient grows faster than claimed in p or in h (p >= h >= 1, as "
+                       "p = sum of the h layer sizes)", lambda q: q["exponents (p, h)"][0] > q["claimed (p, h)"][0]
+                       or q["exponents (p, h)"][0] + q["exponents (p, h)"][1] > q["claimed (p, h)"][0] + q["claimed (p, h)"][1],
+                       "fed-lamb.txt line 36 ('Our bound in O(sqrt(pL/(nR)))')",
+                       spec="specs/fed-lamb.md sec. 2.6 reads the claim as the exact scaling: p^(1/4) 'does not match' "
+                            "sqrt(pL/(nR))")))
 def _s10_claim(claimed=(sp.Rational(1, 2), sp.Rational(1, 2))):
     """fed-lamb.txt line 36 (contribution claim; L = number of layers by the notation of line 79, not the smoothness
     constant) vs Theorem 5 (SUPP line 96).  ``claimed``: exponents of (p, h) in the leading coefficient (printed (1/2, 1/2)).
@@ -401,7 +448,9 @@ def _s10_claim(claimed=(sp.Rational(1, 2), sp.Rational(1, 2))):
     return refuted(f"the leading 1/sqrt(nR) coefficient at the best kappa is {show(c1min)}: it scales as p^{got[0]} h^{got[1]}, not "
                    f"p^{claimed[0]} h^{claimed[1]} (at a fixed kappa it is M sqrt(p) Delta/(h kappa) + 4 h kappa phi_M sigma^2, "
                    "non-monotone in h); reading L as the smoothness constant instead, Theorem 5's leading term does not involve it "
-                   "either, so the claim does not follow under either meaning of L")
+                   "either, so the claim does not follow under either meaning of L",
+                   at={"L": "number of layers h", "kappa": kstar.subs({M: 1, p: 1, Delta: 1, h: 1, phi_M: 1, sigma: 1}),
+                       "exponents (p, h)": got, "claimed (p, h)": tuple(sp.nsimplify(c) for c in claimed)})
 
 
 @check(PAPER, "S10_alpha_sqrt_n_no_speedup",
@@ -418,7 +467,10 @@ def _s10_n():
 
 @check(PAPER, "thm5_proof_form_speedup",
        "The proof's final display of Theorem 5 also exhibits linear speedup in n with alpha = kappa/sqrt(R).",
-       spec=("S10", "err-4"), severity="rate")
+       spec=("S10", "err-4"), severity="rate",
+       hypotheses=(Hyp("alpha = kappa/sqrt(R), kappa > 0, M <= 1 (the display's 'assuming M <= 1'), eps > 0",
+                       lambda q: q["kappa"] > 0 and q["M"] <= 1 and q["eps"] > 0, "fed-lamb-supplement.txt line 206"),
+                   Hyp("the term exceeds 1/sqrt(nR) at the point", lambda q: q["term*sqrt(nR)"] > 1, "fed-lamb-supplement.txt line 206")))
 def _proof_speedup():
     """fed-lamb-supplement.txt final display after 'assuming M <= 1' (line 206ff)."""
     term = THM5_PROOF["T3_grad"].subs(LR_SQRT_R)
@@ -427,12 +479,16 @@ def _proof_speedup():
         return verified("no n growth")
     return refuted(f"its term 4 alpha M^2/sqrt(eps) becomes {show(term)}; divided by 1/sqrt(nR) this is {show(ratio)}, unbounded in n "
                    "(likewise 4 alpha phi_M^2 sqrt(M^2+p sigma^2) and the beta1 cross term): linear speedup holds only for the "
-                   "statement's alpha^2 form")
+                   "statement's alpha^2 form", at=(pt := {"kappa": 1, "M": 1, "eps": 1, "n": 100, "R": 10**4}) and
+                   pt | {"term*sqrt(nR)": ratio.subs({kappa: 1, M: 1, eps: 1, n: 100, R: 10**4})})
 
 
 @check(PAPER, "thm5_statement_matches_proof",
        "Theorem 5's statement is the proof's final display with terms organised (same powers of alpha, same terms).",
-       spec=("err-4", "err-5", "S10"), severity="proof", corrected={"statement": THM5_PROOF})
+       spec=("err-4", "err-5", "S10"), severity="proof", corrected={"statement": THM5_PROOF},
+       hypotheses=(Hyp("0 < alpha < 1, M <= 1 (the display's assumption), T >= 1, sigma > 0: the terms differ there",
+                       lambda q: 0 < q["alpha"] < 1 and q["M"] <= 1 and q["T"] >= 1 and q["differing terms"] > 0,
+                       "fed-lamb-supplement.txt lines 96-100, 206"),))
 def _statement_vs_proof(statement=THM5):
     """fed-lamb-supplement.txt Theorem 5 statement (line 96-100) vs the proof's last display (line 206ff);
     ``statement``: the statement's terms (default: as printed)."""
@@ -442,14 +498,19 @@ def _statement_vs_proof(statement=THM5):
     if not diffs and not missing:
         return verified("every term of the proof's final display appears in the statement with the same expression")
     return refuted("; ".join(diffs) + f"; proof terms absent from the statement: {', '.join(missing)} (the consensus term has T in "
-                   "the denominator); phi_m appears in neither although the proof's descent coefficient is alpha phi_m^2 (1-beta2)/4")
+                   "the denominator); phi_m appears in neither although the proof's descent coefficient is alpha phi_m^2 (1-beta2)/4",
+                   at={"alpha": sp.Rational(1, 10), "M": 1, "T": 1, "sigma": 1, "differing terms": len(diffs) + len(missing)})
 
 
 @check(PAPER, "thm5_init_term_from_descent",
        "Theorem 5's leading term sqrt(M^2 p/n) Delta/(h alpha R) is what dividing the telescoped descent inequality by the "
        "proof's descent coefficient alpha phi_m^2 (1-beta2)/4 (the A_1 bound) gives for the initial gap.",
        spec=("S10", "err-5"), severity="rate",
-       corrected={"prefactor": 4 / (phi_m**2 * (1 - beta2))})
+       corrected={"prefactor": 4 / (phi_m**2 * (1 - beta2))},
+       hypotheses=(H_B2, Hyp("0 < phi_m (H4), M <= 1, n >= 1", lambda q: q["phi_m"] > 0 and q["M"] <= 1 and q["n"] >= 1,
+                             "fed-lamb.txt H4, fed-lamb-supplement.txt line 206"),
+                   Hyp("the derived term exceeds the stated one at the point", lambda q: q["derived/stated"] > 1,
+                       "fed-lamb-supplement.txt line 199")))
 def _thm5_init(prefactor=sp.sqrt(M**2 * p / n) / h):
     """fed-lamb-supplement.txt A_1 bound (line 199: -alpha phi_m^2 (1-beta2)/4 ||grad f/v^(1/4)||^2) and the telescoped
     final display (lines 206-220), whose first term is sqrt(M^2 p/n) Delta/(h alpha R); ``prefactor`` is the printed one."""
@@ -462,13 +523,17 @@ def _thm5_init(prefactor=sp.sqrt(M**2 * p / n) / h):
     return refuted(f"dividing by the descent coefficient alpha phi_m^2 (1-beta2)/4 gives {show(derived)}; its ratio to the stated "
                    f"sqrt(M^2 p/n) Delta/(h alpha R) is {show(ratio)}, growing like sqrt(n): with alpha = kappa/sqrt(R) the derived "
                    f"leading term is {show(under)}/sqrt(R), with no 1/sqrt(n), so the proof shows no linear speedup in n for this "
-                   "term (and phi_m, which the statement drops, enters as 1/phi_m^2)")
+                   "term (and phi_m, which the statement drops, enters as 1/phi_m^2)",
+                   at=(pt := {beta2: sp.Rational(999, 1000), phi_m: sp.Rational(1, 2), M: 1, n: 100, p: 1, h: 1}) and
+                   {str(k): v for k, v in pt.items()} | {"derived/stated": ratio.subs(pt)})
 
 
 @check(PAPER, "B2_sign_probability_step",
        "SUPP B_2 bound: -E[phi (grad_l f)^j (g^j/||psi||) 1(sign(grad_l f)^j != sign g^j)] <= phi_M (grad_l f)^j "
        "P[sign(grad_l f)^j != sign g^j] for every coordinate (beta1 = 0, so psi = g/sqrt(v_hat)).",
-       spec=("S12",), severity="typo", corrected={"absolute": True})
+       spec=("S12",), severity="typo", corrected={"absolute": True},
+       hypotheses=(H_M, H_PHI, Hyp("zero-mean noise (E g = grad f, H2), 0 < v_hat <= M^2", lambda q: q["noise mean"] == 0
+                                   and 0 < q["v_hat"] <= q["M"] ** 2, "fed-lamb.txt H2, Algorithm 2")))
 def _b2_sign(absolute=False):
     """fed-lamb-supplement.txt B_2 bound, lines 154-165 (sign-probability step).  One coordinate per layer (p_l = 1), beta1 = 0
     so psi = g/sqrt(v_hat) and g/||psi|| = sqrt(v_hat) sign(g); gradients bounded by M <= 1 (the proof's 'assuming M <= 1'),
@@ -493,14 +558,18 @@ def _b2_sign(absolute=False):
                         return refuted(f"grad f = {gf}, noise +-{s} (M = {M_} <= 1), v_hat = {vhat}, phi = {ph}: the left side "
                                        f"is {fmt(lhs)} >= 0 (on the sign-mismatch event grad f * g <= 0) but the right side "
                                        f"phi_M (grad f) P = {fmt(rhs)} < 0; with |grad f| (and sqrt(v_hat) <= M <= 1) it holds. "
-                                       "The next display uses a positive sigma^2 term, so only the printed sign is wrong", "exact")
+                                       "The next display uses a positive sigma^2 term, so only the printed sign is wrong", "exact",
+                                       at={"grad f": gf, "gradients": tuple(outcomes), "noise mean": 0, "M": M_, "v_hat": vhat,
+                                           "phi": (ph,), "phi_m": Fraction(1, 2), "phi_M": phi_M_})
     return verified("left side <= phi_M |grad f| P[sign mismatch] at every case (|g|/||psi|| = sqrt(v_hat) <= M <= 1)", "exact")
 
 
 @check(PAPER, "supp10_cross_terms",
        "SUPP (10): E||g_bar_r/v_hat^(1/4)||^2 = (1/n^2) E sum_i ||g_bar_(r,i)/v_hat^(1/4)||^2 >= phi_m^2 (1-beta2) "
        "E||(1/n) sum_i grad f(theta_(r,i))/v_hat^(1/4)||^2 (g_bar_(r,i) = phi g/||psi||, beta1 = 0).",
-       spec=("S12", "err-12"), severity="rate", corrected={"cases": (((1, Fraction(1, 2)), 1),)})
+       spec=("S12", "err-12"), severity="rate", corrected={"cases": (((1, Fraction(1, 2)), 1),)},
+       hypotheses=(H_M, H_PHI, H_B2, Hyp("beta1 = 0 (the claim's case), v_hat > 0, clients' f_i may differ (federated)",
+                                         lambda q: q["beta1"] == 0 and q["v_hat"] > 0, "fed-lamb-supplement.txt lines 180-186")))
 def _supp10(cases=(((1, Fraction(-1, 2)), 1), ((1, -1), 1), ((Fraction(1, 4), Fraction(-1, 8), 1), 1))):
     """fed-lamb-supplement.txt eq. (10), lines 180-186; noise-free clients (g = grad f_i), one coordinate, v_hat fixed,
     phi = phi_m = phi_M = 1, beta2 = 999/1000; ``cases``: (client gradients, v_hat) tested."""
@@ -517,14 +586,19 @@ def _supp10(cases=(((1, Fraction(-1, 2)), 1), ((1, -1), 1), ((Fraction(1, 4), Fr
                            f"||g_bar_r||^2/sqrt(v_hat) = {fmt(lhs)} while the first '=' gives {fmt(first)} (cross terms dropped) "
                            f"and the claimed lower bound is phi_m^2 (1-beta2) ||mean grad||^2/sqrt(v_hat) = {fmt(rhs)} > {fmt(lhs)}: "
                            "the normalised updates cancel while the mean gradient does not, so the descent term of A_1 "
-                           "can vanish", "exact")
+                           "can vanish", "exact",
+                           at={"gradients": grads, "M": max(abs(g_) for g_ in grads), "v_hat": vhat, "beta1": 0, "beta2": b2,
+                               "phi": (1,), "phi_m": 1, "phi_M": 1})
     return verified(f"(10) holds at the {len(cases)} tested configurations", "exact")
 
 
 @check(PAPER, "T6_dependence_on_constants",
        "Spec claim T6: Theorem 5's bound is independent of phi_m and increases in phi_M, p and 1/eps; its h-dependence is non-monotone "
        "(T1 ~ 1/h, T5 ~ h).",
-       spec=("T6",), kind="spec", severity="constant")
+       spec=("T6",), kind="spec", severity="constant",
+       hypotheses=(Hyp("every constant positive, 0 < beta2 < 1, M <= 1 (the proof's assumption)", lambda q: all(
+           float(v) > 0 for k, v in q.items() if k != "beta2") and 0 < q["beta2"] < 1 and q["M"] <= 1,
+           "fed-lamb-supplement.txt Theorem 5, line 206"),))
 def _t6():
     """fed-lamb-supplement.txt Theorem 5 (line 96-100); spec sec. 4 T6."""
     w = sp.Symbol("w", positive=True)  # w = 1 - beta2 > 0
@@ -543,13 +617,18 @@ def _t6():
     if dp < 0:
         return refuted(f"independent of phi_m, increasing in phi_M and in 1/eps, non-monotone in h (hold); but the T4 term "
                        f"phi_M sigma^2 sqrt((1-beta2)/(M^2 p))/(Rn) decreases in p: at M = 1/100, p = 1, alpha = 1/100, other "
-                       f"constants 1, beta2 = 0.999, d bound/dp = {fmt(float(dp))} < 0", "exact")
+                       f"constants 1, beta2 = 0.999, d bound/dp = {fmt(float(dp))} < 0", "exact",
+                       at={str(k): v for k, v in vals.items() if k != w} | {"beta2": 1 - vals[w]})
     return verified("all monotonicity claims hold at the tested point")
 
 
 @check(PAPER, "main_bound_42_no_decay",
        "MAIN's final bound (42) (T = 1) decays to 0 as R -> infinity (sublinear convergence in R).",
-       spec=("err-3", "err-2"), severity="rate")
+       spec=("err-3", "err-2"), severity="rate",
+       hypotheses=(Hyp("T = 1 and eps = lambda = 0 (Theorem 1's setting)", lambda q: q["T"] == 1 and q["eps"] == 0
+                       and q["lambda"] == 0, "fed-lamb.txt line 147"),
+                   Hyp("alpha > 0 constant, some R-independent term positive", lambda q: q["alpha"] > 0 and q["limit"] > 0,
+                       "fed-lamb.txt eq. (42), line 344")))
 def _main42():
     """fed-lamb.txt eq. (42), line 344 (Theorem 1's right-hand side is the placeholder 'dd', line 147)."""
     gap, sig, Lc, Lbar, v0, noise = pos("gap sig Lc Lbar v0 noise")  # noise: (1/n)||sum_i sigma_i^2 E[phi/(sqrt(v)||p||)]||^2
@@ -562,7 +641,10 @@ def _main42():
     if R not in rest.free_symbols and sp.limit(last, R, sp.oo) == 0:
         return refuted("as R -> oo the bound tends to itself minus its last term (> 0): the initial gap is not divided by alpha R and "
                        "the noise term (1/n)||sum sigma_i^2 E[...]||^2, alpha phi_M sigma L p sqrt(n) and constant beta1 terms remain; only the last term decays like 1/R (and "
-                       "Theorem 1's right-hand side is the placeholder 'dd')")
+                       "Theorem 1's right-hand side is the placeholder 'dd')",
+                       at={"T": 1, "eps": 0, "lambda": 0, "alpha": sp.Rational(1, 10),
+                           "limit": rest.subs({gap: 1, noise: 0, sig: 0, Lc: 1, Lbar: 1, v0: 1, alpha: sp.Rational(1, 10), beta1: 0,
+                                               phi_M: 1, beta2: sp.Rational(1, 2), M: 1, p: 1, n: 1})})
     return verified("the R-independent part vanishes")
 
 
@@ -607,7 +689,9 @@ def _t4():
 @check(PAPER, "phi_M_factored_out_of_difference",
        "MAIN (32): phi(||theta_r||)/a_r - phi(||theta_(r-1)||)/a_(r-1) can be bounded by phi_M (1/a_r - 1/a_(r-1)) "
        "(phi_M factored out of a difference).",
-       spec=("err-7",), severity="rate", corrected={"with_phi_change": True})
+       spec=("err-7",), severity="rate", corrected={"with_phi_change": True},
+       hypotheses=(H_PHI, Hyp("a_r, a_(r-1) > 0 (sqrt(v_hat) terms)", lambda q: q["a_r"] > 0 and q["a_(r-1)"] > 0,
+                              "fed-lamb.txt eq. (32)")))
 def _phi_difference(with_phi_change=False):
     """fed-lamb.txt eq. (32), lines 295-301.  ``with_phi_change`` adds the missing |phi_r - phi_(r-1)|/a_(r-1) to the bound
     (|phi_r/a_r - phi_(r-1)/a_(r-1)| <= phi_M |1/a_r - 1/a_(r-1)| + |phi_r - phi_(r-1)|/a_(r-1), which does not telescope)."""
@@ -619,13 +703,16 @@ def _phi_difference(with_phi_change=False):
                         "exact")
     return refuted(f"phi_M = 1, phi_r = 1/10, phi_(r-1) = 1 (both in [phi_m, phi_M]) and a_r = a_(r-1) = 1 (sqrt(v_hat) unchanged): "
                    f"|phi_r/a_r - phi_(r-1)/a_(r-1)| = {abs(lhs)} > phi_M |1/a_r - 1/a_(r-1)| = {abs(rhs)}; a difference of two "
-                   "terms cannot be bounded by factoring out the majorant, so the telescoping of (32) does not follow", "exact")
+                   "terms cannot be bounded by factoring out the majorant, so the telescoping of (32) does not follow", "exact",
+                   at={"phi": (phi_r, phi_prev), "phi_m": Fraction(1, 10), "phi_M": phiM_, "a_r": a_r, "a_(r-1)": a_prev})
 
 
 @check(PAPER, "eq39_vector_inequality",
        "MAIN (39): (1/n) sum_i phi(||theta_i||)/(sqrt(v) ||p_i||) grad f_i(theta_r) <= phi_M (1-beta2) grad f(theta_r)/sqrt(v) "
        "(as vectors, coordinate-wise).",
-       spec=("err-12",), severity="rate")
+       spec=("err-12",), severity="rate",
+       hypotheses=(H_M, Hyp("weights phi/(sqrt(v)||p_i||) > 0 (phi >= phi_m > 0, H4)", lambda q: min(q["weights"]) > 0,
+                            "fed-lamb.txt H4, eq. (39)"), H_B2))
 def _eq39():
     """fed-lamb.txt eq. (39), line 332."""
     grads = (Fraction(1), Fraction(-1))  # two clients, heterogeneous gradients; grad f = mean = 0
@@ -636,4 +723,4 @@ def _eq39():
         return verified("holds at the tested point")
     return refuted(f"n = 2, grad f_1 = 1, grad f_2 = -1 (grad f = 0), weights phi/(sqrt(v)||p_i||) = 1 and 1/2: left side = {lhs} > "
                    f"right side = {rhs}; with heterogeneous clients the weighted average of gradients is not controlled by the "
-                   "plain gradient", "exact")
+                   "plain gradient", "exact", at={"gradients": grads, "M": 1, "weights": gammas, "beta2": Fraction(999, 1000)})

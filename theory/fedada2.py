@@ -20,6 +20,7 @@ import sympy as sp
 from scipy import integrate
 
 from .algebra import finite_sum, fmt, identities, is_identity, pos, show, simplify_zero
+from .core import H as Hyp
 from .core import check, inconclusive, refuted, verified
 
 PAPER = "fedada2"
@@ -89,6 +90,24 @@ def sup_B(pdf, eps: float, xs=X_GRID) -> tuple[float, float]:
 # ===========================================================================
 # Student-t and Cauchy moments (items 1-5; sec. 2.7)
 # ===========================================================================
+
+
+# ---------------------------------------------------------------------------
+# hypotheses of the statements, evaluated at a refutation's counterexample (core.judge)
+# ---------------------------------------------------------------------------
+def _v(p, name):
+    return sp.nsimplify(p[name])
+
+
+H_NU = Hyp("client i has t_(i+1) noise: nu = i + 1 >= 2 an integer", lambda p: int(p["nu"]) == p["nu"] >= 2,
+           "fedada2.txt Prop. 9, lines 380-395")
+H_PREMISE = Hyp("eps in the proof's range [max_i eps_i, 1], where I(eps) = E[1/(|x_t + xi| + eps)] < 1 at every x_t",
+                lambda p: p["eps_star"] < p["eps"] <= 1, "fedada2.txt line 401")
+H_EPS = Hyp("eps > 0", lambda p: p["eps"] > 0, "fedada2.txt Algorithm 2 / 7 (AdaGrad / Adam epsilon)")
+H_G = Hyp("|g| <= G for every gradient (Assumption 2, bounded gradients)", lambda p: max(abs(float(g)) for g in p["gradients"])
+          <= float(p["G"]), "fedada2.txt Assumption 2")
+H_Z = Hyp("z >= 1 and K >= 1 integers (delay step, local steps)", lambda p: int(p["z"]) == p["z"] >= 1
+          and int(p["K"]) == p["K"] >= 1, "fedada2.txt Algorithm 2 / 8")
 
 
 @check(PAPER, "student_t_normalisation_and_variance",
@@ -190,7 +209,12 @@ def _cauchy():
 @check(PAPER, "def1_covers_cauchy",
        "The Cauchy noise of Prop. 10 is heavy-tailed in the sense of Definition 1 (alpha-moment bounded for alpha in (0,2), "
        "unbounded for alpha >= 2).",
-       spec=("2", "err-28"), severity="typo")
+       spec=("2", "err-28"), severity="typo",
+       hypotheses=(Hyp("gamma > 0 (Cauchy scale)", lambda p: p["gamma"] > 0, "fedada2.txt line 473"),
+                   Hyp("0 < alpha < 2 (Def. 1 requires E|xi|^alpha bounded there)", lambda p: 0 < p["alpha"] < 2,
+                       "fedada2.txt line 44 (Def. 1)"),
+                   Hyp("Prop. 10 calls the Cauchy client's noise heavy-tailed", lambda p: p["called heavy-tailed"] == "yes",
+                       "fedada2.txt lines 62, 479")))
 def _def1_cauchy():
     """fedada2.txt Def. 1 (line 42) vs Prop. 10 (line 475, 'generalized' problem) and Thm 13 (needs a finite mean)."""
     A = sp.Symbol("A", positive=True)
@@ -198,7 +222,8 @@ def _def1_cauchy():
     if lim == sp.oo:
         return refuted("E|C|^1 = lim (gamma/pi) log(1 + a^2/gamma^2) = oo although 1 is in (0, 2): Cauchy violates Def. 1's "
                        "'bounded for alpha in (0,2)' clause (it is heavy-tailed only in Def. 11's weaker sense), and Thm 13, "
-                       "which needs a finite mean, does not cover it")
+                       "which needs a finite mean, does not cover it",
+                       at={"gamma": 1, "alpha": 1, "called heavy-tailed": "yes"})
     return verified("first absolute moment finite")
 
 
@@ -222,7 +247,9 @@ def _argmax():
        "Proof of Prop. 9 (ii): ||xi|| p_(i+1)(xi) increases on [0, (3/2 + 2/(i+1))^(-1/2)] and decreases after, and "
        "h_(i+1)(xi) = -xi/(3/2+2/(i+1))^(-1/2) + sup ||xi|| p + eps on that interval is a non-negative majorant.",
        spec=("4", "2.7.1", "err-22"), severity="typo",
-       corrected={"turning": lambda nu_: 1.0, "slope": lambda nu_: 0.0})
+       corrected={"turning": lambda nu_: 1.0, "slope": lambda nu_: 0.0},
+       hypotheses=(H_NU, Hyp("0 < eps_h <= 1/10: h's own small constant ('for small 1 >> eps > 0', not AdaGrad's eps)",
+                             lambda p: 0 < p["eps_h"] <= 0.1, "fedada2.txt line 407")))
 def _paper_argmax(turning=lambda nu_: (1.5 + 2 / nu_) ** -0.5, slope=lambda nu_: 1 / (1.5 + 2 / nu_) ** -0.5):
     """fedada2.txt lines 405-407 (definition of h_(i+1)): turning point (3/2 + 2/(i+1))^(-1/2) and, on [0, turning],
     h = -slope * xi + sup ||xi|| p + eps.  Checked on a grid of 601 points of [0, 6] for nu = 2..5 and eps = 0.1:
@@ -248,7 +275,8 @@ def _paper_argmax(turning=lambda nu_: (1.5 + 2 / nu_) ** -0.5, slope=lambda nu_:
     return refuted(f"nu = {v}: the claimed turning point is {fmt(a)} but xi p(xi) is still increasing there "
                    f"({fmt(at_a)} at {fmt(a)} < {fmt(at_1)} at 1, the true argmax); h at the end of its interval equals "
                    f"-1 + sup + eps = {fmt(h_end)} < 0 for eps = 0.1, so h is not a non-negative majorant. No effect on the result: "
-                   "the constant h = sup + eps on [0, 1] is a majorant and B_i stays finite", "numeric")
+                   "the constant h = sup + eps on [0, 1] is a majorant and B_i stays finite", "numeric",
+                   at={"nu": v, "eps_h": 0.1, "turning": a})
 
 
 @check(PAPER, "I_eps_divergence_and_bound",
@@ -267,7 +295,7 @@ def _I_eps():
 
 @check(PAPER, "I_eps_uniform_in_x",
        "There is one eps with I(eps) ~ 1 - eps_hat, eps_hat ~ 0, uniformly in the iterate x_t (step (4) of Prop. 9 (ii)).",
-       spec=("2.7.3", "err-23"), severity="rate")
+       spec=("2.7.3", "err-23"), severity="rate", hypotheses=(H_NU, H_PREMISE))
 def _I_uniform():
     """fedada2.txt line 398-401 (I_i(eps) in [1 - eps_hat_i, 1) for eps in [eps_i, 1])."""
     p = _pdf_t(2)
@@ -275,12 +303,14 @@ def _I_uniform():
     if max(vals.values()) - min(vals.values()) < 0.05:
         return verified(f"I(1) nearly constant in x: {vals}", "numeric")
     return refuted("t_2 noise, eps = 1: I(eps) = " + ", ".join(f"{fmt(v, 3)} at x = {k:g}" for k, v in vals.items())
-                   + "; I depends on x_t (about 1/|x| for large |x|), so no single eps gives 1 - eps_hat with eps_hat ~ 0", "numeric")
+                   + "; I depends on x_t (about 1/|x| for large |x|), so no single eps gives 1 - eps_hat with eps_hat ~ 0 (eps = 1 "
+                   "is in the proof's range: I(1) < 1 at every x_t)", "numeric",
+                   at={"nu": 2, "eps": 1.0, "eps_star": admissible_eps(p), "x_t": "0, 1, 3"})
 
 
 @check(PAPER, "B_maximised_at_zero",
        "E_t[||xi||/(||x_t + xi|| + eps)] is maximised at x_t = 0 (eq. 5 of Prop. 9 (ii)).",
-       spec=("2.7.2", "err-23"), severity="constant")
+       spec=("2.7.2", "err-23"), severity="constant", hypotheses=(H_NU, H_PREMISE))
 def _B_zero():
     """fedada2.txt line 405-410 ('by matching monotonicity ... maximized at x_t = 0'), for eps in the proof's range
     (line 401: 1 > I(eps) for eps in [eps_i, 1]); t_2 noise (client 1), eps at the smallest admissible value and at 1."""
@@ -292,14 +322,16 @@ def _B_zero():
         if vm > at0 * (1 + 1e-9):
             i0 = _expect(lambda s: 1.0, p, 0.0, eps)
             return refuted(f"t_2 noise, eps = {fmt(eps)} (premise holds: I(eps) < 1 for eps > {fmt(e_star)}; I = {fmt(i0, 6)} at "
-                           f"x = 0, its maximum): the expectation is {fmt(at0)} at x_t = 0 but {fmt(vm)} at x_t = {xm:g}", "numeric")
+                           f"x = 0, its maximum): the expectation is {fmt(at0)} at x_t = 0 but {fmt(vm)} at x_t = {xm:g}", "numeric",
+                           at={"nu": 2, "eps": eps, "eps_star": e_star, "x_t": xm})
     return verified(f"for eps in {{{fmt(e_star)}, 1}} the maximum over x_t in [0, 3] is at x_t = 0", "numeric")
 
 
 @check(PAPER, "B_below_2sqrt3",
        "For the t-construction, B = sup over clients and iterates of E[||xi||/(||x_t+xi|| + eps)] < 2 sqrt(3) (Prop. 9 (ii)), "
        "for every eps the proof admits (I_i(eps) < 1 for all clients, line 401).",
-       spec=("2.7.2", "err-23"), severity="constant")
+       spec=("2.7.2", "err-23"), severity="constant",
+       hypotheses=(H_NU, Hyp(H_PREMISE.text, H_PREMISE.cond, H_PREMISE.line, spec="any eps in (0, 1] (specs/fedada2.md 2.7.2)")))
 def _B_2sqrt3(eps_values=None):
     """fedada2.txt line 424 ('It is easy to show by straightforward integration that B < 2 sqrt 3'), with the premise of
     line 401: eps in [max_i eps_i, 1] where 1 > I_i(eps).  Clients i = 1..4 have t_(i+1) noise; the admissible range is
@@ -321,7 +353,8 @@ def _B_2sqrt3(eps_values=None):
                         f"eps = {fmt(eps)}) < 2 sqrt 3 = {fmt(2 * math.sqrt(3))}. Outside the premise the bound fails (eps = 1e-4: "
                         f"{fmt(outside)} at x_t = 1): the spec's reading 'any eps in (0, 1]' is refuted, not the paper", "numeric")
     return refuted(f"t_{v} noise, eps = {fmt(eps)}: the expectation at x_t = {xm:g} is {fmt(vm)} >= 2 sqrt 3 = "
-                   f"{fmt(2 * math.sqrt(3))} (premise I(eps) < 1 holds for eps > {fmt(e_star)})", "numeric")
+                   f"{fmt(2 * math.sqrt(3))} (premise I(eps) < 1 holds for eps > {fmt(e_star)})", "numeric",
+                   at={"nu": v, "eps": eps, "eps_star": e_star, "x_t": xm})
 
 
 @check(PAPER, "cauchy_B_below_2",
@@ -404,7 +437,9 @@ def _prop9_ii():
 
 @check(PAPER, "prop9_iv_sum_vs_integral",
        "Prop. 9 (iv): sum_(t=1)^T eta_l^t with eta_l^t = 1/t^2 is at most int_1^oo x^(-2) dx = 1.",
-       spec=("8", "2.7.4", "err-24"), severity="constant", corrected={"bound": sp.Integer(2)})
+       spec=("8", "2.7.4", "err-24"), severity="constant", corrected={"bound": sp.Integer(2)},
+       hypotheses=(Hyp("eta_l^t = 1/t^2 (the proof's schedule)", lambda p: p["schedule"] == "1/t^2", "fedada2.txt line 445"),
+                   Hyp("T >= 1 an integer, t in {1, ..., T}", lambda p: int(p["T"]) == p["T"] >= 1, "fedada2.txt line 334")))
 def _prop9_iv(bound=None):
     """fedada2.txt lines 455-463 (proof of Prop. 9 (iv)) and statement line 334; ``bound`` is the bound used for
     sum_t t^-2 (printed: int_1^oo x^-2 dx = 1)."""
@@ -416,13 +451,17 @@ def _prop9_iv(bound=None):
         return verified(f"sum_t t^-2 = {show(total)} ~ {fmt(float(total))} <= {bound}")
     return refuted(f"already at T = 2 the sum is {s2} > int_1^oo x^-2 dx = {integral}; the full sum is {show(total)} ~ "
                    f"{fmt(float(total))}; correct: sum_(t<=T) t^-2 <= 1 + int_1^T x^-2 dx <= 2 (or pi^2/6), giving "
-                   "E||x_t||^2 <= 2||x_0||^2 + 2K^2 (pi^2/6)^2")
+                   "E||x_t||^2 <= 2||x_0||^2 + 2K^2 (pi^2/6)^2 (the statement 'for appropriate schedules' survives with "
+                   "eta_l^t = 1/(t+1)^2, whose sum is pi^2/6 - 1 < 1; the proof's schedule 1/t^2 does not give it)",
+                   at={"schedule": "1/t^2", "T": 2})
 
 
 @check(PAPER, "prop9_iv_statement_drops_K2",
        "Prop. 9 (iv)'s statement E||grad f(x_t)||^2 <= 2||x_0||^2 + 2(int_1^oo x^-2 dx)^2 matches its proof's conclusion "
        "E||x_t||^2 <= 2||x_0||^2 + 2K^2 (int_1^oo x^-2 dx)^2.",
-       spec=("8",), severity="proof", corrected={"statement": lambda K_, x0, I: 2 * x0**2 + 2 * K_**2 * I**2})
+       spec=("8",), severity="proof", corrected={"statement": lambda K_, x0, I: 2 * x0**2 + 2 * K_**2 * I**2},
+       hypotheses=(Hyp("K >= 2 local steps (Prop. 9 allows any K; at K = 1 the two coincide)", lambda p: int(p["K"]) == p["K"] >= 2,
+                       "fedada2.txt lines 455-463"),))
 def _prop9_iv_K(statement=lambda K_, x0, I: 2 * x0**2 + 2 * I**2):
     """fedada2.txt statement line 334 vs proof line 463; ``statement(K, ||x_0||, I)`` with I = int_1^oo x^-2 dx."""
     Ks, X0, I = sp.symbols("K x_0 I", positive=True)
@@ -436,7 +475,8 @@ def _prop9_iv_K(statement=lambda K_, x0, I: 2 * x0**2 + 2 * I**2):
     # a deterministic path reaching the proof's bound: every local step moves by eta_l^t in the same direction
     reach = (K_ * float(sp.zeta(2))) ** 2
     return refuted(f"proof - statement = {show(diff)}; with K = 2 local steps and x_0 = 0: statement gives {stated}, proof gives {proof}; a run whose "
-                   f"normalised steps all point the same way reaches |x_t|^2 -> (K pi^2/6)^2 = {fmt(reach)} > {stated}", "exact")
+                   f"normalised steps all point the same way reaches |x_t|^2 -> (K pi^2/6)^2 = {fmt(reach)} > {stated}", "exact",
+                   at={"K": K_, "x_0": x0})
 
 
 # ===========================================================================
@@ -527,7 +567,9 @@ def _lemma21():
 
 @check(PAPER, "lemma21_stabilisation_remark",
        "Remark after Lemma 21: the factor (1 - beta1) 'stabilizes the divergence' of c(beta1) as beta1 -> 1.",
-       spec=("11", "err-18"), severity="constant", corrected={"power": 3})
+       spec=("11", "err-18"), severity="constant", corrected={"power": 3},
+       hypotheses=(Hyp("0 <= beta1 < 1 (server momentum; the remark is about beta1 -> 1^-)", lambda p: 0 <= p["beta1"] < 1,
+                       "fedada2.txt line 994"),))
 def _lemma21_remark(power=1):
     """fedada2.txt line 994 (remark on (1-beta1) c(beta1)); ``power``: the remark's factor is (1-beta1)^power (printed 1).
     c(b) lies between sum_u b^u u^2 - (tail) and sum_u b^u u^2 + 1, and sum_u b^u u^2 = b(1+b)/(1-b)^3."""
@@ -538,7 +580,7 @@ def _lemma21_remark(power=1):
         return verified(f"(1-b)^{power} * sum_u b^u u^2 -> {lim} as b -> 1 and (1-b)^{power} c(b) <= that + (1-b)^{power}: "
                         + ", ".join(f"{fmt(v)} at b = {bb:g}" for bb, v in nums.items()))
     return refuted(f"(1-b)^{power} * sum_u b^u u^2 -> {lim} as b -> 1 and c(b) exceeds that sum; numerically "
-                   + ", ".join(f"(1-b)c(b) = {fmt(v)} at b = {bb:g}" for bb, v in nums.items()))
+                   + ", ".join(f"(1-b)c(b) = {fmt(v)} at b = {bb:g}" for bb, v in nums.items()), at={"beta1": 0.99})
 
 
 # Theorem 20 (line 842) as sympy expressions, with Lemma 15 (proof's version) and Lemma 16 for Phi_1, Phi_2
@@ -630,7 +672,11 @@ def _exponent_fn(expr):
        "consistently with Theorem 20's Psi_4 and Psi_5.",
        spec=("12", "err-14"), severity="typo", depends=("thm20_psi_orders",),
        corrected={"main": {"psi2": THM6_MAIN["psi2"], "psi3": THM6_MAIN["psi3"], "psi4": THM6_MAIN["psi5"],
-                           "psi5": THM6_MAIN["psi4"]}})
+                           "psi5": THM6_MAIN["psi4"]}},
+       hypotheses=(Hyp("eta_l <= O(1): p2 <= 0 (the main text's case) with eta = T^p1, eta_l = T^p2", lambda p: p["p2"] <= 0,
+                       "fedada2.txt line 146"),
+                   Hyp("Psi4 and Psi5 have different orders at the point (else the labels are interchangeable)",
+                       lambda p: p["Psi4 exponent"] != p["Psi5 exponent"], "fedada2.txt line 842")))
 def _psi_labels(main=THM6_MAIN):
     """fedada2.txt Theorem 6 (line 146) vs Theorem 20 (line 842) and Corollary 23's proof (line 1075ff);
     ``main``: the main text's psi_2..psi_5."""
@@ -642,14 +688,22 @@ def _psi_labels(main=THM6_MAIN):
     if swap and same:
         return refuted(f"from Thm 20: Psi4 ~ eta eta_l T ||Phi2||^2 = {show(o['Psi4'])} and Psi5 ~ eta ||Phi1|| log(1 + T||Phi1||^2) "
                        f"= {show(o['Psi5'])}: the main text swaps the labels psi4 and psi5 (psi2, psi3 agree); Cor. 23's proof uses "
-                       "Thm 20's labelling")
-    return refuted("main-text orders differ from Theorem 20's: " + ", ".join(f"{k} = {show(v)}" for k, v in main.items()))
+                       "Thm 20's labelling", at={"p1": 0, "p2": sp.Rational(-1, 4),
+                                                  "Psi4 exponent": _exponent(o["Psi4"], 0, sp.Rational(-1, 4)),
+                                                  "Psi5 exponent": _exponent(o["Psi5"], 0, sp.Rational(-1, 4))})
+    return refuted("main-text orders differ from Theorem 20's: " + ", ".join(f"{k} = {show(v)}" for k, v in main.items()),
+                   at={"p1": 0, "p2": sp.Rational(-1, 4), "Psi4 exponent": _exponent(o["Psi4"], 0, sp.Rational(-1, 4)),
+                       "Psi5 exponent": _exponent(o["Psi5"], 0, sp.Rational(-1, 4))})
 
 
 @check(PAPER, "thm20_drift_squared_lipschitz",
        "The drift step ||grad f(x_(t-1)) - grad F_i(x)||^2 <= 2L(t-r)^2 ||Phi2||^2 + 2 L~ ||Phi1||^2 (proof of Thm 20) is valid, "
        "and the bound still vanishes under Cor. 7 (A).",
-       spec=("12", "3.9.2", "3.9.3", "err-16"), severity="rate")
+       spec=("12", "3.9.2", "3.9.3", "err-16"), severity="rate",
+       hypotheses=(Hyp("F is L-smooth (Assumption 1): F(x) = L x^2/2 has a gradient Lipschitz constant exactly L > 0",
+                       lambda p: p["L"] > 0 and p["F"] == "L x^2/2", "fedada2.txt Assumption 1"),
+                   Hyp("|x - y| >= eta_l eps_s (where the paper's L~ bound applies), eta_l eps_s <= 1/2",
+                       lambda p: p["|x - y|"] >= p["eta_l eps_s"], "fedada2.txt line 140")))
 def _drift_sq():
     """fedada2.txt proof of Theorem 20, drift term (line 925); L~ defined in Sec. 5 (line 140)."""
     Lv, dx = 4, Fraction(1, 2)  # F(x) = L x^2/2: ||grad F(x) - grad F(y)||^2 = L^2 |x-y|^2
@@ -660,7 +714,8 @@ def _drift_sq():
         return verified("drift step valid")
     return refuted(f"F(x) = 4x^2/2, |x - y| = 1/2: ||grad F(x) - grad F(y)||^2 = {true_sq} > L|x-y|^2 = {paper}; the step needs "
                    f"L^2 and L~^2. With L~^2 = Theta(eta_l^-2), Psi3/Psi6 = Theta({show(ratio)}) in the T eta_l^2 <= O(1) case, "
-                   "so the bound no longer vanishes (and L~ = 2 sqrt(d) G/(eta_l eps_s) -> oo as eps_s -> 0)")
+                   "so the bound no longer vanishes (and L~ = 2 sqrt(d) G/(eta_l eps_s) -> oo as eps_s -> 0)",
+                   at={"L": Lv, "F": "L x^2/2", "|x - y|": dx, "eta_l eps_s": Fraction(1, 100)})
 
 
 def _psi_slopes(p1: float, p2: float, T1: float = 1e10, T2: float = 1e14) -> dict[str, float]:
@@ -767,7 +822,11 @@ def _prop5():
 @check(PAPER, "thm25_update_form",
        "Theorem 25's optimizer condition x_(i,p) = x_(i,p-1) - eta_l sum_(l=1)^p a_l g_l/theta_l(g_1..g_l) with "
        "0 < a_lower <= a_l (coefficients independent of p) is satisfied by SGD and AdaGrad (as the text after Theorem 25 states).",
-       spec=("12",), severity="typo", corrected={"base": "x0"})
+       spec=("12",), severity="typo", corrected={"base": "x0"},
+       hypotheses=(Hyp("the optimizer is one the text after Theorem 25 names (SGD, AdaGrad, Adam)",
+                       lambda p: p["optimizer"] in ("SGD", "AdaGrad", "Adam"), "fedada2.txt line 1211"),
+                   Hyp("p >= 2 (at p = 1 both forms coincide), a_lower > 0", lambda p: p["p"] >= 2 and p["a_lower"] > 0,
+                       "fedada2.txt lines 1189-1200")))
 def _thm25(base="previous"):
     """fedada2.txt Theorem 25 (lines 1189-1200) and the remark after it (line 1214: 'Adam, AdaGrad, and SGD ... all satisfy
     the optimizer condition').  ``base``: the update is taken from x_(i,p-1) (printed) or from x_(i,0) (cumulative form)."""
@@ -786,7 +845,8 @@ def _thm25(base="previous"):
                         "sqrt(v_0 + sum g^2) + eps in [eps, sqrt(v_0 + K G^2) + eps] (AdaGrad)")
     return refuted(f"matching coefficients of g_1..g_3 for p = 1..3 forces {sol[0] if sol else 'no solution'}: a_l = 0 for "
                    "l < p violates 0 < a_lower <= a_l, so SGD and AdaGrad do not satisfy the printed form; with x_(i,0) in place "
-                   "of x_(i,p-1) (the telescoped form the proof uses) a_l = 1 works")
+                   "of x_(i,p-1) (the telescoped form the proof uses) a_l = 1 works",
+                   at={"optimizer": "SGD", "p": 2, "a_lower": Fraction(1, 2)})
 
 
 def lemma30_phi1(K_: int, z: int, G: float, eps: float, v0: float = 0.0) -> float:
@@ -873,20 +933,38 @@ def _cor23_regions():
                     "p1 in {-0.49, 0, 0.47, 0.479} with p2 = -0.49 (log factors ignored)", "exact")
 
 
+def cor23_case2_conditions(p1, p2) -> bool:
+    """The printed sufficient conditions of Cor. 23's case T eta_l^2 >= Omega(1) (line 1112):
+    -1/2 < p2 <= -1/4, -1/2 < p1, p1 + 2 p2 < -1/2, 2 p1 + 3 p2 < -1/2 (eta = T^p1, eta_l = T^p2)."""
+    h = sp.Rational(1, 2)
+    return bool(-h < p2 <= -sp.Rational(1, 4) and -h < p1 and p1 + 2 * p2 < -h and 2 * p1 + 3 * p2 < -h)
+
+
 @check(PAPER, "cor23_case2_boundary_strict",
-       "Cor. 23's case-2 conditions may be non-strict: p2 <= -1/4 and the example's upper limit p1 = 12/25 still give convergence.",
+       "Cor. 23's case-2 conditions as printed (-1/2 < p2 <= -1/4, -1/2 < p1, p1 + 2p2 < -1/2, 2p1 + 3p2 < -1/2) suffice for "
+       "convergence, including the boundary p2 = -1/4 (and the example eta_l = T^(-49/100), eta up to T^(12/25)).",
        spec=("12", "err-17"), severity="typo",
-       corrected={"p2_edge": sp.Rational(-1, 4) - sp.Rational(1, 100), "p1_edge": sp.Rational(12, 25) - sp.Rational(1, 100)})
+       corrected={"p2_edge": sp.Rational(-1, 4) - sp.Rational(1, 100), "p1_edge": sp.Rational(12, 25) - sp.Rational(1, 100)},
+       hypotheses=(Hyp("(p1, p2) satisfies the printed case-2 conditions", lambda p: cor23_case2_conditions(p["p1"], p["p2"]),
+                       "fedada2.txt line 1112", spec="specs/fedada2.md err-17 reads the example's limit p1 = 12/25 as admitted"),))
 def _cor23_strict(p2_edge=sp.Rational(-1, 4), p1_edge=sp.Rational(12, 25)):
     """fedada2.txt proof of Corollary 23, case T eta_l^2 > Omega(1) (lines 1100-1118: '-1/2 < p2 <= -1/4'; example
-    'eta < O(T^(12/25))'); ``p2_edge``, ``p1_edge``: the largest exponents the conditions admit."""
+    'eta_l = Theta(T^(-49/100)), Omega(T^(-1/2)) < eta < O(T^(12/25))'); ``p2_edge``, ``p1_edge``: the largest exponents
+    tested.  The p2 edge is tested at p1 = -1/3 (inside every other printed condition); the p1 edge at the example's
+    p2 = -49/100, where the printed p1 + 2p2 < -1/2 already excludes p1 = 12/25 (the example's '<' is strict)."""
     o = thm20_orders(case="large")
     e3 = _exponent(o["Psi3"] / o["Psi6"], sp.Rational(-1, 3), p2_edge)
     e2 = _exponent(o["Psi2"] / o["Psi6"], p1_edge, sp.Rational(-49, 100))
     if e3 < 0 and e2 < 0:
         return verified(f"at p2 = {p2_edge}: Psi3/Psi6 ~ T^{show(e3)}; at p1 = {p1_edge}: Psi2/Psi6 ~ T^{show(e2)}: both vanish", "exact")
-    return refuted(f"at p2 = -1/4: Psi3/Psi6 ~ T^{show(e3)} = Theta(1); at p1 = 12/25, p2 = -49/100: Psi2/Psi6 ~ T^{show(e2)} = "
-                   "Theta(1); both bounds must be strict (open intervals)", "exact")
+    if e3 >= 0:
+        return refuted(f"at p1 = -1/3, p2 = {p2_edge} (every printed case-2 condition holds): Psi3/Psi6 ~ T^{show(e3)} = "
+                       f"Theta(1), no convergence: p2 <= -1/4 must be strict. The example's limit p1 = 12/25 at p2 = -49/100 "
+                       f"gives Psi2/Psi6 ~ T^{show(e2)}, but it is excluded by the printed p1 + 2p2 < -1/2 and the example "
+                       "writes eta < O(T^(12/25)) (open): that half of spec err-17 is no error of the paper", "exact",
+                       at={"p1": sp.Rational(-1, 3), "p2": p2_edge})
+    return refuted(f"at p1 = {p1_edge}, p2 = -49/100: Psi2/Psi6 ~ T^{show(e2)} = Theta(1)", "exact",
+                   at={"p1": p1_edge, "p2": sp.Rational(-49, 100)})
 
 
 @check(PAPER, "cor24_rate_T_minus_half",
@@ -959,7 +1037,9 @@ def lemma28_phi1(K_: int, b1: float, b2: float, z: int, eps: float, G: float, ph
        "Lemma 28: an ADMU client's pseudo-gradient obeys |Delta| <= Phi_1 = |Xi| (eta_l K sqrt(sum_(r<=ceil(K/z)) "
        "b1^(2 ceil(K/z) - 2r)/b2^(ceil(K/z)-r)) + Phi_0), Phi_0 = K G eta_l (1 - b1^K)/eps, for gradients |g| <= G.",
        spec=("14", "3.9.6", "err-20"), severity="constant",
-       corrected={"phi0": lambda K_, b1, G, eps: K_ * G / eps})
+       corrected={"phi0": lambda K_, b1, G, eps: K_ * G / eps},
+       hypotheses=(H_G, H_Z, H_EPS, Hyp("0 <= beta1 < 1, 0 < beta2 < 1", lambda p: 0 <= p["beta1"] < 1 and 0 < p["beta2"] < 1,
+                                        "fedada2.txt Algorithm 7 (line 1357)")))
 def _lemma28(phi0=None):
     """fedada2.txt Lemma 28 (line 1448-1452) with Algorithm 7's bias corrections (lines 1369-1375), |Xi| = 1, G = 1.
 
@@ -990,7 +1070,8 @@ def _lemma28(phi0=None):
                    f"{fmt(r * bound)} > Phi_1/eta_l = {fmt(bound)} with Phi_0 included and Algorithm 7's bias correction. For "
                    f"z = 1 the bound holds in the same search (largest ratio {fmt(z1)}); the spec's counterexample (z = 1, no bias "
                    f"correction, Phi_0 dropped: {fmt(spec_delta)} > {fmt(spec_bound)}) refutes the spec's reading, not the "
-                   "paper. |m_hat| <= G gives the valid Phi_0 = K G eta_l/eps", "numeric")
+                   "paper. |m_hat| <= G gives the valid Phi_0 = K G eta_l/eps", "numeric",
+                   at={"K": K_, "z": z, "beta1": b1, "beta2": b2, "eps": eps, "G": 1.0, "gradients": gs})
 
 
 @check(PAPER, "derived_lipschitz_Ltilde",
@@ -1055,7 +1136,13 @@ def _hetero_run(T_: int, sampler: str) -> float:
 @check(PAPER, "any_sampling_deterministic_guarantee",
        "Theorem 6 holds deterministically for any initialisation and any client subsampling: with eta_l = T^(-1/2), "
        "min_t ||grad f(x_(t-1))||^2 = O(T^(-1/2)).",
-       spec=("3.9.1", "err-16"), severity="rate", depends=("thm20_drift_squared_lipschitz",))
+       spec=("3.9.1", "err-16"), severity="rate", depends=("thm20_drift_squared_lipschitz",),
+       hypotheses=(Hyp("each F_i is L-smooth with |grad F_i| <= G (Assumptions 1, 2): log cosh has L = 1, |tanh| <= 1",
+                       lambda p: p["L"] == 1 and p["G"] == 1, "fedada2.txt Assumptions 1-2"),
+                   Hyp("server and client AdaGrad (optimizers the text after Theorem 25 says satisfy its condition)",
+                       lambda p: p["optimizers"] == "AdaGrad/AdaGrad", "fedada2.txt line 1211"),
+                   Hyp("a client subsampling Algorithm 1 allows (Theorem 6/20 put no condition on S^t)",
+                       lambda p: p["sampling"] in ("always client 1", "full"), "fedada2.txt lines 146, 842")))
 def _any_sampling():
     """fedada2.txt Theorem 6 (line 146, 'deterministically ... for any client subsampling') and App. C assumptions."""
     vals = {T_: _hetero_run(T_, "always1") for T_ in (100, 1000, 10000)}
@@ -1066,12 +1153,18 @@ def _any_sampling():
                    "AdaGrad + client AdaGrad, always sampling client 1: min_t |grad f|^2 = "
                    + ", ".join(f"{fmt(v, 3)} (T = {k})" for k, v in vals.items())
                    + f", no T^-1/2 decay (x_t -> 1 where grad f = tanh(2)/2); full participation gives {full:.1e} at T = 1000. "
-                   "The drift step bounds the heterogeneity gap at p = 1 by L~ * 0", "numeric")
+                   "The drift step bounds the heterogeneity gap at p = 1 by L~ * 0", "numeric",
+                   at={"L": 1, "G": 1, "optimizers": "AdaGrad/AdaGrad", "sampling": "always client 1", "x_0": 3,
+                       "eta_l": "T^(-1/2)"})
 
 
 @check(PAPER, "server_adam_v_lower_bound",
        "App. C.2 (server Adam): v~_t >= tau^2 for all t when v~_0 = tau^2.",
-       spec=("3.9.5", "err-21"), severity="constant", corrected={"floor": lambda b2, t_, v0: b2**t_ * v0})
+       spec=("3.9.5", "err-21"), severity="constant", corrected={"floor": lambda b2, t_, v0: b2**t_ * v0},
+       hypotheses=(Hyp("0 < beta2 < 1, tau > 0, v~_0 >= tau^2 (the initialisation)", lambda p: 0 < p["beta2"] < 1 and p["tau"] > 0
+                       and p["v~_0"] >= p["tau"] ** 2, "fedada2.txt line 1169 (initialisation), App. C.2 line 1136"),
+                   Hyp("the pseudo-gradient is a possible one (Delta = 0 when the clients' gradients vanish)",
+                       lambda p: p["Delta"] == 0, "fedada2.txt Algorithm (server update)")))
 def _adam_v(floor=lambda b2, t_, v0: v0):
     """fedada2.txt App. C.2 (line 1136: server EMA v~_t = b2^t v~_0 + (1-b2) sum ...; the C.2 bounds divide by tau^2 using
     v~_0 >= tau^2); ``floor(b2, t, v~_0)``: the claimed lower bound of v~_t (printed: v~_0 = tau^2).  Exact over
@@ -1086,13 +1179,14 @@ def _adam_v(floor=lambda b2, t_, v0: v0):
         return verified("v~_t >= the claimed floor for t = 1..5 with zero pseudo-gradients (the smallest v~_t)", "exact")
     v1 = b2 * tau**2
     return refuted(f"with pseudo-gradient 0 in round 1: v~_1 = b2 tau^2 = {v1} < tau^2 = {tau**2} (b2 = 9/10); the EMA only "
-                   "gives v~_t >= b2^t v~_0", "exact")
+                   "gives v~_t >= b2^t v~_0", "exact", at={"beta2": b2, "tau": tau, "v~_0": tau**2, "Delta": 0, "t": 1})
 
 
 @check(PAPER, "lemma15_statement_vs_proof",
        "Lemma 15's statement Phi_1 = eta_l(sqrt(ceil(K/z)) log^(1/2)(1 + ceil(K/z) G^2/eps^2) + eta_l (K - ceil(K/z)) G/(sqrt(v0)+eps)) "
        "bounds |Delta_i| for every admissible gradient sequence.",
-       spec=("3.2", "err-15"), severity="proof", corrected={"second": 1.0})
+       spec=("3.2", "err-15"), severity="proof", corrected={"second": 1.0},
+       hypotheses=(H_G, H_Z, H_EPS, Hyp("eta_l > 0, v0 >= 0", lambda p: p["eta_l"] > 0 and p["v0"] >= 0, "fedada2.txt Algorithm 2")))
 def _lemma15(second=None):
     """fedada2.txt Lemma 15 statement (line 743) vs its proof's last line (eta_l T_1 + eta_l(K - ceil(K/z))G/(sqrt(v0)+eps))."""
     el, G, eps, v0, K_, z = 0.01, 1.0, 1e-6, 0.0, 2, 2
@@ -1106,4 +1200,5 @@ def _lemma15(second=None):
     if delta <= stated:
         return verified(f"|Delta| = {fmt(delta)} <= Phi_1 = {fmt(stated)} at the proof's extremal sequence (gradients (0, G))", "exact")
     return refuted(f"K = 2, z = 2, eta_l = 0.01, G = 1, eps = 1e-6, v0 = 0, gradients (0, G): |Delta| = {fmt(delta)} > stated "
-                   f"Phi_1 = {fmt(stated)}; the proof's version (eta_l, not eta_l^2, on the second term) gives {fmt(proof)}", "exact")
+                   f"Phi_1 = {fmt(stated)}; the proof's version (eta_l, not eta_l^2, on the second term) gives {fmt(proof)}", "exact",
+                   at={"K": K_, "z": z, "eta_l": el, "G": G, "eps": eps, "v0": v0, "gradients": (0.0, G)})

@@ -32,6 +32,7 @@ from .algebra import (
     subset_mean,
     unit,
 )
+from .core import H as Hyp
 from .core import check, inconclusive, refuted, verified
 
 PAPER = "fedlada"
@@ -77,6 +78,27 @@ THM35_CONDITIONS = {
 #: Corollary 3.6 (line 231): eta*eta_l = O(sqrt(SK/T)), eta_l = O(1/sqrt(KT))
 COR36_LR = {eta: c1 * sp.sqrt(S * K / T) * sp.sqrt(K * T) / c2, eta_l: c2 / sp.sqrt(K * T)}
 COR36_RATE = 1 / sp.sqrt(S * K * T) + 1 / (K * T) + 1 / T + 1 / T ** sp.Rational(3, 2)
+
+
+# ---------------------------------------------------------------------------
+# hypotheses of Theorem 3.5 and its proof, evaluated at a refutation's counterexample (core.judge)
+# ---------------------------------------------------------------------------
+def _v(p, name):
+    return sp.nsimplify(p[name])
+
+
+H_BETA1 = Hyp("0 < beta1 < 1", lambda p: 0 < _v(p, "beta1") < 1, "fedlada.txt Algorithm 3 (momentum)")
+H_C = Hyp("C = (1 - beta1/((1-beta1)K))/2 > 0, i.e. beta1 < K/(K+1)", lambda p: _v(p, "beta1") < _v(p, "K") / (_v(p, "K") + 1),
+          "fedlada.txt line 225")
+H_K = Hyp("K >= 1 an integer (local steps)", lambda p: _v(p, "K") >= 1 and _v(p, "K").is_integer, "fedlada.txt Algorithm 3")
+H_K2 = Hyp("K >= 2 (the proof's a <= 1/(K-1) needs K > 1)", lambda p: _v(p, "K") >= 2 and _v(p, "K").is_integer,
+           "fedlada.txt line 731")
+H_A = Hyp("0 < a <= 1/(K-1) (the proof's free constant)", lambda p: 0 < _v(p, "a") <= 1 / (_v(p, "K") - 1), "fedlada.txt line 731")
+H_ALPHA = Hyp("0 < alpha < 1 (amended weight)", lambda p: 0 < _v(p, "alpha") < 1, "fedlada.txt Remark 3.9, line 239")
+H_THETA = Hyp("1/G_g <= theta_j <= G_theta <= 1/eps_v (theta = 1/max(sqrt((1-beta2^K) g^2), eps_v), |g| <= G_g; "
+              "G_theta = max theta)", lambda p: 1 / _v(p, "G_g") <= _v(p, "theta_min") <= _v(p, "G_theta") <= 1 / _v(p, "eps_v")
+              and _v(p, "G_theta") == _v(p, "theta_max"), "fedlada.txt lines 207-219, eq. (6)")
+H_PP = Hyp("1 <= S < m (partial participation)", lambda p: 1 <= _v(p, "S") < _v(p, "m"), "fedlada.txt line 221")
 
 
 def bound_expr() -> sp.Expr:
@@ -251,7 +273,7 @@ def _beta_sums():
 @check(PAPER, "beta_weighted_closed_form_printed",
        "The printed closed form (1-b) sum_{s=0}^{K-1} s b^s / K = (b - b^K)/((1-b)K) - b^K.",
        spec=("7", "err-26"), severity="typo",
-       corrected={"printed": lambda b, k: (b - b**k) / ((1 - b) * k) - (k - 1) / k * b**k})
+       corrected={"printed": lambda b, k: (b - b**k) / ((1 - b) * k) - (k - 1) / k * b**k}, hypotheses=(H_BETA1, H_K, H_C))
 def _beta_closed_printed(printed=lambda b, k: (b - b**k) / ((1 - b) * k) - b**k):
     """fedlada.txt line 755 (third display of the R_2.a computation); ``printed(b, K)`` is the paper's closed form."""
     b, k = sp.symbols("b K", positive=True)
@@ -266,7 +288,8 @@ def _beta_closed_printed(printed=lambda b, k: (b - b**k) / ((1 - b) * k) - b**k)
     diff = sp.simplify(printed(b, k) - exact)
     val = (printed(b, k) - exact).subs({b: sp.Rational(1, 2), k: 2})
     return refuted(f"fails at K in {bad}: the exact value is (b - b^K)/((1-b)K) - ((K-1)/K) b^K (checked for K = 1..5); printed - exact = "
-                   f"{show(diff)} (e.g. {val} at b = 1/2, K = 2); the final bound <= b/((1-b)K) is unaffected")
+                   f"{show(diff)} (e.g. {val} at b = 1/2, K = 2); the final bound <= b/((1-b)K) is unaffected",
+                   at={"beta1": sp.Rational(1, 2), "K": 2})
 
 
 @check(PAPER, "mbar_and_ga_bounds",
@@ -286,7 +309,8 @@ def _mbar_ga():
 
 @check(PAPER, "ga_printed_intermediate",
        "The printed intermediate factor of the g_a bound, (1 - (1-alpha)^t)/alpha, equals alpha sum_{t'=0}^t (1-alpha)^(t-t').",
-       spec=("8", "err-26"), severity="typo", corrected={"printed": lambda al, t: 1 - (1 - al) ** (t + 1)})
+       spec=("8", "err-26"), severity="typo", corrected={"printed": lambda al, t: 1 - (1 - al) ** (t + 1)},
+       hypotheses=(H_ALPHA, Hyp("t >= 0 an integer (round)", lambda p: _v(p, "t") >= 0 and _v(p, "t").is_integer, "fedlada.txt line 804")))
 def _ga_printed(printed=lambda al, t: (1 - (1 - al) ** t) / al):
     """fedlada.txt line 804-810 (g_a recursion; the factor prints as (1-(1-alpha)^t)/alpha); exact at alpha in
     {1/10, 1/2, 9/10}, t = 1..5."""
@@ -301,7 +325,8 @@ def _ga_printed(printed=lambda al, t: (1 - (1 - al) ** t) / al):
     else:
         return verified("equal at alpha in {1/10, 1/2, 9/10}, t = 1..5", "exact")
     return refuted(f"at alpha = {al}, t = {t}: alpha sum (1-alpha)^(t-t') = {true} but the printed factor is {printed(al, t)} "
-                   "(alpha factor dropped, exponent off by one); the final bound E||g_a||^2 <= G_c is unaffected", "exact")
+                   "(alpha factor dropped, exponent off by one); the final bound E||g_a||^2 <= G_c is unaffected", "exact",
+                   at={"alpha": al, "t": t})
 
 
 # ===========================================================================
@@ -412,7 +437,7 @@ def _stepsize_basic():
 @check(PAPER, "pp_condition_relaxation",
        "The partial-participation bracket needs eta eta_l <= beta1 S(m-1)(1+mu) min{G_theta^2}/(32(m-S) L G_theta^3), and the "
        "theorem's relaxed condition eta eta_l <= beta1 S(m-1)(1+mu)/(32(m-S) L G_theta) implies it.",
-       spec=("13", "err-21"), severity="constant", corrected={"relaxed": False})
+       spec=("13", "err-21"), severity="constant", corrected={"relaxed": False}, hypotheses=(H_THETA, H_PP))
 def _pp_relax(relaxed=True):
     """fedlada.txt line 832 ("... min{G^2}/(32(m-S)LG^3) <= beta1 S(m-1)(1+mu)/(32(m-S)LG)").
 
@@ -427,12 +452,14 @@ def _pp_relax(relaxed=True):
                    f"theorem's carries {stated}: the relaxed condition is 4x weaker, so it does not imply the needed one "
                    "(min{G^2} <= G^2 makes the relaxation go the wrong way). Reading min{G^2} as G_theta^2 instead makes the relaxation an "
                    "identity but then line 830 lower-bounds ||m odot theta||^2 by an upper bound of theta^2 (the error of "
-                   "G_theta_used_as_lower_bound): either reading refutes a step", "exact")
+                   "G_theta_used_as_lower_bound): either reading refutes a step", "exact",
+                   at={"theta_min": sp.sqrt(sp.nsimplify(vals["min theta^2"])), "theta_max": vals["G_theta"], "G_theta": vals["G_theta"],
+                       "G_g": 2, "eps_v": 1, "S": 1, "m": 2})
 
 
 @check(PAPER, "eta_l_condition_theorem_vs_proof",
        "Theorem 3.5's condition eta_l <= 1/(2 sqrt(2 alpha(1-beta1)K) G L) implies the proof's eta_l <= 1/(2 sqrt(2 alpha(1-beta1)(1+1/a)) G L).",
-       spec=("13", "err-21"), severity="proof", corrected={"factor": lambda K_, a_: 1 + 1 / a_})
+       spec=("13", "err-21"), severity="proof", corrected={"factor": lambda K_, a_: 1 + 1 / a_}, hypotheses=(H_K2, H_A))
 def _eta_l_thm_vs_proof(factor=lambda K_, a_: K_):
     """fedlada.txt line 842 ("eta_l <= 1/(2 sqrt(2 alpha(1-beta1)(1+1/a)) G L) < 1/(2 sqrt(2 alpha(1-beta1)K) G L)").
 
@@ -451,14 +478,18 @@ def _eta_l_thm_vs_proof(factor=lambda K_, a_: K_):
     ratio = math.sqrt(float(factor(KK, aa)) / float(1 + 1 / aa))
     return refuted(f"for a < 1/(K-1) we have 1 + 1/a > K (K = {KK}, a = {aa}: 1 + 1/a = {1 + 1 / aa}), so the theorem's bound is "
                    f"{fmt(1 / ratio)}x the proof's: eta_l at the theorem's bound violates the proof's condition; the two "
-                   "coincide only at a = 1/(K-1)", "exact")
+                   "coincide only at a = 1/(K-1)", "exact", at={"K": KK, "a": sp.Rational(aa.numerator, aa.denominator)})
 
 
 @check(PAPER, "gamma_plus_half_condition",
        "The proof's condition eta_l <= 1/(2 sqrt(2 alpha(1-beta1)(1+1/a)) G L) ensures 1 - 4 gamma^+ (1-beta1) G^2 L^2 >= 1/2 "
        "(needed to fix p = 1 + 1/(K-1)).",
        spec=("13",), severity="constant",
-       corrected={"tighten": lambda b1, a_: 1 - b1 / (2 * (1 + a_))})
+       corrected={"tighten": lambda b1, a_: 1 - b1 / (2 * (1 + a_))},
+       hypotheses=(H_BETA1, H_C, H_K2, H_A, H_ALPHA,
+                   Hyp("eta_l^2 <= 1/(8 alpha (1-beta1)(1+1/a) G^2 L^2) (the proof's condition)", lambda p: _v(p, "eta_l2")
+                       <= 1 / (8 * _v(p, "alpha") * (1 - _v(p, "beta1")) * (1 + 1 / _v(p, "a")) * _v(p, "G_theta") ** 2
+                               * _v(p, "L") ** 2), "fedlada.txt line 731")))
 def _gamma_half(tighten=lambda b1, a_: 1):
     """fedlada.txt line 731 ("1 - 4 gamma^+ (1-beta1) G^2 L^2 >= 1/2 ... Thus ... eta_l <= ...").
 
@@ -482,7 +513,8 @@ def _gamma_half(tighten=lambda b1, a_: 1):
     return refuted(f"at beta1 = 9/10, alpha = 1/2, G = L = 1, K = 10, a = 1/9 and eta_l at the bound, the positive root of "
                    f"(19) is gamma^+ = {fmt(float(gp), 6)} and 1 - 4 gamma^+ (1-beta1) = {fmt(float(margin), 6)} < 1/2. "
                    f"In general (19)-LHS at gamma = 1/(8c) with eta_l at the bound equals {show(crit)} < 0 for beta1 > 0, "
-                   "so the bound must be tightened by the factor sqrt(1 - beta1/(2(1+a)))", "exact")
+                   "so the bound must be tightened by the factor sqrt(1 - beta1/(2(1+a)))", "exact",
+                   at={str(k): v for k, v in vals.items()} | {"eta_l2": lr2})
 
 
 # ===========================================================================
@@ -493,7 +525,10 @@ def _gamma_half(tighten=lambda b1, a_: 1):
 @check(PAPER, "Gc_statement_vs_proof",
        "Theorem 3.5's G_c = 2 G_g^4/eps^4 + 2 beta1^2 G_theta^2 sigma_l^2/(SK) + 4 G_theta^2 (sigma_g^2 + sigma_u^2) (line 229) is "
        "twice the G-bracket of the proof's per-round inequality (line 836), as the assembly requires.",
-       spec=("14",), severity="proof", corrected={"statement": Gc_expr})
+       spec=("14",), severity="proof", corrected={"statement": Gc_expr},
+       hypotheses=(Hyp("d >= 1 an integer (dimension), G_g, eps_v > 0", lambda p: _v(p, "d") >= 1 and _v(p, "d").is_integer
+                       and _v(p, "G_g") > 0 and _v(p, "epsilon_v") > 0, "fedlada.txt line 229, Assumptions"),
+                   Hyp("the statement's G_c is below the proof's at the point", lambda p: p["gap"] > 0, "fedlada.txt line 836")))
 def _gc_statement(statement=Gc_statement):
     """fedlada.txt Theorem 3.5, line 229 (G_c, printed with epsilon_theta and without d) vs line 836 (bracket
     d G_g^4/eps_v^4 + beta1^2 G_theta^2 sigma_l^2/(SK) + 2 G_theta^2 (sigma_g^2 + sigma_u^2)).  The audit's bound uses the
@@ -504,13 +539,15 @@ def _gc_statement(statement=Gc_statement):
         return verified("G_c - 2 x bracket simplifies to 0")
     return refuted(f"2 x bracket - G_c (statement) = {show(sp.factor(diff))}: the statement drops the factor d on the G_g^4/eps^4 "
                    "term (so for d > 1 the printed Psi is smaller than what the proof shows); the rate in T is unchanged, "
-                   "the constant grows by up to d")
+                   "the constant grows by up to d",
+                   at=(pt := {"d": 2, "G_g": 1, "epsilon_v": 1}) | {"gap": diff.subs({sp.Symbol(k, positive=True): v for k, v in pt.items()})})
 
 
 @check(PAPER, "final_assembly_mu1",
        "Dividing the per-round inequality (line 836) by eta eta_l C4 G_theta T, telescoping and setting mu = 1 gives exactly Psi "
        "(with sum_j (v_K - v_0) <= d G_g^2 and G_c = 2 x the G-bracket).",
-       spec=("14", "err-26"), severity="constant", corrected={"gc_factor": 4}, depends=("Gc_statement_vs_proof",))
+       spec=("14", "err-26"), severity="constant", corrected={"gc_factor": 4}, depends=("Gc_statement_vs_proof",),
+       hypotheses=(Hyp("mu = 1 (the proof's choice at line 840)", lambda p: p["mu"] == 1, "fedlada.txt line 840"), H_ALPHA))
 def _assembly(gc_factor=2):
     """fedlada.txt line 836 (per-round inequality), line 840 (telescoped display), Theorem 3.5 (line 225-227)."""
     bracket = d * G_g**4 / eps_v**4 + beta1**2 * G_th**2 * sigma_l**2 / (S * K) + 2 * G_th**2 * (sigma_g**2 + sigma_u**2)
@@ -532,7 +569,7 @@ def _assembly(gc_factor=2):
         return verified("every telescoped term equals its Psi term: " + ", ".join(k for k, _ in good))
     return refuted("terms " + ", ".join(k for k, _ in good) + " match Psi exactly, but " + ", ".join(
         f"{k} is {show(r)} x its Psi term" for k, r in bad) + ": the factor 2 in front of the G-bracket at line 836 is "
-        "lost at line 840 before (1+mu) = 2 is merged into G_c (only constants change)")
+        "lost at line 840 before (1+mu) = 2 is merged into G_c (only constants change)", at={"mu": 1, "alpha": sp.Rational(1, 2)})
 
 
 @check(PAPER, "cor36_rate_in_T",
@@ -549,7 +586,8 @@ def _cor36_T():
        "Corollary 3.6's rate O(1/sqrt(SKT) + 1/(KT) + 1/T + 1/T^1.5) holds with the displayed S and K dependence "
        "(C2, C3 included, a <= 1/(K-1)).",
        spec=("15", "err-22", "err-23"), severity="rate",
-       corrected={"stated": 1 / sp.sqrt(S * K * T) + S * K / T + sp.sqrt(S * K) / T ** sp.Rational(3, 2)}, depends=("constant_propagation_C2_C3",))
+       corrected={"stated": 1 / sp.sqrt(S * K * T) + S * K / T + sp.sqrt(S * K) / T ** sp.Rational(3, 2)}, depends=("constant_propagation_C2_C3",),
+       hypotheses=(H_K2, H_A, H_PP, H_ALPHA))
 def _cor36_SK(stated=COR36_RATE):
     """fedlada.txt Corollary 3.6 (line 231); hidden K-dependence through a <= 1/(K-1) (line 731).
 
@@ -576,7 +614,8 @@ def _cor36_SK(stated=COR36_RATE):
     local = sp.simplify(terms["local_Gc"].subs(COR36_LR) / (1 / (K * T)))
     return refuted(f"terms not covered uniformly in S, K: {'; '.join(uncovered)}. With a = 1/(K-1): the amended term / (1/T) = {show(amended)} (grows like S K) and the local G_c "
                    f"term / (1/(KT)) = {show(local)} (grows like K^2 since C2 ~ K(1+1/a) = K^2): the true orders are SK/T "
-                   "and K/T, so linear speedup needs T >~ (SK)^3 (see remark38_and_crossover)")
+                   "and K/T, so linear speedup needs T >~ (SK)^3 (see remark38_and_crossover)",
+                   at={"K": 10, "a": sp.Rational(1, 9), "S": 10, "m": 100, "alpha": sp.Rational(1, 2)})
 
 
 @check(PAPER, "cor36_lr_feasibility",
@@ -598,7 +637,9 @@ def _cor36_feasible():
 @check(PAPER, "thm35_condition_G_L_placement",
        "Theorem 3.5's printed condition eta_l <= 1/(2 sqrt(2 alpha (1-beta1) K G_theta L)) (G_theta L inside the root) implies "
        "the condition the proof and Corollary 3.6 use, eta_l <= 1/(2 sqrt(2 alpha (1-beta1) K) G_theta L).",
-       spec=("13",), severity="typo", corrected={"inside": False})
+       spec=("13",), severity="typo", corrected={"inside": False},
+       hypotheses=(H_THETA, Hyp("L > 0 and G_theta L > 1", lambda p: _v(p, "L") > 0 and _v(p, "G_theta") * _v(p, "L") > 1,
+                                "fedlada.txt line 221")))
 def _gl_placement(inside=True):
     """fedlada.txt Theorem 3.5 (line 221) vs Corollary 3.6 (line 231) and the proof's (19) (G^2 L^2 enters through
     c = (1-beta1) G^2 L^2, line 731).  ``inside``: G_theta L under the square root as printed."""
@@ -609,7 +650,8 @@ def _gl_placement(inside=True):
     if ratio == 1:
         return verified("the two conditions coincide")
     return refuted(f"printed eta_l^2 bound / needed = {show(ratio)} > 1 whenever G_theta L > 1 (e.g. 2 at G_theta L = 2): the "
-                   "printed condition admits step sizes the proof does not cover; Corollary 3.6 prints it correctly")
+                   "printed condition admits step sizes the proof does not cover; Corollary 3.6 prints it correctly",
+                   at={"G_theta": 2, "theta_max": 2, "theta_min": 1, "L": 1, "G_g": 1, "eps_v": sp.Rational(1, 4)})
 
 
 @check(PAPER, "cor36_implied_global_lr",
@@ -644,7 +686,9 @@ def _remark38():
 @check(PAPER, "remark39_alpha_coefficients",
        "Remark 3.9: the last three terms of Theorem 3.5 carry the coefficients alpha, alpha(1-alpha) and ((1-alpha)/alpha)^2.",
        spec=("err-28",), severity="typo",
-       corrected={"stated": {"local_Gc": 1 - alpha, "local_sigma": alpha, "amended": ((1 - alpha) / alpha) ** 2}})
+       corrected={"stated": {"local_Gc": 1 - alpha, "local_sigma": alpha, "amended": ((1 - alpha) / alpha) ** 2}},
+       hypotheses=(H_ALPHA, Hyp("the remark's coefficient differs from Psi's at the point", lambda p: p["ratio"] != 1,
+                                "fedlada.txt line 239 vs line 227")))
 def _remark39(stated=None):
     """fedlada.txt Remark 3.9 (line 239) vs Psi (line 227).  ``stated`` maps the last three terms to the remark's
     coefficients (in the remark's order: alpha, alpha(1-alpha), ((1-alpha)/alpha)^2)."""
@@ -658,7 +702,10 @@ def _remark39(stated=None):
     wrong = [k for k, v in dep.items() if v]
     return refuted(f"terms {', '.join(wrong)} are not alpha-free after dividing by the remark's coefficients: in Psi the alpha-dependence is (1-alpha) for the C2 term (C2 ~ 1-alpha), alpha for the C3 term "
                    "(C3 ~ C1 ~ alpha) and ((1-alpha)/alpha)^2 for the last term; no term carries alpha(1-alpha) "
-                   "as the remark states (each quotient by these factors is alpha-free)")
+                   "as the remark states (each quotient by these factors is alpha-free)",
+                   at={"alpha": sp.Rational(1, 2), "term": wrong[0],
+                       "ratio": sp.cancel(found[wrong[0]] / stated[wrong[0]]).subs(alpha, sp.Rational(1, 2))
+                       / sp.cancel(found[wrong[0]] / stated[wrong[0]]).subs(alpha, sp.Rational(1, 4))})
 
 
 # ===========================================================================
@@ -683,7 +730,11 @@ def _eq6():
 
 @check(PAPER, "G_theta_printed_inequality",
        "The printed bound 1/G_theta <= G_theta <= 1/eps_v holds.",
-       spec=("17", "err-18"), severity="typo", corrected={"lower": lambda theta, g: 1 / g})
+       spec=("17", "err-18"), severity="typo", corrected={"lower": lambda theta, g: 1 / g},
+       hypotheses=(H_THETA, Hyp("0 < beta2 < 1", lambda p: 0 < _v(p, "beta2") < 1, "fedlada.txt Algorithm 3"),
+                   Hyp("G_theta = 1/max(sqrt((1-beta2^K) g^2), eps_v) for the gradients |g| = G_g of the point",
+                       lambda p: _v(p, "G_theta") == 1 / sp.Max(sp.sqrt((1 - _v(p, "beta2") ** _v(p, "K")) * _v(p, "G_g") ** 2),
+                                                                _v(p, "eps_v")), "fedlada.txt line 209")))
 def _gtheta_printed(lower=lambda theta, g: 1 / theta):
     """fedlada.txt line 219 ("Thus we bound G_theta as 1/G_theta <= G_theta <= 1/eps_v"); ``lower(G_theta, G_g)``
     is the printed lower bound.  Search: |g| = G_g in {0.5, 2, 10}, beta2 = 0.99, K in {1, 20}."""
@@ -699,12 +750,15 @@ def _gtheta_printed(lower=lambda theta, g: 1 / theta):
     else:
         return verified("lower bound <= G_theta at all tested points (theta = 1/sqrt((1-b2^K) g^2) >= 1/|g|)", "exact")
     return refuted(f"all |g| = G_g = {g}, beta2 = 0.99, K = {KK}: G_theta = 1/sqrt((1-b2^K) g^2) = {fmt(float(theta))} < 1, so "
-                   f"1/G_theta = {fmt(float(1 / theta))} > G_theta; the intended statement is 1/G_g <= G_theta <= 1/eps_v", "exact")
+                   f"1/G_theta = {fmt(float(1 / theta))} > G_theta; the intended statement is 1/G_g <= G_theta <= 1/eps_v (with "
+                   "eps_v = 1/1000 < sqrt((1-beta2^K)) G_g)", "exact",
+                   at={"G_g": g, "beta2": b2, "K": KK, "eps_v": sp.Rational(1, 1000), "G_theta": theta, "theta_max": theta,
+                       "theta_min": theta})
 
 
 @check(PAPER, "G_theta_used_as_lower_bound",
        "-||grad F odot sqrt(theta_0)||^2 <= -G_theta ||grad F||^2 with G_theta = max ||theta||_inf.",
-       spec=("err-21",), severity="constant", corrected={"use": min})
+       spec=("err-21",), severity="constant", corrected={"use": min}, hypotheses=(H_THETA,))
 def _gtheta_lower(use=max):
     """fedlada.txt line 836 (term (eta eta_l/2)(beta1/((1-beta1)K) - 1) G_theta ||grad F(z)||^2) and R_2 bound (line 647)."""
     theta = (Fraction(1), Fraction(4))
@@ -716,12 +770,16 @@ def _gtheta_lower(use=max):
         return verified("holds at the tested point")
     return refuted(f"theta = (1, 4), grad F = (1, 0): -||grad F odot sqrt(theta)||^2 = {lhs} > -G_theta ||grad F||^2 = {rhs}; "
                    "the step needs min_j theta_j (>= 1/G_g), not the max. G_theta is the upper bound elsewhere (C2, C3 carry G_theta^2 "
-                   "from ||x odot theta|| <= G_theta ||x||), so one constant cannot serve as both unless theta is constant", "exact")
+                   "from ||x odot theta|| <= G_theta ||x||), so one constant cannot serve as both unless theta is constant", "exact",
+                   at={"theta": "(1, 4)", "grad F": "(1, 0)", "theta_min": 1, "theta_max": 4, "G_theta": G, "G_g": 1,
+                       "eps_v": sp.Rational(1, 4)})
 
 
 @check(PAPER, "q_upper_bound_in_negative_term",
        "Replacing q = gamma^+ beta1/(1+a) by its upper bound beta1/(8(1-beta1)G^2L^2) inside the negative term -q*A keeps an upper bound.",
-       spec=("err-21",), severity="constant", corrected={"bound": "lower"})
+       spec=("err-21",), severity="constant", corrected={"bound": "lower"},
+       hypotheses=(Hyp("A >= 0 (a squared norm) and 0 < q <= q_up (the proof's upper bound on q)",
+                       lambda p: p["A"] >= 0 and 0 < p["q"] <= p["q_up"], "fedlada.txt line 781"),))
 def _q_neg(bound="upper"):
     """fedlada.txt line 781 ("(a) applies that q = ... <= beta1/(8(1-beta1)G^2L^2)") used in -(1-beta1)(1+mu)G L^2 q A.
 
@@ -731,13 +789,16 @@ def _q_neg(bound="upper"):
     if -q_true * A_ <= -q_up * A_:
         return verified("holds")
     return refuted(f"with q = {q_true}, its upper bound {q_up} and A = 1: -qA = {-q_true * A_} > -q_max A = {-q_up * A_}; an upper "
-                   "bound on q gives a lower bound on -qA (the step needs a lower bound on q)", "exact")
+                   "bound on q gives a lower bound on -qA (the step needs a lower bound on q)", "exact",
+                   at={"q": q_true, "q_up": q_up, "A": A_})
 
 
 @check(PAPER, "mbar_definition_consistent",
        "The proof's m_bar_tau = (1-beta1) sum_{j<=tau} beta1^(tau-j+1) grad F_i matches the momentum recursion "
        "m_bar_tau = beta1 m_bar_(tau-1) + (1-beta1) grad F_i of Algorithm 3.",
-       spec=("err-20",), severity="constant", corrected={"shift": 0})
+       spec=("err-20",), severity="constant", corrected={"shift": 0},
+       hypotheses=(H_BETA1, Hyp("the two sides differ at the point (3 steps, g = (1, 1, 1))", lambda p: p["printed"] != p["recursion"],
+                                "fedlada.txt line 605 vs Algorithm 3")))
 def _mbar_def(shift=1):
     """fedlada.txt line 605 (definition with exponent tau-j+1) vs Algorithm 3 (m = beta1 m + (1-beta1) g) and line 800.
 
@@ -752,7 +813,9 @@ def _mbar_def(shift=1):
     if ratio == 1:
         return verified("definition matches the recursion")
     return refuted(f"after 3 steps the printed definition equals {show(ratio)} x the recursion: the extra beta1 power is "
-                   "what produces the beta1^2 factor on the sigma_l^2 terms")
+                   "what produces the beta1^2 factor on the sigma_l^2 terms",
+                   at={"beta1": sp.Rational(1, 2), "printed": printed.subs({b: sp.Rational(1, 2), **{g_: 1 for g_ in gs}}),
+                       "recursion": rec.subs({b: sp.Rational(1, 2), **{g_: 1 for g_ in gs}})})
 
 
 # ===========================================================================
@@ -791,11 +854,14 @@ def _round2(fr: Fraction) -> str:
 @check(PAPER, "table_multipliers_truncated",
        "Spec reading of Tables 1 and 12: every printed multiplier/ratio equals value/base truncated (not rounded) to two "
        "decimals (CIFAR-10 test column excepted).",
-       spec=("18",), kind="spec", severity="typo")
+       spec=("18",), kind="spec", severity="typo",
+       hypotheses=(Hyp("the entry lies in a column the reading covers (not Table 1's CIFAR-10 test column) and its base is the "
+                       "column's best entry", lambda p: p["column"] != "test CIFAR10" and p["base"] > 0, "fedlada.txt Table 1 "
+                       "(line 270), Table 12 (line 930)"),))
 def _tables():
     """fedlada.txt Table 1 (line 270) and Table 12 (line 930); numbers as extracted in specs/fedlada.md sec. 3.3."""
     n_trunc = n_round = total = 0
-    off = []
+    off, first = [], None
     for table in (TABLE1, TABLE12):
         for key, rows in table.items():
             base = key[-1]
@@ -809,16 +875,21 @@ def _tables():
                 n_round += ro == printed
                 if tr != printed:
                     off.append(f"{key[1] if len(key) == 3 else key[0]} {name} {val}/{base} = {float(fr):.4f} printed {printed}")
+                    first = first or {"column": " ".join(str(x) for x in key[:-1]), "entry": name, "value": val, "base": base,
+                                      "printed": printed, "truncated": tr}
     if not off:
         return verified(f"all {total} entries equal truncation", "exact")
     return refuted(f"{n_trunc}/{total} entries match truncation and {n_round}/{total} match rounding; not truncated: "
-                   + "; ".join(off), "exact")
+                   + "; ".join(off), "exact", at=first)
 
 
 @check(PAPER, "table3_vs_table6_at_1500",
        "Table 3 ('after 1500 rounds', TinyImageNet) equals 34.5 + the printed deltas, agrees with Table 5 and with Table 6's "
        "accuracy @1500.",
-       spec=("18",), severity="typo")
+       spec=("18",), severity="typo",
+       hypotheses=(Hyp("both values are TinyImageNet test accuracies after 1500 rounds of the same method (Table 3's caption, "
+                       "Table 6's lower part)", lambda p: p["rounds_table3"] == p["rounds_table6"] == 1500
+                       and p["dataset"] == "TinyImageNet", "fedlada.txt lines 279-281, 452-455"),))
 def _table3():
     """fedlada.txt Table 3 (line 279), Table 5 (line 333), Table 6 (line 452)."""
     base = Fraction(345, 10)
@@ -832,8 +903,11 @@ def _table3():
     t6_upper = {"FedCM": Fraction(411, 10)}
     bad_t6 = [f"{k}: Table 3 {float(t3[k][0])} vs Table 6 @1500 {float(v)}" for k, v in t6_1500.items() if t3[k][0] != v]
     if bad_delta or bad_t5:
-        return refuted(f"delta mismatches {bad_delta}, Table 5 mismatches {bad_t5}", "exact")
+        return refuted(f"delta mismatches {bad_delta}, Table 5 mismatches {bad_t5}", "exact",
+                       at={"method": (bad_delta + bad_t5)[0], "dataset": "TinyImageNet", "rounds_table3": 1500, "rounds_table6": 1500})
     if bad_t6:
         return refuted("deltas and Table 5 agree, but " + "; ".join(bad_t6) + f" (Table 3's FedCM equals Table 6's "
-                       f"'converged' value {float(t6_upper['FedCM'])} at round 1754, not the @1500 value)", "exact")
+                       f"'converged' value {float(t6_upper['FedCM'])} at round 1754, not the @1500 value)", "exact",
+                       at={"method": bad_t6[0].split(":")[0], "dataset": "TinyImageNet", "rounds_table3": 1500, "rounds_table6": 1500,
+                           "table3": bad_t6[0].split("Table 3 ")[1].split(" vs")[0], "table6": bad_t6[0].rsplit(" ", 1)[1]})
     return verified("all tables agree", "exact")
