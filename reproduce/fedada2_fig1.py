@@ -124,10 +124,8 @@ def plot(df, cfg):
     fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.9), squeeze=False)
     for j, s in enumerate(settings):
         ax = axes[0, j]
-        acc = with_bits(df[df.setting == s.key], cfg)
-        acc = acc.assign(metric="test_acc_bits")
-        fc.ci_plot(ax, acc.drop(columns="round").rename(columns={"bits": "round"}),
-                   "test_acc_bits", _present(df, s))
+        fc.ci_plot(ax, with_bits(df[df.setting == s.key], cfg), "test_acc", _present(df, s),
+                   x="bits")
         ax.set_xlabel("transmitted bits / FedAvg's bits per round")
         ax.set_ylabel("test accuracy")
         ax.set_title(f"{fc.setting_title(s.key, cfg)} ({s.adaptivity})", fontsize=9)
