@@ -29,4 +29,5 @@ ENTRIES = {
     "fedlada_k": "reproduce.fedlada_k",
     "fedlada_participation": "reproduce.fedlada_participation",
     "fedlada_lr": "reproduce.fedlada_lr",
+    "fedada2_fig1": "reproduce.fedada2_fig1",
 }
