@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from . import common
 from . import fedlada_common as fc
+from . import fedlada_cost as fcost
 from . import fedlada_fig2 as fig2
 
 PAPER, TARGET = "FedLADA", "Figure 1"
@@ -67,6 +68,11 @@ def check(df, cfg):
                  f"accuracy) -> {'shows' if gap else 'does not show'}")
     return lines
 
+
+def full_work(cfg):
+    return fig2.full_work(cfg)
+
+DEFAULT_COST += "; " + fcost.entry_text(sys.modules[__name__])
 
 if __name__ == "__main__":
     raise SystemExit(common.main(__import__(__name__)))

@@ -26,6 +26,7 @@ import seaborn as sns
 
 from . import common, plotting
 from . import fedlada_common as fc
+from . import fedlada_cost as fcost
 
 PAPER, TARGET = "FedLADA", "Figure 7"
 TITLE = "smooth activations (GeLU, SMU): FedAvg, FedAdam, LocalAdam, FedLADA"
@@ -57,8 +58,8 @@ def _problem(cfg_key, activation):
     kw = {"model_kw": {"activation": activation}}
     if cfg["model"] == "smooth-mlp":
         kw["model_kw"]["hidden"] = cfg["hidden"]
-    else:
-        kw.update(conv=True, eval_grad=False)
+    else:                            # the LeNet: the paper's crop of the 4-pixel-padded image
+        kw.update(conv=True, eval_grad=False, augment="crop", pad=4)
     return build_image_problem(
         cfg["dataset"], cfg["model"], cfg["n_clients"], scheme="dirichlet", partition_seed=0,
         partition_kw={"alpha": cfg["dirichlet"], "variant": "per_client"},
@@ -131,6 +132,13 @@ def check(df, cfg):
                      f"{'shows' if best else 'does not show'}")
     return lines
 
+
+def full_work(cfg):
+    """One ``(participants, local epochs)`` per run (:mod:`reproduce.fedlada_cost`)."""
+    acts = [a for a in cfg.activations.split(",") if a.strip()]
+    return [(fc.participation(cfg).m, fc.epochs(cfg))] * (len(acts) * len(METHODS))
+
+DEFAULT_COST += "; " + fcost.entry_text(sys.modules[__name__])
 
 if __name__ == "__main__":
     raise SystemExit(common.main(sys.modules[__name__]))

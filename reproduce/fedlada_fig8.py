@@ -23,6 +23,7 @@ import seaborn as sns
 
 from . import common, plotting
 from . import fedlada_common as fc
+from . import fedlada_cost as fcost
 
 PAPER, TARGET = "FedLADA", "Figure 8(b,c), Table 10"
 TITLE = "FedLADA's alpha vs SCAFFOLD: test accuracy and consistency term; SCAFFOLD-alpha"
@@ -155,6 +156,13 @@ def check(df, cfg):
                      f"{peak:g} -> {'shows' if peak == 1.0 else 'does not show'}")
     return lines
 
+
+def full_work(cfg):
+    """One ``(participants, local epochs)`` per run (:mod:`reproduce.fedlada_cost`)."""
+    n = len(_floats(cfg.alphas)) + len(_floats(cfg.scaffold_alphas))
+    return [(fc.participation(cfg).m, fc.epochs(cfg))] * n
+
+DEFAULT_COST += "; " + fcost.entry_text(sys.modules[__name__])
 
 if __name__ == "__main__":
     raise SystemExit(common.main(__import__(__name__)))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from . import common
 from . import fedlada_common as fc
+from . import fedlada_cost as fcost
 
 PAPER, TARGET = "FedLADA", "Figure 4"
 TITLE = "FedLADA at participation 5 / 10 / 20 / 50 %: test accuracy and training loss"
@@ -77,6 +78,12 @@ def check(df, cfg):
                      f"{100 * g_lo:+.2f} points -> {'shows' if g_hi < g_lo else 'does not show'}")
     return lines
 
+
+def full_work(cfg):
+    """One ``(participants, local epochs)`` per rate (:mod:`reproduce.fedlada_cost`)."""
+    return [(fc.participation(cfg, r).m, fc.epochs(cfg)) for r in _floats(cfg.rates)]
+
+DEFAULT_COST += "; " + fcost.entry_text(sys.modules[__name__])
 
 if __name__ == "__main__":
     raise SystemExit(common.main(sys.modules[__name__]))

@@ -46,16 +46,22 @@ def test_paper_hyperparameters_and_standin_rates():
     assert fc.participation(cfg).m == 10
     full = fc.StandIn(full=True)
     full.scale()
-    assert (full.dataset, full.model, full.rounds, full.local_epochs, full.paper_lr) == \
+    assert (full.dataset, full.model, full.rounds, fc.epochs(full), full.paper_lr) == \
         ("cifar10", "resnet18", 1500, 5, True)
+    # spec 3.1: 5 local epochs on CIFAR-10, 2 on CIFAR-100 and TinyImageNet; a flag wins
+    for dataset, epochs in (("cifar100", 2), ("tinyimagenet", 2)):
+        full.dataset = dataset
+        assert fc.epochs(full) == epochs and fc.problem_desc(full)["local_epochs"] == epochs
+    full.local_epochs = 3
+    assert fc.epochs(full) == 3 and fc.problem_desc(full)["local_epochs"] == 3
 
 
 @pytest.mark.parametrize("entry,expect", [
-    ("fedlada_fig2", ["Table 1", "Table 7", "Table 6", "E2 ", "E5 ", "E12 "]),
+    ("fedlada_fig2", ["Table 1", "Table 7", "Table 6", "E2 ", "E2 size", "E4 ", "E5 ", "E12 "]),
     ("fedlada_fig1", ["FedAdam slowest", "averaged over the rounds"]),
     ("fedlada_fig8", ["E10 accuracy", "E10 consistency"]),
-    ("fedlada_alpha", ["Table 5", "E6 ", "E9a", "E9b", "E9c", "Table 3"]),
-    ("fedlada_k", ["Table 4", "E7 "]),
+    ("fedlada_alpha", ["Table 5", "E6 ", "E9a", "E9b", "E9c", "E9 (", "Table 3"]),
+    ("fedlada_k", ["Table 4", "E7 ", "E7 speed", "E7 rounds to best"]),
     ("fedlada_participation", ["E8 "]),
     ("fedlada_fig7", ["gelu: E13", "smu: E13"]),
 ])
@@ -70,6 +76,7 @@ def test_entry_tiny_runs_and_checks(entry, expect, tmp_path, capsys):
     for text in expect:
         assert text in out, (text, out)
     assert " show" in out                        # every claim gets a verdict
+    assert "missing:" not in out                 # every run has results (sweeps included)
     assert (tmp_path / "fig" / f"{entry}.png").stat().st_size > 0
     # a second call reuses the saved results (nothing runs) and prints the same check
     rc = common.main(mod, ["--tiny", "--quiet", "--plot-only", "--out", str(tmp_path / "res"),
