@@ -112,3 +112,34 @@ def test_train_accuracy_observer_equals_direct_evaluation():
         acc = float((logits.argmax(-1) == prob.y[prob.eval_index]).double().mean())
         # (the count is float32 in the problem; one sample is 1/62)
         assert np.isclose(out.metrics["train_acc"][r, -1], acc, rtol=0, atol=1e-6)
+
+
+def _table5(finals):
+    """A Table 5 sweep's rows: ``finals[alpha] = (seed 0, seed 1)`` final test accuracy."""
+    import pandas as pd
+    rows = []
+    for a, accs in finals.items():
+        for seed, acc in enumerate(accs):
+            rows.append({"run": f"fedlada_a{a:g}", "seed": seed, "round": 70,
+                         "metric": "test_acc", "value": acc, "panel": "table5",
+                         "sweep": "table5", "algorithm": "fedlada", "alpha": a})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("finals,interior,at005", [
+    # an interior peak at 0.05, both ends below its worst seed: the paper's E6
+    ({0.01: (.70, .71), 0.05: (.80, .81), 1.0: (.75, .76)}, "shows", "shows"),
+    # an interior peak at 0.1 (not 0.05)
+    ({0.01: (.70, .71), 0.1: (.80, .81), 1.0: (.75, .76)}, "shows", "does not show"),
+    # interior by the mean, but an end's best seed reaches the peak's worst: within noise
+    ({0.01: (.70, .71), 0.05: (.78, .84), 1.0: (.75, .79)}, "does not show", "shows"),
+    # monotone: the peak is an end
+    ({0.01: (.70, .71), 0.05: (.75, .76), 1.0: (.80, .81)}, "does not show", "does not show"),
+])
+def test_e6_verdict_is_the_full_claim(finals, interior, at005):
+    """E6: non-monotone with an interior peak above both ends beyond the seed spread, and
+    the peak's location (paper 0.05) judged separately."""
+    from reproduce import fedlada_alpha
+    lines = fedlada_alpha.check(_table5(finals), fedlada_alpha.Config())
+    e6 = next(line for line in lines if line.startswith("E6 "))
+    assert e6.split(" -> ")[1].startswith(interior) and e6.endswith(at005), e6
