@@ -143,3 +143,36 @@ def test_e6_verdict_is_the_full_claim(finals, interior, at005):
     lines = fedlada_alpha.check(_table5(finals), fedlada_alpha.Config())
     e6 = next(line for line in lines if line.startswith("E6 "))
     assert e6.split(" -> ")[1].startswith(interior) and e6.endswith(at005), e6
+
+
+def _k_rows(loss_hit, best_at):
+    """Rows of the K entry: for each K, a training loss that falls from 1 to 0.4 (K=2 at its
+    last round 60; the others reach 0.4 at ``loss_hit[K]``) and a test accuracy peaking at
+    ``best_at[K]``."""
+    import pandas as pd
+    rows = []
+    for k in (2, 4):
+        for seed in (0, 1):
+            for r in range(0, 65, 5):
+                hit = 60 if k == 2 else loss_hit[k]
+                loss = max(0.4, 1 - 0.6 * r / hit) if r < hit else 0.4 - 1e-3 * (k == 4)
+                acc = 0.8 - 0.001 * abs(r - best_at[k])
+                for metric, val in (("train_loss", loss), ("test_acc", acc)):
+                    rows.append({"run": f"K{k}", "K": k, "seed": seed, "round": r,
+                                 "metric": metric, "value": val})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("hit4,best,speed_ok,best_ok", [
+    (25, {2: 50, 4: 30}, "shows", "shows"),              # 60/25 = 2.4x; K=4 best first
+    (40, {2: 50, 4: 30}, "does not show", "shows"),      # 1.5x: faster, not about 2.2x
+    (25, {2: 30, 4: 50}, "shows", "does not show"),      # K=2 reaches its best first
+])
+def test_e7_verdicts_are_the_full_claim(hit4, best, speed_ok, best_ok):
+    from reproduce import fedlada_k
+    cfg = fedlada_k.Config(ks="2,4")
+    lines = fedlada_k.check(_k_rows({4: hit4}, best), cfg)
+    speed = next(line for line in lines if line.startswith("E7 speed"))
+    assert speed.endswith(speed_ok) and "faster shows" in speed, speed
+    when = next(line for line in lines if line.startswith("E7 rounds to best"))
+    assert when.endswith(best_ok), when
