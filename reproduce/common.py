@@ -395,6 +395,8 @@ def missing_runs(entry, cfg, df: pd.DataFrame) -> list[str]:
     given partial results (``--plot-only --available``) says which are missing and gives no
     verdict that needs them."""
     present = set(df["run"].unique()) if len(df) and "run" in df else set()
+    if len(df) and "sweep" in df:           # a sweep's rows are named by grid point
+        present |= set(df["sweep"].dropna().astype(str))
     return [r.name for r in entry.runs(cfg) if r.name not in present]
 
 
@@ -471,6 +473,8 @@ def describe_problem(problem) -> dict:
                     model=type(problem.model).__name__, batch_size=problem.batch_size,
                     local_epochs=problem.local_epochs, local_steps=problem.local_steps,
                     client_sizes=sorted({len(p) for p in problem.parts}))
+        if getattr(problem, "augment", None):   # the training augmentation and its padding
+            desc.update(augment=problem.augment, pad=problem.pad)
         if hasattr(problem, "gram_path"):       # which fused path ran (rounding differs)
             desc["local_sgd_path"] = "gram" if problem.gram_path else "direct"
     if hasattr(problem, "constants"):

@@ -9,6 +9,8 @@ default is a pilot: 1 seed, 40 rounds; ``--seeds``/``--rounds`` to tune harder.
 """
 from __future__ import annotations
 
+import sys
+
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -17,6 +19,7 @@ from sims.sweep import Axis, Grid
 
 from . import common, plotting
 from . import fedlada_common as fc
+from . import fedlada_cost as fcost
 from .sweeps import select, sweep_run
 
 PAPER, TARGET = "FedLADA", "learning-rate pilot (stand-in)"
@@ -75,6 +78,12 @@ def check(df, cfg):
         lines.append(f"  {fc.label(alg)}: {vals}")
     return lines
 
+
+def full_work(cfg):
+    """One ``(participants, local epochs)`` per grid point (:mod:`reproduce.fedlada_cost`)."""
+    return [(fc.participation(cfg).m, fc.epochs(cfg))] * len(grid(cfg).points())
+
+DEFAULT_COST += "; " + fcost.entry_text(sys.modules[__name__])
 
 if __name__ == "__main__":
     raise SystemExit(common.main(__import__(__name__)))

@@ -44,7 +44,7 @@ def sweep_run(name: str, grid: Grid, problem: dict, build_problem, participation
             raise ValueError(f"sweep {name}: {len(result.missing)} cell(s) failed twice; see "
                              f"{spec.folder / 'failures.json'}")
         table = result.table.copy()
-        for key, val in (params or {}).items():
+        for key, val in {"sweep": name, **(params or {})}.items():   # rows name their sweep
             table[key] = val
         return table, {"sweep": grid.describe(), "cells_run": result.ran,
                        "cells_reused": result.reused, "failures": result.failures}

@@ -46,16 +46,22 @@ def test_paper_hyperparameters_and_standin_rates():
     assert fc.participation(cfg).m == 10
     full = fc.StandIn(full=True)
     full.scale()
-    assert (full.dataset, full.model, full.rounds, full.local_epochs, full.paper_lr) == \
+    assert (full.dataset, full.model, full.rounds, fc.epochs(full), full.paper_lr) == \
         ("cifar10", "resnet18", 1500, 5, True)
+    # spec 3.1: 5 local epochs on CIFAR-10, 2 on CIFAR-100 and TinyImageNet; a flag wins
+    for dataset, epochs in (("cifar100", 2), ("tinyimagenet", 2)):
+        full.dataset = dataset
+        assert fc.epochs(full) == epochs and fc.problem_desc(full)["local_epochs"] == epochs
+    full.local_epochs = 3
+    assert fc.epochs(full) == 3 and fc.problem_desc(full)["local_epochs"] == 3
 
 
 @pytest.mark.parametrize("entry,expect", [
-    ("fedlada_fig2", ["Table 1", "Table 7", "Table 6", "E2 ", "E5 ", "E12 "]),
+    ("fedlada_fig2", ["Table 1", "Table 7", "Table 6", "E2 ", "E2 size", "E4 ", "E5 ", "E12 "]),
     ("fedlada_fig1", ["FedAdam slowest", "averaged over the rounds"]),
     ("fedlada_fig8", ["E10 accuracy", "E10 consistency"]),
-    ("fedlada_alpha", ["Table 5", "E6 ", "E9a", "E9b", "E9c", "Table 3"]),
-    ("fedlada_k", ["Table 4", "E7 "]),
+    ("fedlada_alpha", ["Table 5", "E6 ", "E9a", "E9b", "E9c", "E9 (", "Table 3"]),
+    ("fedlada_k", ["Table 4", "E7 ", "E7 speed", "E7 rounds to best"]),
     ("fedlada_participation", ["E8 "]),
     ("fedlada_fig7", ["gelu: E13", "smu: E13"]),
 ])
@@ -70,6 +76,7 @@ def test_entry_tiny_runs_and_checks(entry, expect, tmp_path, capsys):
     for text in expect:
         assert text in out, (text, out)
     assert " show" in out                        # every claim gets a verdict
+    assert "missing:" not in out                 # every run has results (sweeps included)
     assert (tmp_path / "fig" / f"{entry}.png").stat().st_size > 0
     # a second call reuses the saved results (nothing runs) and prints the same check
     rc = common.main(mod, ["--tiny", "--quiet", "--plot-only", "--out", str(tmp_path / "res"),
@@ -105,3 +112,67 @@ def test_train_accuracy_observer_equals_direct_evaluation():
         acc = float((logits.argmax(-1) == prob.y[prob.eval_index]).double().mean())
         # (the count is float32 in the problem; one sample is 1/62)
         assert np.isclose(out.metrics["train_acc"][r, -1], acc, rtol=0, atol=1e-6)
+
+
+def _table5(finals):
+    """A Table 5 sweep's rows: ``finals[alpha] = (seed 0, seed 1)`` final test accuracy."""
+    import pandas as pd
+    rows = []
+    for a, accs in finals.items():
+        for seed, acc in enumerate(accs):
+            rows.append({"run": f"fedlada_a{a:g}", "seed": seed, "round": 70,
+                         "metric": "test_acc", "value": acc, "panel": "table5",
+                         "sweep": "table5", "algorithm": "fedlada", "alpha": a})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("finals,interior,at005", [
+    # an interior peak at 0.05, both ends below its worst seed: the paper's E6
+    ({0.01: (.70, .71), 0.05: (.80, .81), 1.0: (.75, .76)}, "shows", "shows"),
+    # an interior peak at 0.1 (not 0.05)
+    ({0.01: (.70, .71), 0.1: (.80, .81), 1.0: (.75, .76)}, "shows", "does not show"),
+    # interior by the mean, but an end's best seed reaches the peak's worst: within noise
+    ({0.01: (.70, .71), 0.05: (.78, .84), 1.0: (.75, .79)}, "does not show", "shows"),
+    # monotone: the peak is an end
+    ({0.01: (.70, .71), 0.05: (.75, .76), 1.0: (.80, .81)}, "does not show", "does not show"),
+])
+def test_e6_verdict_is_the_full_claim(finals, interior, at005):
+    """E6: non-monotone with an interior peak above both ends beyond the seed spread, and
+    the peak's location (paper 0.05) judged separately."""
+    from reproduce import fedlada_alpha
+    lines = fedlada_alpha.check(_table5(finals), fedlada_alpha.Config())
+    e6 = next(line for line in lines if line.startswith("E6 "))
+    assert e6.split(" -> ")[1].startswith(interior) and e6.endswith(at005), e6
+
+
+def _k_rows(loss_hit, best_at):
+    """Rows of the K entry: for each K, a training loss that falls from 1 to 0.4 (K=2 at its
+    last round 60; the others reach 0.4 at ``loss_hit[K]``) and a test accuracy peaking at
+    ``best_at[K]``."""
+    import pandas as pd
+    rows = []
+    for k in (2, 4):
+        for seed in (0, 1):
+            for r in range(0, 65, 5):
+                hit = 60 if k == 2 else loss_hit[k]
+                loss = max(0.4, 1 - 0.6 * r / hit) if r < hit else 0.4 - 1e-3 * (k == 4)
+                acc = 0.8 - 0.001 * abs(r - best_at[k])
+                for metric, val in (("train_loss", loss), ("test_acc", acc)):
+                    rows.append({"run": f"K{k}", "K": k, "seed": seed, "round": r,
+                                 "metric": metric, "value": val})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("hit4,best,speed_ok,best_ok", [
+    (25, {2: 50, 4: 30}, "shows", "shows"),              # 60/25 = 2.4x; K=4 best first
+    (40, {2: 50, 4: 30}, "does not show", "shows"),      # 1.5x: faster, not about 2.2x
+    (25, {2: 30, 4: 50}, "shows", "does not show"),      # K=2 reaches its best first
+])
+def test_e7_verdicts_are_the_full_claim(hit4, best, speed_ok, best_ok):
+    from reproduce import fedlada_k
+    cfg = fedlada_k.Config(ks="2,4")
+    lines = fedlada_k.check(_k_rows({4: hit4}, best), cfg)
+    speed = next(line for line in lines if line.startswith("E7 speed"))
+    assert speed.endswith(speed_ok) and "faster shows" in speed, speed
+    when = next(line for line in lines if line.startswith("E7 rounds to best"))
+    assert when.endswith(best_ok), when

@@ -248,6 +248,8 @@ def test_reproduce_adapter_runs_a_grid_as_an_entry_run(tmp_path):
     df = common.execute(entry, cfg)
     assert {"eta_l", "algorithm", "point"} <= set(df.columns)
     assert df.groupby(["point", "seed"]).ngroups == 4
+    # rows are named by grid point and carry their sweep: the entry's run is not "missing"
+    assert (df["sweep"] == "lr").all() and common.missing_runs(entry, cfg, df) == []
     summary, _ = select(df, "final-train-loss")
     assert summary.selected.sum() == 1
     cells = list((tmp_path / "sweeps" / "lr" / "cells").glob("*.csv"))

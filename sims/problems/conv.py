@@ -20,7 +20,8 @@ batched form (it has parallelism to spare), so the loop is the default on the CP
   and a random horizontal flip, drawn afresh for every sample of every local minibatch. The
   draw is part of the round's seeded plan (:meth:`plan_client` encodes each sample's crop
   offset and flip in its index), so augmented runs are as reproducible as the rest of the
-  engine. Evaluation uses the plain images.
+  engine. Evaluation uses the plain images. ``augment="crop"`` draws the crop alone (no
+  flip: FedLADA Sec. 4.1, "random cropping on the extra 4/8-pixel padding images").
 
 * with ``eval_grad=False`` evaluates the train loss, test loss and accuracy but not the
   squared full-gradient norm ``grad_norm2`` (a backward pass over the evaluation samples,
@@ -41,7 +42,7 @@ from torch.func import vmap
 from ..data.base import NORMALIZATION, Dataset
 from .neural import NeuralProblem
 
-AUGMENTATIONS = (None, "crop-flip")
+AUGMENTATIONS = (None, "crop-flip", "crop")
 
 
 class ConvProblem(NeuralProblem):
@@ -72,7 +73,10 @@ class ConvProblem(NeuralProblem):
         plan = super().plan_client(rng, client)
         if not self.augment:
             return plan
-        codes = rng.integers(0, self.n_codes, size=plan.shape)
+        if self.augment == "crop":          # crop only (no flip): even codes
+            codes = 2 * rng.integers(0, self.n_codes // 2, size=plan.shape)
+        else:
+            codes = rng.integers(0, self.n_codes, size=plan.shape)
         return np.where(plan >= 0, plan + self.n_train * codes, plan)
 
     def fetch(self, payload: torch.Tensor):

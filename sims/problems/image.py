@@ -42,7 +42,7 @@ def build_image_problem(dataset: str = "mnist", model: str = "mlp", n_clients: i
                         partition_kw: dict | None = None, data=None,
                         test_samples: int | None = None, conv: bool | None = None,
                         loop: bool | None = None, augment: str | None = None,
-                        eval_grad: bool = True) -> NeuralProblem:
+                        pad: int = 4, eval_grad: bool = True) -> NeuralProblem:
     """An image-classification federated problem.
 
     ``scheme`` is a :func:`sims.data.partition` scheme (``"shards"``: Fed-EF's two
@@ -56,7 +56,8 @@ def build_image_problem(dataset: str = "mnist", model: str = "mlp", n_clients: i
 
     ``conv`` (default: whether ``model`` is one of :data:`CONV_MODELS`) returns a
     :class:`sims.problems.conv.ConvProblem`, with its options ``loop`` (per-client loop;
-    default on the CPU), ``augment`` (``"crop-flip"``: the CIFAR training augmentation) and
+    default on the CPU), ``augment`` (``"crop-flip"``: the CIFAR training augmentation;
+    ``"crop"``: the random crop alone; ``pad`` pixels of padding) and
     ``eval_grad`` (``False``: evaluation skips the squared full-gradient norm, the costly
     part for a CNN).
     """
@@ -75,8 +76,8 @@ def build_image_problem(dataset: str = "mnist", model: str = "mlp", n_clients: i
     if conv is None:
         conv = model in CONV_MODELS
     if conv:
-        return ConvProblem(ds, parts, net, loop=loop, augment=augment, eval_grad=eval_grad,
-                           **kw)
+        return ConvProblem(ds, parts, net, loop=loop, augment=augment, pad=pad,
+                           eval_grad=eval_grad, **kw)
     if augment or loop or not eval_grad:
         raise ValueError("augment, loop and eval_grad=False need a convolutional problem "
                          f"(conv=True or a model in {CONV_MODELS}), not {model!r}")
