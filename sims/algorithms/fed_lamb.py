@@ -192,7 +192,8 @@ class FedLAMB(Algorithm):
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
         seg = layer_seg(ctx.layout, theta) if self.layerwise else None
-        return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout, seg)
+        return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout, seg,
+                              owned=ctx.extra.get("owned_state", False))
 
     def client_message(self, delta, lstate, cstate, ctx):
         v_sent = self.rule.corrected_v(lstate)

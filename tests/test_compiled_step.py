@@ -1,0 +1,130 @@
+"""The compiled one-pass local step (``sims.compiled``, opt-in) equals the readable rule in
+float64 (issue 16): ``LocalAdaptive.reference_step`` over the options the registry's
+algorithms use (Fed-AMS, FedLADA, LocalAdam, a round-fixed ``vhat``, decoupled decay), per-row
+rates, several steps in a row, with and without ownership of the inputs; through the engine
+(its ``owned_state`` flag) against the eager run; and the fallback when compiling fails.
+
+The kernels are built by ``torch.compile`` (inductor), which needs a C++ compiler: without one
+these tests are skipped (the compiled form is then unusable here, and the eager form runs).
+"""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from sims import compiled, engine
+from sims.algorithms.adaptive import LocalAdaptive
+from sims.algorithms.registry import make_for_problem
+from sims.models import MLP
+from sims.participation import Participation
+from sims.problems.neural import NeuralProblem
+
+needs_compiler = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                                    reason="torch.compile's CPU backend needs a C++ compiler")
+B, D = 4, 37
+
+RULES = {   # rule, vhat, eps, bias correction, alpha, weight decay, mode
+    "fed-ams": ("amsgrad", "step", 0.0, True, 1.0, 0.0, "coupled"),
+    "fedlada": ("amsgrad", "step", 0.0, False, 0.3, 0.01, "coupled"),
+    "adam-decoupled": ("adam", "step", 1e-8, True, 1.0, 0.02, "decoupled"),
+    "vhat-round": ("amsgrad", "round", 1e-8, True, 1.0, 0.0, "coupled"),
+}
+
+
+@pytest.fixture
+def compiled_on():
+    compiled.enable(True)
+    yield
+    compiled.enable(False)
+
+
+def _start(gen):
+    v = torch.rand(B, D, generator=gen, dtype=torch.float64)
+    return LocalAdaptive.start(torch.randn(B, D, generator=gen, dtype=torch.float64) * 0.1, v,
+                               v + torch.rand(B, D, generator=gen, dtype=torch.float64),
+                               torch.tensor([0.0, 1.0, 3.0, 7.0], dtype=torch.float64))
+
+
+@needs_compiler
+@pytest.mark.parametrize("name", list(RULES))
+def test_compiled_step_equals_reference(compiled_on, name):
+    r, vh, eps, bc, alpha, wd, mode = RULES[name]
+    rule = LocalAdaptive(r, 0.9, 0.99, vhat=vh, eps=eps, bias_correction=bc, alpha=alpha,
+                         weight_decay=wd, wd_mode=mode)
+    gen = torch.Generator().manual_seed(len(name))
+    ga = torch.randn(B, D, generator=gen, dtype=torch.float64)
+    for lr in (0.05, torch.tensor([[0.05], [0.01], [0.2], [0.1]], dtype=torch.float64)):
+        theta = torch.randn(B, D, generator=gen, dtype=torch.float64)
+        st_c = st_r = _start(gen)
+        th_c, th_r = theta, theta
+        inputs = {k: v.clone() for k, v in st_c.items()}
+        for step in range(3):
+            assert compiled.usable(rule, None, th_c)
+            got = compiled.fused_local_adaptive_step(rule, th_c, torch.sin(th_c + step), st_c,
+                                                     lr, ga, owned=step > 0)
+            assert got is not None
+            if step == 0:       # not owned: the inputs are left as they were
+                assert torch.equal(th_c, theta)
+                assert all(torch.equal(st_c[k], inputs[k]) for k in inputs)
+            th_c, st_c = got
+            th_r, st_r = rule.reference_step(th_r, torch.sin(th_r + step), st_r, None, lr,
+                                             None, ga=ga)
+            torch.testing.assert_close(th_c, th_r, rtol=1e-12, atol=1e-12)
+            for k in st_r:
+                torch.testing.assert_close(st_c[k], st_r[k], rtol=1e-12, atol=1e-12)
+
+
+def _tiny_problem():
+    gen = torch.Generator().manual_seed(0)
+    n, per = 6, 20
+    ds = type("DS", (), dict(name="tiny", source="random",
+                             x_train=torch.randn(n * per, 1, 4, 4, generator=gen),
+                             y_train=torch.randint(0, 3, (n * per,), generator=gen),
+                             x_test=torch.randn(5, 1, 4, 4, generator=gen),
+                             y_test=torch.randint(0, 3, (5,), generator=gen)))
+    parts = list(np.arange(n * per).reshape(n, per))
+    parts[0] = parts[0][:13]     # a client with fewer samples: a masked last step
+    return NeuralProblem(ds, parts, MLP(16, 8, 3), batch_size=4, dtype=torch.float64)
+
+
+@needs_compiler
+@pytest.mark.parametrize("name", ["fed-ams", "fedlada", "localadam"])
+def test_engine_compiled_equals_eager(name):
+    problem = _tiny_problem()
+    out = {}
+    for on in (False, True):
+        compiled.enable(on)
+        try:
+            alg = make_for_problem(name, problem)
+            out[on] = engine.run(problem, alg, Participation("fixed", m=3), 3, [0],
+                                 eval_every=0).server["theta"]
+            assert compiled.enabled() == on     # compiled and ran (no fallback)
+        finally:
+            compiled.enable(False)
+    assert not torch.equal(out[True], problem.init_theta(0).unsqueeze(0))
+    torch.testing.assert_close(out[True], out[False], rtol=1e-10, atol=1e-12)
+
+
+def test_compile_failure_falls_back_to_eager(monkeypatch):
+    def broken(fn, **kw):
+        def run(*a):
+            raise RuntimeError("no compiler here")
+        return run
+    monkeypatch.setattr(torch, "compile", broken)
+    monkeypatch.setattr(compiled, "_kernels", {})
+    compiled.enable(True)
+    try:
+        rule = LocalAdaptive("amsgrad", 0.9, 0.99, bias_correction=True)
+        gen = torch.Generator().manual_seed(1)
+        theta = torch.randn(B, D, generator=gen, dtype=torch.float64)
+        state = _start(gen)
+        with pytest.warns(RuntimeWarning, match="torch.compile failed"):
+            th, st = rule.step(theta, torch.cos(theta), state, None, 0.1, None)
+        assert not compiled.enabled()
+        th_r, st_r = rule.reference_step(theta, torch.cos(theta), state, None, 0.1, None)
+        torch.testing.assert_close(th, th_r, rtol=1e-12, atol=1e-12)
+    finally:
+        compiled.enable(False)
