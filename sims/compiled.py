@@ -117,3 +117,55 @@ def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned: bool = 
         return None
     return theta, {"m": state["m"], "v": state["v"], "vhat": state["vhat"], "n": n, "nm": nm,
                    "k": state["k"] + 1}
+
+
+def frozen_usable(rule, mask, theta: torch.Tensor) -> bool:
+    """Whether :func:`fused_frozen_step` applies to MimeLite / Mime's base optimizer ``rule``
+    (:class:`sims.optim.AdaptiveRule`): compiled form on, no mask, Adam / AMSGrad with
+    numeric constants and no bias correction, a floating ``[B, d]`` on the CPU."""
+    return (enabled() and mask is None and rule.kind in ("adam", "amsgrad")
+            and not rule.bias_correction and not torch.is_tensor(rule.beta1)
+            and not torch.is_tensor(rule.beta2) and not torch.is_tensor(rule.eps)
+            and theta.dim() == 2 and theta.device.type == "cpu" and theta.is_floating_point())
+
+
+def _frozen_kernel(opts: tuple):
+    if opts in _kernels:
+        return _kernels[opts]
+    _, ams, inside, corrected, b1, b2, eps = opts
+
+    def step(theta, g, anchor, c, m, v, vhat, lr):
+        if corrected:                       # Mime's SVRG correction
+            g = g - anchor + c
+        m_new = b1 * m + (1 - b1) * g if b1 else g
+        second = b2 * v + (1 - b2) * g * g
+        if ams:
+            second = torch.maximum(vhat, second)
+        if inside:
+            return theta - lr * m_new * torch.rsqrt(second + eps)
+        return theta - lr * m_new / (torch.sqrt(second) + eps)
+
+    _kernels[opts] = torch.compile(step, fullgraph=True)
+    return _kernels[opts]
+
+
+def fused_frozen_step(rule, theta, g, s: dict, lr, anchor=None, c=None):
+    """``theta - lr U(g; s)`` with the frozen server state ``s`` (MimeLite / Mime's local step,
+    :meth:`sims.algorithms.fed_lamb.MimeLite._frozen_step`; ``U`` the base rule's direction,
+    :meth:`sims.optim.AdaptiveRule.reference_direction`), for Mime on the corrected
+    ``g - anchor + c``, as one compiled pass that writes a new tensor; None when compiling
+    failed (the caller then takes the eager form)."""
+    corrected = anchor is not None
+    opts = ("frozen", rule.kind == "amsgrad", bool(rule.eps_inside_sqrt), corrected,
+            float(rule.beta1), float(rule.beta2), float(rule.eps))
+    one = torch.ones((theta.shape[0], 1), dtype=theta.dtype, device=theta.device)
+    lr_t = lr.to(theta.dtype).reshape(-1, 1) if torch.is_tensor(lr) else one * lr
+    vhat = s.get("vhat", s["v"])
+    try:
+        return _frozen_kernel(opts)(theta, g, anchor if corrected else g,
+                                    c if corrected else g, s["m"], s["v"], vhat, lr_t)
+    except Exception as exc:
+        _state["failed"] = True
+        warnings.warn(f"sims.compiled: torch.compile failed ({type(exc).__name__}); using "
+                      "the eager local step", RuntimeWarning, stacklevel=2)
+        return None

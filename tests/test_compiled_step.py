@@ -17,6 +17,7 @@ import torch
 
 from sims import compiled, engine
 from sims.algorithms.adaptive import LocalAdaptive
+from sims.optim import AdaptiveRule
 from sims.algorithms.registry import make_for_problem
 from sims.models import MLP
 from sims.participation import Participation
@@ -91,7 +92,28 @@ def _tiny_problem():
 
 
 @needs_compiler
-@pytest.mark.parametrize("name", ["fed-ams", "fedlada", "localadam"])
+@pytest.mark.parametrize("kind,inside,corrected", [("amsgrad", True, False),
+                                                   ("amsgrad", True, True),
+                                                   ("adam", False, True)])
+def test_compiled_frozen_step_equals_reference(compiled_on, kind, inside, corrected):
+    """MimeLite / Mime's step ``theta - lr U(g; s)`` on the frozen server state (Mime: on
+    ``g - anchor + c``) against the base rule's readable direction."""
+    rule = AdaptiveRule(0.01, kind, 0.9, 0.999, 1e-8, 0.0, eps_inside_sqrt=inside)
+    gen = torch.Generator().manual_seed(7)
+    rand = lambda: torch.randn(B, D, generator=gen, dtype=torch.float64)  # noqa: E731
+    s = rule.init(rand())
+    s = {k: (v + rand().abs() if v.dim() == 2 else v) for k, v in s.items()}
+    theta, g, anchor, c = rand(), rand(), rand(), rand()
+    for lr in (0.05, torch.tensor([[0.05], [0.01], [0.2], [0.1]], dtype=torch.float64)):
+        assert compiled.frozen_usable(rule, None, theta)
+        got = compiled.fused_frozen_step(rule, theta, g, s, lr, *((anchor, c) if corrected
+                                                                  else (None, None)))
+        u, _ = rule.reference_direction(g - anchor + c if corrected else g, s)
+        torch.testing.assert_close(got, theta - lr * u, rtol=1e-12, atol=1e-12)
+
+
+@needs_compiler
+@pytest.mark.parametrize("name", ["fed-ams", "fedlada", "localadam", "mimelite", "mime"])
 def test_engine_compiled_equals_eager(name):
     problem = _tiny_problem()
     out = {}
