@@ -169,3 +169,50 @@ def fused_frozen_step(rule, theta, g, s: dict, lr, anchor=None, c=None):
         warnings.warn(f"sims.compiled: torch.compile failed ({type(exc).__name__}); using "
                       "the eager local step", RuntimeWarning, stacklevel=2)
         return None
+
+
+def full_usable(mask, theta: torch.Tensor) -> bool:
+    """Whether :func:`fused_full_precond_step` applies: compiled form on, no mask, a floating
+    ``[B, d]`` on the CPU (the caller checks the algorithm's own conditions)."""
+    return (enabled() and mask is None and theta.dim() == 2 and theta.device.type == "cpu"
+            and theta.is_floating_point())
+
+
+def _full_kernel(opts: tuple):
+    if opts in _kernels:
+        return _kernels[opts]
+    _, adam, b1, b2, eps = opts
+
+    def step(theta, g, m, v, lr, c1, c2):
+        if adam:
+            m_new = b1 * m + (1 - b1) * g
+            v_new = b2 * v + (1 - b2) * g * g
+            return theta - lr * (m_new / c1) / (torch.sqrt(v_new / c2) + eps), m_new, v_new
+        v_new = v + g * g
+        return theta - lr * g / (torch.sqrt(v_new) + eps), v_new
+
+    _kernels[opts] = torch.compile(step, fullgraph=True)
+    return _kernels[opts]
+
+
+def fused_full_precond_step(theta, g, v, lr, eps: float, m=None, beta1: float = 0.9,
+                            beta2: float = 0.999, c1=None, c2=None):
+    """FedAda2's client AdaGrad (``m is None``) or Adam step with the full (not SM3)
+    preconditioner updated every step (Alg. 9 / 7 with ``z = 1``; readable rule
+    ``sims.algorithms.fedada2.JointAdaptive.reference_local_step``) as one compiled pass:
+    AdaGrad ``v + g^2``, ``theta - lr g / (sqrt(v) + eps)``; Adam ``m, v`` EMAs and ``theta -
+    lr (m / c1) / (sqrt(v / c2) + eps)`` (``c1, c2`` ``[B, 1]`` or None: 1). Returns ``(theta,
+    v)`` / ``(theta, m, v)`` as new tensors, or None when compiling failed."""
+    B = theta.shape[0]
+    one = torch.ones((B, 1), dtype=theta.dtype, device=theta.device)
+    lr_t = lr.to(theta.dtype).reshape(-1, 1) if torch.is_tensor(lr) else one * lr
+    adam = m is not None
+    opts = ("full", adam, float(beta1), float(beta2), float(eps))
+    try:
+        return _full_kernel(opts)(theta, g, m if adam else g, v, lr_t,
+                                  one if c1 is None else c1, one if c2 is None else c2)
+    except Exception as exc:
+        _state["failed"] = True
+        warnings.warn(f"sims.compiled: torch.compile failed ({type(exc).__name__}); using "
+                      "the eager local step", RuntimeWarning, stacklevel=2)
+        return None

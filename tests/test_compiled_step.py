@@ -113,17 +113,23 @@ def test_compiled_frozen_step_equals_reference(compiled_on, kind, inside, correc
 
 
 @needs_compiler
-@pytest.mark.parametrize("name", ["fed-ams", "fedlada", "localadam", "mimelite", "mime"])
-def test_engine_compiled_equals_eager(name):
+@pytest.mark.parametrize("name,kernel", [("fed-ams", False), ("fedlada", False),
+                                         ("localadam", False), ("mimelite", "frozen"),
+                                         ("mime", "frozen"), ("dja", "full"),
+                                         ("fedadaadam", "full"), ("fedadaadagrad", "full")])
+def test_engine_compiled_equals_eager(name, kernel, monkeypatch):
     problem = _tiny_problem()
     out = {}
     for on in (False, True):
         compiled.enable(on)
+        monkeypatch.setattr(compiled, "_kernels", {})
         try:
             alg = make_for_problem(name, problem)
             out[on] = engine.run(problem, alg, Participation("fixed", m=3), 3, [0],
                                  eval_every=0).server["theta"]
             assert compiled.enabled() == on     # compiled and ran (no fallback)
+            used = {k[0] if isinstance(k[0], str) else False for k in compiled._kernels}
+            assert used == ({kernel} if on else set())
         finally:
             compiled.enable(False)
     assert not torch.equal(out[True], problem.init_theta(0).unsqueeze(0))

@@ -66,6 +66,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import compiled
 from ..optim import OptimizerError, SM3Cover, _masked, sm3_adagrad_step, sm3_adam_step
 from .adaptive import FedOpt, bits, check_common, describe_dataclass, server_rule
 from .base import Algorithm, masked_rows
@@ -209,6 +210,9 @@ class JointAdaptive(Algorithm):
         return mu, cover.cover_min(mu)
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        got = self._compiled_full_step(theta, grad, lstate, mask, ctx)
+        if got is not None:
+            return got
         if (self.client == "adagrad" and self.delay == 1 and not self.clip
                 and not torch.is_tensor(self.eps)):     # sims.optim.sm3_adagrad_step
             th, mu, nu = sm3_adagrad_step(self.cover(ctx.layout), theta, grad, lstate["mu"],
@@ -231,6 +235,33 @@ class JointAdaptive(Algorithm):
             new = {key: _masked(mask, val, lstate[key]) for key, val in new.items()}
             return _masked(mask, th, theta), new
         return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
+
+    def _compiled_full_step(self, theta, grad, lstate, mask, ctx):
+        """The full-preconditioner AdaGrad / Adam step (``mu = nu = v``) as one compiled pass
+        (:func:`sims.compiled.fused_full_precond_step`, opt-in), or None where it does not
+        apply (SM3 covers, delay ``z > 1``, clipping, per-replica constants, a mask)."""
+        if (self.precond != "full" or self.delay != 1 or self.clip
+                or self.client not in ("adagrad", "adam") or not compiled.full_usable(mask, theta)
+                or any(torch.is_tensor(x) for x in (self.eps, self.beta1, self.beta2, self.eta_l))):
+            return None
+        k = lstate["k"] + 1
+        if self.client == "adagrad":
+            got = compiled.fused_full_precond_step(theta, grad, lstate["mu"], self.eta_l, self.eps)
+            if got is None:
+                return None
+            th, v = got
+            return th, {"k": k, "mu": v, "nu": v}
+        c1 = c2 = None
+        if self.bias_correction:
+            updates = k + ctx.t if self.init == "server" else k
+            c1 = 1 - self.beta1 ** k.unsqueeze(-1)
+            c2 = 1 - self.beta2 ** updates.unsqueeze(-1)
+        got = compiled.fused_full_precond_step(theta, grad, lstate["mu"], self.eta_l, self.eps,
+                                               lstate["m"], self.beta1, self.beta2, c1, c2)
+        if got is None:
+            return None
+        th, m, v = got
+        return th, {"k": k, "mu": v, "nu": v, "m": m}
 
     def reference_local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         """The rule as written in the class docstring (the fast form is tested against it)."""
