@@ -46,18 +46,27 @@ def enabled() -> bool:
 
 def usable(rule, mask, theta: torch.Tensor) -> bool:
     """Whether :func:`fused_local_adaptive_step` applies: compiled form on, no mask, a
-    floating ``[B, d]`` on the CPU, and no layer-wise trust ratio (Fed-LAMB's per-layer norms
-    need the step's whole direction first; the eager :func:`sims.optim.trust_step` does
-    them)."""
-    return (enabled() and mask is None and rule.trust is None and theta.dim() == 2
+    floating ``[B, d]`` on the CPU."""
+    return (enabled() and mask is None and theta.dim() == 2
             and theta.device.type == "cpu" and theta.is_floating_point())
+
+
+def _compile(fn):
+    """``torch.compile`` of one kernel. Every option combination's kernel is a closure of the
+    same code object, which dynamo counts against one recompile limit (8 by default): raised
+    here, so several algorithms, shapes and dtypes in one process do not exhaust it."""
+    cfg = torch._dynamo.config
+    for key in ("recompile_limit", "cache_size_limit"):
+        if hasattr(cfg, key) and getattr(cfg, key) < 256:
+            setattr(cfg, key, 256)
+    return torch.compile(fn, fullgraph=True)
 
 
 def _kernel(opts: tuple):
     """The compiled in-place step for one combination of the rule's static options."""
     if opts in _kernels:
         return _kernels[opts]
-    ams, vhat_step, bc, eps, alpha, wd, coupled, b1, b2 = opts
+    ams, vhat_step, bc, eps, alpha, wd, coupled, b1, b2, trust = opts
 
     def step(theta, g, m, v, vhat, ga, lr, c1, c2):
         if wd and coupled:
@@ -72,6 +81,12 @@ def _kernel(opts: tuple):
             vhat_new, second = vhat, vc
         rs = torch.rsqrt(second + eps) if eps else torch.rsqrt(second)
         u = m_new * rs / c1 if bc else m_new * rs
+        if trust:                   # the direction; the layer-wise step is taken eagerly
+            m.copy_(m_new)
+            v.copy_(v_new)
+            if ams and vhat_step:
+                vhat.copy_(vhat_new)
+            return u
         new = theta - (lr * alpha) * u if alpha != 1 else theta - lr * u
         if alpha != 1:
             new = new - (lr * (1 - alpha)) * ga
@@ -83,18 +98,23 @@ def _kernel(opts: tuple):
             vhat.copy_(vhat_new)
         theta.copy_(new)
 
-    _kernels[opts] = torch.compile(step, fullgraph=True)
+    _kernels[opts] = _compile(step)
     return _kernels[opts]
 
 
-def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned: bool = False):
-    """:func:`sims.optim.local_adaptive_step` (no mask, no trust ratio) as one compiled
-    in-place pass; returns ``(theta, state)`` like it, or None when compiling failed (the
-    caller then takes the eager form). ``owned``: ``theta`` and ``state``'s ``m, v, vhat`` may
-    be overwritten (else they are copied first)."""
+def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned: bool = False,
+                              layout=None):
+    """:func:`sims.optim.local_adaptive_step` (no mask) as one compiled in-place pass;
+    returns ``(theta, state)`` like it, or None when compiling failed (the caller then takes
+    the eager form). ``owned``: ``theta`` and ``state``'s ``m, v, vhat`` may be overwritten
+    (else they are copied first). With a trust ratio (Fed-LAMB) the pass updates the moments
+    and gives the direction ``u``; the layer-wise step is :func:`sims.optim.trust_step`
+    (its per-layer norms need the whole ``u`` first), which writes a new ``theta``."""
     ams, vhat_step = rule.rule == "amsgrad", rule.vhat == "step"
+    trust = rule.trust is not None
     if not owned:
-        theta = theta.clone()
+        if not trust:
+            theta = theta.clone()
         state = dict(state, m=state["m"].clone(), v=state["v"].clone())
         if ams and vhat_step:
             state["vhat"] = state["vhat"].clone()
@@ -105,16 +125,25 @@ def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned: bool = 
     c2 = (1 - rule.beta2 ** n.unsqueeze(-1)) if bc else one
     lr_t = lr.to(theta.dtype).reshape(-1, 1) if torch.is_tensor(lr) else one * lr
     opts = (ams, vhat_step, bc, float(rule.eps), float(rule.alpha), float(rule.weight_decay),
-            rule.wd_mode == "coupled", float(rule.beta1), float(rule.beta2))
+            rule.wd_mode == "coupled", float(rule.beta1), float(rule.beta2), trust)
     ga_t = ga if ga is not None and rule.alpha != 1 else theta
     try:
-        _kernel(opts)(theta, g, state["m"], state["v"], state["vhat"], ga_t, lr_t, c1, c2)
+        u = _kernel(opts)(theta, g, state["m"], state["v"], state["vhat"], ga_t, lr_t, c1, c2)
     except Exception as exc:           # no compiler, unsupported torch: eager from now on
         _state["failed"] = True
         warnings.warn(f"sims.compiled: torch.compile failed ({type(exc).__name__}: "
                       f"{str(exc).splitlines()[0] if str(exc) else ''}); using the eager "
                       "local step", RuntimeWarning, stacklevel=2)
         return None
+    if trust:
+        from .optim import axpy, trust_step
+        a = lr * rule.alpha if rule.alpha != 1 else lr
+        new_theta = trust_step(rule.trust, theta, u, layout, a)
+        if rule.alpha != 1:
+            new_theta = axpy(new_theta, ga, -(lr * (1 - rule.alpha)))
+        if rule.weight_decay and rule.wd_mode != "coupled":
+            new_theta = axpy(new_theta, theta, -(lr * rule.weight_decay))
+        theta = new_theta
     return theta, {"m": state["m"], "v": state["v"], "vhat": state["vhat"], "n": n, "nm": nm,
                    "k": state["k"] + 1}
 
@@ -132,7 +161,7 @@ def frozen_usable(rule, mask, theta: torch.Tensor) -> bool:
 def _frozen_kernel(opts: tuple):
     if opts in _kernels:
         return _kernels[opts]
-    _, ams, inside, corrected, b1, b2, eps = opts
+    _, ams, inside, corrected, b1, b2, eps, direction = opts
 
     def step(theta, g, anchor, c, m, v, vhat, lr):
         if corrected:                       # Mime's SVRG correction
@@ -141,23 +170,23 @@ def _frozen_kernel(opts: tuple):
         second = b2 * v + (1 - b2) * g * g
         if ams:
             second = torch.maximum(vhat, second)
-        if inside:
-            return theta - lr * m_new * torch.rsqrt(second + eps)
-        return theta - lr * m_new / (torch.sqrt(second) + eps)
+        u = m_new * torch.rsqrt(second + eps) if inside else m_new / (torch.sqrt(second) + eps)
+        return u if direction else theta - lr * u
 
-    _kernels[opts] = torch.compile(step, fullgraph=True)
+    _kernels[opts] = _compile(step)
     return _kernels[opts]
 
 
-def fused_frozen_step(rule, theta, g, s: dict, lr, anchor=None, c=None):
+def fused_frozen_step(rule, theta, g, s: dict, lr, anchor=None, c=None, direction=False):
     """``theta - lr U(g; s)`` with the frozen server state ``s`` (MimeLite / Mime's local step,
     :meth:`sims.algorithms.fed_lamb.MimeLite._frozen_step`; ``U`` the base rule's direction,
     :meth:`sims.optim.AdaptiveRule.reference_direction`), for Mime on the corrected
     ``g - anchor + c``, as one compiled pass that writes a new tensor; None when compiling
-    failed (the caller then takes the eager form)."""
+    failed (the caller then takes the eager form). ``direction``: ``U(g; s)`` itself (for
+    the LAMB variants' layer-wise step)."""
     corrected = anchor is not None
     opts = ("frozen", rule.kind == "amsgrad", bool(rule.eps_inside_sqrt), corrected,
-            float(rule.beta1), float(rule.beta2), float(rule.eps))
+            float(rule.beta1), float(rule.beta2), float(rule.eps), bool(direction))
     one = torch.ones((theta.shape[0], 1), dtype=theta.dtype, device=theta.device)
     lr_t = lr.to(theta.dtype).reshape(-1, 1) if torch.is_tensor(lr) else one * lr
     vhat = s.get("vhat", s["v"])
@@ -191,7 +220,7 @@ def _full_kernel(opts: tuple):
         v_new = v + g * g
         return theta - lr * g / (torch.sqrt(v_new) + eps), v_new
 
-    _kernels[opts] = torch.compile(step, fullgraph=True)
+    _kernels[opts] = _compile(step)
     return _kernels[opts]
 
 

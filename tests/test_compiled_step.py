@@ -17,7 +17,8 @@ import torch
 
 from sims import compiled, engine
 from sims.algorithms.adaptive import LocalAdaptive
-from sims.optim import AdaptiveRule
+from sims.optim import AdaptiveRule, TrustRatio
+from sims.params import ParamLayout
 from sims.algorithms.registry import make_for_problem
 from sims.models import MLP
 from sims.participation import Participation
@@ -25,14 +26,17 @@ from sims.problems.neural import NeuralProblem
 
 needs_compiler = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                                     reason="torch.compile's CPU backend needs a C++ compiler")
-B, D = 4, 37
+B, D = 4, 43
 
 RULES = {   # rule, vhat, eps, bias correction, alpha, weight decay, mode
     "fed-ams": ("amsgrad", "step", 0.0, True, 1.0, 0.0, "coupled"),
     "fedlada": ("amsgrad", "step", 0.0, False, 0.3, 0.01, "coupled"),
     "adam-decoupled": ("adam", "step", 1e-8, True, 1.0, 0.02, "decoupled"),
     "vhat-round": ("amsgrad", "round", 1e-8, True, 1.0, 0.0, "coupled"),
+    "fed-lamb": ("amsgrad", "step", 0.0, True, 1.0, 0.0, "coupled"),
+    "lamb-amended": ("amsgrad", "step", 0.0, False, 0.3, 0.02, "decoupled"),
 }
+TRUST = {"fed-lamb": TrustRatio(), "lamb-amended": TrustRatio("identity", lam=0.1)}
 
 
 @pytest.fixture
@@ -54,7 +58,8 @@ def _start(gen):
 def test_compiled_step_equals_reference(compiled_on, name):
     r, vh, eps, bc, alpha, wd, mode = RULES[name]
     rule = LocalAdaptive(r, 0.9, 0.99, vhat=vh, eps=eps, bias_correction=bc, alpha=alpha,
-                         weight_decay=wd, wd_mode=mode)
+                         weight_decay=wd, wd_mode=mode, trust=TRUST.get(name))
+    layout = ParamLayout.from_module(MLP(4, 5, 3))       # d = 43
     gen = torch.Generator().manual_seed(len(name))
     ga = torch.randn(B, D, generator=gen, dtype=torch.float64)
     for lr in (0.05, torch.tensor([[0.05], [0.01], [0.2], [0.1]], dtype=torch.float64)):
@@ -65,14 +70,14 @@ def test_compiled_step_equals_reference(compiled_on, name):
         for step in range(3):
             assert compiled.usable(rule, None, th_c)
             got = compiled.fused_local_adaptive_step(rule, th_c, torch.sin(th_c + step), st_c,
-                                                     lr, ga, owned=step > 0)
+                                                     lr, ga, owned=step > 0, layout=layout)
             assert got is not None
             if step == 0:       # not owned: the inputs are left as they were
                 assert torch.equal(th_c, theta)
                 assert all(torch.equal(st_c[k], inputs[k]) for k in inputs)
             th_c, st_c = got
             th_r, st_r = rule.reference_step(th_r, torch.sin(th_r + step), st_r, None, lr,
-                                             None, ga=ga)
+                                             layout, ga=ga)
             torch.testing.assert_close(th_c, th_r, rtol=1e-12, atol=1e-12)
             for k in st_r:
                 torch.testing.assert_close(st_c[k], st_r[k], rtol=1e-12, atol=1e-12)
@@ -92,10 +97,11 @@ def _tiny_problem():
 
 
 @needs_compiler
-@pytest.mark.parametrize("kind,inside,corrected", [("amsgrad", True, False),
-                                                   ("amsgrad", True, True),
-                                                   ("adam", False, True)])
-def test_compiled_frozen_step_equals_reference(compiled_on, kind, inside, corrected):
+@pytest.mark.parametrize("kind,inside,corrected,direction", [("amsgrad", True, False, False),
+                                                             ("amsgrad", True, True, False),
+                                                             ("adam", False, True, False),
+                                                             ("amsgrad", True, True, True)])
+def test_compiled_frozen_step_equals_reference(compiled_on, kind, inside, corrected, direction):
     """MimeLite / Mime's step ``theta - lr U(g; s)`` on the frozen server state (Mime: on
     ``g - anchor + c``) against the base rule's readable direction."""
     rule = AdaptiveRule(0.01, kind, 0.9, 0.999, 1e-8, 0.0, eps_inside_sqrt=inside)
@@ -107,15 +113,19 @@ def test_compiled_frozen_step_equals_reference(compiled_on, kind, inside, correc
     for lr in (0.05, torch.tensor([[0.05], [0.01], [0.2], [0.1]], dtype=torch.float64)):
         assert compiled.frozen_usable(rule, None, theta)
         got = compiled.fused_frozen_step(rule, theta, g, s, lr, *((anchor, c) if corrected
-                                                                  else (None, None)))
+                                                                  else (None, None)),
+                                         direction=direction)
         u, _ = rule.reference_direction(g - anchor + c if corrected else g, s)
-        torch.testing.assert_close(got, theta - lr * u, rtol=1e-12, atol=1e-12)
+        want = u if direction else theta - lr * u
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
 @needs_compiler
 @pytest.mark.parametrize("name,kernel", [("fed-ams", False), ("fedlada", False),
                                          ("localadam", False), ("mimelite", "frozen"),
                                          ("mime", "frozen"), ("dja", "full"),
+                                         ("fed-lamb", False), ("mime-lamb", "frozen"),
+                                         ("mimelite-lamb", "frozen"),
                                          ("fedadaadam", "full"), ("fedadaadagrad", "full")])
 def test_engine_compiled_equals_eager(name, kernel, monkeypatch):
     problem = _tiny_problem()

@@ -180,7 +180,8 @@ class LocalAdaptive:
         are the caller's to overwrite (the engine's ``ctx.extra["owned_state"]``)."""
         if local_adaptive_fast_ok(self):
             if compiled.usable(self, mask, theta):
-                got = compiled.fused_local_adaptive_step(self, theta, g, state, lr, ga, owned)
+                got = compiled.fused_local_adaptive_step(self, theta, g, state, lr, ga, owned,
+                                                         layout)
                 if got is not None:
                     return got
             return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga)

@@ -329,10 +329,12 @@ class MimeLite(Algorithm):
         form on (:mod:`sims.compiled`, opt-in), one pass (:func:`fused_frozen_step`)."""
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
         frozen = {k[2:]: v for k, v in bcast.items() if k.startswith("s_")}
-        if (self.trust is None and self.base_rule is not None
-                and compiled.frozen_usable(self.base_rule, mask, theta)):
-            got = compiled.fused_frozen_step(self.base_rule, theta, g, frozen, lr, anchor, c)
+        if self.base_rule is not None and compiled.frozen_usable(self.base_rule, mask, theta):
+            got = compiled.fused_frozen_step(self.base_rule, theta, g, frozen, lr, anchor, c,
+                                             direction=self.trust is not None)
             if got is not None:
+                if self.trust is not None:
+                    return trust_step(self.trust, theta, got, ctx.layout, lr)
                 return got
         if anchor is not None:
             g = (g - anchor).add_(c)                        # SVRG correction
