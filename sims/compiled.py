@@ -62,6 +62,30 @@ def _compile(fn):
     return torch.compile(fn, fullgraph=True)
 
 
+def _trust_update(theta, u, lr, trust):
+    """``theta - lr trust(theta, u)`` (:class:`sims.optim.TrustRatio`) inside a compiled
+    kernel, layer by layer on static slices ``trust = (phi, phi_min, phi_max, lam,
+    slices)``."""
+    phi, phi_min, phi_max, lam, slices = trust
+    w = u + lam * theta if lam else u
+    pieces = []
+    for lo, hi in slices:
+        wl, tl = w[:, lo:hi], theta[:, lo:hi]
+        w_norm = torch.sqrt((wl * wl).sum(1, keepdim=True))
+        ref = u[:, lo:hi] if phi == "update_norm" else tl
+        scale = torch.sqrt((ref * ref).sum(1, keepdim=True))
+        if phi == "clip":
+            scale = scale.clamp(phi_min, phi_max)
+        ratio = torch.where(w_norm > 0, scale / torch.where(w_norm > 0, w_norm, 1.0), 0.0)
+        pieces.append(tl - (lr * ratio) * wl)
+    return torch.cat(pieces, 1)
+
+
+def _trust_key(trust, layout):
+    return (trust.phi, float(trust.phi_min), float(trust.phi_max), float(trust.lam),
+            tuple((sl.start, sl.stop) for sl in layout.slices))
+
+
 def _kernel(opts: tuple):
     """The compiled in-place step for one combination of the rule's static options."""
     if opts in _kernels:
@@ -81,12 +105,12 @@ def _kernel(opts: tuple):
             vhat_new, second = vhat, vc
         rs = torch.rsqrt(second + eps) if eps else torch.rsqrt(second)
         u = m_new * rs / c1 if bc else m_new * rs
-        if trust:                   # the direction; the layer-wise step is taken eagerly
+        if trust:                   # Fed-LAMB's layer-wise step (sims.optim.trust_step)
             m.copy_(m_new)
             v.copy_(v_new)
             if ams and vhat_step:
                 vhat.copy_(vhat_new)
-            return u
+            return _trust_update(theta, u, lr * alpha if alpha != 1 else lr, trust)
         new = theta - (lr * alpha) * u if alpha != 1 else theta - lr * u
         if alpha != 1:
             new = new - (lr * (1 - alpha)) * ga
@@ -107,9 +131,9 @@ def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned: bool = 
     """:func:`sims.optim.local_adaptive_step` (no mask) as one compiled in-place pass;
     returns ``(theta, state)`` like it, or None when compiling failed (the caller then takes
     the eager form). ``owned``: ``theta`` and ``state``'s ``m, v, vhat`` may be overwritten
-    (else they are copied first). With a trust ratio (Fed-LAMB) the pass updates the moments
-    and gives the direction ``u``; the layer-wise step is :func:`sims.optim.trust_step`
-    (its per-layer norms need the whole ``u`` first), which writes a new ``theta``."""
+    (else they are copied first). With a trust ratio (Fed-LAMB) the kernel also takes the
+    layer-wise step (per-layer norms of ``u`` and ``theta`` on static slices) and writes a
+    new ``theta``."""
     ams, vhat_step = rule.rule == "amsgrad", rule.vhat == "step"
     trust = rule.trust is not None
     if not owned:
@@ -125,10 +149,11 @@ def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned: bool = 
     c2 = (1 - rule.beta2 ** n.unsqueeze(-1)) if bc else one
     lr_t = lr.to(theta.dtype).reshape(-1, 1) if torch.is_tensor(lr) else one * lr
     opts = (ams, vhat_step, bc, float(rule.eps), float(rule.alpha), float(rule.weight_decay),
-            rule.wd_mode == "coupled", float(rule.beta1), float(rule.beta2), trust)
+            rule.wd_mode == "coupled", float(rule.beta1), float(rule.beta2),
+            _trust_key(rule.trust, layout) if trust else None)
     ga_t = ga if ga is not None and rule.alpha != 1 else theta
     try:
-        u = _kernel(opts)(theta, g, state["m"], state["v"], state["vhat"], ga_t, lr_t, c1, c2)
+        out = _kernel(opts)(theta, g, state["m"], state["v"], state["vhat"], ga_t, lr_t, c1, c2)
     except Exception as exc:           # no compiler, unsupported torch: eager from now on
         _state["failed"] = True
         warnings.warn(f"sims.compiled: torch.compile failed ({type(exc).__name__}: "
@@ -136,9 +161,8 @@ def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned: bool = 
                       "local step", RuntimeWarning, stacklevel=2)
         return None
     if trust:
-        from .optim import axpy, trust_step
-        a = lr * rule.alpha if rule.alpha != 1 else lr
-        new_theta = trust_step(rule.trust, theta, u, layout, a)
+        from .optim import axpy
+        new_theta = out                 # the kernel wrote a new theta
         if rule.alpha != 1:
             new_theta = axpy(new_theta, ga, -(lr * (1 - rule.alpha)))
         if rule.weight_decay and rule.wd_mode != "coupled":
@@ -161,7 +185,7 @@ def frozen_usable(rule, mask, theta: torch.Tensor) -> bool:
 def _frozen_kernel(opts: tuple):
     if opts in _kernels:
         return _kernels[opts]
-    _, ams, inside, corrected, b1, b2, eps, direction = opts
+    _, ams, inside, corrected, b1, b2, eps, trust = opts
 
     def step(theta, g, anchor, c, m, v, vhat, lr):
         if corrected:                       # Mime's SVRG correction
@@ -171,22 +195,25 @@ def _frozen_kernel(opts: tuple):
         if ams:
             second = torch.maximum(vhat, second)
         u = m_new * torch.rsqrt(second + eps) if inside else m_new / (torch.sqrt(second) + eps)
-        return u if direction else theta - lr * u
+        return _trust_update(theta, u, lr, trust) if trust else theta - lr * u
 
     _kernels[opts] = _compile(step)
     return _kernels[opts]
 
 
-def fused_frozen_step(rule, theta, g, s: dict, lr, anchor=None, c=None, direction=False):
+def fused_frozen_step(rule, theta, g, s: dict, lr, anchor=None, c=None, trust=None,
+                      layout=None):
     """``theta - lr U(g; s)`` with the frozen server state ``s`` (MimeLite / Mime's local step,
     :meth:`sims.algorithms.fed_lamb.MimeLite._frozen_step`; ``U`` the base rule's direction,
     :meth:`sims.optim.AdaptiveRule.reference_direction`), for Mime on the corrected
     ``g - anchor + c``, as one compiled pass that writes a new tensor; None when compiling
-    failed (the caller then takes the eager form). ``direction``: ``U(g; s)`` itself (for
-    the LAMB variants' layer-wise step)."""
+    failed (the caller then takes the eager form). ``trust`` (a
+    :class:`sims.optim.TrustRatio`, with ``layout``): the LAMB variants' layer-wise step
+    ``theta - lr trust(theta, U(g; s))`` instead, in the same kernel."""
     corrected = anchor is not None
     opts = ("frozen", rule.kind == "amsgrad", bool(rule.eps_inside_sqrt), corrected,
-            float(rule.beta1), float(rule.beta2), float(rule.eps), bool(direction))
+            float(rule.beta1), float(rule.beta2), float(rule.eps),
+            None if trust is None else _trust_key(trust, layout))
     one = torch.ones((theta.shape[0], 1), dtype=theta.dtype, device=theta.device)
     lr_t = lr.to(theta.dtype).reshape(-1, 1) if torch.is_tensor(lr) else one * lr
     vhat = s.get("vhat", s["v"])

@@ -97,14 +97,16 @@ def _tiny_problem():
 
 
 @needs_compiler
-@pytest.mark.parametrize("kind,inside,corrected,direction", [("amsgrad", True, False, False),
-                                                             ("amsgrad", True, True, False),
-                                                             ("adam", False, True, False),
-                                                             ("amsgrad", True, True, True)])
-def test_compiled_frozen_step_equals_reference(compiled_on, kind, inside, corrected, direction):
+@pytest.mark.parametrize("kind,inside,corrected,lamb", [("amsgrad", True, False, False),
+                                                        ("amsgrad", True, True, False),
+                                                        ("adam", False, True, False),
+                                                        ("amsgrad", True, True, True)])
+def test_compiled_frozen_step_equals_reference(compiled_on, kind, inside, corrected, lamb):
     """MimeLite / Mime's step ``theta - lr U(g; s)`` on the frozen server state (Mime: on
     ``g - anchor + c``) against the base rule's readable direction."""
     rule = AdaptiveRule(0.01, kind, 0.9, 0.999, 1e-8, 0.0, eps_inside_sqrt=inside)
+    trust = TrustRatio(lam=0.1) if lamb else None
+    layout = ParamLayout.from_module(MLP(4, 5, 3))       # d = 43
     gen = torch.Generator().manual_seed(7)
     rand = lambda: torch.randn(B, D, generator=gen, dtype=torch.float64)  # noqa: E731
     s = rule.init(rand())
@@ -114,9 +116,9 @@ def test_compiled_frozen_step_equals_reference(compiled_on, kind, inside, correc
         assert compiled.frozen_usable(rule, None, theta)
         got = compiled.fused_frozen_step(rule, theta, g, s, lr, *((anchor, c) if corrected
                                                                   else (None, None)),
-                                         direction=direction)
+                                         trust=trust, layout=layout)
         u, _ = rule.reference_direction(g - anchor + c if corrected else g, s)
-        want = u if direction else theta - lr * u
+        want = theta - lr * (trust(theta, u, layout) if lamb else u)
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 

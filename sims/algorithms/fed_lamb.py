@@ -331,10 +331,8 @@ class MimeLite(Algorithm):
         frozen = {k[2:]: v for k, v in bcast.items() if k.startswith("s_")}
         if self.base_rule is not None and compiled.frozen_usable(self.base_rule, mask, theta):
             got = compiled.fused_frozen_step(self.base_rule, theta, g, frozen, lr, anchor, c,
-                                             direction=self.trust is not None)
+                                             self.trust, ctx.layout)
             if got is not None:
-                if self.trust is not None:
-                    return trust_step(self.trust, theta, got, ctx.layout, lr)
                 return got
         if anchor is not None:
             g = (g - anchor).add_(c)                        # SVRG correction
