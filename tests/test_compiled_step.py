@@ -39,11 +39,18 @@ RULES = {   # rule, vhat, eps, bias correction, alpha, weight decay, mode
 TRUST = {"fed-lamb": TrustRatio(), "lamb-amended": TrustRatio("identity", lam=0.1)}
 
 
+@pytest.fixture(autouse=True)
+def restore_compiled():
+    """Every test leaves the compiled form as it found it (``FEDTOOLKIT_COMPILE``)."""
+    was = compiled.enabled()
+    yield
+    compiled.enable(was)
+
+
 @pytest.fixture
 def compiled_on():
     compiled.enable(True)
     yield
-    compiled.enable(False)
 
 
 def _start(gen):
