@@ -272,3 +272,65 @@ def fused_full_precond_step(theta, g, v, lr, eps: float, m=None, beta1: float = 
         warnings.warn(f"sims.compiled: torch.compile failed ({type(exc).__name__}); using "
                       "the eager local step", RuntimeWarning, stacklevel=2)
         return None
+
+
+def _sm3_kernel(opts: tuple):
+    if opts in _kernels:
+        return _kernels[opts]
+    _, adam, b1, b2, eps, blocks = opts
+
+    def step(theta, g, m, mu, lr, c1, c2):
+        B = theta.shape[0]
+        th, m_out, mus, nus = [], [], [], []
+        for (lo, hi), shape, spans in blocks:
+            gl = g[:, lo:hi].reshape(B, *shape)
+            prev = None                         # SM3-II: nu = cover_min(mu) (+) g^2
+            for a, (o, n) in enumerate(spans):
+                view = [B] + [1] * len(shape)
+                view[a + 1] = n
+                acc = mu[:, o:o + n].reshape(view)
+                prev = acc if prev is None else torch.minimum(prev, acc)
+            nu = b2 * prev + (1 - b2) * gl * gl if adam else prev + gl * gl
+            for a in range(len(shape)):         # mu = cover_max(nu)
+                others = tuple(i + 1 for i in range(len(shape)) if i != a)
+                mus.append(torch.amax(nu, dim=others) if others else nu)
+            if adam:
+                ml = b1 * m[:, lo:hi].reshape(B, *shape) + (1 - b1) * gl
+                m_out.append(ml.reshape(B, -1))
+                u = (ml / c1.view(view[:1] + [1] * len(shape))) / (
+                    torch.sqrt(nu / c2.view(view[:1] + [1] * len(shape))) + eps)
+            else:
+                u = gl / (torch.sqrt(nu) + eps)
+            th.append((theta[:, lo:hi].reshape(B, *shape) - lr.view([B] + [1] * len(shape)) * u)
+                      .reshape(B, -1))
+            nus.append(nu.reshape(B, -1))
+        out = (torch.cat(th, 1), torch.cat(mus, 1), torch.cat(nus, 1))
+        return out + (torch.cat(m_out, 1),) if adam else out
+
+    _kernels[opts] = _compile(step)
+    return _kernels[opts]
+
+
+def fused_sm3_step(cover, theta, g, mu, lr, eps: float, m=None, beta1: float = 0.9,
+                   beta2: float = 0.999, c1=None, c2=None):
+    """FedAda2's client AdaGrad (``m is None``) or Adam step with the SM3-II preconditioner
+    updated every step (:func:`sims.optim.sm3_adagrad_step` / :func:`sims.optim.sm3_adam_step`
+    with ``sm3_ii``; readable rule ``JointAdaptive.reference_local_step``) as one compiled
+    kernel over the cover's static blocks: ``nu = cover_min(mu) + g^2`` (Adam: ``b2 cover_min(mu)
+    + (1 - b2) g^2``), ``mu = cover_max(nu)`` and the step. Returns ``(theta, mu, nu)`` /
+    ``(theta, mu, nu, m)`` as new tensors, or None when compiling failed."""
+    B = theta.shape[0]
+    one = torch.ones((B, 1), dtype=theta.dtype, device=theta.device)
+    lr_t = lr.to(theta.dtype).reshape(-1, 1) if torch.is_tensor(lr) else one * lr
+    adam = m is not None
+    blocks = tuple(((sl.start, sl.stop), tuple(shape), tuple(spans))
+                   for sl, shape, spans in cover.blocks)
+    opts = ("sm3", adam, float(beta1), float(beta2), float(eps), blocks)
+    try:
+        return _sm3_kernel(opts)(theta, g, m if adam else g, mu, lr_t,
+                                 one if c1 is None else c1, one if c2 is None else c2)
+    except Exception as exc:
+        _state["failed"] = True
+        warnings.warn(f"sims.compiled: torch.compile failed ({type(exc).__name__}); using "
+                      "the eager local step", RuntimeWarning, stacklevel=2)
+        return None

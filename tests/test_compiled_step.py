@@ -135,7 +135,8 @@ def test_compiled_frozen_step_equals_reference(compiled_on, kind, inside, correc
                                          ("mime", "frozen"), ("dja", "full"),
                                          ("fed-lamb", False), ("mime-lamb", "frozen"),
                                          ("mimelite-lamb", "frozen"),
-                                         ("fedadaadam", "full"), ("fedadaadagrad", "full")])
+                                         ("fedadaadam", "full"), ("fedadaadagrad", "full"),
+                                         ("fedada2", "sm3"), ("fedada2-adam", "sm3")])
 def test_engine_compiled_equals_eager(name, kernel, monkeypatch):
     problem = _tiny_problem()
     out = {}
@@ -175,3 +176,31 @@ def test_compile_failure_falls_back_to_eager(monkeypatch):
         torch.testing.assert_close(th, th_r, rtol=1e-12, atol=1e-12)
     finally:
         compiled.enable(False)
+
+
+@needs_compiler
+@pytest.mark.parametrize("adam", [False, True])
+def test_compiled_sm3_step_equals_eager_form(compiled_on, adam):
+    """FedAda2's SM3-II client step (AdaGrad / Adam with bias corrections and per-row rates)
+    against the eager fast forms, which ``tests/test_fedada2*.py`` hold to the readable rule."""
+    from sims.optim import SM3Cover, sm3_adagrad_step, sm3_adam_step
+    layout = ParamLayout.from_module(MLP(4, 5, 3))
+    cover = SM3Cover(layout)
+    gen = torch.Generator().manual_seed(3)
+    rand = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
+    theta, g, m = rand(B, layout.d), rand(B, layout.d), rand(B, layout.d)
+    mu = rand(B, cover.size).abs()
+    lr = torch.tensor([[0.05], [0.01], [0.2], [0.1]], dtype=torch.float64)
+    c1 = torch.tensor([[0.1], [0.19], [0.5], [0.9]], dtype=torch.float64)
+    c2 = torch.tensor([[0.001], [0.002], [0.01], [0.3]], dtype=torch.float64)
+    if adam:
+        got = compiled.fused_sm3_step(cover, theta, g, mu, lr, 1e-3, m, 0.9, 0.999, c1, c2)
+        th, m_r, mu_r, nu_r = sm3_adam_step(cover, theta, g, m, mu, lr, 1e-3, True, 0.9, 0.999,
+                                            c1, c2)
+        want = (th, mu_r, nu_r, m_r)
+    else:
+        got = compiled.fused_sm3_step(cover, theta, g, mu, lr, 1e-3)
+        want = sm3_adagrad_step(cover, theta, g, mu, lr, 1e-3, True)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

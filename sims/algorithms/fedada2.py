@@ -237,14 +237,17 @@ class JointAdaptive(Algorithm):
         return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
 
     def _compiled_full_step(self, theta, grad, lstate, mask, ctx):
-        """The full-preconditioner AdaGrad / Adam step (``mu = nu = v``) as one compiled pass
-        (:func:`sims.compiled.fused_full_precond_step`, opt-in), or None where it does not
-        apply (SM3 covers, delay ``z > 1``, clipping, per-replica constants, a mask)."""
-        if (self.precond != "full" or self.delay != 1 or self.clip
+        """The client AdaGrad / Adam step as one compiled kernel (opt-in): the full
+        preconditioner (``mu = nu = v``, :func:`sims.compiled.fused_full_precond_step`) or
+        SM3-II (:meth:`_compiled_sm3_step`); None where it does not apply (SM3-I, delay
+        ``z > 1``, clipping, per-replica constants, a mask)."""
+        if (self.precond == "sm3-i" or self.delay != 1 or self.clip
                 or self.client not in ("adagrad", "adam") or not compiled.full_usable(mask, theta)
                 or any(torch.is_tensor(x) for x in (self.eps, self.beta1, self.beta2, self.eta_l))):
             return None
         k = lstate["k"] + 1
+        if self.precond == "sm3-ii":
+            return self._compiled_sm3_step(theta, grad, lstate, k, ctx)
         if self.client == "adagrad":
             got = compiled.fused_full_precond_step(theta, grad, lstate["mu"], self.eta_l, self.eps)
             if got is None:
@@ -262,6 +265,30 @@ class JointAdaptive(Algorithm):
             return None
         th, m, v = got
         return th, {"k": k, "mu": v, "nu": v, "m": m}
+
+    def _bias_corrections(self, k, ctx):
+        if not self.bias_correction:
+            return None, None
+        updates = k + ctx.t if self.init == "server" else k
+        return 1 - self.beta1 ** k.unsqueeze(-1), 1 - self.beta2 ** updates.unsqueeze(-1)
+
+    def _compiled_sm3_step(self, theta, grad, lstate, k, ctx):
+        """The SM3-II client step as one compiled kernel
+        (:func:`sims.compiled.fused_sm3_step`), or None when compiling failed."""
+        cover = self.cover(ctx.layout)
+        if self.client == "adagrad":
+            got = compiled.fused_sm3_step(cover, theta, grad, lstate["mu"], self.eta_l, self.eps)
+            if got is None:
+                return None
+            th, mu, nu = got
+            return th, {"k": k, "mu": mu, "nu": nu}
+        c1, c2 = self._bias_corrections(k, ctx)
+        got = compiled.fused_sm3_step(cover, theta, grad, lstate["mu"], self.eta_l, self.eps,
+                                      lstate["m"], self.beta1, self.beta2, c1, c2)
+        if got is None:
+            return None
+        th, mu, nu, m = got
+        return th, {"k": k, "mu": mu, "nu": nu, "m": m}
 
     def reference_local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         """The rule as written in the class docstring (the fast form is tested against it)."""
