@@ -204,3 +204,23 @@ def test_compiled_sm3_step_equals_eager_form(compiled_on, adam):
     assert len(got) == len(want)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("compile_on", [False, pytest.param(True, marks=needs_compiler)])
+def test_blend_rows_form_equals_masked_reference(monkeypatch, compile_on):
+    """FedAda2-blend's fast local step (each member on its own rows) equals the readable form
+    (every member over all rows under masks), with step budgets, a client with fewer steps
+    (masks) and, compiled or not, the members' fast steps."""
+    from sims.algorithms.fedada2 import FedAda2Blend
+    problem = _tiny_problem()
+    out = {}
+    for form in ("fast", "reference"):
+        compiled.enable(compile_on)
+        alg = FedAda2Blend(eta=0.05, weights="1,0.5,2", steps="2,1,3",
+                           strategies="sm3-adagrad,sm3-adam,adagrad")
+        if form == "reference":
+            monkeypatch.setattr(alg, "local_step", alg.reference_local_step)
+        out[form] = engine.run(problem, alg, Participation("fixed", m=4), 3, [0],
+                               eval_every=0).server["theta"]
+    assert not torch.equal(out["fast"], problem.init_theta(0).unsqueeze(0))
+    torch.testing.assert_close(out["fast"], out["reference"], rtol=1e-10, atol=1e-12)

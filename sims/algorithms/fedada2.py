@@ -62,6 +62,7 @@ floats for ``m_l x n_l`` matrices instead of ``d`` (Table 2 prints 2d, the uncom
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -454,7 +455,44 @@ class FedAda2Blend(JointAdaptive):
         return {"k": torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device),
                 "members": [m.local_start(bcast, cstate, ctx) for m in self.members]}
 
+    def _rows(self, lstate, mask, ctx):
+        """Each member's rows this step: its strategy's clients that take a step and have
+        steps left in its budget."""
+        which = self._strategy(ctx)
+        active = torch.ones_like(which, dtype=torch.bool) if mask is None else mask
+        out = []
+        for l in range(len(self.members)):
+            mine = active & (which == l)
+            if self.step_list[l] is not None:
+                mine = mine & (lstate["k"] < self.step_list[l])
+            out.append(mine)
+        return active, out
+
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        """Each member steps on its own rows only (gathered, stepped unmasked, written back):
+        the fast form of :meth:`reference_local_step`, where every member runs over all rows
+        under a mask (3 strategies: 3 full updates and their ``where`` passes a step)."""
+        active, rows = self._rows(lstate, mask, ctx)
+        new_theta, new_states = None, []
+        for member, st, mine in zip(self.members, lstate["members"], rows):
+            idx = mine.nonzero().squeeze(-1)
+            if len(idx) == 0:
+                new_states.append(st)
+                continue
+            sub = dataclasses.replace(ctx, replica=ctx.replica[idx], clients=ctx.clients[idx],
+                                      last_round=ctx.last_round[idx], uniforms=None)
+            th, sst = member.local_step(theta.index_select(0, idx), grad.index_select(0, idx),
+                                        {k: v.index_select(0, idx) for k, v in st.items()},
+                                        None, cstate, None, sub)
+            if new_theta is None:
+                new_theta = theta.clone()
+            new_theta.index_copy_(0, idx, th)
+            new_states.append({k: st[k].clone().index_copy_(0, idx, v) for k, v in sst.items()})
+        return (theta if new_theta is None else new_theta,
+                {"k": lstate["k"] + active.to(theta.dtype), "members": new_states})
+
+    def reference_local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        """Every member over all rows under the mask of its rows (the readable form)."""
         which = self._strategy(ctx)
         active = torch.ones_like(which, dtype=torch.bool) if mask is None else mask
         new_states = []
