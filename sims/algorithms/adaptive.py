@@ -184,7 +184,7 @@ class LocalAdaptive:
                                                          layout)
                 if got is not None:
                     return got
-            return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga)
+            return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga, owned)
         return self.reference_step(theta, g, state, mask, lr, layout, seg, ga)
 
     def reference_step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):
