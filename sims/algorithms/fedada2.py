@@ -471,7 +471,12 @@ class FedAda2Blend(JointAdaptive):
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         """Each member steps on its own rows only (gathered, stepped unmasked, written back):
         the fast form of :meth:`reference_local_step`, where every member runs over all rows
-        under a mask (3 strategies: 3 full updates and their ``where`` passes a step)."""
+        under a mask (3 strategies: 3 full updates and their ``where`` passes a step).
+        Per-replica hyperparameters (``[B, 1]`` rows bound to the whole chunk,
+        :mod:`sims.algorithms.per_replica`) take the reference form."""
+        if any(torch.is_tensor(getattr(member, f.name)) for member in self.members
+               for f in dataclasses.fields(member)):
+            return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
         active, rows = self._rows(lstate, mask, ctx)
         new_theta, new_states = None, []
         for member, st, mine in zip(self.members, lstate["members"], rows):
