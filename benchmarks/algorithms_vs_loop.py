@@ -22,7 +22,8 @@ Prints one JSON line: ``seconds_per_round[alg] = {"engine", "loop"}``, ``speedup
 fused Fed-SGD; Mime / Mime-LAMB, two gradients a step, within 5x).
 
 ``python benchmarks/algorithms_vs_loop.py [--rounds R] [--repeats K] [--threads N]
-[--algorithms a,b,...] [--quick] [--cnn]``; ``--quick`` is a seconds-long smoke run on a
+[--algorithms a,b,...] [--quick] [--compile] [--cnn]``; ``--compile`` turns on the
+compiled one-pass local steps (:mod:`sims.compiled`, opt-in; key ``compiled``); ``--quick`` is a seconds-long smoke run on a
 tiny workload (6 clients of 40 samples, 3 a round), for the test; ``--cnn`` adds the Fed-EF
 CNN (which runs clients one at a time on the CPU, ``sims.problems.conv``): Fed-AMS against
 Fed-SGD in the engine and against plain SGD / AMSGrad loops (key ``cnn``).
@@ -43,7 +44,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's sims
-from sims import engine  # noqa: E402
+from sims import compiled, engine  # noqa: E402
 from sims.algorithms.registry import (AlgorithmError, list_algorithms, make_algorithm,  # noqa: E402
                                       make_for_problem)
 from sims.models import CNN, MLP  # noqa: E402
@@ -192,6 +193,9 @@ def main(argv=None):
     ap.add_argument("--algorithms", default="all",
                     help="comma-separated registry names (default: every one)")
     ap.add_argument("--quick", action="store_true", help="a tiny smoke workload")
+    ap.add_argument("--compile", action="store_true",
+                    help="the compiled one-pass local steps (sims.compiled, as "
+                         "FEDTOOLKIT_COMPILE=1); compiling happens in the untimed first round")
     ap.add_argument("--cnn", action="store_true",
                     help="also the Fed-EF CNN: Fed-AMS against Fed-SGD and plain loops")
     args = ap.parse_args(argv)
@@ -208,6 +212,8 @@ def main(argv=None):
             _error(str(exc))
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.compile:
+        compiled.enable(True)
     w = QUICK if args.quick else WORKLOAD
     problem = make_problem(w)
     load_start = os.getloadavg()
@@ -241,6 +247,7 @@ def main(argv=None):
         "min_speedup_vs_loop": min(speedup.values()) if speedup else None,
         "goals": goals(speedup, ratio),
         "threads": torch.get_num_threads(),
+        "compiled": compiled.enabled(),
         "rounds": args.rounds, "repeats": args.repeats,
         "load_average_start_end": [round(load_start[0], 2), round(os.getloadavg()[0], 2)],
         "workload": (f"MLP 784-200-10, n={w['n_clients']} clients of {w['per_client']} "

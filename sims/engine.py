@@ -395,6 +395,9 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
             theta = start_rows(bcast["theta"], rep)
             for k in range(payload.shape[1]):
                 mask = step_mask[:, k]
+                # theta and lstate are what the previous local_step returned (in-place steps
+                # may overwrite them, sims.compiled); never what local_start handed out
+                ctx.extra["owned_state"] = k > 0
                 g = problem.stoch_grad(theta, cli, payload[:, k])
                 if getattr(algorithm, "needs_anchor_grad", False):   # same minibatch at the start
                     ctx.extra["anchor_grad"] = problem.stoch_grad(b_cast["theta"], cli,

@@ -454,18 +454,26 @@ def trust_step(trust: "TrustRatio", theta: torch.Tensor, u: torch.Tensor, layout
     return out
 
 
-def local_adaptive_step(rule, theta, g, state, mask, lr, layout, ga=None):
+def local_adaptive_step(rule, theta, g, state, mask, lr, layout, ga=None, owned=False):
     """Fast form of :meth:`sims.algorithms.adaptive.LocalAdaptive.reference_step` (one local
     AMSGrad / Adam step with bias correction, amendment, trust ratio and weight decay; the
     rule and its paper lines are written there): Fed-AMS's step is 8 passes over ``[B, d]``
     (``m``: 1, ``v``: 2, corrected ``v``: 1, max: 1, ``rsqrt``: 1, scaling: 1, step: 1) where the
     readable form takes ~15. ``rule``'s betas, ``eps``, ``alpha`` and weight decay must be
-    numbers (:func:`local_adaptive_fast_ok`); ``lr`` may be ``[B, 1]``."""
+    numbers (:func:`local_adaptive_fast_ok`); ``lr`` may be ``[B, 1]``. ``owned`` (and no
+    mask): ``theta`` and the state's ``m, v`` (and a per-step ``vhat``) are the caller's to
+    overwrite (the engine's ``ctx.extra["owned_state"]``); the same kernels then write into
+    them instead of fresh tensors (the same arithmetic, bit for bit)."""
     wd, coupled = rule.weight_decay, rule.wd_mode == "coupled"
+    inplace = owned and mask is None
     if wd and coupled:
         g = torch.add(g, theta, alpha=wd)
-    m = ema_(state["m"], g, rule.beta1)
-    v = ema_sq(state["v"], g, rule.beta2)
+    if inplace:
+        m = state["m"].lerp_(g, 1.0 - rule.beta1)
+        v = state["v"].mul_(rule.beta2).addcmul_(g, g, value=1.0 - rule.beta2)
+    else:
+        m = ema_(state["m"], g, rule.beta1)
+        v = ema_sq(state["v"], g, rule.beta2)
     n, nm = state["n"] + 1, state["nm"] + 1
     bc = rule.bias_correction
     if bc:
@@ -475,7 +483,10 @@ def local_adaptive_step(rule, theta, g, state, mask, lr, layout, ga=None):
     if rule.rule == "amsgrad":
         if rule.vhat == "step":
             vc = torch.div(v, c2) if bc else v
-            vhat = torch.maximum(vhat, vc, out=vc) if bc else torch.maximum(vhat, v)
+            if inplace:
+                vhat = torch.maximum(vhat, vc, out=vhat)
+            else:
+                vhat = torch.maximum(vhat, vc, out=vc) if bc else torch.maximum(vhat, v)
         second = vhat
     else:
         second = torch.div(v, c2) if bc else v
@@ -485,10 +496,13 @@ def local_adaptive_step(rule, theta, g, state, mask, lr, layout, ga=None):
     if rule.trust is not None:
         u = m.mul(rs.div_(c1)) if bc else m.mul(rs)     # u = (m / c1) / sqrt(second)
         new_theta = trust_step(rule.trust, theta, u, layout, a)
-    elif bc or torch.is_tensor(a):
-        new_theta = torch.addcmul(theta, m, rs.mul_(a / c1 if bc else a), value=-1)
     else:
-        new_theta = torch.addcmul(theta, m, rs, value=-a)
+        # in place only when nothing below reads the old theta (decoupled decay does)
+        out = theta if inplace and not (wd and not coupled) else None
+        if bc or torch.is_tensor(a):
+            new_theta = torch.addcmul(theta, m, rs.mul_(a / c1 if bc else a), value=-1, out=out)
+        else:
+            new_theta = torch.addcmul(theta, m, rs, value=-a, out=out)
     if rule.alpha != 1:
         new_theta = axpy(new_theta, ga, -(lr * (1 - rule.alpha)))
     if wd and not coupled:

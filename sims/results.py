@@ -68,10 +68,12 @@ def versions() -> dict[str, str]:
 
 def run_context(started: float | None = None) -> dict:
     """Where and how a run was computed: command line, start time (UTC, ISO 8601), host,
-    torch's intra-op thread count, process id, and the GPU libraries that change numerics on
+    torch's intra-op thread count, whether the compiled local steps were on, process id, and the GPU libraries that change numerics on
     a GPU (CUDA, cuDNN, the GPU's name; None on a CPU-only build). The package versions that
     change numerics everywhere are in the code identity (:mod:`sims.identity`)."""
     import torch
+
+    from . import compiled
     started = time.time() if started is None else started
     libs = {"cuda": torch.version.cuda, "cudnn": (torch.backends.cudnn.version()
                                                   if torch.backends.cudnn.is_available() else None),
@@ -79,6 +81,7 @@ def run_context(started: float | None = None) -> dict:
     return {"command": " ".join([os.path.basename(sys.executable), *sys.argv]),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "host": socket.gethostname(), "threads": torch.get_num_threads(),
+            "compiled_steps": compiled.enabled(),      # sims.compiled (opt-in)
             "pid": os.getpid(), "device_libraries": libs}
 
 

@@ -64,3 +64,17 @@ def test_cnn_measurement_runs(bench, monkeypatch):
     assert set(sec) == {"fed-sgd", "fed-ams", "loop_sgd", "loop_amsgrad"}
     assert out["fed_ams_over_fed_sgd"] == pytest.approx(sec["fed-ams"] / sec["fed-sgd"],
                                                         rel=0.02, abs=0.01)
+
+
+@pytest.mark.skipif(__import__("shutil").which("g++") is None,
+                    reason="torch.compile's CPU backend needs a C++ compiler")
+def test_compile_flag_runs_the_compiled_steps(bench):
+    from sims import compiled
+    threads = torch.get_num_threads()
+    try:
+        out = bench.main(["--quick", "--rounds", "1", "--repeats", "1", "--threads", "1",
+                          "--algorithms", "fed-ams,mime", "--compile"])
+        assert out["compiled"] is True          # compiled, not fallen back to eager
+    finally:
+        compiled.enable(False)
+        torch.set_num_threads(threads)

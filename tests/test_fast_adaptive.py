@@ -155,3 +155,30 @@ def test_cover_min_into_equals_cover_min(layout):
         mu = torch.rand(B, cover.size, generator=gen, dtype=torch.float64)
         out = cover.cover_min_into(mu, torch.empty(B, layout.d, dtype=torch.float64))
         assert torch.equal(out, cover.cover_min(mu))
+
+
+@pytest.mark.parametrize("rv,bc,wd", [(("amsgrad", "step"), True, (0.0, "coupled")),
+                                      (("amsgrad", "step"), False, (0.02, "decoupled")),
+                                      (("amsgrad", "round"), True, (0.01, "coupled")),
+                                      (("adam", "step"), True, (0.0, "coupled"))])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_local_adaptive_owned_in_place_equals_fresh(layout, rv, bc, wd, dtype):
+    """With ``owned`` (the engine's state from a round's second step on) the eager fast form
+    writes into ``theta`` and the state: bit for bit the out-of-place result, and the inputs
+    it was not given (a round-fixed ``vhat``) untouched."""
+    rule = LocalAdaptive(rv[0], 0.9, 0.99, vhat=rv[1], bias_correction=bc,
+                         weight_decay=wd[0], wd_mode=wd[1])
+    gen = torch.Generator().manual_seed(5)
+    theta = torch.randn(B, layout.d, generator=gen, dtype=torch.float64).to(dtype)
+    st = {k: v.to(dtype) for k, v in _state(theta, gen).items()}
+    fixed_vhat = st["vhat"].clone()
+    th_a, st_a = theta, st
+    th_b, st_b = theta.clone(), {k: v.clone() for k, v in st.items()}
+    for step in range(3):
+        g = torch.sin(th_a + step)
+        th_a, st_a = rule.step(th_a, g, st_a, None, 0.05, layout)
+        th_b, st_b = rule.step(th_b, g.clone(), st_b, None, 0.05, layout, owned=step > 0)
+        assert torch.equal(th_a, th_b)
+        assert all(torch.equal(st_a[k], st_b[k]) for k in st_a)
+    if rv[1] == "round":
+        assert torch.equal(st_b["vhat"], fixed_vhat)

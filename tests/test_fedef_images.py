@@ -61,6 +61,9 @@ def test_conv_loop_equals_batched_path():
                                         for c in range(2)]))
     torch.testing.assert_close(loop.stoch_grad(theta, None, payload),
                                generic.stoch_grad(theta, None, payload), rtol=1e-10, atol=1e-12)
+    payload[1] = -1                      # an all-padding row: a zero gradient
+    got = loop.stoch_grad(theta, None, payload)
+    assert torch.equal(got[1], torch.zeros_like(got[1])) and got[0].abs().sum() > 0
 
 
 def test_crop_flip_augmentation_is_encoded_in_the_plan():

@@ -566,6 +566,13 @@ def test_provenance_records_command_start_host_threads_and_versions():
     for key in ("command", "started", "host", "threads", "pid"):
         assert rec[key] not in (None, "")
     assert rec["threads"] == torch.get_num_threads()
+    from sims import compiled
+    assert rec["compiled_steps"] is compiled.enabled()
+    compiled.enable(True)
+    try:
+        assert provenance({"a": 1}, [0], 2.0)["compiled_steps"] is True
+    finally:
+        compiled.enable(False)
     assert rec["code"]["code_digest"] == sims.identity.code_digest()
     assert set(rec["code"]["numeric_versions"]) >= {"python", "torch", "numpy", "scipy"}
     assert time.strptime(rec["started"], "%Y-%m-%dT%H:%M:%SZ")

@@ -40,6 +40,7 @@ import torch
 
 from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _masked, axpy,
                      layer_segments, local_adaptive_fast_ok, local_adaptive_step)
+from .. import compiled
 from .base import Algorithm, masked_rows
 
 WD_MODES = ("coupled", "decoupled")
@@ -172,11 +173,18 @@ class LocalAdaptive:
             return state["v"]
         return state["v"] / (1 - self.beta2 ** state["n"].clamp_min(1).unsqueeze(-1))
 
-    def step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):
+    def step(self, theta, g, state, mask, lr, layout, seg=None, ga=None, owned=False):
         """The step; the fast form (:func:`sims.optim.local_adaptive_step`, fewer passes over
-        ``[B, d]``) where it applies, else :meth:`reference_step`."""
+        ``[B, d]``) where it applies, else :meth:`reference_step`. With the compiled form on
+        (:mod:`sims.compiled`, opt-in), one in-place pass; ``owned``: ``theta`` and the state
+        are the caller's to overwrite (the engine's ``ctx.extra["owned_state"]``)."""
         if local_adaptive_fast_ok(self):
-            return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga)
+            if compiled.usable(self, mask, theta):
+                got = compiled.fused_local_adaptive_step(self, theta, g, state, lr, ga, owned,
+                                                         layout)
+                if got is not None:
+                    return got
+            return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga, owned)
         return self.reference_step(theta, g, state, mask, lr, layout, seg, ga)
 
     def reference_step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):

@@ -69,6 +69,7 @@ from ..optim import (AdaptiveRule, OptimizerError, TrustRatio, _masked, axpy, fu
                      trust_step)
 from .adaptive import (FedOpt, LocalAdaptive, bits, check_common, describe_dataclass,
                        layer_seg, lr_at, mean_of)
+from .. import compiled
 from .base import Algorithm, masked_rows
 
 BIAS_MODES = ("client", "round", "none")
@@ -192,7 +193,8 @@ class FedLAMB(Algorithm):
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
         seg = layer_seg(ctx.layout, theta) if self.layerwise else None
-        return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout, seg)
+        return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout, seg,
+                              owned=ctx.extra.get("owned_state", False))
 
     def client_message(self, delta, lstate, cstate, ctx):
         v_sent = self.rule.corrected_v(lstate)
@@ -320,11 +322,20 @@ class MimeLite(Algorithm):
         return {"k": torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device),
                 "gx": torch.zeros_like(theta)}
 
-    def _frozen_step(self, theta, g, bcast, mask, ctx):
+    def _frozen_step(self, theta, g, bcast, mask, ctx, anchor=None, c=None):
         """``theta - lr U(g; s)`` with the broadcast server state ``s`` frozen (through the
-        layer-wise trust ratio for the LAMB variants); masked rows keep ``theta``."""
+        layer-wise trust ratio for the LAMB variants); masked rows keep ``theta``. Mime
+        passes ``anchor`` and ``c`` and the step is on ``g - anchor + c``. With the compiled
+        form on (:mod:`sims.compiled`, opt-in), one pass (:func:`fused_frozen_step`)."""
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
         frozen = {k[2:]: v for k, v in bcast.items() if k.startswith("s_")}
+        if self.base_rule is not None and compiled.frozen_usable(self.base_rule, mask, theta):
+            got = compiled.fused_frozen_step(self.base_rule, theta, g, frozen, lr, anchor, c,
+                                             self.trust, ctx.layout)
+            if got is not None:
+                return got
+        if anchor is not None:
+            g = (g - anchor).add_(c)                        # SVRG correction
         u, _ = self._advance(g, frozen)
         if self.trust is not None:                 # sims.optim.trust_step: the fast form
             return _masked(mask, trust_step(self.trust, theta, u, ctx.layout, lr), theta)
@@ -338,9 +349,15 @@ class MimeLite(Algorithm):
                 "s": {k: masked_rows(active, v, server["s"][k]) for k, v in s.items()}}
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
-        first = (lstate["k"] == 0).unsqueeze(-1)
-        new_state = {"k": lstate["k"] + (1 if mask is None else mask.to(theta.dtype)),
-                     "gx": _masked(mask, torch.where(first, grad, lstate["gx"]), lstate["gx"])}
+        first = lstate["k"] == 0
+        if not bool(first.any()):           # no row at its first step: gx stays (no pass)
+            gx = lstate["gx"]
+        elif mask is None and bool(first.all()):    # every row at its first step
+            gx = grad
+        else:
+            gx = _masked(mask, torch.where(first.unsqueeze(-1), grad, lstate["gx"]),
+                         lstate["gx"])
+        new_state = {"k": lstate["k"] + (1 if mask is None else mask.to(theta.dtype)), "gx": gx}
         return self._frozen_step(theta, grad, bcast, mask, ctx), new_state
 
     def client_message(self, delta, lstate, cstate, ctx):
@@ -440,8 +457,8 @@ class Mime(MimeLite):
         return {}
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
-        g = grad - ctx.extra["anchor_grad"] + bcast["c"]          # SVRG correction
-        return self._frozen_step(theta, g, bcast, mask, ctx), lstate
+        return self._frozen_step(theta, grad, bcast, mask, ctx,       # SVRG correction
+                                 ctx.extra["anchor_grad"], bcast["c"]), lstate
 
     def client_message(self, delta, lstate, cstate, ctx):
         return delta, cstate, {}

@@ -62,10 +62,12 @@ floats for ``m_l x n_l`` matrices instead of ``d`` (Table 2 prints 2d, the uncom
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 
+from .. import compiled
 from ..optim import OptimizerError, SM3Cover, _masked, sm3_adagrad_step, sm3_adam_step
 from .adaptive import FedOpt, bits, check_common, describe_dataclass, server_rule
 from .base import Algorithm, masked_rows
@@ -209,6 +211,9 @@ class JointAdaptive(Algorithm):
         return mu, cover.cover_min(mu)
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        got = self._compiled_full_step(theta, grad, lstate, mask, ctx)
+        if got is not None:
+            return got
         if (self.client == "adagrad" and self.delay == 1 and not self.clip
                 and not torch.is_tensor(self.eps)):     # sims.optim.sm3_adagrad_step
             th, mu, nu = sm3_adagrad_step(self.cover(ctx.layout), theta, grad, lstate["mu"],
@@ -231,6 +236,60 @@ class JointAdaptive(Algorithm):
             new = {key: _masked(mask, val, lstate[key]) for key, val in new.items()}
             return _masked(mask, th, theta), new
         return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
+
+    def _compiled_full_step(self, theta, grad, lstate, mask, ctx):
+        """The client AdaGrad / Adam step as one compiled kernel (opt-in): the full
+        preconditioner (``mu = nu = v``, :func:`sims.compiled.fused_full_precond_step`) or
+        SM3-II (:meth:`_compiled_sm3_step`); None where it does not apply (SM3-I, delay
+        ``z > 1``, clipping, per-replica constants, a mask)."""
+        if (self.precond == "sm3-i" or self.delay != 1 or self.clip
+                or self.client not in ("adagrad", "adam") or not compiled.full_usable(mask, theta)
+                or any(torch.is_tensor(x) for x in (self.eps, self.beta1, self.beta2, self.eta_l))):
+            return None
+        k = lstate["k"] + 1
+        if self.precond == "sm3-ii":
+            return self._compiled_sm3_step(theta, grad, lstate, k, ctx)
+        if self.client == "adagrad":
+            got = compiled.fused_full_precond_step(theta, grad, lstate["mu"], self.eta_l, self.eps)
+            if got is None:
+                return None
+            th, v = got
+            return th, {"k": k, "mu": v, "nu": v}
+        c1 = c2 = None
+        if self.bias_correction:
+            updates = k + ctx.t if self.init == "server" else k
+            c1 = 1 - self.beta1 ** k.unsqueeze(-1)
+            c2 = 1 - self.beta2 ** updates.unsqueeze(-1)
+        got = compiled.fused_full_precond_step(theta, grad, lstate["mu"], self.eta_l, self.eps,
+                                               lstate["m"], self.beta1, self.beta2, c1, c2)
+        if got is None:
+            return None
+        th, m, v = got
+        return th, {"k": k, "mu": v, "nu": v, "m": m}
+
+    def _bias_corrections(self, k, ctx):
+        if not self.bias_correction:
+            return None, None
+        updates = k + ctx.t if self.init == "server" else k
+        return 1 - self.beta1 ** k.unsqueeze(-1), 1 - self.beta2 ** updates.unsqueeze(-1)
+
+    def _compiled_sm3_step(self, theta, grad, lstate, k, ctx):
+        """The SM3-II client step as one compiled kernel
+        (:func:`sims.compiled.fused_sm3_step`), or None when compiling failed."""
+        cover = self.cover(ctx.layout)
+        if self.client == "adagrad":
+            got = compiled.fused_sm3_step(cover, theta, grad, lstate["mu"], self.eta_l, self.eps)
+            if got is None:
+                return None
+            th, mu, nu = got
+            return th, {"k": k, "mu": mu, "nu": nu}
+        c1, c2 = self._bias_corrections(k, ctx)
+        got = compiled.fused_sm3_step(cover, theta, grad, lstate["mu"], self.eta_l, self.eps,
+                                      lstate["m"], self.beta1, self.beta2, c1, c2)
+        if got is None:
+            return None
+        th, mu, nu, m = got
+        return th, {"k": k, "mu": mu, "nu": nu, "m": m}
 
     def reference_local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         """The rule as written in the class docstring (the fast form is tested against it)."""
@@ -396,7 +455,49 @@ class FedAda2Blend(JointAdaptive):
         return {"k": torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device),
                 "members": [m.local_start(bcast, cstate, ctx) for m in self.members]}
 
+    def _rows(self, lstate, mask, ctx):
+        """Each member's rows this step: its strategy's clients that take a step and have
+        steps left in its budget."""
+        which = self._strategy(ctx)
+        active = torch.ones_like(which, dtype=torch.bool) if mask is None else mask
+        out = []
+        for l in range(len(self.members)):
+            mine = active & (which == l)
+            if self.step_list[l] is not None:
+                mine = mine & (lstate["k"] < self.step_list[l])
+            out.append(mine)
+        return active, out
+
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        """Each member steps on its own rows only (gathered, stepped unmasked, written back):
+        the fast form of :meth:`reference_local_step`, where every member runs over all rows
+        under a mask (3 strategies: 3 full updates and their ``where`` passes a step).
+        Per-replica hyperparameters (``[B, 1]`` rows bound to the whole chunk,
+        :mod:`sims.algorithms.per_replica`) take the reference form."""
+        if any(torch.is_tensor(getattr(member, f.name)) for member in self.members
+               for f in dataclasses.fields(member)):
+            return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
+        active, rows = self._rows(lstate, mask, ctx)
+        new_theta, new_states = None, []
+        for member, st, mine in zip(self.members, lstate["members"], rows):
+            idx = mine.nonzero().squeeze(-1)
+            if len(idx) == 0:
+                new_states.append(st)
+                continue
+            sub = dataclasses.replace(ctx, replica=ctx.replica[idx], clients=ctx.clients[idx],
+                                      last_round=ctx.last_round[idx], uniforms=None)
+            th, sst = member.local_step(theta.index_select(0, idx), grad.index_select(0, idx),
+                                        {k: v.index_select(0, idx) for k, v in st.items()},
+                                        None, cstate, None, sub)
+            if new_theta is None:
+                new_theta = theta.clone()
+            new_theta.index_copy_(0, idx, th)
+            new_states.append({k: st[k].clone().index_copy_(0, idx, v) for k, v in sst.items()})
+        return (theta if new_theta is None else new_theta,
+                {"k": lstate["k"] + active.to(theta.dtype), "members": new_states})
+
+    def reference_local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        """Every member over all rows under the mask of its rows (the readable form)."""
         which = self._strategy(ctx)
         active = torch.ones_like(which, dtype=torch.bool) if mask is None else mask
         new_states = []

@@ -279,7 +279,8 @@ class FedLADA(Algorithm):
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
-        return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout, ga=bcast.get("ga"))
+        return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout, ga=bcast.get("ga"),
+                              owned=ctx.extra.get("owned_state", False))
 
     def client_message(self, delta, lstate, cstate, ctx):
         aux = {"vhat": lstate["vhat"]}

@@ -125,13 +125,17 @@ class ConvProblem(NeuralProblem):
             idx = payload.clamp_min(0)
             x, y = self.fetch(idx)
             return self._batched_grad(theta, x, y, (payload >= 0).to(self.dtype))
-        out = torch.zeros_like(theta)
+        out = torch.empty_like(theta)
         with torch.enable_grad():
             for b in range(theta.shape[0]):
                 self._load(theta[b])
                 grads = self._step_grad(payload[b])
-                if grads is not None:
-                    out[b] = self._flat(grads)
+                if grads is None:
+                    out[b].zero_()
+                    continue
+                with torch.no_grad():           # into the row's slices: no concatenated copy
+                    for g, sl in zip(grads, self.layout.slices):
+                        out[b, sl].copy_(g.reshape(-1))
         return out
 
     def local_sgd(self, theta: torch.Tensor, clients, payload: torch.Tensor, lr):

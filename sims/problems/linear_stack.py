@@ -83,15 +83,17 @@ def linear_stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Ten
     dz = log_p.exp_()
     dz.scatter_add_(-1, y.unsqueeze(-1), -torch.ones_like(y, dtype=dz.dtype).unsqueeze(-1))
     dz.mul_(w.unsqueeze(-1))
-    # Gradients go to fresh contiguous tensors and are concatenated once: a batched product
-    # written straight into a strided slice of the flat output takes a slow fallback path.
-    grads = [None] * (2 * len(weights))
+    # Each layer's gradient is written straight into its slice of the flat output (a view
+    # whose batch stride is d): measured with torch 2.13, one thread, 25 clients of the MLP,
+    # 3.75 ms a step against 4.22 ms for fresh tensors and one concatenation (issue 16).
+    out = torch.empty((B, layout.d), dtype=theta.dtype, device=theta.device)
+    views = list(layout.unflatten(out).values())
     for i in range(len(weights) - 1, -1, -1):
-        grads[2 * i] = torch.bmm(dz.transpose(1, 2), inputs[i]).view(B, -1)
-        grads[2 * i + 1] = dz.sum(1)
+        torch.bmm(dz.transpose(1, 2), inputs[i], out=views[2 * i])
+        torch.sum(dz, 1, out=views[2 * i + 1])
         if i > 0:
             dz = relu_backward(torch.bmm(dz, weights[i]), pre[i - 1])
-    return torch.cat(grads, dim=1), loss
+    return out, loss
 
 
 def linear_stack_sgd_(theta: torch.Tensor, layout, minibatch, steps: int,
