@@ -395,6 +395,8 @@ def missing_runs(entry, cfg, df: pd.DataFrame) -> list[str]:
     given partial results (``--plot-only --available``) says which are missing and gives no
     verdict that needs them."""
     present = set(df["run"].unique()) if len(df) and "run" in df else set()
+    if len(df) and "sweep" in df:         # a sweep's rows name its points in run, it in sweep
+        present |= set(df["sweep"].dropna().unique())
     return [r.name for r in entry.runs(cfg) if r.name not in present]
 
 

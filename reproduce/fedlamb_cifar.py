@@ -68,7 +68,7 @@ def settings(cfg) -> list[fl.Setting]:
 
 
 def methods(cfg) -> list[str]:
-    return list(METHODS) + ([] if cfg.no_printed else ["fed-ams-printed", "fed-lamb-printed"])
+    return fl.chosen_methods(cfg, [*METHODS, "fed-ams-printed", "fed-lamb-printed"])
 
 
 def runs(cfg):

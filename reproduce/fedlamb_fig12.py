@@ -48,14 +48,15 @@ DEFAULT_COST = ("about 4 CPU-min, 11 min of wall time on the shared 2-core machi
                 "MNIST subset, 2 models x E in {1, 2}, 5 methods at one rate each, 2 seeds, "
                 "25 rounds)")
 
-BEST = fl.PILOT_BEST
 METHODS = ("fed-sgd", "fed-ams", "fed-lamb")
 MODEL_LABEL = {"mnist-cnn": "CNN (example net)", "mlp-dropout": "MLP 200 + dropout"}
 
 
 @dataclass
 class Config(fl.Config):
-    rounds: int = 25
+    seeds: int = 3
+    rounds: int = 12
+    grid: str = "sub"
     models: str = "mnist-cnn,mlp-dropout"
     epochs: str = "1,2"
     m: int = 25
@@ -63,8 +64,7 @@ class Config(fl.Config):
 
     def scale(self):
         if self.full:
-            self.seeds, self.rounds, self.epochs, self.grid, self.eval_every = 3, 100, "1,3,5", \
-                "table1", 1
+            self.rounds, self.epochs, self.grid, self.eval_every = 100, "1,3,5", "table1", 1
         if self.tiny:
             self.seeds, self.rounds, self.epochs, self.n, self.m, self.eval_every = \
                 2, 2, "1", 10, 5, 1
@@ -83,14 +83,14 @@ def settings(cfg) -> list[fl.Setting]:
 
 
 def methods(cfg) -> list[str]:
-    extra = [] if cfg.no_printed else ["fed-ams-printed", "fed-lamb-printed"]
-    return list(METHODS) + extra
+    return fl.chosen_methods(cfg, [*METHODS, "fed-ams-printed", "fed-lamb-printed"])
 
 
 def runs(cfg):
     if not 1 <= cfg.m <= cfg.n:
         raise common.EntryError(f"--m must be in [1, --n], got m={cfg.m}, n={cfg.n}")
-    return fl.make_runs(cfg, settings(cfg), methods(cfg), lambda s, m: BEST[m])
+    return fl.make_runs(cfg, settings(cfg), methods(cfg), lambda s, m: fl.pilot_best(s.model, m),
+                        sub=lambda s, m: fl.pilot_subgrid(s.model, m))
 
 
 def plot(df, cfg):
@@ -112,6 +112,8 @@ def check(df, cfg):
             lines += fl.compare(chosen, s.key, ["fed-lamb-printed"], ["fed-ams-printed"],
                                 f"E1/E5 in the printed reading (eps={cfg.printed_eps:g})")
     lines += fl.selection_lines(chosen)
+    mlp = [s for s in settings(cfg) if s.model.startswith("mlp")] or settings(cfg)
+    lines += fl.consensus_lines(cfg, chosen, df, mlp[0])
     lines += fl.cost_lines(df, cfg, full_seeds=3, full_rounds=100, full_epochs=(1, 3, 5),
                            methods=methods(cfg))
     return lines

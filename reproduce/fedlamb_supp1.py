@@ -83,7 +83,7 @@ def settings(cfg) -> list[fl.Setting]:
 
 
 def methods(cfg) -> list[str]:
-    return list(METHODS) + ([] if cfg.no_printed else ["fed-ams-printed", "fed-lamb-printed"])
+    return fl.chosen_methods(cfg, [*METHODS, "fed-ams-printed", "fed-lamb-printed"])
 
 
 def runs(cfg):
@@ -119,6 +119,8 @@ def check(df, cfg):
             lines += fl.compare(chosen, s.key, ["fed-lamb-printed"], ["fed-ams-printed"],
                                 f"E5 in the printed reading (eps={cfg.printed_eps:g})")
     lines += fl.selection_lines(chosen)
+    for s in settings(cfg):
+        lines += fl.consensus_lines(cfg, chosen, df, s)
     lines += fl.cost_lines(df, cfg, full_seeds=3, full_rounds=100, full_epochs=(cfg.epochs,),
                            methods=methods(cfg))
     return lines
