@@ -461,8 +461,10 @@ def make_runs(cfg, settings, methods, best, problem_kw=None, sub=None) -> list:
             desc["eval_grad"] = False
         part = "full" if s.m is None else f"m={s.m}"
         for method in methods:
-            grid = method_grid(method, cfg.grid, best(s, method), cfg.printed_eps,
-                               sub(s, method) if sub else None)
+            grid = method_grid(method, cfg.grid,
+                               best(s, method) if cfg.grid in ("best", "near", "sub") else {},
+                               cfg.printed_eps, sub(s, method) if sub and cfg.grid == "sub"
+                               else None)
             name = f"{s.key}_{method}"
             params = {"setting": s.key, "dataset": s.dataset, "model": s.model,
                       "epochs": s.epochs, "method": method, "sweep": name}
