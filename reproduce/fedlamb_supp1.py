@@ -90,7 +90,8 @@ def runs(cfg):
     if cfg.n < 1 or cfg.epochs < 1:
         raise common.EntryError("--n and --epochs must be >= 1")
     kw = {"eval_train_samples": cfg.eval_train} if cfg.eval_train else {}
-    return fl.make_runs(cfg, settings(cfg), methods(cfg), lambda s, m: fl.PILOT_BEST[m], kw)
+    return fl.make_runs(cfg, settings(cfg), methods(cfg), lambda s, m: fl.pilot_best(s.dataset, m),
+                        kw, sub=lambda s, m: fl.pilot_subgrid(s.dataset, m))
 
 
 def plot(df, cfg):

@@ -30,9 +30,10 @@ def test_table1_grids_verbatim():
 
 
 def test_default_subgrid_is_the_pilot_best_and_a_table1_neighbour():
-    """``--grid sub`` (the CPU default): per pilot key and method, the pilot's best point and
-    one rate adjacent to it on Table 1's grid (the printed pair: the best point only); every
-    value on Table 1's grid; lambda one of MAIN Sec. 4's three."""
+    """``--grid sub`` (the CPU default of Figs. 1-2): per pilot key and method, the pilot's
+    best point and one rate adjacent to it on the grid the pilot ran (Table 1's, Adp-Fed's
+    coarser :data:`PILOT_AXES`) (the printed pair: the best point only); every value on
+    Table 1's grid; lambda one of MAIN Sec. 4's three."""
     for key, methods in fl.PILOT.items():
         for method, (best, _) in methods.items():
             axes = fl.pilot_subgrid(key, method)
@@ -46,7 +47,8 @@ def test_default_subgrid_is_the_pilot_best_and_a_table1_neighbour():
             assert len(points) == 2, (key, method, points)
             moved = [k for k, v in axes.items() if len(v) == 2]
             assert len(moved) == 1
-            i, j = (grids[moved[0]].index(v) for v in axes[moved[0]])
+            piloted = fl.grid_axes(method, "pilot", {})[moved[0]]   # adjacent where piloted
+            i, j = (piloted.index(v) for v in axes[moved[0]])
             assert abs(i - j) == 1, (key, method, axes)
     with pytest.raises(ValueError, match="no sub-grid"):
         fl.grid_points("fed-sgd", "sub", {"eta_l": 0.1}, 1e-4)
