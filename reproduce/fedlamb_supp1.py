@@ -23,16 +23,17 @@ embedded 4,000-image subset, labelled as such: 20 training images per client ins
 adaptivity and local drift all but vanish, every method is close to its centralised
 counterpart on a 4,000-image problem) and accuracy is read on 1,000 test images.
 
-CPU default (measured: 7.5 CPU-minutes, 18.6 minutes of wall time on the shared machine,
-one thread): both datasets at the paper's n, participation
-and batch, 2 seeds, **10 rounds** (the paper's 100 cost about 10x: ``--rounds 100``), one
-point per method (``--grid best``: the pilot points of
-:data:`reproduce.fedlamb_common.PILOT_BEST`), test accuracy every round (train loss on a
-fixed 5,000-image sample). ``--grid near`` adds each rate's Table 1 neighbours (and every
+Tuning. The CPU default runs each method at its best point of a recorded pilot
+(``--grid best``; :data:`reproduce.fedlamb_common.PILOT`, docs/fedlamb_pilot.md: one seed,
+6 rounds, this setting, Table 1's whole rate grids, Fed-LAMB at lambda 0, Adp-Fed over a
+4 x 4 region of its 12 x 10 grid), 2 seeds, **10 rounds** (the paper's 100 cost about 10x:
+``--rounds 100``), test accuracy every round (train loss on a fixed 5,000-image sample).
+Two points per method (``--grid sub``: the pilot's best and its better neighbour) would
+double the default's cost. ``--grid near`` adds each rate's Table 1 neighbours (and every
 lambda); ``--full`` runs the whole Table 1 grids (9 + 10 + 27 + 120 + 10 + 9 points, and the
 printed pair's 10 + 27), 3 seeds, 100 rounds; the check prints its cost extrapolated from the
-measured per-round times (96 hours of wall time on the shared machine, about 40 hours of
-one free core: a GPU job).
+measured per-round times. T5 (the consensus bound) is printed by the check on a real run per
+dataset.
 """
 from __future__ import annotations
 
