@@ -102,6 +102,7 @@ def test_fig12_tiny(tmp_path, capsys):
     assert common.main(fedlamb_fig12, argv) == 0
     out = _lines(capsys)
     assert (tmp_path / "f" / "fedlamb_fig12.png").exists()
+    assert not any(l.startswith("missing") for l in out)     # sweeps are found by their name
     assert any("embedded 4,000-image subset" in l and "NOT full MNIST" in l for l in out)
     verdicts = [l for l in out if l.startswith("  -> E1:")]
     assert len(verdicts) == 1
