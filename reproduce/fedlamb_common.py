@@ -205,12 +205,12 @@ T5_CLIENTS = 20
 
 
 def consensus_lines(cfg, chosen, df, s: "Setting", rounds: int = 2) -> list[str]:
-    """T5 (spec 4, property P1) asserted on a real run and printed: Fed-LAMB at the selected
-    point of setting ``s`` (and its printed reading's), ``rounds`` rounds of seed ``seed0``
-    on the setting's data and partition, at most :data:`T5_CLIENTS` clients a round, replayed round by round by
-    :class:`ConsensusObserver`. The run uses the setting's MLP without dropout in float64
-    (``mlp``; a dropout mask cannot be replayed, so on the dropout nets the replay would not
-    be the run). States max drift / (alpha T phi_M) (T5 holds iff <= 1) and the replay's
+    """T5 (spec 4, property P1) asserted on a real run and printed: Fed-LAMB at the selected point
+    of setting ``s`` (and its printed reading's), ``rounds`` rounds of seed ``seed0`` on the
+    setting's data and partition, at most :data:`T5_CLIENTS` clients a round, replayed round by
+    round by :class:`ConsensusObserver`. The run uses the setting's MLP without dropout in
+    float64 (``mlp``; a dropout mask cannot be replayed, so on the dropout nets the replay would
+    not be the run). States max drift / (alpha T phi_M) (T5 holds iff <= 1) and the replay's
     error against the run's server model."""
     import torch as _torch
 
@@ -239,10 +239,10 @@ def consensus_lines(cfg, chosen, df, s: "Setting", rounds: int = 2) -> list[str]
         verdict = "holds" if ratio <= 1 + 1e-9 and err < 1e-8 else "VIOLATED"
         what = ", ".join(f"{k}={v:g}" for k, v in hyper.items())
         out.append(f"T5 consensus ({LABELS[method]} {what}; {s.dataset} {s.n} clients, "
-                   f"{part.m} a round, E={s.epochs}, MLP without dropout, float64, {rounds} rounds, seed "
-                   f"{cfg.seed0}): max per-layer drift / (alpha T phi_M) = {ratio:.4f}, "
-                   f"drift / sum of step lengths <= {steps:.4f}, replay error {err:.1e}: "
-                   f"{verdict}")
+                   f"{part.m} a round, E={s.epochs}, MLP without dropout, float64, {rounds} "
+                   f"rounds, seed {cfg.seed0}): max per-layer drift / (alpha T phi_M) = "
+                   f"{ratio:.4f}, drift / sum of step lengths <= {steps:.4f}, replay error "
+                   f"{err:.1e}: {verdict}")
     return out
 
 

@@ -30,13 +30,14 @@ whole rate grids, Fed-LAMB over every lambda, one seed, 15 rounds, E = 1, both m
 at round 12): the pilot's best rate and its better Table 1 neighbour, Fed-LAMB at the
 pilot's best lambda (0.01 for both models; the three lambdas were within 1.2 points of each
 other at every rate up to 0.1; past the best, at 0.3-0.5 on the MLP, lambda = 0.1 was up to
-20 points better but still far below the best), the printed pair at its pilot best point; selection over 3 seeds by
-the paper's rule. 3 seeds, **12 rounds** (evaluated every 2), E = 1 and 2 (the E = 2 panels
-use the E = 1 pilot's sub-grid). ``--grid near`` runs each rate's Table 1 neighbours and
-every lambda; ``--full``: the whole Table 1 grids (Fed-LAMB over lambda too), 3 seeds, 100
-rounds (the paper does not state its rounds), E = 1, 3, 5: its cost, extrapolated from the
-measured per-round times, is printed by the check. T5 (the consensus bound) is printed by the
-check on a real run (:func:`reproduce.fedlamb_common.consensus_lines`).
+20 points better but still far below the best), the printed pair at its pilot best point;
+selection over 3 seeds by the paper's rule. 3 seeds, **12 rounds** (evaluated every 2), E =
+1 and 2 (the E = 2 panels use the E = 1 pilot's sub-grid). ``--grid near`` runs each rate's
+Table 1 neighbours and every lambda; ``--full``: the whole Table 1 grids (Fed-LAMB over
+lambda too), 3 seeds, 100 rounds (the paper does not state its rounds), E = 1, 3, 5: its
+cost, extrapolated from the measured per-round times, is printed by the check. T5 (the
+consensus bound) is printed by the check on a real run
+(:func:`reproduce.fedlamb_common.consensus_lines`).
 """
 from __future__ import annotations
 
