@@ -13,11 +13,13 @@ E2 (same ordering as E1: Fed-LAMB above Fed-AMS and Fed-SGD) and E3 (for each nu
 local epochs).
 
 CIFAR-10 is read from ``--data-dir`` (``DIR/cifar-10-batches-py``); nothing is downloaded.
-The default (E = 1, 2 seeds, 100 rounds, one point per method at the pilot points of
-:data:`reproduce.fedlamb_common.PILOT_BEST`, which come from MNIST: ``--grid near`` /
-``--full`` tune on CIFAR) is a GPU job (``--device cuda``); on this CPU only ``--tiny`` is
-sensible (two rounds of 4 clients on a handful of images; the tests run it on fixture
-files), other CPU runs need ``--cpu-ok``. Not run on a GPU in this project so far.
+The default (E = 1, 2 seeds, 100 rounds, one point per method: ``--grid best``, the
+best points of the recorded main-figure CNN pilot on MNIST,
+:data:`reproduce.fedlamb_common.PILOT_BEST`; ``--grid near`` / ``--full`` tune on CIFAR) is
+a GPU job (``--device cuda``); on this CPU only ``--tiny`` is sensible (one round of 2
+clients on a handful of images; the tests run it on fixture files), other CPU runs need
+``--cpu-ok``. Not run on a GPU in this project so far (none was lent to the sessions that
+built it).
 """
 from __future__ import annotations
 
@@ -68,7 +70,7 @@ def settings(cfg) -> list[fl.Setting]:
 
 
 def methods(cfg) -> list[str]:
-    return list(METHODS) + ([] if cfg.no_printed else ["fed-ams-printed", "fed-lamb-printed"])
+    return fl.chosen_methods(cfg, [*METHODS, "fed-ams-printed", "fed-lamb-printed"])
 
 
 def runs(cfg):

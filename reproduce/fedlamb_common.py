@@ -29,21 +29,72 @@ LABELS = {"fed-sgd": "Fed-SGD", "fed-ams": "Fed-AMS", "fed-lamb": "Fed-LAMB",
           "adp-fed": "Adp-Fed", "mime": "Mime", "mime-lamb": "Mime-LAMB",
           "fed-ams-printed": "Fed-AMS (printed)", "fed-lamb-printed": "Fed-LAMB (printed)"}
 
-#: The default's single point per method (``--grid best``): the best final test accuracy of
-#: a 15-round pilot, 1 seed, on main Figs. 1-2's setting (embedded MNIST subset, 50 clients,
-#: 25 a round, batch 32, E = 1, the MLP without dropout) over the whole Table 1 rate grids
-#: (Fed-LAMB at lambda 0; Adp-Fed over eta_l in {0.03, 0.1, 0.3} x eta_g in {3e-4 .. 0.03};
-#: the printed pair at eps = 1e-4 over 3-4 rates; Mime and Mime-LAMB over 3-4 rates).
-#: Final accuracies there: Fed-SGD 0.1: 84.2 %; Fed-AMS 0.03: 89.6 % (0.01: 88.7 %); Fed-LAMB
-#: 0.03: 84.4 % (0.05: 84.2 %, 0.1: 81.6 %); Adp-Fed (0.1, 0.003): 91.7 %; printed Fed-AMS
-#: 0.003: 85.9 % (0.01: 51.9 %); printed Fed-LAMB 0.03: 86.4 %; Mime 0.001: 91.3 %;
-#: Mime-LAMB 0.1: 89.6 % (0.03: 88.3 %). The supplement figure's regime (n = 200, batch 64)
-#: is not piloted (too costly here): it uses the same points; ``--grid near`` / ``--full``
-#: tune there.
-PILOT_BEST = {"fed-sgd": {"eta_l": 0.1}, "fed-ams": {"eta_l": 0.03},
-              "fed-lamb": {"eta_l": 0.03, "lam": 0.0}, "adp-fed": {"eta_l": 0.1, "eta": 0.003},
-              "mime": {"eta_l": 0.001}, "mime-lamb": {"eta_l": 0.1},
-              "fed-ams-printed": {"eta_l": 0.003}, "fed-lamb-printed": {"eta_l": 0.03, "lam": 0.0}}
+#: The recorded pilot sweeps (docs/fedlamb_pilot.md: commands, every point's final accuracy):
+#: one seed, ``--grid pilot`` (Table 1's rate grids; Fed-LAMB over every lambda in main
+#: Figs. 1-2, at lambda 0 in the supplement's; Adp-Fed over :data:`PILOT_AXES`), in each
+#: entry's own setting at E = 1 (main Figs. 1-2: 15 rounds, read at 12; supplement Fig. 1:
+#: 6 rounds).
+#: Per pilot key (a model of main Figs. 1-2, a dataset of the supplement's) and method: the
+#: pilot's best point, and the runner-up among its Table 1 neighbours in the rate (Adp-Fed:
+#: in one of its two rates, as a dict) (the default's sub-grid is these two rates, at the
+#: best lambda; :func:`pilot_subgrid`).
+#: The printed pair (``*-printed``) runs only its pilot best point in the default. The
+#: supplement's printed pair was not piloted (no CPU time left): printed Fed-LAMB at the
+#: default reading's best rate (lambda 0; in the main-figure pilot both readings of Fed-LAMB
+#: had the same best rate), printed Fed-AMS one Table 1 step below the default reading's
+#: best (in the main-figure pilot it was one to two steps below).
+PILOT = {
+    # main Figs. 1-2: embedded MNIST subset, 50 clients, 25 a round, batch 32, E = 1; read at
+    # round 12, the default's horizon (docs/fedlamb_pilot.md has round 15 too)
+    "mnist-cnn": {"fed-sgd": ({"eta_l": 0.1}, 0.05),            # 56.1 %, 0.05: 51.3 %
+                  "fed-ams": ({"eta_l": 0.01}, 0.005),          # 74.1 %, 0.005: 53.7 %
+                  "fed-lamb": ({"eta_l": 0.1, "lam": 0.01}, 0.05),  # 71.4 %, 0.05: 51.3 %
+                  "fed-ams-printed": ({"eta_l": 0.005}, None),  # 43.8 % (eps 1e-4)
+                  "fed-lamb-printed": ({"eta_l": 0.1, "lam": 0.0}, None)},   # 82.6 %
+    "mlp-dropout": {"fed-sgd": ({"eta_l": 0.1}, 0.05),          # 85.0 %, 0.05: 81.6 %
+                    "fed-ams": ({"eta_l": 0.01}, 0.005),        # 86.6 %, 0.005: 85.9 %
+                    "fed-lamb": ({"eta_l": 0.1, "lam": 0.01}, 0.05),  # 82.5 %, 0.05: 82.4 %
+                    "fed-ams-printed": ({"eta_l": 0.003}, None),        # 78.1 %
+                    "fed-lamb-printed": ({"eta_l": 0.1, "lam": 0.0}, None)},  # 86.5 %
+    # supplement Fig. 1: 200 clients, all active, batch 64, E = 1, the 784-200-10 MLP, round 6
+    "mnist": {"fed-sgd": ({"eta_l": 0.1}, 0.05),                # 77.7 %, 0.05: 68.4 %
+              "fed-ams": ({"eta_l": 0.03}, 0.01),               # 87.8 %, 0.01: 86.0 %
+              "fed-lamb": ({"eta_l": 0.5, "lam": 0.0}, 0.3),    # 86.5 % (grid top), 0.3: 85.6
+              "adp-fed": ({"eta_l": 0.5, "eta": 0.001}, {"eta_l": 0.3}),  # 88.2 %, 86.6 %
+              "mime": ({"eta_l": 0.001}, 0.0005),               # 85.9 %, 0.0005: 85.8 %
+              "mime-lamb": ({"eta_l": 0.05}, 0.03),             # 85.0 %, 0.03: 81.2 %
+              "fed-ams-printed": ({"eta_l": 0.01}, None),       # not piloted (below)
+              "fed-lamb-printed": ({"eta_l": 0.5, "lam": 0.0}, None)},
+    "fmnist": {"fed-sgd": ({"eta_l": 0.1}, 0.05),               # 72.8 %, 0.05: 72.3 %
+               "fed-ams": ({"eta_l": 0.01}, 0.005),             # 77.1 %, 0.005: 76.3 %
+               "fed-lamb": ({"eta_l": 0.1, "lam": 0.0}, 0.05),  # 77.1 %, 0.05: 76.4 %
+               "adp-fed": ({"eta_l": 0.1, "eta": 0.003}, {"eta_l": 0.03}),  # 75.4 %, 74.8 %
+               "mime": ({"eta_l": 0.0003}, 0.0005),             # 76.2 %, 0.0005: 73.6 %
+               "mime-lamb": ({"eta_l": 0.03}, 0.01),             # 75.1 %, 0.01: 72.4 %
+               "fed-ams-printed": ({"eta_l": 0.005}, None),     # not piloted (below)
+               "fed-lamb-printed": ({"eta_l": 0.1, "lam": 0.0}, None)},
+}
+
+#: The single point per method of ``--grid best`` and the centre of ``--grid near`` where an
+#: entry has no pilot of its own (CIFAR-10): the main-figure CNN pilot's best points.
+PILOT_BEST = {m: p for m, (p, _) in PILOT["mnist-cnn"].items()}
+
+
+def pilot_best(key: str, method: str) -> dict:
+    return PILOT[key][method][0]
+
+
+def pilot_subgrid(key: str, method: str) -> dict:
+    """``--grid sub``'s values of one method: the pilot's best rate and its better Table 1
+    neighbour (one rate for the printed pair), at the pilot's best lambda."""
+    best, second = PILOT[key][method]
+    if second is not None and not isinstance(second, dict):
+        second = {"eta_l": second}
+    axes = {k: (v,) for k, v in best.items()}
+    for k, v in (second or {}).items():
+        axes[k] = tuple(sorted((best[k], v)))
+    return axes
+
 
 READINGS_NOTE = ("Fed-AMS/Fed-LAMB default reading: per-step AMSGrad max from the server's "
                  "vhat, bias correction over all a client's steps, client v_0 = 0; printed "
@@ -141,6 +192,60 @@ class ConsensusObserver:
         return out
 
 
+def point_values(df, setting: str, method: str, point) -> dict:
+    """The swept values (``eta_l``, ``lam``, ...) of one selected point of a results table."""
+    row = df[(df.setting == setting) & (df.method == method) & (df.point == point)].iloc[0]
+    return {k: float(row[k]) for k in ("eta_l", "lam", "eta")
+            if k in row.index and np.isfinite(row[k])}
+
+
+#: Clients per round of the T5 run (the bound is per client; the float64 replay of 200 clients
+#: of Fashion-MNIST costs a minute here).
+T5_CLIENTS = 20
+
+
+def consensus_lines(cfg, chosen, df, s: "Setting", rounds: int = 2) -> list[str]:
+    """T5 (spec 4, property P1) asserted on a real run and printed: Fed-LAMB at the selected point
+    of setting ``s`` (and its printed reading's), ``rounds`` rounds of seed ``seed0`` on the
+    setting's data and partition, at most :data:`T5_CLIENTS` clients a round, replayed round by
+    round by :class:`ConsensusObserver`. The run uses the setting's MLP without dropout in
+    float64 (``mlp``; a dropout mask cannot be replayed, so on the dropout nets the replay would
+    not be the run). States max drift / (alpha T phi_M) (T5 holds iff <= 1) and the replay's
+    error against the run's server model."""
+    import torch as _torch
+
+    from sims.engine import run
+    from sims.problems.image import build_image_problem
+
+    from . import common
+    out = []
+    for method in ("fed-lamb", "fed-lamb-printed"):
+        row = chosen[(chosen.setting == s.key) & (chosen.method == method)]
+        if not len(row) or row.iloc[0]["point"] is None:
+            continue
+        hyper = point_values(df, s.key, method, row.iloc[0]["point"])
+        if method.endswith("-printed"):
+            hyper["eps"] = cfg.printed_eps
+        problem = build_image_problem(s.dataset, "mlp", s.n, scheme=s.scheme,
+                                      data=common.cached_dataset(s.dataset, cfg.data_dir),
+                                      batch_size=s.batch, local_epochs=s.epochs,
+                                      dtype=_torch.float64)
+        alg = algorithm(method, **hyper)
+        part = Participation("fixed", m=min(s.m or s.n, T5_CLIENTS))
+        res = run(problem, alg, part, rounds, [cfg.seed0], eval_every=0,
+                  observers=[ConsensusObserver()])
+        ratio, steps, err = (np.nanmax(res.metrics[k]) for k in
+                             ("t5_ratio", "t5_steps_ratio", "t5_replay_err"))
+        verdict = "holds" if ratio <= 1 + 1e-9 and err < 1e-8 else "VIOLATED"
+        what = ", ".join(f"{k}={v:g}" for k, v in hyper.items())
+        out.append(f"T5 consensus ({LABELS[method]} {what}; {s.dataset} {s.n} clients, "
+                   f"{part.m} a round, E={s.epochs}, MLP without dropout, float64, {rounds} "
+                   f"rounds, seed {cfg.seed0}): max per-layer drift / (alpha T phi_M) = "
+                   f"{ratio:.4f}, drift / sum of step lengths <= {steps:.4f}, replay error "
+                   f"{err:.1e}: {verdict}")
+    return out
+
+
 # ------------------------------------------------------------------------------ entries
 @dataclass
 class Config(common.EntryConfig):
@@ -155,26 +260,53 @@ class Config(common.EntryConfig):
     eval_every: int = 1
     threads: int = 1
     executor: str = "inprocess"       # or ray (the sweep API's executors)
+    methods: str = ""                 # comma list: only these of the entry's methods ("": all)
 
 
-GRID_MODES = ("best", "near", "table1")
+GRID_MODES = ("sub", "best", "near", "table1", "pilot")
+
+#: ``--grid pilot``: the pilot sweeps' grids (docs/fedlamb_pilot.md): Table 1's rate grids,
+#: Fed-LAMB at lambda 0 only, Adp-Fed over the region of its 12 x 10 grid where an earlier
+#: 15-round pilot put its best point (eta_l in {0.03 .. 0.5} x eta_g in {1e-3 .. 0.03}).
+PILOT_AXES = {"fed-lamb": {"lam": (0.0,)},
+              "adp-fed": {"eta_l": (0.03, 0.1, 0.3, 0.5), "eta": (0.001, 0.003, 0.01, 0.03)}}
+
+
+def chosen_methods(cfg, every) -> list[str]:
+    """The entry's methods ``every`` (printed pair included unless ``--no-printed``),
+    narrowed to ``--methods`` when given (one-line error for a name the entry does not run)."""
+    every = [m for m in every if not (cfg.no_printed and m.endswith("-printed"))]
+    if not cfg.methods:
+        return every
+    want = items(cfg.methods)
+    bad = [m for m in want if m not in every]
+    if bad:
+        raise common.EntryError(f"--methods: {', '.join(bad)} not among {', '.join(every)}")
+    return [m for m in every if m in want]
 
 
 def base_method(method: str) -> str:
     return method[: -len("-printed")] if method.endswith("-printed") else method
 
 
-def grid_axes(method: str, mode: str, best: dict) -> dict:
+def grid_axes(method: str, mode: str, best: dict, sub: dict | None = None) -> dict:
     """The values one method runs, per hyperparameter: ``"table1"`` the whole Table 1 grid
-    (and lambda's three values), ``"best"`` the single point ``best`` (the default's
-    documented choice), ``"near"`` ``best`` with its Table 1 neighbours in each rate (and
-    every lambda)."""
+    (and lambda's three values), ``"sub"`` the default's sub-grid ``sub`` (values per
+    hyperparameter, chosen from the recorded pilot; a key it leaves out at ``best``),
+    ``"best"`` the single point ``best``, ``"near"`` ``best`` with its Table 1 neighbours in
+    each rate (and every lambda), ``"pilot"`` the pilot sweeps' grid (:data:`PILOT_AXES`)."""
     if mode not in GRID_MODES:
         raise ValueError(f"--grid must be one of {', '.join(GRID_MODES)}, got {mode!r}")
     axes = {}
     for key, values in GRIDS[base_method(method)].items():
         values = tuple(values)
-        if mode == "table1" or key == "lam" and mode == "near":
+        if mode == "sub":
+            if sub is None:
+                raise ValueError(f"--grid sub: no sub-grid for {method} here")
+            axes[key] = tuple(sub.get(key, (best[key],)))
+        elif mode == "pilot":
+            axes[key] = PILOT_AXES.get(base_method(method), {}).get(key, values)
+        elif mode == "table1" or key == "lam" and mode == "near":
             axes[key] = values
         elif mode == "best":
             axes[key] = (best[key],)
@@ -184,18 +316,22 @@ def grid_axes(method: str, mode: str, best: dict) -> dict:
     return axes
 
 
-def method_grid(method: str, mode: str, best: dict, printed_eps: float) -> Grid:
+def method_grid(method: str, mode: str, best: dict, printed_eps: float,
+                sub: dict | None = None) -> Grid:
     """The :class:`sims.sweep.Grid` of one method: its registry algorithm, fixed settings
     (the printed reading and ``eps = printed_eps`` for ``*-printed``) and :func:`grid_axes`."""
     base = base_method(method)
     fixed = {**PRINTED, "eps": printed_eps} if method.endswith("-printed") else {}
-    return Grid({base: fixed}, [Axis(k, v, base) for k, v in grid_axes(method, mode, best).items()])
+    return Grid({base: fixed}, [Axis(k, v, base)
+                                for k, v in grid_axes(method, mode, best, sub).items()])
 
 
-def grid_points(method: str, mode: str, best: dict, printed_eps: float) -> list[dict]:
+def grid_points(method: str, mode: str, best: dict, printed_eps: float,
+                sub: dict | None = None) -> list[dict]:
     """The swept values of every point of :func:`method_grid` (printed: with ``eps``)."""
     extra = {"eps": printed_eps} if method.endswith("-printed") else {}
-    return [{**p.values, **extra} for p in method_grid(method, mode, best, printed_eps).points()]
+    return [{**p.values, **extra}
+            for p in method_grid(method, mode, best, printed_eps, sub).points()]
 
 
 def point_name(point: dict) -> str:
@@ -235,7 +371,7 @@ def select_best(df, rounds: int):
         row = {"setting": setting, "method": method, "points": len(summary),
                "diverged_points": int(summary["diverged"].sum()), "point": None,
                "label": None, "mean": np.nan, "lo": np.nan, "hi": np.nan, "auc": np.nan,
-               "seeds": 0}
+               "seeds": 0, "ranking": ranking(summary)}
         sel = summary[summary["selected"]]
         if len(sel):
             point = sel.iloc[0]["point"]
@@ -250,6 +386,18 @@ def select_best(df, rounds: int):
                            seeds=int(last.seed.nunique()))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def ranking(summary) -> str:
+    """Every competing point of a sweep's :func:`sims.sweep.select` summary, best first: its
+    swept values and its score (final test accuracy, mean over seeds); "div" if diverged."""
+    keys = [k for k in ("eta_l", "eta", "lam") if k in summary]
+    parts = []
+    for _, r in summary.sort_values("rank").iterrows():
+        what = "/".join(f"{r[k]:g}" for k in keys if np.isfinite(r[k]))
+        parts.append(f"{what} " + ("div" if r["diverged"] or not np.isfinite(r["score"])
+                                   else f"{100 * r['score']:.1f}"))
+    return ", ".join(parts)
 
 
 def _fmt(row) -> str:
@@ -320,10 +468,12 @@ def build_problem(desc: dict):
     return common.cached_problem(**desc)
 
 
-def make_runs(cfg, settings, methods, best, problem_kw=None) -> list:
+def make_runs(cfg, settings, methods, best, problem_kw=None, sub=None) -> list:
     """One sweep (:func:`reproduce.sweeps.sweep_run`) per (setting, method) over the method's
-    :func:`method_grid` and every seed; ``best(setting, method) -> point`` is the default's
-    point. Every cell is saved and resumed by the sweep API under ``OUT/sweeps/``."""
+    :func:`method_grid` and every seed; ``best(setting, method) -> point`` is the single
+    point of ``--grid best`` (and the centre of ``near``), ``sub(setting, method) -> axes``
+    the sub-grid of ``--grid sub``. Every cell is saved and resumed by the sweep API under
+    ``OUT/sweeps/``."""
     from sims.problems.image import CONV_MODELS
     out = []
     for s in settings:
@@ -334,7 +484,10 @@ def make_runs(cfg, settings, methods, best, problem_kw=None) -> list:
             desc["eval_grad"] = False
         part = "full" if s.m is None else f"m={s.m}"
         for method in methods:
-            grid = method_grid(method, cfg.grid, best(s, method), cfg.printed_eps)
+            grid = method_grid(method, cfg.grid,
+                               best(s, method) if cfg.grid in ("best", "near", "sub") else {},
+                               cfg.printed_eps, sub(s, method) if sub and cfg.grid == "sub"
+                               else None)
             name = f"{s.key}_{method}"
             params = {"setting": s.key, "dataset": s.dataset, "model": s.model,
                       "epochs": s.epochs, "method": method, "sweep": name}
@@ -344,10 +497,9 @@ def make_runs(cfg, settings, methods, best, problem_kw=None) -> list:
 
 
 def missing(entry, cfg, df) -> list[str]:
-    """:func:`reproduce.common.missing_runs` for entries whose runs are sweeps (a sweep's
-    table names its points in ``run``; the sweep itself is ``sweep``)."""
+    """:func:`reproduce.common.missing_runs` (which reads a sweep's name from ``sweep``)."""
     from . import common
-    return common.missing_runs(entry, cfg, df.assign(run=df["sweep"]) if len(df) else df)
+    return common.missing_runs(entry, cfg, df)
 
 
 def plot_panels(df, cfg, settings, methods, suptitle: str, stem: str):
@@ -392,13 +544,19 @@ METHOD_ORDER = ("fed-sgd", "fed-ams", "fed-lamb", "adp-fed", "mime", "mime-lamb"
                 "fed-ams-printed", "fed-lamb-printed")
 
 
+RANK_KEYS = {"adp-fed": ("eta_l", "eta"), "fed-lamb": ("eta_l", "lam")}
+RANK_KEYS.update({m: ("eta_l",) for m in ("fed-sgd", "fed-ams", "mime", "mime-lamb")})
+
+
 def selection_lines(chosen) -> list[str]:
     """Which point each method's curve is (and how many competed / diverged)."""
     out = []
     for _, r in chosen.iterrows():
         what = r["label"] if r["point"] is not None else "none (no healthy point)"
         out.append(f"  selected {r['setting']} {LABELS.get(r['method'], r['method'])}: {what} "
-                   f"(best of {r['points']} point(s), {r['diverged_points']} diverged)")
+                   f"(best of {r['points']} point(s), {r['diverged_points']} diverged)"
+                   + (f"; ranked ({'/'.join(RANK_KEYS.get(base_method(r['method']), ()))}: "
+                      f"final acc %): {r['ranking']}" if r["points"] > 1 else ""))
     return out
 
 

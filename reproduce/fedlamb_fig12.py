@@ -24,15 +24,20 @@ Data: full MNIST from ``--data-dir``; without it the embedded 4,000-image subset
 images per client instead of 1,200: 3 local steps per epoch instead of 38), named as such in
 the figure title and the summary.
 
-CPU default (measured: about 4 CPU-minutes, 11 minutes of wall time on the shared machine,
-one thread): 2 seeds, 25 rounds (evaluated every 2), one
-point per method (``--grid best``: the pilot's best points,
-:data:`reproduce.fedlamb_common.PILOT_BEST`, where the pilot is documented). ``--grid near``
-adds each rate's Table 1 neighbours and every lambda; ``--full``: the whole Table 1 grids
-(Fed-LAMB over lambda too), 3 seeds, 100 rounds (the paper does not state its rounds),
-E = 1, 3, 5: its cost, extrapolated from the measured per-round times, is printed by the
-check (56 hours of wall time on the shared machine, about a day of one free core, on the
-subset).
+Tuning. The CPU default (``--grid sub``) runs each method over a two-rate sub-grid from a
+recorded pilot (:data:`reproduce.fedlamb_common.PILOT`, docs/fedlamb_pilot.md: Table 1's
+whole rate grids, Fed-LAMB over every lambda, one seed, 15 rounds, E = 1, both models, read
+at round 12): the pilot's best rate and its better Table 1 neighbour, Fed-LAMB at the
+pilot's best lambda (0.01 for both models; the three lambdas were within 1.2 points of each
+other at every rate up to 0.1; past the best, at 0.3-0.5 on the MLP, lambda = 0.1 was up to
+20 points better but still far below the best), the printed pair at its pilot best point;
+selection over 3 seeds by the paper's rule. 3 seeds, **12 rounds** (evaluated every 2), E =
+1 and 2 (the E = 2 panels use the E = 1 pilot's sub-grid). ``--grid near`` runs each rate's
+Table 1 neighbours and every lambda; ``--full``: the whole Table 1 grids (Fed-LAMB over
+lambda too), 3 seeds, 100 rounds (the paper does not state its rounds), E = 1, 3, 5: its
+cost, extrapolated from the measured per-round times, is printed by the check. T5 (the
+consensus bound) is printed by the check on a real run
+(:func:`reproduce.fedlamb_common.consensus_lines`).
 """
 from __future__ import annotations
 
@@ -44,18 +49,19 @@ from . import fedlamb_common as fl
 
 PAPER, TARGET = "Fed-LAMB", "Figures 1-2"
 TITLE = "MNIST non-iid, CNN and MLP: Fed-LAMB vs Fed-AMS and Fed-SGD (test accuracy)"
-DEFAULT_COST = ("about 4 CPU-min, 11 min of wall time on the shared 2-core machine (embedded "
-                "MNIST subset, 2 models x E in {1, 2}, 5 methods at one rate each, 2 seeds, "
-                "25 rounds)")
+DEFAULT_COST = ("4.9 CPU-min, 5.1 min of wall time in a heavy slot on the shared 2-core machine "
+                "(embedded MNIST subset, 2 models x E in {1, 2}, the sub-grid's 8 points per "
+                "panel, 3 seeds, 12 rounds)")
 
-BEST = fl.PILOT_BEST
 METHODS = ("fed-sgd", "fed-ams", "fed-lamb")
 MODEL_LABEL = {"mnist-cnn": "CNN (example net)", "mlp-dropout": "MLP 200 + dropout"}
 
 
 @dataclass
 class Config(fl.Config):
-    rounds: int = 25
+    seeds: int = 3
+    rounds: int = 12
+    grid: str = "sub"
     models: str = "mnist-cnn,mlp-dropout"
     epochs: str = "1,2"
     m: int = 25
@@ -63,8 +69,7 @@ class Config(fl.Config):
 
     def scale(self):
         if self.full:
-            self.seeds, self.rounds, self.epochs, self.grid, self.eval_every = 3, 100, "1,3,5", \
-                "table1", 1
+            self.rounds, self.epochs, self.grid, self.eval_every = 100, "1,3,5", "table1", 1
         if self.tiny:
             self.seeds, self.rounds, self.epochs, self.n, self.m, self.eval_every = \
                 2, 2, "1", 10, 5, 1
@@ -83,14 +88,14 @@ def settings(cfg) -> list[fl.Setting]:
 
 
 def methods(cfg) -> list[str]:
-    extra = [] if cfg.no_printed else ["fed-ams-printed", "fed-lamb-printed"]
-    return list(METHODS) + extra
+    return fl.chosen_methods(cfg, [*METHODS, "fed-ams-printed", "fed-lamb-printed"])
 
 
 def runs(cfg):
     if not 1 <= cfg.m <= cfg.n:
         raise common.EntryError(f"--m must be in [1, --n], got m={cfg.m}, n={cfg.n}")
-    return fl.make_runs(cfg, settings(cfg), methods(cfg), lambda s, m: BEST[m])
+    return fl.make_runs(cfg, settings(cfg), methods(cfg), lambda s, m: fl.pilot_best(s.model, m),
+                        sub=lambda s, m: fl.pilot_subgrid(s.model, m))
 
 
 def plot(df, cfg):
@@ -112,6 +117,8 @@ def check(df, cfg):
             lines += fl.compare(chosen, s.key, ["fed-lamb-printed"], ["fed-ams-printed"],
                                 f"E1/E5 in the printed reading (eps={cfg.printed_eps:g})")
     lines += fl.selection_lines(chosen)
+    mlp = [s for s in settings(cfg) if s.model.startswith("mlp")] or settings(cfg)
+    lines += fl.consensus_lines(cfg, chosen, df, mlp[0])
     lines += fl.cost_lines(df, cfg, full_seeds=3, full_rounds=100, full_epochs=(1, 3, 5),
                            methods=methods(cfg))
     return lines

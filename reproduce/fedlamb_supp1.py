@@ -23,16 +23,17 @@ embedded 4,000-image subset, labelled as such: 20 training images per client ins
 adaptivity and local drift all but vanish, every method is close to its centralised
 counterpart on a 4,000-image problem) and accuracy is read on 1,000 test images.
 
-CPU default (measured: 7.5 CPU-minutes, 18.6 minutes of wall time on the shared machine,
-one thread): both datasets at the paper's n, participation
-and batch, 2 seeds, **10 rounds** (the paper's 100 cost about 10x: ``--rounds 100``), one
-point per method (``--grid best``: the pilot points of
-:data:`reproduce.fedlamb_common.PILOT_BEST`), test accuracy every round (train loss on a
-fixed 5,000-image sample). ``--grid near`` adds each rate's Table 1 neighbours (and every
+Tuning. The CPU default runs each method at its best point of a recorded pilot
+(``--grid best``; :data:`reproduce.fedlamb_common.PILOT`, docs/fedlamb_pilot.md: one seed,
+6 rounds, this setting, Table 1's whole rate grids, Fed-LAMB at lambda 0, Adp-Fed over a
+4 x 4 region of its 12 x 10 grid), 2 seeds, **10 rounds** (the paper's 100 cost about 10x:
+``--rounds 100``), test accuracy every round (train loss on a fixed 5,000-image sample).
+Two points per method (``--grid sub``: the pilot's best and its better neighbour) would
+double the default's cost. ``--grid near`` adds each rate's Table 1 neighbours (and every
 lambda); ``--full`` runs the whole Table 1 grids (9 + 10 + 27 + 120 + 10 + 9 points, and the
 printed pair's 10 + 27), 3 seeds, 100 rounds; the check prints its cost extrapolated from the
-measured per-round times (96 hours of wall time on the shared machine, about 40 hours of
-one free core: a GPU job).
+measured per-round times. T5 (the consensus bound) is printed by the check on a real run per
+dataset.
 """
 from __future__ import annotations
 
@@ -44,9 +45,9 @@ from . import fedlamb_common as fl
 
 PAPER, TARGET = "Fed-LAMB", "Supplement Figure 1"
 TITLE = "MNIST and FMNIST, n=200, full participation: six methods, each tuned (test accuracy)"
-DEFAULT_COST = ("7.5 CPU-min, 18.6 min of wall time on the shared 2-core machine (full FMNIST "
-                "+ embedded MNIST subset, 8 methods at one point each, 2 seeds, 10 of the "
-                "paper's 100 rounds)")
+DEFAULT_COST = ("5.4 CPU-min (4.4 user + 1.0 sys), 5.7 min of wall time in a heavy slot on the "
+                "shared 2-core machine (full FMNIST + embedded MNIST subset, 8 methods at their "
+                "pilot points, 2 seeds, 10 of the paper's 100 rounds)")
 
 METHODS = ("fed-sgd", "fed-ams", "adp-fed", "mime", "fed-lamb", "mime-lamb")
 DATASETS = ("mnist", "fmnist")
@@ -83,14 +84,15 @@ def settings(cfg) -> list[fl.Setting]:
 
 
 def methods(cfg) -> list[str]:
-    return list(METHODS) + ([] if cfg.no_printed else ["fed-ams-printed", "fed-lamb-printed"])
+    return fl.chosen_methods(cfg, [*METHODS, "fed-ams-printed", "fed-lamb-printed"])
 
 
 def runs(cfg):
     if cfg.n < 1 or cfg.epochs < 1:
         raise common.EntryError("--n and --epochs must be >= 1")
     kw = {"eval_train_samples": cfg.eval_train} if cfg.eval_train else {}
-    return fl.make_runs(cfg, settings(cfg), methods(cfg), lambda s, m: fl.PILOT_BEST[m], kw)
+    return fl.make_runs(cfg, settings(cfg), methods(cfg), lambda s, m: fl.pilot_best(s.dataset, m),
+                        kw, sub=lambda s, m: fl.pilot_subgrid(s.dataset, m))
 
 
 def plot(df, cfg):
@@ -119,6 +121,8 @@ def check(df, cfg):
             lines += fl.compare(chosen, s.key, ["fed-lamb-printed"], ["fed-ams-printed"],
                                 f"E5 in the printed reading (eps={cfg.printed_eps:g})")
     lines += fl.selection_lines(chosen)
+    for s in settings(cfg):
+        lines += fl.consensus_lines(cfg, chosen, df, s)
     lines += fl.cost_lines(df, cfg, full_seeds=3, full_rounds=100, full_epochs=(cfg.epochs,),
                            methods=methods(cfg))
     return lines

@@ -29,6 +29,33 @@ def test_table1_grids_verbatim():
         fl.grid_points("fed-sgd", "all", {"eta_l": 0.1}, 1e-4)
 
 
+def test_default_subgrid_is_the_pilot_best_and_a_table1_neighbour():
+    """``--grid sub`` (the CPU default of Figs. 1-2): per pilot key and method, the pilot's
+    best point and one rate adjacent to it on the grid the pilot ran (Table 1's, Adp-Fed's
+    coarser :data:`PILOT_AXES`) (the printed pair: the best point only); every value on
+    Table 1's grid; lambda one of MAIN Sec. 4's three."""
+    for key, methods in fl.PILOT.items():
+        for method, (best, _) in methods.items():
+            axes = fl.pilot_subgrid(key, method)
+            grids = fl.GRIDS[fl.base_method(method)]
+            assert all(set(v) <= set(grids[k]) for k, v in axes.items()), (key, method)
+            assert all(best[k] in v for k, v in axes.items())
+            points = fl.grid_points(method, "sub", best, 1e-4, axes)
+            if method.endswith("-printed"):
+                assert len(points) == 1
+                continue
+            assert len(points) == 2, (key, method, points)
+            moved = [k for k, v in axes.items() if len(v) == 2]
+            assert len(moved) == 1
+            piloted = fl.grid_axes(method, "pilot", {})[moved[0]]   # adjacent where piloted
+            i, j = (piloted.index(v) for v in axes[moved[0]])
+            assert abs(i - j) == 1, (key, method, axes)
+    with pytest.raises(ValueError, match="no sub-grid"):
+        fl.grid_points("fed-sgd", "sub", {"eta_l": 0.1}, 1e-4)
+    pilot = fl.grid_points("adp-fed", "pilot", {}, 1e-4)
+    assert len(pilot) == 16 and len(fl.grid_points("fed-lamb", "pilot", {}, 1e-4)) == 9
+
+
 def _df(rows):
     """A sweep-shaped results table: rows of (point, method, seed, accuracies, diverged_at)."""
     frames = []
@@ -75,12 +102,20 @@ def test_fig12_tiny(tmp_path, capsys):
     assert common.main(fedlamb_fig12, argv) == 0
     out = _lines(capsys)
     assert (tmp_path / "f" / "fedlamb_fig12.png").exists()
+    assert not any(l.startswith("missing") for l in out)     # sweeps are found by their name
     assert any("embedded 4,000-image subset" in l and "NOT full MNIST" in l for l in out)
     verdicts = [l for l in out if l.startswith("  -> E1:")]
     assert len(verdicts) == 1
     assert re.match(r"  -> E1: (shows|does not show) \(at the end (yes|no), across", verdicts[0])
     assert any("[seeds " in l for l in out) and any(l.startswith("cost:") for l in out)
     assert sum("selected" in l for l in out) == 5                 # 3 methods + printed pair
+    assert any("ranked (eta_l/lam: final acc %)" in l for l in out)   # the sub-grid competed
+    t5 = [l for l in out if l.startswith("T5 consensus")]
+    assert len(t5) == 2                                            # both readings of Fed-LAMB
+    for line in t5:                                                # T5 on a real run
+        ratio = float(re.search(r"\(alpha T phi_M\) = ([0-9.]+)", line).group(1))
+        err = float(re.search(r"replay error ([0-9.e+-]+):", line).group(1))
+        assert 0.5 < ratio <= 1 and err < 1e-8 and line.endswith("holds")
     # resumable: the same command finds every run saved
     cfg = common.parse_config(fedlamb_fig12, argv + ["--plot-only"])
     df = common.execute(fedlamb_fig12, cfg)
@@ -118,3 +153,6 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert common.main(fedlamb_supp1, ["--tiny", "--datasets", "cifar", "--out",
                                        str(tmp_path)]) == 2
     assert "--datasets" in capsys.readouterr().err
+    assert common.main(fedlamb_fig12, ["--tiny", "--methods", "mime", "--out",
+                                       str(tmp_path)]) == 2
+    assert "--methods: mime not among" in capsys.readouterr().err
