@@ -1,0 +1,325 @@
+"""What the FedAda2 entries share: the settings (DP StackOverflow, CIFAR-100, GLD-23K) with
+their problems and stand-ins, Figure 1's methods at Tables 3-6's best hyperparameters, one
+Config, and the seed statistics of the checks (mean and 95 % interval over seeds).
+
+Spec: ``shared/specs/fedada2.md`` (1.13 baselines, 4.1-4.4 datasets / tables / DP / figures,
+5 claims 11-19, 6 ambiguities). Entries: :mod:`reproduce.fedada2_fig1` (Figures 1-2, Table 2)
+and the entries of Figures 3-7, which build on this module.
+
+**Settings** (:data:`SETTINGS`; ``--settings`` picks a comma-separated subset):
+
+* ``stackoverflow``: DP StackOverflow (Table 3; AdaGrad everywhere, spec 4.1), 400 clients,
+  ``q = 0.1`` (40 a round, fixed ``m`` without replacement as the authors' code), user-level
+  DP with the table's clip ``c`` and ``sigma = --noise-multiplier`` (1), ``delta = 1/400``:
+  every run records ``dp_epsilon`` per round (:class:`sims.privacy.Private`, accounting by
+  ``dp-accounting``). Five methods (no FedAdam: Figure 1 shows it for images only). The local
+  epochs are not stated (spec 6.9): one, batch 32.
+* ``cifar100``: the ViT-S linear head on CIFAR-100 (Tables 4-5; Adam everywhere except
+  FedAdaGrad), 1000 LDA(0.001) clients, 5 local epochs of batch 32 (App. H.2). The paper does
+  not give the participation (spec 6.9): 10 clients a round (``q = 0.01``, GLD-23K's rate).
+* ``gld23k``: the ViT-S linear head on GLD-23K's 233 natural clients, ``q = 0.01``
+  (``m = max(int(q N), 1) = 2``), 5 local epochs (Tables 4-5).
+
+**Stand-ins** (``--standin auto``, the default: the real task when its files load, else its
+stand-in, with the reason recorded and printed; ``yes`` forces the stand-ins, ``no`` insists
+on the real data and stops with a one-line error): StackOverflow -> logistic regression on
+Fashion-MNIST over 400 natural-like clients (:func:`sims.problems.stackoverflow.stackoverflow_standin`);
+CIFAR-100 and GLD-23K -> the same linear-head pipeline on fixed random ReLU features of
+Fashion-MNIST with the task's client structure (:func:`sims.problems.finetune.finetune_problem`).
+What each keeps and loses is written in those modules; :func:`data_note` names every stand-in
+in the figures' footers and the printed summaries.
+
+**Hyperparameters**: each method at its setting's best point of Tables 3-6
+(:mod:`sims.algorithms.fedada2_tables`), tuned by the paper on the real tasks; the stand-ins
+use the same values (not re-tuned: a stand-in's ranking can differ for that reason too).
+
+**Statistics**: :func:`mean_ci` is the two-sided Student-t interval of the seed mean (the
+"95 % intervals" of Figure 1, 20 seeds in the paper); :func:`final_ci` and :func:`curve_ci`
+apply it per run to the last evaluated value and per evaluated round.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from sims.algorithms import fedada2_tables as tables
+from sims.participation import Participation
+
+from . import common
+
+#: Figure 1's methods, in the paper's legend order, and their labels.
+METHODS = tables.METHODS
+LABELS = dict(tables.LABELS)
+SHORT = {"fedavg": "FedAvg", "fedadagrad": "FedAdaGrad", "fedadam": "FedAdam",
+         "dja": "DJA", "joint-no-precond": "Joint w/o precond", "fedada2": "FedAda2"}
+#: one color per method across all FedAda2 figures (DJA green, Joint w/o magenta, FedAda2 red
+#: as the paper's Figure 6 rows)
+COLORS = {"fedavg": "#1f77b4", "fedadagrad": "#ff7f0e", "fedadam": "#8c564b",
+          "dja": "#2ca02c", "joint-no-precond": "#e377c2", "fedada2": "#d62728"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str            # --settings name
+    table: str          # fedada2_tables key (best hyperparameters)
+    label: str          # the paper's panel title
+    methods: tuple      # Figure 1's methods on this setting
+    private: bool       # user-level DP (StackOverflow)
+    adaptivity: str     # "AdaGrad" or "Adam" (spec 4.1)
+
+
+SETTINGS = {
+    "stackoverflow": Setting("stackoverflow", "stackoverflow-dp", "StackOverflow (DP)",
+                             tuple(m for m in METHODS if m != "fedadam"), True, "AdaGrad"),
+    "cifar100": Setting("cifar100", "cifar100", "CIFAR-100", METHODS, False, "Adam"),
+    "gld23k": Setting("gld23k", "gld23k", "GLD-23K", METHODS, False, "Adam"),
+}
+
+#: The participation rate per setting (spec 4.1; CIFAR-100's is not stated: GLD-23K's 0.01).
+RATE = {"stackoverflow": 0.1, "cifar100": 0.01, "gld23k": 0.01}
+
+#: What each stand-in is (one line for footers and summaries).
+STANDIN_TEXT = {
+    "stackoverflow": "Fashion-MNIST logistic regression, 400 natural-like clients",
+    "cifar100": "random-ReLU features (384) of Fashion-MNIST, linear head, 1000 LDA(0.001) "
+                "clients",
+    "gld23k": "random-ReLU features (384) of Fashion-MNIST, linear head, 233 natural-like "
+              "clients",
+}
+
+
+@dataclass
+class Config(common.EntryConfig):
+    """The flags every FedAda2 entry shares (CPU stand-ins by default, ``--full`` paper)."""
+    seeds: int = 3
+    rounds: int = 200
+    settings: str = "stackoverflow,cifar100,gld23k"
+    standin: str = "auto"            # auto | yes | no (module docstring)
+    weights: str | None = None       # ViT-S/16 safetensors (timm names); default DIR/...
+    cache_dir: str | None = None     # frozen-feature cache (default: no cache)
+    noise_multiplier: float = 1.0    # StackOverflow's DP sigma (Table 3: 1)
+    eval_every: int = 10
+    eval_train_samples: int = 2000   # training-loss evaluation subset (0: all)
+    so_local_epochs: int = 1         # StackOverflow (not stated by the paper)
+    image_local_epochs: int = 5      # CIFAR-100 / GLD-23K (App. H.2)
+    batch_size: int = 32
+
+    def scale(self):
+        if self.full:
+            self.seeds, self.rounds, self.standin, self.eval_every = 20, 500, "no", 10
+            self.eval_train_samples = 0
+        if self.tiny:
+            self.seeds, self.rounds, self.eval_every, self.eval_train_samples = 2, 4, 2, 300
+            self.standin = "yes"
+
+    def validate(self):
+        setting_list(self)
+        if self.standin not in ("auto", "yes", "no"):
+            raise common.EntryError(f"--standin must be auto, yes or no, got {self.standin!r}")
+        if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier >= 0):
+            raise common.EntryError(f"--noise-multiplier must be a number >= 0, got "
+                                    f"{self.noise_multiplier}")
+        for key in ("so_local_epochs", "image_local_epochs", "batch_size"):
+            if getattr(self, key) < 1:
+                raise common.EntryError(f"--{key.replace('_', '-')} must be >= 1, got "
+                                        f"{getattr(self, key)}")
+        if self.eval_train_samples < 0:
+            raise common.EntryError("--eval-train-samples must be >= 0 (0: all)")
+
+    @property
+    def datasets(self) -> str:
+        """For :func:`reproduce.common.scale_note`: which data each setting ran on."""
+        return data_note(self)
+
+
+def items(text: str) -> list[str]:
+    return [v.strip() for v in str(text).split(",") if v.strip()]
+
+
+def setting_list(cfg) -> list[Setting]:
+    """The chosen settings, checked (one-line error)."""
+    keys = items(cfg.settings)
+    bad = [k for k in keys if k not in SETTINGS]
+    if not keys or bad:
+        raise common.EntryError(f"--settings: unknown {', '.join(bad) or '(none given)'}; "
+                                f"choose from {', '.join(SETTINGS)}")
+    return [SETTINGS[k] for k in keys]
+
+
+# ------------------------------------------------------------------------------ problems
+@lru_cache(maxsize=8)
+def _problem(key, data_dir, standin, weights, cache_dir, device, batch_size, so_epochs,
+             image_epochs, eval_train):
+    use = {"auto": None, "yes": True, "no": False}[standin]
+    kw = dict(batch_size=batch_size, eval_train_samples=eval_train or None, device=device)
+    if key == "stackoverflow":
+        from sims.problems.stackoverflow import stackoverflow_problem
+        return stackoverflow_problem(data_dir=data_dir, standin=use, n_clients=400,
+                                     local_epochs=so_epochs, **kw)
+    from sims.problems.finetune import finetune_problem
+    return finetune_problem(key, data_dir=data_dir, weights=weights, cache_dir=cache_dir,
+                            standin=use, local_epochs=image_epochs, **kw)
+
+
+def problem(setting: str, cfg):
+    """``(problem, record)`` of ``setting`` under ``cfg`` (built once per process);
+    ``record["standin"]`` / ``record["reason"]`` say whether the stand-in ran and why."""
+    return _problem(setting, cfg.data_dir, cfg.standin, cfg.weights, cfg.cache_dir,
+                    cfg.device, cfg.batch_size, cfg.so_local_epochs, cfg.image_local_epochs,
+                    cfg.eval_train_samples)
+
+
+def is_standin(setting: str, cfg) -> bool:
+    return bool(problem(setting, cfg)[1]["standin"])
+
+
+def setting_title(setting: str, cfg) -> str:
+    """The panel title: the paper's name, and the stand-in when one ran."""
+    s = SETTINGS[setting]
+    return (f"{s.label} stand-in" if is_standin(setting, cfg) else s.label)
+
+
+def data_note(cfg) -> str:
+    """Which data every chosen setting ran on, naming each stand-in (and why it ran)."""
+    parts = []
+    for s in setting_list(cfg):
+        prob, rec = problem(s.key, cfg)
+        if rec["standin"]:
+            why = rec.get("reason") or ""
+            why = "requested" if "requested" in why else "real data absent"
+            parts.append(f"{s.label}: STAND-IN {STANDIN_TEXT[s.key]} ({why})")
+        else:
+            parts.append(f"{s.label}: real data (d={prob.d})")
+    return "; ".join(parts)
+
+
+def participants(setting: str, cfg) -> int:
+    """``m = max(int(q N), 1)`` (the authors' code, spec 7)."""
+    n = problem(setting, cfg)[0].n_clients
+    return max(int(RATE[setting] * n), 1)
+
+
+def participation(setting: str, cfg) -> Participation:
+    return Participation("fixed", m=participants(setting, cfg))
+
+
+# ------------------------------------------------------------------------------ methods
+def algorithm(setting: str, method: str, cfg, **override):
+    """``method`` at ``setting``'s best hyperparameters (Tables 3-6); on StackOverflow under
+    user-level DP with Table 3's clip, ``sigma = cfg.noise_multiplier``, ``delta = 1/N`` and
+    ``q = m/N`` (every round records ``dp_epsilon``)."""
+    s = SETTINGS[setting]
+    if not s.private:
+        return tables.build(s.table, method, **override)
+    n = problem(setting, cfg)[0].n_clients
+    return tables.build_private(s.table, method, cfg.noise_multiplier, delta=1.0 / n,
+                                sampling_rate=participants(setting, cfg) / n, **override)
+
+
+def hyper(setting: str, method: str) -> dict:
+    """The table cell as plain data (for a run's fingerprint and provenance)."""
+    cell = tables.best(SETTINGS[setting].table, method)
+    return {"algorithm": cell.algorithm, **cell.hyper, "dp_clip": cell.dp_clip,
+            "source": cell.source}
+
+
+def run_name(setting: str, method: str) -> str:
+    return f"{setting}_{method}"
+
+
+def method_run(cfg, setting: str, method: str, **override) -> common.Run:
+    """One engine run of ``method`` on ``setting`` (all seeds), named ``SETTING_METHOD``."""
+    def build():
+        return (problem(setting, cfg)[0], algorithm(setting, method, cfg, **override),
+                participation(setting, cfg))
+    extra = {"hyper": {**hyper(setting, method), **override},
+             "noise_multiplier": cfg.noise_multiplier if SETTINGS[setting].private else None}
+    return common.Run(run_name(setting, method), {"setting": setting, "method": method},
+                      build=build, eval_every=cfg.eval_every, eval_grad=False, extra=extra)
+
+
+def figure1_runs(cfg) -> list[common.Run]:
+    """Figure 1's runs: every method of every chosen setting."""
+    return [method_run(cfg, s.key, m) for s in setting_list(cfg) for m in s.methods]
+
+
+def label(method: str, short: bool = False) -> str:
+    return (SHORT if short else LABELS).get(method, method)
+
+
+# ------------------------------------------------------------------------------ statistics
+def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the Student-t ``level`` interval of the mean of ``values``
+    (non-finite values dropped; one value: ``low = high = mean``; none: NaNs)."""
+    from scipy import stats
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(v.mean())
+    if len(v) == 1:
+        return mean, mean, mean
+    half = float(stats.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
+    return mean, mean - half, mean + half
+
+
+def last_values(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per (run, seed): the value of ``metric`` at its last evaluated round."""
+    sub = df[df.metric == metric]
+    return sub[sub["round"] == sub.groupby(["run", "seed"])["round"].transform("max")]
+
+
+def final_ci(df: pd.DataFrame, metric: str, level: float = 0.95) -> pd.DataFrame:
+    """Per run: ``mean, lo, hi, n`` of the last evaluated ``metric`` over seeds."""
+    rows = {}
+    for run, grp in last_values(df, metric).groupby("run"):
+        mean, lo, hi = mean_ci(grp["value"], level)
+        rows[run] = {"mean": mean, "lo": lo, "hi": hi, "n": int(grp["value"].notna().sum())}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "lo", "hi", "n"])
+
+
+def curve_ci(df: pd.DataFrame, metric: str, hue: str = "run", x: str = "round",
+             level: float = 0.95) -> dict:
+    """``{hue value: (x, mean, low, high)}``: the seed mean of ``metric`` and its ``level``
+    interval at every evaluated ``x``."""
+    out = {}
+    for key, grp in df[df.metric == metric].groupby(hue, sort=True):
+        table = grp.pivot_table(index=x, columns="seed", values="value")
+        stats_ = np.array([mean_ci(row, level) for row in table.to_numpy()])
+        out[key] = (table.index.to_numpy(), stats_[:, 0], stats_[:, 1], stats_[:, 2])
+    return out
+
+
+def fmt_ci(row, scale: float = 1.0, digits: int = 3) -> str:
+    """``mean [lo, hi]`` of a :func:`final_ci` row."""
+    return (f"{scale * row['mean']:.{digits}f} [{scale * row['lo']:.{digits}f}, "
+            f"{scale * row['hi']:.{digits}f}]")
+
+
+def above(a, b) -> bool:
+    """``a`` above ``b`` beyond the seeds' spread: the 95 % intervals do not overlap."""
+    return a["lo"] > b["hi"]
+
+
+def ci_plot(ax, df: pd.DataFrame, metric: str, methods, *, x: str = "round",
+            logy: bool = False, short: bool = True) -> None:
+    """One line per method (``df`` has a ``method`` column) with its 95 % seed interval
+    shaded, in the FedAda2 colors; diverged replicas are left out (:func:`common.healthy`)."""
+    data = curve_ci(common.healthy(df), metric, "method", x)
+    for m in methods:
+        if m not in data:
+            continue
+        xs, mean, lo, hi = data[m]
+        ax.plot(xs, mean, color=COLORS.get(m, "k"), lw=1.5, label=label(m, short))
+        ax.fill_between(xs, lo, hi, color=COLORS.get(m, "k"), alpha=0.18, lw=0)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(x)
+
+
+def verdict(ok: bool) -> str:
+    return "shows" if ok else "does not show"
