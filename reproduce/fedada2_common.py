@@ -359,3 +359,12 @@ def paired_ci(scores: pd.Series, run_a: str, run_b: str) -> dict:
 def fmt_pp(row, digits: int = 1) -> str:
     """A :func:`score_ci` / :func:`paired_ci` row of accuracies in percentage points."""
     return fmt_ci(row, 100.0, digits)
+
+
+ABOUT = 0.01   # "about equal": a mean difference under 1 accuracy point, or an interval with 0
+
+
+def about(d: dict, tol: float = ABOUT) -> bool:
+    """``d`` (a :func:`paired_ci` row) reads as "about equal": ``|mean| < tol`` or its
+    interval contains 0 (the entries print the reading beside the verdict)."""
+    return bool(abs(d["mean"]) < tol or d["lo"] <= 0 <= d["hi"])

@@ -257,7 +257,8 @@ class JointAdaptive(Algorithm):
             new = {key: _masked(mask, val, lstate[key]) for key, val in new.items()}
             return _masked(mask, th, theta), new
         if (self.client == "adam" and self.delay == 1 and not self.clip
-                and not self.freeze_epochs and not any(torch.is_tensor(x) for x in (self.eps, self.beta1, self.beta2))):
+                and not self.freeze_epochs
+                and not any(torch.is_tensor(x) for x in (self.eps, self.beta1, self.beta2))):
             k = lstate["k"] + 1                         # sims.optim.sm3_adam_step
             c1 = c2 = None
             if self.bias_correction:
