@@ -102,7 +102,7 @@ class Config(common.EntryConfig):
     weights: str | None = None       # ViT-S/16 safetensors (timm names); default DIR/...
     cache_dir: str | None = None     # frozen-feature cache (default: no cache)
     noise_multiplier: float = 1.0    # StackOverflow's DP sigma (Table 3: 1)
-    eval_every: int = 10
+    eval_every: int = 5
     eval_train_samples: int = 2000   # training-loss evaluation subset (0: all)
     so_local_epochs: int = 1         # StackOverflow (not stated by the paper)
     image_local_epochs: int = 5      # CIFAR-100 / GLD-23K (App. H.2)
@@ -110,7 +110,7 @@ class Config(common.EntryConfig):
 
     def scale(self):
         if self.full:
-            self.seeds, self.rounds, self.standin, self.eval_every = 20, 500, "no", 10
+            self.seeds, self.rounds, self.standin, self.eval_every = 20, 500, "no", 5
             self.eval_train_samples = 0
         if self.tiny:
             self.seeds, self.rounds, self.eval_every, self.eval_train_samples = 2, 4, 2, 300
@@ -132,8 +132,9 @@ class Config(common.EntryConfig):
 
     @property
     def datasets(self) -> str:
-        """For :func:`reproduce.common.scale_note`: which data each setting ran on."""
-        return data_note(self)
+        """For :func:`reproduce.common.scale_note`: which data each setting ran on, one
+        setting a line."""
+        return "per setting:\n" + data_note(self, sep="\n")
 
 
 def items(text: str) -> list[str]:
@@ -183,7 +184,7 @@ def setting_title(setting: str, cfg) -> str:
     return (f"{s.label} stand-in" if is_standin(setting, cfg) else s.label)
 
 
-def data_note(cfg) -> str:
+def data_note(cfg, sep: str = "; ") -> str:
     """Which data every chosen setting ran on, naming each stand-in (and why it ran)."""
     parts = []
     for s in setting_list(cfg):
@@ -194,7 +195,7 @@ def data_note(cfg) -> str:
             parts.append(f"{s.label}: STAND-IN {STANDIN_TEXT[s.key]} ({why})")
         else:
             parts.append(f"{s.label}: real data (d={prob.d})")
-    return "; ".join(parts)
+    return sep.join(parts)
 
 
 def participants(setting: str, cfg) -> int:
@@ -242,8 +243,16 @@ def method_run(cfg, setting: str, method: str, **override) -> common.Run:
                       build=build, eval_every=cfg.eval_every, eval_grad=False, extra=extra)
 
 
+def load_problems(cfg) -> None:
+    """Build every chosen setting's problem now (cached), so that missing data stops an entry
+    with its one-line error before any run starts."""
+    for s in setting_list(cfg):
+        problem(s.key, cfg)
+
+
 def figure1_runs(cfg) -> list[common.Run]:
-    """Figure 1's runs: every method of every chosen setting."""
+    """Figure 1's runs: every method of every chosen setting (problems loaded first)."""
+    load_problems(cfg)
     return [method_run(cfg, s.key, m) for s in setting_list(cfg) for m in s.methods]
 
 
@@ -300,9 +309,43 @@ def fmt_ci(row, scale: float = 1.0, digits: int = 3) -> str:
             f"{scale * row['hi']:.{digits}f}]")
 
 
-def above(a, b) -> bool:
-    """``a`` above ``b`` beyond the seeds' spread: the 95 % intervals do not overlap."""
-    return a["lo"] > b["hi"]
+def paired_final(df: pd.DataFrame, run_a: str, run_b: str, metric: str,
+                 level: float = 0.95) -> tuple[float, float, float]:
+    """``mean_ci`` of the per-seed difference ``a - b`` of the last evaluated ``metric``
+    (paired: a seed draws the same participants for every method); seeds both runs have."""
+    last = last_values(df, metric)
+    a = last[last.run == run_a].set_index("seed")["value"]
+    b = last[last.run == run_b].set_index("seed")["value"]
+    both = a.index.intersection(b.index)
+    return mean_ci((a[both] - b[both]).to_numpy(float), level)
+
+
+def equivalent(lo: float, hi: float, margin: float) -> bool:
+    """"About equal": the 95 % interval of the difference lies inside ``[-margin, margin]``
+    (an equivalence test; a wide interval from few seeds does not count as equal)."""
+    return bool(np.isfinite(lo) and np.isfinite(hi) and -margin <= lo and hi <= margin)
+
+
+def paper_scale_cost(df: pd.DataFrame, seeds: int, rounds: int, full_seeds: int = 20,
+                     full_rounds: int = 500) -> float:
+    """Seconds the same runs would take at ``full_seeds`` seeds and ``full_rounds`` rounds,
+    from their recorded wall times (``wall_time``: seconds since the run started), linear in
+    seeds and rounds (the same problems: stand-in-sized if the stand-ins ran)."""
+    wall = df[df.metric == "wall_time"].groupby("run")["value"].max().sum()
+    return float(wall * (full_seeds / seeds) * (full_rounds / rounds))
+
+
+def order_verdict(mean: float, lo: float, hi: float, higher: bool = True) -> str:
+    """The verdict on "the difference is > 0" (``higher``) or "< 0" from its mean and 95 %
+    interval: shown when the interval excludes 0 on the claimed side, shown in the mean only
+    when just the mean is on that side, else not shown (NaN: not shown)."""
+    sign = 1.0 if higher else -1.0
+    near = lo if higher else hi
+    if np.isfinite(near) and sign * near > 0:
+        return "shows"
+    if np.isfinite(mean) and sign * mean > 0:
+        return "shows in the mean only (the 95 % interval of the difference includes 0)"
+    return "does not show"
 
 
 def ci_plot(ax, df: pd.DataFrame, metric: str, methods, *, x: str = "round",

@@ -1,0 +1,159 @@
+"""FedAda2 Figures 1-2 and Table 2 (:mod:`reproduce.fedada2_fig1`) at ``--tiny`` scale, the
+seed statistics of :mod:`reproduce.fedada2_common`, and the Table 2 measurement
+(:func:`sims.algorithms.footprint.measure_footprint`) against the paper's formula."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from reproduce import common
+from reproduce import fedada2_common as fc
+from reproduce import fedada2_fig1 as fig1
+from sims.algorithms import fedada2_tables as tables
+from sims.algorithms.footprint import measure_footprint
+from sims.algorithms.registry import make_algorithm
+from sims.params import ParamLayout
+from sims.privacy import dp_epsilon
+
+#: a small two-layer linear model: W1 6x4, b1 6, W2 3x6, b2 3
+LAYOUT = ParamLayout(("w1", "b1", "w2", "b2"), ((6, 4), (6,), (3, 6), (3,)))
+D = LAYOUT.d                                     # 24 + 6 + 18 + 3 = 51
+SM3 = (6 + 4) + 6 + (3 + 6) + 3                 # rows + columns per matrix, biases full
+
+
+# ------------------------------------------------------------------------------ Table 2
+@pytest.mark.parametrize("table", ["stackoverflow-dp", "cifar100"])
+def test_measured_footprint_matches_table2_formula(table):
+    """Communication per participant and round: 2d, except DJA's 3d (model and server
+    preconditioner down); client memory: d for SGD clients, 2d for a full AdaGrad client
+    (+d for Adam's m), d + sum(m + n) with SM3 (spec 1.14, claims 12-13)."""
+    adam = table != "stackoverflow-dp"
+    comm = {"fedavg": 2, "fedadagrad": 2, "fedadam": 2, "dja": 3, "joint-no-precond": 2,
+            "fedada2": 2}
+    memory = {"fedavg": D, "fedadagrad": D, "fedadam": D, "dja": 2 * D + adam * D,
+              "joint-no-precond": 2 * D + adam * D, "fedada2": D + SM3 + adam * D}
+    for method, cell in tables.TABLES[table].items():
+        alg = tables.build(table, method)
+        fp = measure_footprint(alg, LAYOUT)
+        assert fp.communication == comm[method] * D, method
+        assert fp.memory == memory[method], (method, fp)
+        # the engine's declared counts (its bits_up / bits_down) agree with the payloads
+        assert alg.uplink_bits(LAYOUT) + alg.downlink_bits(LAYOUT) == 32 * fp.communication
+        assert alg.client_memory(LAYOUT) == fp.memory
+
+
+def test_footprint_finds_carried_state_only():
+    """SM3-II's per-coordinate ``nu`` is recomputed from the cover every step (z = 1: not
+    memory) but must be carried between delayed updates (z = 3); DP changes nothing."""
+    assert measure_footprint(make_algorithm("fedada2"), LAYOUT).state == {"mu": SM3, "nu": 0}
+    delayed = measure_footprint(make_algorithm("fedada2", delay=3), LAYOUT, warmup=4, probe=3)
+    assert delayed.state == {"mu": SM3, "nu": D}
+    private = tables.build_private("stackoverflow-dp", "dja")
+    assert measure_footprint(private, LAYOUT).downlink == 2 * D
+
+
+# ------------------------------------------------------------------------------ statistics
+def test_mean_ci_is_the_student_t_interval():
+    v = [0.2, 0.5, 0.9, 0.4]
+    mean, lo, hi = fc.mean_ci(v)
+    half = stats.t.ppf(0.975, 3) * np.std(v, ddof=1) / 2
+    assert (mean, lo, hi) == pytest.approx((0.5, 0.5 - half, 0.5 + half))
+    assert fc.mean_ci([3.0]) == (3.0, 3.0, 3.0)
+    assert all(math.isnan(x) for x in fc.mean_ci([math.inf]))
+
+
+def test_equivalence_needs_a_narrow_interval():
+    assert fc.equivalent(-0.0018, -0.0008, 0.01)
+    assert not fc.equivalent(-0.02, 0.015, 0.01)          # few seeds: wide, not "equal"
+    assert not fc.equivalent(math.nan, 0.0, 0.01)
+
+
+def _final(run, values, metric="test_acc", setting="stackoverflow"):
+    method = run.split("_", 1)[1]
+    return pd.DataFrame({"run": run, "seed": range(len(values)), "round": 10, "metric": metric,
+                         "value": values, "setting": setting, "method": method})
+
+
+def test_paired_difference_and_verdicts_follow_the_numbers():
+    a = _final("stackoverflow_joint-no-precond", [0.60, 0.62, 0.64])
+    b = _final("stackoverflow_dja", [0.50, 0.53, 0.55])
+    df = pd.concat([a, b])
+    mean, lo, hi = fc.paired_final(df, "stackoverflow_joint-no-precond", "stackoverflow_dja",
+                                   "test_acc")
+    assert mean == pytest.approx(np.mean([0.10, 0.09, 0.09]))
+    assert lo > 0 and fc.order_verdict(mean, lo, hi) == "shows"
+    s = fc.SETTINGS["stackoverflow"]
+    assert fig1.claim14(df, s)[0].endswith("-> shows")
+    swapped = pd.concat([a.assign(run="stackoverflow_dja", method="dja"),
+                         b.assign(run="stackoverflow_joint-no-precond",
+                                  method="joint-no-precond")])
+    assert fig1.claim14(swapped, s)[0].endswith("-> does not show")
+    noisy = pd.concat([a, _final("stackoverflow_dja", [0.70, 0.53, 0.40])])
+    assert "in the mean only" in fig1.claim14(noisy, s)[0]
+
+
+# ------------------------------------------------------------------------------ the entry
+TINY = ["--tiny", "--settings", "stackoverflow,cifar100", "--threads", "1", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fedada2_fig1")
+    cfg = common.parse_config(fig1, TINY + ["--out", str(out)])
+    df = common.execute(fig1, cfg, say=lambda *_: None)
+    return cfg, df, out
+
+
+def test_tiny_entry_runs_draws_and_checks(tiny_run, capsys):
+    cfg, df, out = tiny_run
+    assert common.main(fig1, TINY + ["--out", str(out)]) == 0     # reuses the saved runs
+    text = capsys.readouterr().out
+    for name in ("fedada2_fig1.png", "fedada2_fig2.png"):
+        assert (out / "figures" / name).stat().st_size > 10_000
+    for claim in ("claim 11", "claim 12", "claim 13", "claim 14a", "claim 14b", "claim 15",
+                  "claim 17", "Table 2,", "STAND-IN"):
+        assert claim in text, claim
+    assert set(df.run) == {r.name for r in fig1.runs(cfg)}
+    assert set(df[df.setting == "stackoverflow"].method) == set(fc.SETTINGS[
+        "stackoverflow"].methods)
+
+
+def test_tiny_run_records_dp_epsilon(tiny_run):
+    """Every StackOverflow run records epsilon per round, equal to dp-accounting's for
+    q = m/N = 0.1, sigma = 1, delta = 1/400; the image runs are not private."""
+    cfg, df, _ = tiny_run
+    eps = df[df.metric == "dp_epsilon"]
+    assert set(eps.setting) == {"stackoverflow"}
+    assert set(eps.method) == set(fc.SETTINGS["stackoverflow"].methods)
+    for t, grp in eps.groupby("round"):
+        assert grp["value"].to_numpy() == pytest.approx(dp_epsilon(0.1, 1.0, int(t), 1 / 400)[0])
+
+
+def test_bits_are_normalised_to_fedavg(tiny_run):
+    """Figure 2's x: FedAvg's normalised bits are its round count, DJA's 1.5x, the rest 1x."""
+    cfg, df, _ = tiny_run
+    bits = fig1.normalised_bits(df, cfg)
+    factor = {"dja": 1.5}
+    for (run, method), grp in bits.groupby(["run", "method"]):
+        assert grp["bits"].to_numpy() == pytest.approx(
+            factor.get(method, 1.0) * grp["round"].to_numpy()), run
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--settings", "mnist"], "--settings: unknown mnist"),
+    (["--standin", "maybe"], "--standin must be auto, yes or no"),
+    (["--standin", "no", "--settings", "stackoverflow"], "stackoverflow"),
+    (["--standin", "no", "--settings", "cifar100"], "cifar-100"),
+])
+def test_bad_input_is_one_line_before_any_work(tmp_path, capsys, args, needle):
+    empty = tmp_path / "data"
+    empty.mkdir()
+    rc = common.main(fig1, ["--out", str(tmp_path / "out"), "--data-dir", str(empty),
+                            "--quiet"] + args)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and needle in err.lower(), err
+    assert not list((tmp_path / "out").rglob("*.csv"))
