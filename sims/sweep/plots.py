@@ -156,7 +156,8 @@ def ranked_figure(table: pd.DataFrame, path: Path, title: str = "", *, by: str =
             ax.set_yscale("log")
     for j in range(len(algs), nrows * ncols):
         axes[j // ncols][j % ncols].set_visible(False)
-    fig.suptitle(title or "ranked sweep (lighter = lower final loss)", fontsize=10)
+    fig.suptitle(textwrap.fill(title or "ranked sweep (lighter = lower final loss)",
+                               int(26 * ncols)), fontsize=10)
     fig.tight_layout()
     if footer:
         fig.text(0.5, -0.01, footer, ha="center", va="top", fontsize=8, color="0.25")
