@@ -75,6 +75,11 @@ class Config(fc.Config):
         common.refuse_cpu_default(self, "full fine-tuning of ViT-S (hours on a CPU)",
                                   "the small-ViT stand-in")
 
+    @property
+    def datasets(self) -> str:
+        """The figure footer's data: the full fine-tuning problem's (not the linear head's)."""
+        return data_text(self)
+
 
 @lru_cache(maxsize=2)
 def _build(data_dir, standin, weights, device, batch_size, epochs, eval_train, image_size):
