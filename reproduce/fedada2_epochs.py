@@ -33,8 +33,8 @@ from . import fedada2_common as fc
 
 PAPER, TARGET = "FedAda2", "Figure 3 (top), Figure 4 (top)"
 TITLE = "GLD-23K with 1, 5 and 20 local epochs: test accuracy of six methods"
-DEFAULT_COST = ("about 4 min with --threads 1 (6 methods x 1/5/20 epochs x 5 seeds x 150 "
-                "rounds on the GLD-23K stand-in)")
+DEFAULT_COST = ("about 3 min measured with --threads 1 (108 s CPU; 6 methods x 1/5/20 epochs "
+                "x 5 seeds x 150 rounds on the GLD-23K stand-in)")
 
 #: local epochs -> the table of best hyperparameters (Table 6 for 1 and 20, Tables 4-5 for 5)
 TABLE_OF = {1: "gld23k-1epoch", 5: "gld23k", 20: "gld23k-20epoch"}
@@ -164,7 +164,8 @@ def check(df, cfg):
                 f"{' (beyond the seeds spread)' if adv[e]['lo'] > 0 else ''}; FedAdam second "
                 f"{fc.verdict(runner == 'fedadam')}")
     if 1 in adv and 20 in adv:
-        shrink = adv[1]["mean"] > adv[20]["mean"]
+        # an advantage to shrink first: FedAda2 ahead at 1 epoch, and less (or behind) at 20
+        shrink = adv[1]["mean"] > 0 and adv[1]["mean"] > adv[20]["mean"]
         lines.append(
             f"claim 16 (FedAda2's advantage over the best other method shrinks with more "
             f"epochs): 1 epoch {fc.fmt_pp(adv[1])} pp (vs {fc.label(adv[1]['rival'], True)}), "
