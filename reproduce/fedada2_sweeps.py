@@ -17,7 +17,7 @@ quarter's mean final test accuracy (a diverged run counts 0), the median and the
 comparisons paired by seed with 95 % intervals (:mod:`reproduce.fedada2_ranked`).
 
 Stand-in (CPU default): logistic regression on Fashion-MNIST over 400 natural-like clients, the
-same DP mechanism (:mod:`reproduce.fedada2_common`); a sub-grid, 2 seeds and 30 rounds (a DP
+same DP mechanism (:mod:`reproduce.fedada2_common`); a sub-grid, 2 seeds and 40 rounds (a DP
 run costs about 0.07 s a round and seed here: 40 participants of up to 36 local steps).
 """
 from __future__ import annotations
@@ -45,14 +45,14 @@ PANELS = (("fedavg", "fedavg"), ("fedadagrad", "fedadagrad"), ("dja", "dja"),
 class Config(rk.Config):
     settings: str = "stackoverflow"
     seeds: int = 2
-    rounds: int = 30
-    eval_every: int = 3
+    rounds: int = 40
+    eval_every: int = 4
     clip: str = "0.1,1"
     eta_l: str = "0.1,1"
     eta_s: str = "0.1,1"
-    tau_l: str = "1e-3"
-    tau_s: str = "1e-3"
-    fedavg_eta_l: str = "0.1,1,5,20"
+    tau_l: str = "1e-7,1e-3"      # the grid's ends: a zero-initialised client with eps 1e-7
+    tau_s: str = "1e-3"           # takes sign-like first steps (where zero init destabilises)
+    fedavg_eta_l: str = "0.1,1,5,20,80"
 
     def scale(self):
         rk.Config.scale(self)
@@ -62,6 +62,7 @@ class Config(rk.Config):
                 setattr(self, k, v)
         if self.tiny:
             self.clip, self.eta_l, self.eta_s, self.fedavg_eta_l = "1", "0.1,1", "1", "1,20"
+            self.tau_l = "1e-3"
 
     def validate(self):
         rk.Config.validate(self)
