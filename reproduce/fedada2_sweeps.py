@@ -31,7 +31,7 @@ from . import fedada2_ranked as rk
 
 PAPER, TARGET = "FedAda2", "Figure 3 (bottom)"
 TITLE = "DP StackOverflow sweeps: every run ranked by final test loss"
-DEFAULT_COST = ("2 min 52 s measured with --threads 1 (5 panels x 8 runs x 2 seeds x 30 "
+DEFAULT_COST = ("5 min 37 s measured with --threads 1 (66 DP runs in 5 panels x 2 seeds x 40 "
                 "rounds, DP StackOverflow stand-in)")
 
 PAPER_GRID = {"clip": "0.1,0.5,1", "eta_l": "0.001,0.01,0.1,0.5,1",
