@@ -30,4 +30,10 @@ ENTRIES = {
     "fedlada_participation": "reproduce.fedlada_participation",
     "fedlada_lr": "reproduce.fedlada_lr",
     "fedada2_fig1": "reproduce.fedada2_fig1",
+    "fedada2_epochs": "reproduce.fedada2_epochs",
+    "fedada2_sweeps": "reproduce.fedada2_sweeps",
+    "fedada2_fig5": "reproduce.fedada2_fig5",
+    "fedada2_fig6": "reproduce.fedada2_fig6",
+    "fedada2_fig7": "reproduce.fedada2_fig7",
+    "fedada2_full": "reproduce.fedada2_full",
 }

@@ -366,3 +366,48 @@ def ci_plot(ax, df: pd.DataFrame, metric: str, methods, *, x: str = "round",
 
 def verdict(ok: bool) -> str:
     return "shows" if ok else "does not show"
+
+
+# ------------------------------------------------------------------------------ per-seed scores
+# (appended for the Figures 3-7 entries: fedada2_epochs, fedada2_fig5, fedada2_ranked)
+def seed_scores(df: pd.DataFrame, metric: str, how: str = "final") -> pd.DataFrame:
+    """``[run, seed] -> score``: ``"final"`` the last evaluated value of ``metric``, ``"auc"``
+    its mean over the evaluated rounds after round 0 (the area under the curve per round:
+    higher accuracy sooner is "converges faster")."""
+    sub = common.healthy(df)[lambda d: d.metric == metric]
+    if how == "final":
+        return last_values(sub, metric).set_index(["run", "seed"])["value"]
+    if how == "auc":
+        return sub[sub["round"] > 0].groupby(["run", "seed"])["value"].mean()
+    raise ValueError(f"unknown score {how!r}")
+
+
+def score_ci(scores: pd.Series, run: str) -> dict:
+    """``{mean, lo, hi, n}`` of ``run``'s per-seed scores (:func:`mean_ci`)."""
+    v = scores.xs(run, level="run") if run in scores.index.get_level_values("run") else []
+    mean, lo, hi = mean_ci(v)
+    return {"mean": mean, "lo": lo, "hi": hi, "n": len(v)}
+
+
+def paired_ci(scores: pd.Series, run_a: str, run_b: str) -> dict:
+    """``{mean, lo, hi, n}`` of ``score(a) - score(b)`` paired by seed (the runs of one seed
+    share the initial model and the client sampling)."""
+    a, b = (scores.xs(r, level="run") if r in scores.index.get_level_values("run")
+            else pd.Series(dtype=float) for r in (run_a, run_b))
+    diff = (a - b).dropna()
+    mean, lo, hi = mean_ci(diff)
+    return {"mean": mean, "lo": lo, "hi": hi, "n": len(diff)}
+
+
+def fmt_pp(row, digits: int = 1) -> str:
+    """A :func:`score_ci` / :func:`paired_ci` row of accuracies in percentage points."""
+    return fmt_ci(row, 100.0, digits)
+
+
+ABOUT = 0.01   # "about equal": a mean difference under 1 accuracy point, or an interval with 0
+
+
+def about(d: dict, tol: float = ABOUT) -> bool:
+    """``d`` (a :func:`paired_ci` row) reads as "about equal": ``|mean| < tol`` or its
+    interval contains 0 (the entries print the reading beside the verdict)."""
+    return bool(abs(d["mean"]) < tol or d["lo"] <= 0 <= d["hi"])

@@ -255,6 +255,8 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
                 u = np.concatenate([dr.uniforms for dr in draws])[lo:hi]
                 uniforms = torch.as_tensor(u, device=device, dtype=dtype)
             ctx = RoundContext(t, layout, rep, cli, last_round[rep, cli], uniforms)
+            if getattr(algorithm, "needs_epoch_steps", False):   # FedAda2 epoch-wise freezing
+                ctx.extra["epoch_steps"] = epoch_steps(problem, cli_np[lo:hi], device)
             _run_clients(problem, algorithm, bcast, cstate, payloads[lo:hi], ctx, sums, R, fused)
         last_before = last_round.clone() if observers else None
         for r in range(R):
@@ -364,6 +366,14 @@ def _fused_affine(problem, algorithm, bcast, b_cast, c_state, ctx, payload, step
     delta = problem.local_sgd_affine(bcast["theta"], ctx.replica, ctx.clients, payload,
                                      step_mask, rule)
     return (None, None) if delta is None else (delta, lstate)
+
+
+def epoch_steps(problem, clients, device) -> torch.Tensor:
+    """``[B]`` local steps per epoch of ``clients`` (``problem.epoch_steps(c)``)."""
+    if not hasattr(problem, "epoch_steps"):
+        raise ValueError(f"{type(problem).__name__} has no local epochs (epoch_steps); "
+                         "freezing a preconditioner by epochs needs them")
+    return torch.as_tensor([problem.epoch_steps(int(c)) for c in clients], device=device)
 
 
 def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext, sums, R,

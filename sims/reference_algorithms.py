@@ -467,6 +467,9 @@ def _ref_joint_client(problem, alg, theta, payloads, client, t, server_v, max_st
         mu = _ref_sm3_max(torch.zeros_like(theta), layout, full)
         nu = torch.zeros_like(theta)
     m = torch.zeros_like(theta)
+    F = getattr(alg, "freeze_epochs", 0)
+    E = problem.epoch_steps(client) if F else 1
+    updates = 0
     for k, batch in enumerate(payloads, start=1):
         if max_steps is not None and k > max_steps:
             break
@@ -474,7 +477,9 @@ def _ref_joint_client(problem, alg, theta, payloads, client, t, server_v, max_st
         if alg.client == "sgd":
             u = g
         else:
-            if (k - 1) % z == 0:                        # a preconditioner update
+            # an update every z-th step, only in epochs 0, F+1, 2(F+1), ... (Fig. 7 freezing)
+            if (k - 1) % z == 0 and ((k - 1) // E) % (F + 1) == 0:
+                updates += 1
                 if alg.precond == "sm3-ii":
                     prev = _ref_sm3_min(mu, layout, full)
                     nu = b2 * prev + (1 - b2) * g * g if ema else prev + g * g
@@ -492,9 +497,9 @@ def _ref_joint_client(problem, alg, theta, payloads, client, t, server_v, max_st
                 m = b1 * m + (1 - b1) * g
                 m_hat, nu_hat = m, nu
                 if alg.bias_correction:
-                    updates = (k - 1) // z + 1 + (t if alg.init == "server" else 0)
+                    n_upd = updates + (t if alg.init == "server" else 0)
                     m_hat = m / (1 - b1 ** k)
-                    nu_hat = nu / (1 - b2 ** updates)
+                    nu_hat = nu / (1 - b2 ** n_upd)
                 u = m_hat / (torch.sqrt(nu_hat) + alg.eps)
         if alg.clip:
             norm = float(torch.linalg.vector_norm(u))

@@ -110,6 +110,11 @@ class JointAdaptive(Algorithm):
         if 0 < ||u|| < eps_s: u = 0                                  (clipping, off by default)
         x <- x - eta_l u
 
+    ``freeze_epochs = F > 0`` (FedAda2 Fig. 7, App. I.2, whose delay unit is the local epoch,
+    spec 6.3): the preconditioner is updated (every ``z``-th step) during one local epoch, then
+    frozen for the next ``F`` epochs, periodically within the round; ADMU's debiasing exponent
+    is then the number of updates made so far.
+
     then ``delta_i = x_{t-1} - x_{i,K}``; server: ``x_t = x_{t-1} - eta rule(mean delta)``.
     """
     name = "joint-adaptive"
@@ -130,6 +135,7 @@ class JointAdaptive(Algorithm):
     bias_correction: bool = True
     clip: float = 0.0
     init: str = "zero"
+    freeze_epochs: int = 0
 
     def __post_init__(self):
         check_common(self)
@@ -144,6 +150,9 @@ class JointAdaptive(Algorithm):
                                  "to send with server='sgd')")
         if int(self.delay) != self.delay or self.delay < 1:
             raise OptimizerError(f"delay z must be an integer >= 1, got {self.delay}")
+        if int(self.freeze_epochs) != self.freeze_epochs or self.freeze_epochs < 0:
+            raise OptimizerError(f"freeze_epochs must be an integer >= 0, got "
+                                 f"{self.freeze_epochs}")
         if not self.eps > 0 or self.clip < 0:
             raise OptimizerError(f"need eps > 0 and clip >= 0, got {self.eps}, {self.clip}")
         for key in ("beta1", "beta2"):
@@ -162,6 +171,36 @@ class JointAdaptive(Algorithm):
     @property
     def sm3_ii(self) -> bool:
         return self.precond == "sm3-ii"
+
+    @property
+    def needs_epoch_steps(self) -> bool:
+        """The engine puts each participant's steps per local epoch in
+        ``ctx.extra["epoch_steps"]`` (epoch-wise freezing, ``freeze_epochs > 0``)."""
+        return self.freeze_epochs > 0 and self.client != "sgd"
+
+    def _updates(self, k, ctx):
+        """``(upd, count)``: whether step ``k`` (1-based, ``[B]``) updates the
+        preconditioner, and how many updates steps ``1..k`` have made (ADMU's debiasing
+        exponent ``floor((k-1)/z) + 1`` without freezing). With ``freeze_epochs = F``, epoch
+        ``e = floor((k-1)/E)`` (``E`` the participant's steps per epoch) updates only when
+        ``e mod (F + 1) == 0`` (FedAda2 Fig. 7: one epoch of updates, then ``F`` frozen)."""
+        z = self.delay
+        if not self.freeze_epochs:
+            return (torch.remainder(k - 1, z) == 0,
+                    torch.div(k - 1, z, rounding_mode="floor") + 1)
+        E = epoch_steps_of(ctx).to(k.dtype)
+        P = self.freeze_epochs + 1
+        i = k - 1                                    # 0-based step index
+        cycle = torch.div(i, P * E, rounding_mode="floor")
+        pos = i - cycle * P * E                      # step within the current cycle
+        upd = (pos < E) & (torch.remainder(i, z) == 0)
+        # updates in the finished cycles' first epochs and in this cycle's (steps j = 0..i
+        # with j mod z == 0 and j mod (P E) < E): counted exactly, E and z being small
+        j = torch.arange(int(k.max().item()), dtype=k.dtype, device=k.device)
+        hit = ((torch.remainder(j, z) == 0).unsqueeze(0)
+               & (torch.remainder(j.unsqueeze(0), P * E.unsqueeze(-1)) < E.unsqueeze(-1))
+               & (j.unsqueeze(0) <= i.unsqueeze(-1)))
+        return upd, hit.sum(-1).to(k.dtype)
 
     # ------------------------------------------------------------------ server
     def init_server(self, theta0):
@@ -215,13 +254,15 @@ class JointAdaptive(Algorithm):
         if got is not None:
             return got
         if (self.client == "adagrad" and self.delay == 1 and not self.clip
-                and not torch.is_tensor(self.eps)):     # sims.optim.sm3_adagrad_step
+                and not self.freeze_epochs
+                and not torch.is_tensor(self.eps)):          # sims.optim.sm3_adagrad_step
             th, mu, nu = sm3_adagrad_step(self.cover(ctx.layout), theta, grad, lstate["mu"],
                                           self.eta_l, self.eps, self.sm3_ii)
             new = {"k": lstate["k"] + 1, "mu": mu, "nu": nu}
             new = {key: _masked(mask, val, lstate[key]) for key, val in new.items()}
             return _masked(mask, th, theta), new
         if (self.client == "adam" and self.delay == 1 and not self.clip
+                and not self.freeze_epochs
                 and not any(torch.is_tensor(x) for x in (self.eps, self.beta1, self.beta2))):
             k = lstate["k"] + 1                         # sims.optim.sm3_adam_step
             c1 = c2 = None
@@ -298,7 +339,8 @@ class JointAdaptive(Algorithm):
         if self.client == "sgd":
             u = grad
         else:
-            upd = (torch.remainder(k - 1, self.delay) == 0).unsqueeze(-1)
+            upd, count = self._updates(k, ctx)
+            upd = upd.unsqueeze(-1)
             mu_new, nu_new = self._accumulate(self.cover(ctx.layout), lstate["mu"], grad * grad)
             mu = torch.where(upd, mu_new, lstate["mu"])
             nu = torch.where(upd, nu_new, lstate["nu"])
@@ -309,7 +351,7 @@ class JointAdaptive(Algorithm):
                 m = self.beta1 * lstate["m"] + (1 - self.beta1) * grad
                 m_hat, nu_hat = m, nu
                 if self.bias_correction:
-                    updates = torch.div(k - 1, self.delay, rounding_mode="floor") + 1
+                    updates = count
                     if self.init == "server":
                         updates = updates + ctx.t
                     m_hat = m / (1 - self.beta1 ** k.unsqueeze(-1))
@@ -392,6 +434,16 @@ class FedAdaAdagrad(JointAdaptive):
     """FedAdaAdagrad, Alg. 10: server SU (AdaGrad), clients AGDU (Alg. 9: AdaGrad with the
     accumulator updated every ``delay`` steps, zero-initialised)."""
     name = "fedadaadagrad"
+
+
+def epoch_steps_of(ctx) -> torch.Tensor:
+    """``[B]`` steps per local epoch of the chunk's participants (set by the engine for an
+    algorithm with ``needs_epoch_steps``; a problem without epochs cannot freeze by epoch)."""
+    steps = ctx.extra.get("epoch_steps")
+    if steps is None:
+        raise OptimizerError("freeze_epochs needs a problem with local epochs (its "
+                             "epoch_steps(client)); this one has none")
+    return steps
 
 
 STRATEGIES = {"sgd": ("sgd", "full"), "adagrad": ("adagrad", "full"), "adam": ("adam", "full"),

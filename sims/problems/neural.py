@@ -135,6 +135,10 @@ class NeuralProblem:
             return self.local_steps
         return self.local_epochs * math.ceil(len(self.parts[client]) / self.batch_size)
 
+    def epoch_steps(self, client: int) -> int:
+        """Minibatches in one pass over the client's data (one local epoch)."""
+        return math.ceil(len(self.parts[client]) / self.batch_size)
+
     def plan_client(self, rng: np.random.Generator, client: int) -> np.ndarray:
         """Minibatch indices ``[K, batch_size]`` (-1 = padding) for one round of local work."""
         data = self.parts[client]

@@ -32,7 +32,7 @@ def _save(fig, path: Path) -> list[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     out = [path.with_suffix(".png"), path.with_suffix(".pdf")]
     for p in out:
-        fig.savefig(p, dpi=120)
+        fig.savefig(p, dpi=120, bbox_inches="tight")
     return out
 
 
@@ -102,7 +102,14 @@ def grid_figure(summary: pd.DataFrame, columns: list[str], path: Path,
     return out
 
 
-def ranked_figure(table: pd.DataFrame, path: Path, title: str = "") -> list[Path]:
+def ranked_figure(table: pd.DataFrame, path: Path, title: str = "", *, by: str = "algorithm",
+                  panels: list | None = None, ncols: int | None = None,
+                  titles: dict | None = None, title_colors: dict | None = None,
+                  footer: str | None = None) -> list[Path]:
+    """One panel per value of ``by`` (``panels``: their order, default as they come; ``ncols``
+    panels a row, default all in one row; ``titles`` / ``title_colors``: a panel's title and
+    its colour, as FedAda2 Figs. 6-7 colour rows by method), every run coloured by its rank in
+    final test loss (module docstring). ``footer``: a line under the figure."""
     plt = _plt()
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import ListedColormap, Normalize
@@ -110,12 +117,19 @@ def ranked_figure(table: pd.DataFrame, path: Path, title: str = "") -> list[Path
     has_test = (table["metric"] == "test_loss").any() and (table["metric"] == "test_acc").any()
     rank_metric, y_metric = ("test_loss", "test_acc") if has_test else ("train_loss",
                                                                          "train_loss")
-    algs = list(dict.fromkeys(table["algorithm"]))
-    fig, axes = plt.subplots(1, len(algs), figsize=(4.0 * len(algs), 3.6), squeeze=False,
-                             sharey=True)
+    algs = list(panels) if panels is not None else list(dict.fromkeys(table[by]))
+    ncols = ncols or len(algs)
+    nrows = -(-len(algs) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.0 * ncols, 3.3 * nrows + 0.3),
+                             squeeze=False, sharey=True)
     cmap = ListedColormap(plt.get_cmap("Blues")(np.linspace(0.25, 1.0, 256)))
-    for ax, alg in zip(axes[0], algs):
-        sub = table[table["algorithm"] == alg]
+    for i, alg in enumerate(algs):
+        ax = axes[i // ncols][i % ncols]
+        sub = table[table[by] == alg]
+        if sub.empty:
+            ax.text(0.5, 0.5, "no results", ha="center", transform=ax.transAxes)
+            ax.set_title((titles or {}).get(alg, str(alg)), fontsize=9)
+            continue
         curves = (sub[sub["metric"] == y_metric]
                   .groupby(["point", "round"])["value"].mean().unstack("point"))
         final = (sub[sub["metric"] == rank_metric].sort_values("round")
@@ -127,7 +141,8 @@ def ranked_figure(table: pd.DataFrame, path: Path, title: str = "") -> list[Path
         shade = {p: i / max(n - 1, 1) for i, p in enumerate(order)}
         for p in reversed(order):                               # best drawn last, on top
             ax.plot(curves.index, curves[p], color=cmap(shade[p]), lw=1.2)
-        ax.set_title(f"{alg} ({n} runs)", fontsize=9)
+        ax.set_title(f"{(titles or {}).get(alg, alg)} ({n} runs)", fontsize=9,
+                     color=(title_colors or {}).get(alg, "black"))
         ax.set_xlabel("round")
         ax.grid(alpha=0.3)
         sm = ScalarMappable(norm=Normalize(1, max(n, 2)), cmap=cmap)
@@ -135,11 +150,17 @@ def ranked_figure(table: pd.DataFrame, path: Path, title: str = "") -> list[Path
         cbar.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         cbar.set_label(f"rank by final {rank_metric.replace('_', ' ')}", fontsize=7)
         cbar.ax.invert_yaxis()
-    axes[0][0].set_ylabel(y_metric.replace("_", " "))
-    if y_metric == "train_loss":
-        axes[0][0].set_yscale("log")
-    fig.suptitle(title or "ranked sweep (lighter = lower final loss)", fontsize=10)
+        if i % ncols == 0:
+            ax.set_ylabel(y_metric.replace("_", " "))
+        if y_metric == "train_loss":
+            ax.set_yscale("log")
+    for j in range(len(algs), nrows * ncols):
+        axes[j // ncols][j % ncols].set_visible(False)
+    fig.suptitle(textwrap.fill(title or "ranked sweep (lighter = lower final loss)",
+                               int(26 * ncols)), fontsize=10)
     fig.tight_layout()
+    if footer:
+        fig.text(0.5, -0.01, footer, ha="center", va="top", fontsize=8, color="0.25")
     out = _save(fig, path)
     plt.close(fig)
     return out
