@@ -90,7 +90,7 @@ def test_compiled_step_equals_reference(compiled_on, name):
                 torch.testing.assert_close(st_c[k], st_r[k], rtol=1e-12, atol=1e-12)
 
 
-def _tiny_problem():
+def _tiny_problem(**kw):
     gen = torch.Generator().manual_seed(0)
     n, per = 6, 20
     ds = type("DS", (), dict(name="tiny", source="random",
@@ -100,7 +100,7 @@ def _tiny_problem():
                              y_test=torch.randint(0, 3, (5,), generator=gen)))
     parts = list(np.arange(n * per).reshape(n, per))
     parts[0] = parts[0][:13]     # a client with fewer samples: a masked last step
-    return NeuralProblem(ds, parts, MLP(16, 8, 3), batch_size=4, dtype=torch.float64)
+    return NeuralProblem(ds, parts, MLP(16, 8, 3), batch_size=4, dtype=torch.float64, **kw)
 
 
 @needs_compiler
@@ -154,6 +154,30 @@ def test_engine_compiled_equals_eager(name, kernel, monkeypatch):
             compiled.enable(False)
     assert not torch.equal(out[True], problem.init_theta(0).unsqueeze(0))
     torch.testing.assert_close(out[True], out[False], rtol=1e-10, atol=1e-12)
+
+
+@needs_compiler
+@pytest.mark.parametrize("name", ["dja", "fedada2", "fedada2-adam"])
+def test_epoch_wise_freezing_stays_on_the_eager_rule(name, monkeypatch):
+    """FedAda2 Fig. 7's frozen epochs (``freeze_epochs``) have no compiled kernel: with the
+    compiled mode on, such a run uses none and equals the eager run (it would not, were the
+    one-pass kernel applied, since that kernel updates the preconditioner every step)."""
+    problem = _tiny_problem(local_epochs=3)
+    out = {}
+    for on in (False, True):
+        compiled.enable(on)
+        monkeypatch.setattr(compiled, "_kernels", {})
+        try:
+            alg = make_for_problem(name, problem, freeze_epochs=1)
+            out[on] = engine.run(problem, alg, Participation("fixed", m=3), 3, [0],
+                                 eval_every=0).server["theta"]
+            assert compiled._kernels == {}
+        finally:
+            compiled.enable(False)
+    plain = engine.run(problem, make_for_problem(name, problem), Participation("fixed", m=3),
+                       3, [0], eval_every=0).server["theta"]
+    assert not torch.allclose(out[False], plain)           # the freezing changes the run
+    torch.testing.assert_close(out[True], out[False], rtol=0, atol=0)
 
 
 def test_compile_failure_falls_back_to_eager(monkeypatch):

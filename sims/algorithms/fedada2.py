@@ -282,8 +282,8 @@ class JointAdaptive(Algorithm):
         """The client AdaGrad / Adam step as one compiled kernel (opt-in): the full
         preconditioner (``mu = nu = v``, :func:`sims.compiled.fused_full_precond_step`) or
         SM3-II (:meth:`_compiled_sm3_step`); None where it does not apply (SM3-I, delay
-        ``z > 1``, clipping, per-replica constants, a mask)."""
-        if (self.precond == "sm3-i" or self.delay != 1 or self.clip
+        ``z > 1``, epoch-wise freezing, clipping, per-replica constants, a mask)."""
+        if (self.precond == "sm3-i" or self.delay != 1 or self.freeze_epochs or self.clip
                 or self.client not in ("adagrad", "adam") or not compiled.full_usable(mask, theta)
                 or any(torch.is_tensor(x) for x in (self.eps, self.beta1, self.beta2, self.eta_l))):
             return None
