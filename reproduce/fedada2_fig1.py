@@ -341,9 +341,7 @@ def claim15(df, s) -> list[str]:
         speed = _speed(df, s.key, joint + ["fedadam"], target)
         adam = speed["fedadam"]
         for m in joint:
-            d = (speed[m] - adam).to_numpy(float)
-            mean, lo, hi = fc.mean_ci(d) if np.isfinite(d).all() else (math.nan,) * 3
-            v = fc.order_verdict(mean, lo, hi, higher=False)
+            mean, lo, hi, v = _fewer(speed[m], adam)
             out.append(f"claim {num} (joint adaptive converges faster than FedAdam: rounds to "
                        f"{100 * target:.1f} % test accuracy): {fc.label(m, True)} "
                        f"{_fmt_speed(speed[m])} vs FedAdam {_fmt_speed(adam)}; difference "
@@ -358,6 +356,15 @@ def claim15(df, s) -> list[str]:
     return out
 
 
+def _fewer(cost, reference):
+    """``(mean, lo, hi, verdict)`` of the per-seed difference ``cost - reference`` (rounds or
+    bits to a target; a seed that never reaches it leaves the difference undefined), judged
+    as "fewer is better"."""
+    d = (cost - reference).to_numpy(float)
+    mean, lo, hi = fc.mean_ci(d) if np.isfinite(d).all() else (math.nan,) * 3
+    return mean, lo, hi, fc.order_verdict(mean, lo, hi, higher=False)
+
+
 def claim17(df, s, cfg) -> list[str]:
     compared = [m for m in ("dja", "joint-no-precond", "fedada2") if _have(df, s, [m])]
     if "dja" not in compared or len(compared) < 2:
@@ -366,9 +373,7 @@ def claim17(df, s, cfg) -> list[str]:
     speed = _speed(df, s.key, compared, target, x="bits", cfg=cfg)
     out = []
     for m in compared[1:]:
-        d = (speed[m] - speed["dja"]).to_numpy(float)
-        mean, lo, hi = fc.mean_ci(d) if np.isfinite(d).all() else (math.nan,) * 3
-        v = fc.order_verdict(mean, lo, hi, higher=False)
+        mean, lo, hi, v = _fewer(speed[m], speed["dja"])
         out.append(f"claim 17 (per bit, Figure 2: {fc.label(m, True)} reaches "
                    f"{100 * target:.1f} % with fewer normalised bits than DJA): "
                    f"{_fmt_speed(speed[m])} vs DJA {_fmt_speed(speed['dja'])} FedAvg-rounds; "

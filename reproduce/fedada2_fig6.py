@@ -85,17 +85,11 @@ def plot(df, cfg):
 
 
 def check(df, cfg):
-    _, notes = common.usable(sys.modules[__name__], cfg, df)   # diverged runs stay: a sweep's
-    ps = panels(cfg)                                            # worst runs are its point
-    lines = [f"setting: {fc.data_note(cfg)}; m = {fc.participants('gld23k', cfg)} clients a "
-             f"round, {cfg.rounds} rounds, {cfg.seeds} seed(s); grid per panel: "
-             f"{rk.axes_text(ps[0])} ({ps[0].size()} runs)"] + notes
-    if fc.is_standin("gld23k", cfg):
-        lines.append("STAND-IN: every number below is on GLD-23K's stand-in, not the paper's "
-                     "data")
-    stats = rk.panel_stats(df)
-    lines.append("final test accuracy over each panel's runs (%, 95% interval over seeds):")
-    lines += rk.stats_lines(stats, ps)
+    ps = panels(cfg)
+    lines, stats = rk.check_preamble(
+        sys.modules[__name__], cfg, df, "gld23k", ps,
+        f"{cfg.rounds} rounds, {cfg.seeds} seed(s); grid per panel: {rk.axes_text(ps[0])} "
+        f"({ps[0].size()} runs)")
     by = {p.key: p for p in ps}
     oks, parts = [], []
     for v in rk.VARIANTS:

@@ -81,17 +81,11 @@ def plot(df, cfg):
 
 
 def check(df, cfg):
-    _, notes = common.usable(sys.modules[__name__], cfg, df)   # diverged runs stay in
     ps = panels(cfg)
-    lines = [f"setting: {fc.data_note(cfg)}; m = {fc.participants('gld23k', cfg)} clients a "
-             f"round, 5 local epochs, {cfg.rounds} rounds, {cfg.seeds} seed(s); top row grid "
-             f"{rk.axes_text(ps[0])}, delayed rows {rk.axes_text(ps[-1])}"] + notes
-    if fc.is_standin("gld23k", cfg):
-        lines.append("STAND-IN: every number below is on GLD-23K's stand-in, not the paper's "
-                     "data")
-    stats = rk.panel_stats(df)
-    lines.append("final test accuracy over each panel's runs (%, 95% interval over seeds):")
-    lines += rk.stats_lines(stats, ps)
+    lines, stats = rk.check_preamble(
+        sys.modules[__name__], cfg, df, "gld23k", ps,
+        f"5 local epochs, {cfg.rounds} rounds, {cfg.seeds} seed(s); top row grid "
+        f"{rk.axes_text(ps[0])}, delayed rows {rk.axes_text(ps[-1])}")
     by = {p.key: p for p in ps}
     for col in ("best", "median"):
         oks, parts = [], []

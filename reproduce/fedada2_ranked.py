@@ -244,6 +244,23 @@ def stats_lines(stats: pd.DataFrame, panels) -> list[str]:
 TOLERANCE = 0.02   # "does not significantly degrade": a mean loss under 2 accuracy points
 
 
+def check_preamble(entry, cfg, df, setting: str, panels,
+                   setup: str) -> tuple[list[str], pd.DataFrame]:
+    """The opening of a ranked-sweep check: ``(lines, panel statistics)``. The lines say the
+    setting (``setup``: rounds, seeds, grids), the missing runs (diverged runs stay: a sweep's
+    worst runs are its point), that every number is a stand-in's where it is, and each panel's
+    final test accuracy over its runs."""
+    _, notes = common.usable(entry, cfg, df)
+    lines = [f"setting: {fc.data_note(cfg)}; m = {fc.participants(setting, cfg)} clients a "
+             f"round, {setup}"] + notes
+    if fc.is_standin(setting, cfg):
+        lines.append(f"STAND-IN: every number below is on {fc.SETTINGS[setting].label}'s "
+                     "stand-in, not the paper's data")
+    stats = panel_stats(df)
+    lines.append("final test accuracy over each panel's runs (%, 95% interval over seeds):")
+    return lines + stats_lines(stats, panels), stats
+
+
 def degrade_line(stats, panel: Panel, reference: Panel, col: str = "best") -> tuple[str, bool]:
     """``(text, ok)``: ``panel`` minus ``reference`` in ``col`` (paired by seed); ``ok`` when
     the mean difference is above ``-TOLERANCE`` (no significant degradation, the reading of

@@ -96,18 +96,11 @@ def plot(df, cfg):
 
 
 def check(df, cfg):
-    _, notes = common.usable(sys.modules[__name__], cfg, df)   # diverged runs stay in
     ps = panels(cfg)
-    lines = [f"setting: {fc.data_note(cfg)}; m = {fc.participants('stackoverflow', cfg)} "
-             f"clients a round, DP sigma = {cfg.noise_multiplier:g}, {cfg.rounds} rounds, "
-             f"{cfg.seeds} seed(s); grids: "
-             + "; ".join(f"{p.title}: {rk.axes_text(p)}" for p in ps)] + notes
-    if fc.is_standin("stackoverflow", cfg):
-        lines.append("STAND-IN: every number below is on StackOverflow's stand-in, not the "
-                     "paper's data")
-    stats = rk.panel_stats(df)
-    lines.append("final test accuracy over each panel's runs (%, 95% interval over seeds):")
-    lines += rk.stats_lines(stats, ps)
+    lines, stats = rk.check_preamble(
+        sys.modules[__name__], cfg, df, "stackoverflow", ps,
+        f"DP sigma = {cfg.noise_multiplier:g}, {cfg.rounds} rounds, {cfg.seeds} seed(s); "
+        "grids: " + "; ".join(f"{p.title}: {rk.axes_text(p)}" for p in ps))
     key = {m: f"so_{m}" for m, _ in PANELS}
 
     def diff(a, b, col="worst_q"):

@@ -126,6 +126,35 @@ def _kernel(opts: tuple):
     return _kernels[opts]
 
 
+def _ones_and_rate(theta, lr):
+    """``(ones [B, 1], lr as [B, 1])`` in ``theta``'s dtype and device: the kernels take rates
+    and bias corrections as rows so that one compiled graph serves scalar and per-row ones."""
+    one = torch.ones((theta.shape[0], 1), dtype=theta.dtype, device=theta.device)
+    return one, (lr.to(theta.dtype).reshape(-1, 1) if torch.is_tensor(lr) else one * lr)
+
+
+FAILED = object()   # what _call returns when the kernel could not be built or run
+
+
+def _call(make, opts: tuple, *args):
+    """``make(opts)(*args)``: build (or reuse) the kernel for ``opts`` and run it (an in-place
+    kernel returns None); :data:`FAILED` after a warning when building or running it failed
+    (no compiler, an unsupported torch), and the compiled form is then off."""
+    try:
+        return make(opts)(*args)
+    except Exception as exc:
+        _state["failed"] = True
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        warnings.warn(f"sims.compiled: torch.compile failed ({type(exc).__name__}: {first}); "
+                      "using the eager local step", RuntimeWarning, stacklevel=3)
+        return FAILED
+
+
+def _result(out):
+    """A value-returning kernel's result, or None (the callers' "take the eager form")."""
+    return None if out is FAILED else out
+
+
 def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned: bool = False,
                               layout=None):
     """:func:`sims.optim.local_adaptive_step` (no mask) as one compiled in-place pass;
@@ -144,21 +173,16 @@ def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned: bool = 
             state["vhat"] = state["vhat"].clone()
     n, nm = state["n"] + 1, state["nm"] + 1
     bc = bool(rule.bias_correction)
-    one = torch.ones((theta.shape[0], 1), dtype=theta.dtype, device=theta.device)
+    one, lr_t = _ones_and_rate(theta, lr)
     c1 = (1 - rule.beta1 ** nm.unsqueeze(-1)) if bc else one
     c2 = (1 - rule.beta2 ** n.unsqueeze(-1)) if bc else one
-    lr_t = lr.to(theta.dtype).reshape(-1, 1) if torch.is_tensor(lr) else one * lr
     opts = (ams, vhat_step, bc, float(rule.eps), float(rule.alpha), float(rule.weight_decay),
             rule.wd_mode == "coupled", float(rule.beta1), float(rule.beta2),
             _trust_key(rule.trust, layout) if trust else None)
     ga_t = ga if ga is not None and rule.alpha != 1 else theta
-    try:
-        out = _kernel(opts)(theta, g, state["m"], state["v"], state["vhat"], ga_t, lr_t, c1, c2)
-    except Exception as exc:           # no compiler, unsupported torch: eager from now on
-        _state["failed"] = True
-        warnings.warn(f"sims.compiled: torch.compile failed ({type(exc).__name__}: "
-                      f"{str(exc).splitlines()[0] if str(exc) else ''}); using the eager "
-                      "local step", RuntimeWarning, stacklevel=2)
+    out = _call(_kernel, opts, theta, g, state["m"], state["v"], state["vhat"], ga_t, lr_t,
+                c1, c2)
+    if out is FAILED:
         return None
     if trust:
         from .optim import axpy
@@ -214,17 +238,10 @@ def fused_frozen_step(rule, theta, g, s: dict, lr, anchor=None, c=None, trust=No
     opts = ("frozen", rule.kind == "amsgrad", bool(rule.eps_inside_sqrt), corrected,
             float(rule.beta1), float(rule.beta2), float(rule.eps),
             None if trust is None else _trust_key(trust, layout))
-    one = torch.ones((theta.shape[0], 1), dtype=theta.dtype, device=theta.device)
-    lr_t = lr.to(theta.dtype).reshape(-1, 1) if torch.is_tensor(lr) else one * lr
+    _, lr_t = _ones_and_rate(theta, lr)
     vhat = s.get("vhat", s["v"])
-    try:
-        return _frozen_kernel(opts)(theta, g, anchor if corrected else g,
-                                    c if corrected else g, s["m"], s["v"], vhat, lr_t)
-    except Exception as exc:
-        _state["failed"] = True
-        warnings.warn(f"sims.compiled: torch.compile failed ({type(exc).__name__}); using "
-                      "the eager local step", RuntimeWarning, stacklevel=2)
-        return None
+    return _result(_call(_frozen_kernel, opts, theta, g, anchor if corrected else g,
+                         c if corrected else g, s["m"], s["v"], vhat, lr_t))
 
 
 def full_usable(mask, theta: torch.Tensor) -> bool:
@@ -259,19 +276,11 @@ def fused_full_precond_step(theta, g, v, lr, eps: float, m=None, beta1: float = 
     AdaGrad ``v + g^2``, ``theta - lr g / (sqrt(v) + eps)``; Adam ``m, v`` EMAs and ``theta -
     lr (m / c1) / (sqrt(v / c2) + eps)`` (``c1, c2`` ``[B, 1]`` or None: 1). Returns ``(theta,
     v)`` / ``(theta, m, v)`` as new tensors, or None when compiling failed."""
-    B = theta.shape[0]
-    one = torch.ones((B, 1), dtype=theta.dtype, device=theta.device)
-    lr_t = lr.to(theta.dtype).reshape(-1, 1) if torch.is_tensor(lr) else one * lr
+    one, lr_t = _ones_and_rate(theta, lr)
     adam = m is not None
     opts = ("full", adam, float(beta1), float(beta2), float(eps))
-    try:
-        return _full_kernel(opts)(theta, g, m if adam else g, v, lr_t,
-                                  one if c1 is None else c1, one if c2 is None else c2)
-    except Exception as exc:
-        _state["failed"] = True
-        warnings.warn(f"sims.compiled: torch.compile failed ({type(exc).__name__}); using "
-                      "the eager local step", RuntimeWarning, stacklevel=2)
-        return None
+    return _result(_call(_full_kernel, opts, theta, g, m if adam else g, v, lr_t,
+                         one if c1 is None else c1, one if c2 is None else c2))
 
 
 def _sm3_kernel(opts: tuple):
@@ -319,18 +328,10 @@ def fused_sm3_step(cover, theta, g, mu, lr, eps: float, m=None, beta1: float = 0
     kernel over the cover's static blocks: ``nu = cover_min(mu) + g^2`` (Adam: ``b2 cover_min(mu)
     + (1 - b2) g^2``), ``mu = cover_max(nu)`` and the step. Returns ``(theta, mu, nu)`` /
     ``(theta, mu, nu, m)`` as new tensors, or None when compiling failed."""
-    B = theta.shape[0]
-    one = torch.ones((B, 1), dtype=theta.dtype, device=theta.device)
-    lr_t = lr.to(theta.dtype).reshape(-1, 1) if torch.is_tensor(lr) else one * lr
+    one, lr_t = _ones_and_rate(theta, lr)
     adam = m is not None
     blocks = tuple(((sl.start, sl.stop), tuple(shape), tuple(spans))
                    for sl, shape, spans in cover.blocks)
     opts = ("sm3", adam, float(beta1), float(beta2), float(eps), blocks)
-    try:
-        return _sm3_kernel(opts)(theta, g, m if adam else g, mu, lr_t,
-                                 one if c1 is None else c1, one if c2 is None else c2)
-    except Exception as exc:
-        _state["failed"] = True
-        warnings.warn(f"sims.compiled: torch.compile failed ({type(exc).__name__}); using "
-                      "the eager local step", RuntimeWarning, stacklevel=2)
-        return None
+    return _result(_call(_sm3_kernel, opts, theta, g, m if adam else g, mu, lr_t,
+                         one if c1 is None else c1, one if c2 is None else c2))
