@@ -170,3 +170,18 @@ def write_cifar10(root, per_batch=4, n_test=3):
     dump("test_batch", {"data": rng.integers(0, 256, (n_test, 3072), dtype=np.uint8),
                         "labels": list(range(n_test))})
     dump("batches.meta", {"label_names": [f"c{i}".encode() for i in range(10)]})
+
+
+def write_cifar100(root, n_train=20, n_test=4):
+    """Tiny CIFAR-100 python-pickle files under ``root/cifar-100-python`` (entry smoke tests)."""
+    d = root / "cifar-100-python"
+    d.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+
+    def dump(name, obj):
+        (d / name).write_bytes(pickle.dumps({k.encode(): v for k, v in obj.items()}, protocol=2))
+    dump("train", {"data": rng.integers(0, 256, (n_train, 3072), dtype=np.uint8),
+                   "fine_labels": [j % 100 for j in range(n_train)]})
+    dump("test", {"data": rng.integers(0, 256, (n_test, 3072), dtype=np.uint8),
+                  "fine_labels": list(range(n_test))})
+    dump("meta", {"fine_label_names": [f"c{i}".encode() for i in range(100)]})

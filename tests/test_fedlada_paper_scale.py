@@ -7,33 +7,18 @@ from __future__ import annotations
 
 import importlib
 import json
-import pickle
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from conftest import write_cifar10
+from conftest import write_cifar10, write_cifar100
 from reproduce import fedlada_common as fc
 from reproduce import fedlada_cost as fcost
 from sims.data import Dataset
 from sims.problems.conv import ConvProblem
 from sims.models import make_model
-
-
-def write_cifar100(root, n_train=20, n_test=4):
-    d = root / "cifar-100-python"
-    d.mkdir(parents=True)
-    rng = np.random.default_rng(1)
-
-    def dump(name, obj):
-        (d / name).write_bytes(pickle.dumps({k.encode(): v for k, v in obj.items()}, protocol=2))
-    dump("train", {"data": rng.integers(0, 256, (n_train, 3072), dtype=np.uint8),
-                   "fine_labels": [j % 100 for j in range(n_train)]})
-    dump("test", {"data": rng.integers(0, 256, (n_test, 3072), dtype=np.uint8),
-                  "fine_labels": list(range(n_test))})
-    dump("meta", {"fine_label_names": [f"c{i}".encode() for i in range(100)]})
 
 
 def write_tinyimagenet(root, per_class=4, side=64):
