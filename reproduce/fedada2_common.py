@@ -105,6 +105,8 @@ class Config(common.EntryConfig):
     eval_every: int = 5
     eval_train_samples: int = 2000   # training-loss evaluation subset (0: all)
     so_local_epochs: int = 1         # StackOverflow (not stated by the paper)
+    so_vocab: int = 10_000           # StackOverflow's bag-of-words size (the paper's 10,000)
+    so_tags: int = 500               # StackOverflow's tags predicted (the paper's 500)
     image_local_epochs: int = 5      # CIFAR-100 / GLD-23K (App. H.2)
     batch_size: int = 32
 
@@ -123,7 +125,7 @@ class Config(common.EntryConfig):
         if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier >= 0):
             raise common.EntryError(f"--noise-multiplier must be a number >= 0, got "
                                     f"{self.noise_multiplier}")
-        for key in ("so_local_epochs", "image_local_epochs", "batch_size"):
+        for key in ("so_local_epochs", "image_local_epochs", "batch_size", "so_vocab", "so_tags"):
             if getattr(self, key) < 1:
                 raise common.EntryError(f"--{key.replace('_', '-')} must be >= 1, got "
                                         f"{getattr(self, key)}")
@@ -154,12 +156,13 @@ def setting_list(cfg) -> list[Setting]:
 # ------------------------------------------------------------------------------ problems
 @lru_cache(maxsize=8)
 def _problem(key, data_dir, standin, weights, cache_dir, device, batch_size, so_epochs,
-             image_epochs, eval_train):
+             image_epochs, eval_train, so_vocab=10_000, so_tags=500):
     use = {"auto": None, "yes": True, "no": False}[standin]
     kw = dict(batch_size=batch_size, eval_train_samples=eval_train or None, device=device)
     if key == "stackoverflow":
         from sims.problems.stackoverflow import stackoverflow_problem
         return stackoverflow_problem(data_dir=data_dir, standin=use, n_clients=400,
+                                     vocab_size=so_vocab, num_tags=so_tags,
                                      local_epochs=so_epochs, **kw)
     from sims.problems.finetune import finetune_problem
     return finetune_problem(key, data_dir=data_dir, weights=weights, cache_dir=cache_dir,
@@ -171,7 +174,7 @@ def problem(setting: str, cfg):
     ``record["standin"]`` / ``record["reason"]`` say whether the stand-in ran and why."""
     return _problem(setting, cfg.data_dir, cfg.standin, cfg.weights, cfg.cache_dir,
                     cfg.device, cfg.batch_size, cfg.so_local_epochs, cfg.image_local_epochs,
-                    cfg.eval_train_samples)
+                    cfg.eval_train_samples, cfg.so_vocab, cfg.so_tags)
 
 
 def is_standin(setting: str, cfg) -> bool:

@@ -102,6 +102,7 @@ def problem_desc(setting: str, cfg, **changes) -> dict:
             "batch_size": c.batch_size, "so_local_epochs": c.so_local_epochs,
             "image_local_epochs": c.image_local_epochs,
             "eval_train_samples": c.eval_train_samples,
+            "so_vocab": c.so_vocab, "so_tags": c.so_tags,
             "standin_used": fc.is_standin(setting, c)}
 
 
@@ -110,7 +111,8 @@ def build_problem(desc: dict):
     return fc._problem(desc["setting"], desc["data_dir"], desc["standin"], desc["weights"],
                        desc["cache_dir"], desc["device"], desc["batch_size"],
                        desc["so_local_epochs"], desc["image_local_epochs"],
-                       desc["eval_train_samples"])[0]
+                       desc["eval_train_samples"], desc.get("so_vocab", 10_000),
+                       desc.get("so_tags", 500))[0]
 
 
 def panel_runs(cfg, setting: str, panels, **changes) -> list[common.Run]:
