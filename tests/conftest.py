@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -45,6 +46,23 @@ def unequal_parts(sizes=CLIENT_SIZES) -> list[np.ndarray]:
     perm = np.random.default_rng(7).permutation(sum(sizes))
     return [np.sort(p) for p in np.split(perm, np.cumsum(sizes)[:-1])]
 
+
+FIGURES = Path(__file__).resolve().parent.parent / "figures"
+
+
+def _figure_stamps() -> dict:
+    return {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in FIGURES.glob("*")
+            if p.is_file()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def figures_folder_untouched():
+    """No test writes into the repository's ``figures/`` (entries under test must be given
+    ``--figures`` or run ``--tiny``): the committed figures are the CPU defaults' output."""
+    before = _figure_stamps()
+    yield
+    changed = sorted(k for k, v in _figure_stamps().items() if before.get(k) != v)
+    assert not changed, f"tests wrote into figures/: {', '.join(changed)}"
 
 @pytest.fixture(scope="session")
 def quad():

@@ -188,7 +188,8 @@ def test_real_data_path_runs_end_to_end_on_fixture_files(tmp_path, capsys):
     args = ["--seeds", "2", "--rounds", "2", "--eval-every", "1", "--settings",
             "stackoverflow,gld23k", "--standin", "no", "--so-vocab", str(len(WORDS)),
             "--so-tags", str(len(TAGS)), "--data-dir", str(root), "--cache-dir",
-            str(tmp_path / "cache"), "--threads", "1", "--quiet", "--out", str(tmp_path / "out")]
+            str(tmp_path / "cache"), "--threads", "1", "--quiet", "--out", str(tmp_path / "out"),
+            "--figures", str(tmp_path / "figures")]
     assert common.main(fig1, args) == 0, capsys.readouterr().err
     text = capsys.readouterr().out
     assert "STAND-IN" not in text and "claim 11" in text
