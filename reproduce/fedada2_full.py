@@ -58,6 +58,7 @@ class Config(fc.Config):
     image_size: int = 224
     max_batch: int = 4
     cpu_ok: bool = False
+    local_warmup: int = fc.PAPER_WARMUP   # a GPU entry: the paper's ViT warm-up by default
 
     def scale(self):
         fc.Config.scale(self)
@@ -146,13 +147,14 @@ def runs(cfg):
     for m in fc.METHODS:
         def build(m=m):
             prob = problem(cfg)[0]
-            return prob, tables.build(TABLE, m), fc.Participation(
+            return prob, tables.build(TABLE, m, **fc.warmup("gld23k", cfg)), fc.Participation(
                 "fixed", m=max(int(fc.RATE["gld23k"] * prob.n_clients), 1))
         cell = tables.best(TABLE, m)
         out.append(common.Run(f"gld23k-full_{m}", {"setting": "gld23k-full", "method": m},
                               build=build, eval_every=cfg.eval_every, eval_grad=False,
                               max_batch=cfg.max_batch,
-                              extra={"hyper": {"algorithm": cell.algorithm, **cell.hyper},
+                              extra={"hyper": {"algorithm": cell.algorithm, **cell.hyper,
+                                               **fc.warmup("gld23k", cfg)},
                                      "image_size": cfg.image_size}))
     return out
 

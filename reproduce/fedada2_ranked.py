@@ -121,6 +121,8 @@ def panel_runs(cfg, setting: str, panels, **changes) -> list[common.Run]:
     out = []
     m = fc.participants(setting, c)
     for p in panels:
+        if fc.warmup(setting, c):
+            p = dataclasses.replace(p, fixed={**p.fixed, **fc.warmup(setting, c)})
         if p.clips is None:
             out.append(_named(sweep_run(p.key, p.grid(), problem_desc(setting, cfg, **changes),
                                         build_problem, f"m={m}", rounds=cfg.rounds,

@@ -213,3 +213,22 @@ def test_entry_runs_end_to_end_and_names_its_stand_in(tmp_path, capsys, entry, e
     assert "STAND-IN" in text and "claim" in text
     assert list((tmp_path / "figures").glob("*.png"))
     assert "does not show" in text or "shows" in text
+
+
+def test_sweep_panels_carry_the_vit_warm_up(monkeypatch):
+    """``--local-warmup`` (on with ``--full``) reaches every grid point of the GLD-23K sweep
+    panels (Figs. 6-7), as it reaches Figure 1's runs; off by default."""
+    from reproduce import fedada2_fig6 as f6
+    from reproduce import fedada2_ranked as rk
+    grids = []
+    monkeypatch.setattr(rk, "sweep_run", lambda name, grid, *a, **k: grids.append(grid))
+    monkeypatch.setattr(rk, "_named", lambda run: run)
+    monkeypatch.setattr(rk, "problem_desc", lambda *a, **k: {})
+    for warm in (0, 10):
+        grids.clear()
+        cfg = common.parse_config(f6, ["--local-warmup", str(warm), "--standin", "yes"])
+        f6.runs(cfg)
+        assert len(grids) == 12
+        for grid in grids:
+            for point in grid.points():
+                assert point.settings.get("local_warmup", 0) == warm

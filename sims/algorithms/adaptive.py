@@ -52,6 +52,16 @@ def lr_at(lr: float, decay: float, t: int) -> float:
     return lr * decay ** t
 
 
+def warmup_scale(k, steps: int):
+    """The factor of local step ``k``'s rate (1-based, ``[B]``) under a linear warm-up over
+    the first ``steps`` local steps (FedAda2 App. H.2, its ViT runs: "linear warm-up from 0
+    over the first 10 local backprop steps", read as ``min(1, k / steps)``, so the first step
+    already moves): ``[B, 1]``; 1 when ``steps`` is 0 (no warm-up)."""
+    if not steps:
+        return 1.0
+    return torch.clamp(k / steps, max=1.0).unsqueeze(-1)
+
+
 def check_common(alg, alpha_max: float = 1.0) -> None:
     """Checks shared by every algorithm with these fields."""
     for key in ("eta", "eta_l"):
@@ -67,6 +77,9 @@ def check_common(alg, alpha_max: float = 1.0) -> None:
     decay = getattr(alg, "lr_decay", 1.0)
     if not 0 < decay <= 1:
         raise OptimizerError(f"lr_decay must be in (0, 1], got {decay}")
+    warm = getattr(alg, "local_warmup", 0)
+    if int(warm) != warm or warm < 0:
+        raise OptimizerError(f"local_warmup must be an integer >= 0 (local steps), got {warm}")
     alpha = getattr(alg, "alpha", 1.0)
     if not 0 <= alpha <= alpha_max:
         raise OptimizerError(f"alpha must be in [0, {alpha_max:g}], got {alpha}")
@@ -221,7 +234,8 @@ class LocalAdaptive:
 class FedOpt(Algorithm):
     """Local SGD (proximal and/or amended) and a server optimizer on the mean pseudo-gradient.
 
-    Client ``i``, local step with ``g`` the stochastic gradient and ``lr = eta_l lr_decay^t``::
+    Client ``i``, local step ``k`` (1-based) with ``g`` the stochastic gradient and ``lr = eta_l
+    lr_decay^t`` (times ``min(1, k / local_warmup)`` with a warm-up, :func:`warmup_scale`)::
 
         d = g + wd theta (coupled) + mu (theta - theta_t)          (FedProx: mu > 0)
         d = alpha d + (1 - alpha) g_a                              (FedCM: alpha < 1)
@@ -260,11 +274,15 @@ class FedOpt(Algorithm):
     wd_mode: str = "coupled"
     lr_decay: float = 1.0
     decay_global: bool = False
+    local_warmup: int = 0
 
     def __post_init__(self):
         check_common(self)
         if self.mu < 0:
             raise OptimizerError(f"mu must be >= 0, got {self.mu}")
+        if self.local_warmup and self.amended:
+            raise OptimizerError("local_warmup with an amended direction (alpha < 1) is not "
+                                 "supported: g_a = delta / (lr K) assumes one rate a round")
         if self.ga_source not in ("pseudo", "global"):
             raise OptimizerError(f"ga_source must be 'pseudo' or 'global', got {self.ga_source!r}")
         self.server_rule = server_rule(self.server, self.eta, beta1=self.beta1, beta2=self.beta2,
@@ -311,7 +329,8 @@ class FedOpt(Algorithm):
         return {"k": torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device)}
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
-        lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
+        lr = lr_at(self.eta_l, self.lr_decay, ctx.t) * warmup_scale(lstate["k"] + 1,
+                                                                   self.local_warmup)
         d = grad
         if self.weight_decay and self.wd_mode == "coupled":
             d = d + self.weight_decay * theta
@@ -332,7 +351,8 @@ class FedOpt(Algorithm):
         (``k`` = ``steps``, each participant's number of steps); None for a subclass that
         changes the local work."""
         cls = type(self)
-        if cls.local_step is not FedOpt.local_step or cls.local_start is not FedOpt.local_start:
+        if (cls.local_step is not FedOpt.local_step or cls.local_start is not FedOpt.local_start
+                or self.local_warmup):           # a rate that changes step by step
             return None
         return _affine_sgd(self, bcast, self.mu, self.alpha if self.amended else 1.0,
                            bcast["ga"] if self.amended else None, ctx), {"k": steps}

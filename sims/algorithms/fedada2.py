@@ -69,7 +69,8 @@ import torch
 
 from .. import compiled
 from ..optim import OptimizerError, SM3Cover, _masked, sm3_adagrad_step, sm3_adam_step
-from .adaptive import FedOpt, bits, check_common, describe_dataclass, server_rule
+from .adaptive import (FedOpt, bits, check_common, describe_dataclass, server_rule,
+                       warmup_scale)
 from .base import Algorithm, masked_rows
 
 CLIENT_KINDS = ("adagrad", "adam", "sgd")
@@ -108,7 +109,10 @@ class JointAdaptive(Algorithm):
                                if upd: nu <- EMA accumulate(nu, g^2)
                                u = m_hat / (sqrt(nu / (1 - b2^(floor((k-1)/z) + 1))) + eps)
         if 0 < ||u|| < eps_s: u = 0                                  (clipping, off by default)
-        x <- x - eta_l u
+        x <- x - eta_l u            (eta_l min(1, k / local_warmup) with a warm-up)
+
+    ``local_warmup = W > 0``: the ViT runs' client learning-rate warm-up (App. H.2, "linear
+    warm-up from 0 over the first 10 local backprop steps"; :func:`warmup_scale`).
 
     ``freeze_epochs = F > 0`` (FedAda2 Fig. 7, App. I.2, whose delay unit is the local epoch,
     spec 6.3): the preconditioner is updated (every ``z``-th step) during one local epoch, then
@@ -136,6 +140,7 @@ class JointAdaptive(Algorithm):
     clip: float = 0.0
     init: str = "zero"
     freeze_epochs: int = 0
+    local_warmup: int = 0
 
     def __post_init__(self):
         check_common(self)
@@ -250,6 +255,8 @@ class JointAdaptive(Algorithm):
         return mu, cover.cover_min(mu)
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
+        if self.local_warmup:                 # the rate changes step by step: the readable rule
+            return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
         got = self._compiled_full_step(theta, grad, lstate, mask, ctx)
         if got is not None:
             return got
@@ -365,7 +372,8 @@ class JointAdaptive(Algorithm):
             if "m" in new:
                 new["m"] = torch.where(skip, torch.zeros_like(u), new["m"])
         new = {key: _masked(mask, val, lstate[key]) for key, val in new.items()}
-        return _masked(mask, theta - self.eta_l * u, theta), new
+        lr = self.eta_l * warmup_scale(k, self.local_warmup)
+        return _masked(mask, theta - lr * u, theta), new
 
     # ------------------------------------------------------------------ accounting
     def uplink_bits(self, layout):
