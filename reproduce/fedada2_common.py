@@ -82,6 +82,12 @@ SETTINGS = {
 #: The participation rate per setting (spec 4.1; CIFAR-100's is not stated: GLD-23K's 0.01).
 RATE = {"stackoverflow": 0.1, "cifar100": 0.01, "gld23k": 0.01}
 
+#: The ViT runs' client learning-rate warm-up (App. H.2: linear from 0 over the first 10 local
+#: backprop steps; :func:`sims.algorithms.adaptive.warmup_scale`): the default of every entry
+#: (the stand-ins keep the paper's local-step regime); ``--local-warmup 0`` turns it off.
+PAPER_WARMUP = 10
+
+
 #: What each stand-in is (one line for footers and summaries).
 STANDIN_TEXT = {
     "stackoverflow": "Fashion-MNIST logistic regression, 400 natural-like clients",
@@ -109,13 +115,12 @@ class Config(common.EntryConfig):
     so_tags: int = 500               # StackOverflow's tags predicted (the paper's 500)
     image_local_epochs: int = 5      # CIFAR-100 / GLD-23K (App. H.2)
     batch_size: int = 32
-    local_warmup: int = 0            # ViT settings' client lr warm-up steps (--full: 10)
+    local_warmup: int = PAPER_WARMUP  # ViT settings' client lr warm-up steps (0: off)
 
     def scale(self):
         if self.full:
             self.seeds, self.rounds, self.standin, self.eval_every = 20, 500, "no", 5
             self.eval_train_samples = 0
-            self.local_warmup = PAPER_WARMUP
         if self.tiny:
             self.seeds, self.rounds, self.eval_every, self.eval_train_samples = 2, 4, 2, 300
             self.standin = "yes"
@@ -217,12 +222,6 @@ def participation(setting: str, cfg) -> Participation:
 
 
 # ------------------------------------------------------------------------------ methods
-#: The ViT runs' client learning-rate warm-up (App. H.2: linear from 0 over the first 10 local
-#: backprop steps; :func:`sims.algorithms.adaptive.warmup_scale`): on with ``--full``; the CPU
-#: stand-in defaults run without it (their figures were made before it existed: docs say so).
-PAPER_WARMUP = 10
-
-
 def warmup(setting: str, cfg) -> dict:
     """The warm-up override for ``setting``'s algorithms: the ViT settings only (CIFAR-100,
     GLD-23K; the paper warms up its ViT clients, not StackOverflow's), empty when off."""

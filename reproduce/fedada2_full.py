@@ -58,7 +58,6 @@ class Config(fc.Config):
     image_size: int = 224
     max_batch: int = 4
     cpu_ok: bool = False
-    local_warmup: int = fc.PAPER_WARMUP   # a GPU entry: the paper's ViT warm-up by default
 
     def scale(self):
         fc.Config.scale(self)

@@ -216,8 +216,8 @@ def test_entry_runs_end_to_end_and_names_its_stand_in(tmp_path, capsys, entry, e
 
 
 def test_sweep_panels_carry_the_vit_warm_up(monkeypatch):
-    """``--local-warmup`` (on with ``--full``) reaches every grid point of the GLD-23K sweep
-    panels (Figs. 6-7), as it reaches Figure 1's runs; off by default."""
+    """``--local-warmup`` (10 by default, the paper's) reaches every grid point of the GLD-23K
+    sweep panels (Figs. 6-7), as it reaches Figure 1's runs; 0 turns it off."""
     from reproduce import fedada2_fig6 as f6
     from reproduce import fedada2_ranked as rk
     grids = []
