@@ -48,9 +48,9 @@ from .plotting import plt
 
 PAPER, TARGET = "FedAda2", "Figures 1-2, Table 2"
 TITLE = "six methods: accuracy and loss against rounds and against normalised bits; Table 2"
-DEFAULT_COST = ("about 6.5 min of wall time on one free core of the shared 2-core machine "
-                "(4.8 CPU-min measured with --threads 1: the StackOverflow stand-in's 5 methods "
-                "x 3 seeds x 200 rounds take 5.3 min, the two image stand-ins 1 min)")
+DEFAULT_COST = ("3 min 44 s measured on one free core with --threads 1 (the StackOverflow "
+                "stand-in's 5 methods x 3 seeds x 200 rounds about 3 min, the two image "
+                "stand-ins 35 s; 6.5 min when the other core was busy)")
 
 #: The paper's Table 2 (spec 1.14, AdaGrad instantiations), per method:
 #: (joint adaptivity, communication, gradient calls, client memory), units of d.
