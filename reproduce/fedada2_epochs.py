@@ -33,8 +33,8 @@ from . import fedada2_common as fc
 
 PAPER, TARGET = "FedAda2", "Figure 3 (top), Figure 4 (top)"
 TITLE = "GLD-23K with 1, 5 and 20 local epochs: test accuracy of six methods"
-DEFAULT_COST = ("about 3 min measured with --threads 1 (108 s CPU; 6 methods x 1/5/20 epochs "
-                "x 5 seeds x 150 rounds on the GLD-23K stand-in)")
+DEFAULT_COST = ("about 2 min measured on one free core with --threads 1 (113 s in the runs; "
+                "6 methods x 1/5/20 epochs x 5 seeds x 150 rounds on the GLD-23K stand-in)")
 
 #: local epochs -> the table of best hyperparameters (Table 6 for 1 and 20, Tables 4-5 for 5)
 TABLE_OF = {1: "gld23k-1epoch", 5: "gld23k", 20: "gld23k-20epoch"}

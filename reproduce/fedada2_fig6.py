@@ -33,8 +33,9 @@ from . import fedada2_ranked as rk
 
 PAPER, TARGET = "FedAda2", "Figure 6"
 TITLE = "Heterogeneous server-client optimizer pairs on GLD-23K: every sweep run ranked"
-DEFAULT_COST = ("7 min 21 s measured with --threads 1 on two shared cores (12 panels x 36 "
-                "grid points x 2 seeds x 60 rounds, batched; GLD-23K stand-in)")
+DEFAULT_COST = ("about 3 min from scratch on one free core with --threads 1 (12 panels x 36 "
+                "grid points x 2 seeds x 60 rounds, batched, 14-17 s a panel; GLD-23K "
+                "stand-in; 2 min 13 s measured with fedada2_fig7's FedAda2 row reused)")
 
 PAPER_GRID = {"eta_l": "1e-4,1e-3,1e-2,1e-1", "eta_s": "1e-4,1e-3,1e-2,1e-1",
               "tau_l": "1e-7,1e-5,1e-3,1e-1,1", "tau_s": "1e-7,1e-5,1e-3,1e-1,1"}
