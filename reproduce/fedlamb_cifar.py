@@ -59,18 +59,11 @@ class Config(fl.Config):
 
 
 def settings(cfg) -> list[fl.Setting]:
-    out = []
-    for model in fl.items(cfg.models):
-        if model not in MODEL_LABEL:
-            raise common.EntryError(f"--models: {model!r} is not one of {', '.join(MODEL_LABEL)}")
-        for e in fl.items(cfg.epochs, int):
-            out.append(fl.Setting(f"{model}_E{e}", "cifar10", model, cfg.n, cfg.m, cfg.batch, e,
-                                  "iid", f"{MODEL_LABEL[model]}, CIFAR-10 iid, E={e}"))
-    return out
+    return fl.model_epoch_settings(cfg, MODEL_LABEL, "cifar10", "iid", "CIFAR-10 iid")
 
 
 def methods(cfg) -> list[str]:
-    return fl.chosen_methods(cfg, [*METHODS, "fed-ams-printed", "fed-lamb-printed"])
+    return fl.chosen_methods(cfg, METHODS)
 
 
 def runs(cfg):

@@ -272,10 +272,14 @@ PILOT_AXES = {"fed-lamb": {"lam": (0.0,)},
               "adp-fed": {"eta_l": (0.03, 0.1, 0.3, 0.5), "eta": (0.001, 0.003, 0.01, 0.03)}}
 
 
-def chosen_methods(cfg, every) -> list[str]:
-    """The entry's methods ``every`` (printed pair included unless ``--no-printed``),
-    narrowed to ``--methods`` when given (one-line error for a name the entry does not run)."""
-    every = [m for m in every if not (cfg.no_printed and m.endswith("-printed"))]
+PRINTED_PAIR = ("fed-ams-printed", "fed-lamb-printed")
+
+
+def chosen_methods(cfg, base) -> list[str]:
+    """The entry's methods: ``base`` and the printed pair (:data:`PRINTED_PAIR`, unless
+    ``--no-printed``), narrowed to ``--methods`` when given (one-line error for a name the
+    entry does not run)."""
+    every = [*base, *([] if cfg.no_printed else PRINTED_PAIR)]
     if not cfg.methods:
         return every
     want = items(cfg.methods)
@@ -442,6 +446,20 @@ class Setting:
     epochs: int
     scheme: str             # "shards" (non-iid) or "iid"
     title: str
+
+
+def model_epoch_settings(cfg, model_labels: dict, dataset: str, scheme: str,
+                         label: str) -> list[Setting]:
+    """One panel per ``--models`` x ``--epochs`` (main Figs. 1-4): ``dataset`` split by
+    ``scheme`` with the entry's ``n``, ``m`` and batch; one-line error for an unknown model."""
+    out = []
+    for model in items(cfg.models):
+        if model not in model_labels:
+            raise common.EntryError(f"--models: {model!r} is not one of {', '.join(model_labels)}")
+        for e in items(cfg.epochs, int):
+            out.append(Setting(f"{model}_E{e}", dataset, model, cfg.n, cfg.m, cfg.batch, e,
+                               scheme, f"{model_labels[model]}, {label}, E={e}"))
+    return out
 
 
 def participation(s: Setting) -> Participation:

@@ -76,19 +76,12 @@ class Config(fl.Config):
 
 
 def settings(cfg) -> list[fl.Setting]:
-    label = fl.dataset_label("mnist", cfg.data_dir)
-    out = []
-    for model in fl.items(cfg.models):
-        if model not in MODEL_LABEL:
-            raise common.EntryError(f"--models: {model!r} is not one of {', '.join(MODEL_LABEL)}")
-        for e in fl.items(cfg.epochs, int):
-            out.append(fl.Setting(f"{model}_E{e}", "mnist", model, cfg.n, cfg.m, cfg.batch, e,
-                                  "shards", f"{MODEL_LABEL[model]}, {label}, E={e}"))
-    return out
+    return fl.model_epoch_settings(cfg, MODEL_LABEL, "mnist", "shards",
+                                   fl.dataset_label("mnist", cfg.data_dir))
 
 
 def methods(cfg) -> list[str]:
-    return fl.chosen_methods(cfg, [*METHODS, "fed-ams-printed", "fed-lamb-printed"])
+    return fl.chosen_methods(cfg, METHODS)
 
 
 def runs(cfg):

@@ -84,7 +84,7 @@ def settings(cfg) -> list[fl.Setting]:
 
 
 def methods(cfg) -> list[str]:
-    return fl.chosen_methods(cfg, [*METHODS, "fed-ams-printed", "fed-lamb-printed"])
+    return fl.chosen_methods(cfg, METHODS)
 
 
 def runs(cfg):
