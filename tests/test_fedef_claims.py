@@ -28,6 +28,17 @@ def _run(name, tmp_path, *extra):
                                *extra])
 
 
+def _plot_without(name, tmp_path, capsys, prefix) -> str:
+    """Run ``name`` at ``--tiny``, delete its saved runs named ``prefix*``, redraw with
+    ``--plot-only --available`` and return what it printed."""
+    assert _run(name, tmp_path) == 0
+    capsys.readouterr()
+    for p in (tmp_path / "results" / name).glob(f"{prefix}*"):
+        p.unlink()
+    assert _run(name, tmp_path, "--plot-only", "--available") == 0
+    return capsys.readouterr().out
+
+
 # ------------------------------------------------------------------ data in the paper's regime
 def test_mnist_resolves_to_full_mnist_else_the_fashion_mnist_stand_in(tmp_path, monkeypatch,
                                                                       capsys):
@@ -131,12 +142,7 @@ def test_fig8_diverged_runs_are_reported_instead_of_a_verdict(tmp_path, capsys):
 
 
 def test_fig8_partial_results_name_the_missing_runs(tmp_path, capsys):
-    assert _run("fig8", tmp_path) == 0
-    capsys.readouterr()
-    for p in (tmp_path / "results" / "fig8").glob("partial_*"):
-        p.unlink()
-    assert _run("fig8", tmp_path, "--plot-only", "--available") == 0
-    out = capsys.readouterr().out
+    out = _plot_without("fig8", tmp_path, capsys, "partial_")
     assert "missing results for 2 run(s): partial_m5, partial_m20" in out
     assert "partial: no results" in out or "partial participation" not in out
     assert "runs missing: no verdict on the larger spread" in out
@@ -254,11 +260,6 @@ def test_well_below_one_threshold_fails_a_round_above_it(tmp_path):
 
 
 def test_qa_sim_with_only_training_results_draws_and_names_the_missing(tmp_path, capsys):
-    assert _run("qa_sim", tmp_path) == 0
-    capsys.readouterr()
-    for p in (tmp_path / "results" / "qa_sim").glob("sim_*"):
-        p.unlink()
-    assert _run("qa_sim", tmp_path, "--plot-only", "--available") == 0
-    out = capsys.readouterr().out
+    out = _plot_without("qa_sim", tmp_path, capsys, "sim_")
     assert "missing results for 2 run(s): sim_gaussian_disjoint, sim_laplace_disjoint" in out
     assert "Fig. 18" not in out and "Fig. 19's claim" in out
