@@ -50,6 +50,16 @@ def unequal_parts(sizes=CLIENT_SIZES) -> list[np.ndarray]:
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
 
+def load_benchmark(name: str):
+    """The module of ``benchmarks/NAME.py`` (the scripts are not a package)."""
+    import importlib.util
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _figure_stamps() -> dict:
     return {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in FIGURES.glob("*")
             if p.is_file()}

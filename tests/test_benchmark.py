@@ -2,24 +2,18 @@
 from the model it times."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
+from conftest import load_benchmark
 from sims.models import MLP
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "engine_vs_loop.py"
 
 
 @pytest.fixture
 def bench():
-    spec = importlib.util.spec_from_file_location("engine_vs_loop", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("engine_vs_loop")
 
 
 def test_useful_flops_follow_the_timed_model(bench):

@@ -2,23 +2,16 @@
 algorithm, and its ratios are the ones it prints the seconds for."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
+from conftest import load_benchmark
 from sims.algorithms.registry import list_algorithms
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "algorithms_vs_loop.py"
 
 
 @pytest.fixture
 def bench():
-    spec = importlib.util.spec_from_file_location("algorithms_vs_loop", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("algorithms_vs_loop")
 
 
 def test_quick_run_covers_every_algorithm(bench):

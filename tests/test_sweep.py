@@ -272,12 +272,8 @@ def test_benchmark_workload_is_the_issues():
     """benchmarks/sweep_batching.py times the workload issue 15 names: Fed-LAMB, the 9 rates
     of its Table 1 grid x 3 seeds, MLP on 28x28 inputs, 50 clients of which 25 take part,
     batch 32, one local epoch of 300 samples (10 steps)."""
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sweep_batching.py"
-    mod_spec = importlib.util.spec_from_file_location("sweep_batching_bench", path)
-    bench = importlib.util.module_from_spec(mod_spec)
-    mod_spec.loader.exec_module(bench)
+    from conftest import load_benchmark
+    bench = load_benchmark("sweep_batching")
     from sims.sweep.tables import FED_LAMB_TABLE1
     s = bench.spec("/tmp/unused", 1, bench.LRS, 3)
     assert bench.LRS == FED_LAMB_TABLE1["fed-lamb"]["eta_l"]
