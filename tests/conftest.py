@@ -184,6 +184,12 @@ def engine_vs_reference():
     return check_engine_vs_reference
 
 
+def write_cifar_pickle(path: Path, obj: dict) -> None:
+    """As the original files: a protocol-2 pickle whose keys are bytes (Python 2 str)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps({k.encode(): v for k, v in obj.items()}, protocol=2))
+
+
 def write_cifar10(root, per_batch=4, n_test=3):
     """Tiny CIFAR-10 python-pickle batches under ``root/cifar-10-batches-py`` (entry smoke tests)."""
     d = root / "cifar-10-batches-py"
@@ -191,7 +197,7 @@ def write_cifar10(root, per_batch=4, n_test=3):
     rng = np.random.default_rng(0)
 
     def dump(name, obj):
-        (d / name).write_bytes(pickle.dumps({k.encode(): v for k, v in obj.items()}, protocol=2))
+        write_cifar_pickle(d / name, obj)
     for i in range(1, 6):
         dump(f"data_batch_{i}", {"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
                                  "labels": [(i + j) % 10 for j in range(per_batch)]})
@@ -207,7 +213,7 @@ def write_cifar100(root, n_train=20, n_test=4):
     rng = np.random.default_rng(1)
 
     def dump(name, obj):
-        (d / name).write_bytes(pickle.dumps({k.encode(): v for k, v in obj.items()}, protocol=2))
+        write_cifar_pickle(d / name, obj)
     dump("train", {"data": rng.integers(0, 256, (n_train, 3072), dtype=np.uint8),
                    "fine_labels": [j % 100 for j in range(n_train)]})
     dump("test", {"data": rng.integers(0, 256, (n_test, 3072), dtype=np.uint8),

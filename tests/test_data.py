@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import write_cifar_pickle
 from sims.data import (
     NORMALIZATION,
     DataError,
@@ -71,12 +72,6 @@ def make_mnist_like(directory: Path, n_train=50, n_test=20, gz=True, seed=0, lab
         use_gz = gz if isinstance(gz, bool) else bool(i % 2)  # gz="mixed": alternate
         write_idx(directory / (name + (".gz" if use_gz else "")), arr, use_gz)
     return arrays
-
-
-def write_cifar_pickle(path: Path, obj: dict) -> None:
-    """As the original files: a protocol-2 pickle whose keys are bytes (Python 2 str)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(pickle.dumps({k.encode(): v for k, v in obj.items()}, protocol=2))
 
 
 def cifar_images(n: int, seed: int) -> np.ndarray:
