@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from sims import compiled, engine
+from sims import compiled, engine, torch_fused
 from sims.algorithms.adaptive import LocalAdaptive
 from sims.optim import AdaptiveRule, TrustRatio
 from sims.params import ParamLayout
@@ -41,10 +41,14 @@ TRUST = {"fed-lamb": TrustRatio(), "lamb-amended": TrustRatio("identity", lam=0.
 
 @pytest.fixture(autouse=True)
 def restore_compiled():
-    """Every test leaves the compiled form as it found it (``FEDTOOLKIT_COMPILE``)."""
-    was = compiled.enabled()
+    """Every test leaves the compiled form as it found it (``FEDTOOLKIT_COMPILE``), and runs
+    with torch's fused kernels off (:mod:`sims.torch_fused` goes first where it applies;
+    ``tests/test_torch_fused.py`` tests it)."""
+    was, fused_was = compiled.enabled(), torch_fused.enabled()
+    torch_fused.enable(False)
     yield
     compiled.enable(was)
+    torch_fused.enable(fused_was)
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ import torch
 
 from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _masked, axpy,
                      layer_segments, local_adaptive_fast_ok, local_adaptive_step)
-from .. import compiled
+from .. import compiled, torch_fused
 from .base import Algorithm, masked_rows
 
 WD_MODES = ("coupled", "decoupled")
@@ -192,6 +192,9 @@ class LocalAdaptive:
         (:mod:`sims.compiled`, opt-in), one in-place pass; ``owned``: ``theta`` and the state
         are the caller's to overwrite (the engine's ``ctx.extra["owned_state"]``)."""
         if local_adaptive_fast_ok(self):
+            got = self._torch_fused_step(theta, g, state, mask, lr, ga, owned)
+            if got is not None:
+                return got
             if compiled.usable(self, mask, theta):
                 got = compiled.fused_local_adaptive_step(self, theta, g, state, lr, ga, owned,
                                                          layout)
@@ -199,6 +202,37 @@ class LocalAdaptive:
                     return got
             return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga, owned)
         return self.reference_step(theta, g, state, mask, lr, layout, seg, ga)
+
+    def _torch_fused_step(self, theta, g, state, mask, lr, ga, owned):
+        """The step through torch's fused Adam / AMSGrad CPU kernel (:mod:`sims.torch_fused`,
+        in place on owned state) where the rule is the kernel's: ``eps = 0`` (the kernel's
+        ``eps`` is outside the root, the rule's inside: equal only at 0, the registry's
+        default), no trust ratio, coupled or no weight decay (the kernel adds ``wd theta`` to
+        ``g``), AMSGrad's per-step ``vhat`` only without bias correction (the kernel takes the
+        max of the raw ``v``, the rule of the corrected one), Adam's corrections with one
+        count (``n == nm``). The amendment (``alpha != 1``) is the kernel at rate ``lr alpha``
+        and one more in-place pass ``- lr (1 - alpha) g_a``. None otherwise. Measured before
+        the compiled kernel (one thread, ``[25, 159010]`` float32, fastest of 20: AMSGrad
+        without bias correction 2.2 ms against the compiled 2.75 ms)."""
+        if (self.eps or self.trust is not None or not torch_fused.usable(mask, theta, lr)
+                or (self.weight_decay and self.wd_mode != "coupled")
+                or (self.rule == "amsgrad" and (self.vhat != "step" or self.bias_correction))):
+            return None
+        n, nm = state["n"] + 1, state["nm"] + 1
+        if self.bias_correction and not torch.equal(n, nm):
+            return None
+        a = lr * self.alpha if self.alpha != 1 else lr
+        got = torch_fused.adam_step(theta, g, state["m"], state["v"], a, self.beta1, self.beta2,
+                                    0.0, n if self.bias_correction else None, owned,
+                                    state["vhat"] if self.rule == "amsgrad" else None,
+                                    self.weight_decay)
+        if got is None:
+            return None
+        theta, m, v, vhat = got
+        if self.alpha != 1:
+            theta.add_(ga, alpha=-(lr * (1 - self.alpha)))
+        return theta, {"m": m, "v": v, "vhat": state["vhat"] if vhat is None else vhat,
+                       "n": n, "nm": nm, "k": state["k"] + 1}
 
     def reference_step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):
         """The rule as written in the class docstring (what the fast form is tested

@@ -67,7 +67,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import compiled
+from .. import compiled, torch_fused
 from ..optim import OptimizerError, SM3Cover, _masked, sm3_adagrad_step, sm3_adam_step
 from .adaptive import (FedOpt, bits, check_common, describe_dataclass, server_rule,
                        warmup_scale)
@@ -257,7 +257,11 @@ class JointAdaptive(Algorithm):
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         if self.local_warmup:                 # the rate changes step by step: the readable rule
             return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
-        got = self._compiled_full_step(theta, grad, lstate, mask, ctx)
+        # the full preconditioner: torch's fused kernel first (in place, one pass, no
+        # compile; measured faster than the compiled kernel, see _torch_fused_step)
+        got = self._torch_fused_step(theta, grad, lstate, mask, ctx)
+        if got is None:
+            got = self._compiled_full_step(theta, grad, lstate, mask, ctx)
         if got is not None:
             return got
         if (self.client == "adagrad" and self.delay == 1 and not self.clip
@@ -285,14 +289,53 @@ class JointAdaptive(Algorithm):
             return _masked(mask, th, theta), new
         return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
 
+    @property
+    def _every_step(self) -> bool:
+        """An adaptive client whose preconditioner is updated at every step (``z = 1``, no
+        freezing, no clipping) with numeric constants: the one-pass kernels' rule."""
+        return (self.delay == 1 and not self.freeze_epochs and not self.clip
+                and self.client in ("adagrad", "adam")
+                and not any(torch.is_tensor(x)
+                            for x in (self.eps, self.beta1, self.beta2, self.eta_l)))
+
+    def _torch_fused_step(self, theta, grad, lstate, mask, ctx):
+        """The full-preconditioner client step (``mu = nu = v``; Alg. 9 / 7 with ``z = 1``)
+        through torch's fused CPU kernels (:mod:`sims.torch_fused`: AdaGrad ``v + g^2``,
+        ``theta - eta_l g / (sqrt(v) + eps)``; Adam with ``eps`` outside the root and one count
+        ``k`` for both bias corrections), in place on the engine's owned state. None where the
+        rule is not the kernel's: SM3 covers, delays, freezing, clipping, per-replica
+        constants, a mask, and DJA's client Adam with bias correction (``v`` debiased by ``k +
+        t`` updates, ``m`` by ``k``). Measured (one thread, the issue-16 benchmark's
+        ``[25, 159010]`` float32 step, fastest of 20): AdaGrad 1.1 ms against the compiled
+        kernel's 2.0 ms, Adam 1.5 against 2.6 ms, so it goes before :meth:`_compiled_full_step`."""
+        if (self.precond != "full" or not self._every_step
+                or not torch_fused.usable(mask, theta, self.eta_l)):
+            return None
+        owned = ctx.extra.get("owned_state", False)
+        k = lstate["k"] + 1
+        if self.client == "adagrad":
+            got = torch_fused.adagrad_step(theta, grad, lstate["mu"], self.eta_l, self.eps, owned)
+            if got is None:
+                return None
+            th, v = got
+            return th, {"k": k, "mu": v, "nu": v}
+        if self.bias_correction and self.init == "server":
+            return None
+        got = torch_fused.adam_step(theta, grad, lstate["m"], lstate["mu"], self.eta_l,
+                                    self.beta1, self.beta2, self.eps,
+                                    k if self.bias_correction else None, owned)
+        if got is None:
+            return None
+        th, m, v, _ = got
+        return th, {"k": k, "mu": v, "nu": v, "m": m}
+
     def _compiled_full_step(self, theta, grad, lstate, mask, ctx):
         """The client AdaGrad / Adam step as one compiled kernel (opt-in): the full
         preconditioner (``mu = nu = v``, :func:`sims.compiled.fused_full_precond_step`) or
         SM3-II (:meth:`_compiled_sm3_step`); None where it does not apply (SM3-I, delay
         ``z > 1``, epoch-wise freezing, clipping, per-replica constants, a mask)."""
-        if (self.precond == "sm3-i" or self.delay != 1 or self.freeze_epochs or self.clip
-                or self.client not in ("adagrad", "adam") or not compiled.full_usable(mask, theta)
-                or any(torch.is_tensor(x) for x in (self.eps, self.beta1, self.beta2, self.eta_l))):
+        if (self.precond == "sm3-i" or not self._every_step
+                or not compiled.full_usable(mask, theta)):
             return None
         k = lstate["k"] + 1
         if self.precond == "sm3-ii":

@@ -1,0 +1,170 @@
+"""torch's own fused CPU optimizer kernels as the eager one-pass local step (issue 16).
+
+The CPU build of torch ships one-pass optimizer kernels (what ``torch.optim.Adagrad`` /
+``Adam(fused=True)`` call): ``torch._fused_adagrad_`` and ``torch._fused_adam_`` take lists of
+tensors and update each in place, reading ``theta, g`` and the moments once. A list entry may
+be a row ``theta[i]`` of the participants' ``[B, d]`` tensor, with its own step count, so one
+call steps every participant in one pass, with no compile cost (the eager torch form of the
+same step takes ~4-8 passes that stream memory at the benchmark's width, ``sims.compiled``'s
+docstring). The rules the kernels compute, which the callers check are their algorithm's:
+
+* AdaGrad (``lr_decay = 0``, no weight decay): ``v <- v + g^2``, ``theta <- theta - lr g /
+  (sqrt(v) + eps)``; the step count is not read.
+* Adam / AMSGrad, ``k`` the row's step count as given (the kernel does not increment it),
+  ``c_j = 1 - beta_j^k``: ``g <- g + wd theta``, ``m <- b1 m + (1 - b1) g``, ``v <- b2 v +
+  (1 - b2) g^2``, AMSGrad ``vhat <- max(vhat, v)`` (the raw ``v``), ``theta <- theta - (lr /
+  c1) m / (sqrt(v or vhat) / sqrt(c2) + eps)``: ``eps`` outside the root, one count for both
+  corrections. No bias correction: the count :data:`NO_BIAS_STEP` (``2^62``; the kernel
+  computes ``beta^k`` in double precision), where ``1 - beta^k`` is exactly 1 for every double
+  ``beta < 1`` (``beta <= 1 - 2^-53``, so ``beta^k <= e^-512``, far below half an ulp of 1;
+  re-checked on each call as a guard), so the corrections divide by 1 exactly, in float32
+  and float64 alike.
+
+Each step function returns the new tensors, or None where it does not apply (the caller then
+takes its eager form). In place means the caller must own the tensors: the engine says so
+with ``ctx.extra["owned_state"]`` (True from a round's second local step on); on a step whose
+tensors are not owned they are copied first (one pass), as :mod:`sims.compiled` does.
+
+The kernels are private torch API: on first use per kernel and dtype they are run on a tiny
+input and held to the rule above (:func:`_probe`); a kernel that is missing, raises or
+disagrees is reported once as a warning and not tried again in the process. On by default;
+``FEDTOOLKIT_TORCH_FUSED=0`` (or :func:`enable`) turns it off, e.g. to measure the eager forms.
+Held to the algorithms' readable rules in float64 by ``tests/test_torch_fused.py``.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+import torch
+
+NO_BIAS_STEP = 2 ** 62      # beta^k underflows: 1 - beta^k == 1.0 exactly (see the docstring)
+
+_state = {"enabled": os.environ.get("FEDTOOLKIT_TORCH_FUSED", "1") != "0", "failed": False}
+_probed: set = set()
+calls = {"adagrad": 0, "adam": 0}   # successful kernel calls (the tests check the path taken)
+
+
+def enable(on: bool = True) -> None:
+    """Turn the fused kernels on or off for this process (default: ``FEDTOOLKIT_TORCH_FUSED``,
+    on unless ``0``); turning on clears an earlier failure."""
+    _state["enabled"] = bool(on)
+    _state["failed"] = False
+    _probed.clear()
+
+
+def enabled() -> bool:
+    return _state["enabled"] and not _state["failed"]
+
+
+def usable(mask, theta: torch.Tensor, lr=0.0) -> bool:
+    """Whether the kernels can take this step: on, no mask, a float32 / float64 ``[B, d]`` on
+    the CPU and a numeric rate (per-row rates need one call per row; they take the eager form)."""
+    return (enabled() and mask is None and theta.dim() == 2 and theta.device.type == "cpu"
+            and theta.dtype in (torch.float32, torch.float64) and not torch.is_tensor(lr))
+
+
+def _fail(what: str, exc: BaseException | str) -> None:
+    _state["failed"] = True
+    text = exc if isinstance(exc, str) else f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    warnings.warn(f"sims.torch_fused: {what} failed ({text}); using the eager local step",
+                  RuntimeWarning, stacklevel=4)
+
+
+def _adagrad(theta, g, v, lr, eps):
+    torch._fused_adagrad_(list(theta.unbind(0)), list(g.unbind(0)), list(v.unbind(0)),
+                          list(torch.ones(len(theta), dtype=theta.dtype).unbind(0)),
+                          lr=lr, lr_decay=0.0, weight_decay=0.0, eps=eps, maximize=False)
+
+
+def _adam(theta, g, m, v, vhat, steps, lr, beta1, beta2, eps, wd):
+    torch._fused_adam_(list(theta.unbind(0)), list(g.unbind(0)), list(m.unbind(0)),
+                       list(v.unbind(0)), [] if vhat is None else list(vhat.unbind(0)),
+                       list(steps.unbind(0)), lr=lr, beta1=beta1, beta2=beta2,
+                       weight_decay=wd, eps=eps, amsgrad=vhat is not None, maximize=False)
+
+
+def _probe(kind: str, dtype) -> bool:
+    """Run ``kind``'s kernel once on a tiny input against the module docstring's rule
+    (AdaGrad; Adam and AMSGrad at step counts 1, 3 and :data:`NO_BIAS_STEP`, with weight
+    decay); False (after a warning) when it is missing, raises or disagrees."""
+    if (kind, dtype) in _probed:
+        return True
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    x = torch.linspace(-1.0, 1.0, 12, dtype=dtype).reshape(3, 4)
+    theta, g, v = x + 0.5, torch.cos(3 * x), x * x + 0.1
+    try:
+        if kind == "adagrad":
+            got = [theta.clone(), v.clone()]
+            _adagrad(*got[:1], g, got[1], 0.1, 1e-3)
+            v2 = v + g * g
+            want = [theta - 0.1 * g / (torch.sqrt(v2) + 1e-3), v2]
+        else:
+            steps = torch.tensor([1, 3, NO_BIAS_STEP], dtype=torch.int64)
+            c = torch.tensor([[1.0], [3.0], [float("inf")]], dtype=dtype)
+            got, want = [], []
+            for ams in (False, True):
+                th, m, vv, vh = theta.clone(), torch.sin(x), v.clone(), v + 0.05
+                _adam(th, g, m, vv, vh if ams else None, steps, 0.1, 0.9, 0.99, 1e-3, 0.01)
+                gw = g + 0.01 * theta
+                m2, v2 = 0.9 * torch.sin(x) + 0.1 * gw, 0.99 * v + 0.01 * gw * gw
+                sec = torch.maximum(v + 0.05, v2) if ams else v2
+                th2 = theta - 0.1 * (m2 / (1 - 0.9 ** c)) / (torch.sqrt(sec / (1 - 0.99 ** c))
+                                                            + 1e-3)
+                got += [th, m, vv] + ([vh] if ams else [])
+                want += [th2, m2, v2] + ([sec] if ams else [])
+    except Exception as exc:
+        _fail(f"torch._fused_{kind}_", exc)
+        return False
+    if not all(torch.allclose(a, b, rtol=tol, atol=tol) for a, b in zip(got, want)):
+        _fail(f"torch._fused_{kind}_", "it disagrees with the rule it is used for")
+        return False
+    _probed.add((kind, dtype))
+    return True
+
+
+def _run(kind: str, fn, *args) -> bool:
+    """``fn(*args)`` (the kernels check their arguments before writing); False after a
+    warning when it raised, and the kernels are then off for the process."""
+    try:
+        fn(*args)
+    except Exception as exc:
+        _fail(f"torch._fused_{kind}_", exc)
+        return False
+    calls[kind] += 1
+    return True
+
+
+def _writable(x: torch.Tensor, owned: bool) -> torch.Tensor:
+    return x if owned and x.is_contiguous() else x.clone(memory_format=torch.contiguous_format)
+
+
+def adagrad_step(theta, g, v, lr: float, eps: float, owned: bool = False):
+    """AdaGrad ``v + g^2``, ``theta - lr g / (sqrt(v) + eps)`` (module docstring) in one pass;
+    ``(theta, v)``, in place when ``owned`` (else on copies), or None (take the eager form)."""
+    if not _probe("adagrad", theta.dtype):
+        return None
+    theta, v = _writable(theta, owned), _writable(v, owned)
+    if not _run("adagrad", _adagrad, theta, g.contiguous(), v, float(lr), float(eps)):
+        return None
+    return theta, v
+
+
+def adam_step(theta, g, m, v, lr: float, beta1: float, beta2: float, eps: float, steps=None,
+              owned: bool = False, vhat=None, weight_decay: float = 0.0):
+    """Adam (AMSGrad with ``vhat``: the max of the raw ``v``) as in the module docstring, in
+    one pass: ``steps`` ``[B]`` each row's count for both bias corrections (after this step's
+    increment), None for no bias correction. Returns ``(theta, m, v, vhat)``, in place when
+    ``owned`` (else on copies), or None (take the eager form)."""
+    if steps is None:
+        if 1.0 - float(beta1) ** NO_BIAS_STEP != 1.0 or 1.0 - float(beta2) ** NO_BIAS_STEP != 1.0:
+            return None
+        steps = torch.full((len(theta),), NO_BIAS_STEP, dtype=torch.int64)
+    if not _probe("adam", theta.dtype):
+        return None
+    theta, m, v = (_writable(x, owned) for x in (theta, m, v))
+    vhat = None if vhat is None else _writable(vhat, owned)
+    if not _run("adam", _adam, theta, g.contiguous(), m, v, vhat, steps, float(lr),
+                float(beta1), float(beta2), float(eps), float(weight_decay)):
+        return None
+    return theta, m, v, vhat

@@ -1,0 +1,254 @@
+"""torch's fused CPU optimizer kernels as the local step (``sims.torch_fused``, issue 16) equal
+the readable rules in float64: FedAda2's full-preconditioner clients (DJA, joint-adaptive,
+FedAdaAdagrad, FedAdaAdam: ``JointAdaptive.reference_local_step``) and LocalAdam / FedLADA
+(``LocalAdaptive.reference_step``), on a round's first step (inputs not owned: left as they
+were) and later ones (owned: written in place), rows at different step counts, bias
+correction on and off; the rules the kernels do not compute fall back to the eager forms; a
+kernel that raises or disagrees falls back with one warning; through the engine."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from sims import engine, torch_fused
+from sims.algorithms.adaptive import LocalAdaptive
+from sims.algorithms.base import RoundContext
+from sims.algorithms.registry import make_algorithm, make_for_problem
+from sims.models import MLP
+from sims.optim import TrustRatio
+from sims.params import ParamLayout
+from sims.participation import Participation
+
+B = 4
+STEPS = torch.tensor([0.0, 1.0, 3.0, 7.0], dtype=torch.float64)    # rows' steps so far
+
+
+@pytest.fixture(autouse=True)
+def fused_on():
+    """Each test runs with the kernels on and leaves them as it found them."""
+    was = torch_fused.enabled()
+    torch_fused.enable(True)
+    yield
+    torch_fused.enable(was)
+
+
+@pytest.fixture(scope="module")
+def layout():
+    return ParamLayout.from_module(MLP(6, 5, 3))
+
+
+def _rand(gen, *shape):
+    return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+
+def _ctx(layout, owned):
+    ctx = RoundContext(2, layout, torch.zeros(B, dtype=torch.long), torch.arange(B),
+                       torch.full((B,), -1))
+    ctx.extra["owned_state"] = owned
+    return ctx
+
+
+def _client_start(alg, layout, gen):
+    """A client state part-way through a round: rows at steps 0, 1, 3, 7, nonzero moments."""
+    theta = _rand(gen, B, layout.d)
+    bcast = {"theta": theta}
+    if alg.init == "server":
+        bcast["pre"] = torch.rand(B, layout.d, generator=gen, dtype=torch.float64)
+    st = alg.local_start(bcast, {}, _ctx(layout, False))
+    st["k"] = STEPS.clone()
+    st["mu"] = st["mu"] + torch.rand(st["mu"].shape, generator=gen, dtype=torch.float64)
+    st["nu"] = alg.cover(layout).cover_min(st["mu"])
+    if "m" in st:
+        st["m"] = 0.1 * _rand(gen, B, layout.d)
+    return theta, bcast, st
+
+
+def _fedada2_run(alg, layout, gen, mask=None, steps=3):
+    """``steps`` local steps of ``alg.local_step`` (the first not owned) and of the readable
+    rule; checks the first step left its inputs alone and the two agree; returns the number
+    of fused-kernel calls made."""
+    theta, bcast, st = _client_start(alg, layout, gen)
+    inputs = (theta.clone(), {k: v.clone() for k, v in st.items()})
+    th_f, st_f, th_r, st_r = theta, st, theta, st
+    before = sum(torch_fused.calls.values())
+    for step in range(steps):
+        g = _rand(gen, B, layout.d)
+        ctx = _ctx(layout, step > 0)
+        th_f, st_f = alg.local_step(th_f, g, st_f, bcast, {}, mask, ctx)
+        if step == 0:
+            assert torch.equal(theta, inputs[0])
+            assert all(torch.equal(st[k], inputs[1][k]) for k in st)
+        th_r, st_r = alg.reference_local_step(th_r, g, st_r, bcast, {}, mask, ctx)
+        torch.testing.assert_close(th_f, th_r, rtol=1e-12, atol=1e-13)
+        assert set(st_f) == set(st_r)
+        for k in st_r:
+            torch.testing.assert_close(st_f[k], st_r[k], rtol=1e-12, atol=1e-13)
+    return sum(torch_fused.calls.values()) - before
+
+
+FEDADA2_KERNEL = [("dja", {}), ("joint-adaptive", {}), ("fedadaadagrad", {}),
+                  ("fedadaadam", {}), ("fedadaadam", {"bias_correction": False}),
+                  ("joint-adaptive", {"client": "adam"}),
+                  ("dja", {"client": "adam", "server": "adam", "bias_correction": False})]
+
+
+@pytest.mark.parametrize("name,hyper", FEDADA2_KERNEL)
+def test_fedada2_full_preconditioner_kernel_equals_reference(layout, name, hyper):
+    alg = make_algorithm(name, **hyper)
+    assert _fedada2_run(alg, layout, torch.Generator().manual_seed(len(name))) == 3
+
+
+@pytest.mark.parametrize("name,hyper,mask,row_rate", [
+    ("dja", {"client": "adam", "server": "adam"}, False, False),   # m, v: two counts
+    ("fedadaadagrad", {"delay": 2}, False, False),
+    ("fedadaadam", {"clip": 50.0}, False, False),
+    ("fedada2", {}, False, False),                                 # SM3-II cover
+    ("fedada2-adam", {}, False, False),
+    ("fedadaadagrad", {}, True, False),                            # a client out of data
+    ("fedadaadam", {}, False, True)])                              # per-replica eta_l
+def test_fedada2_other_rules_fall_back(layout, name, hyper, mask, row_rate):
+    alg = make_algorithm(name, **hyper)
+    if row_rate:
+        alg.eta_l = torch.tensor([[0.01], [0.02], [0.005], [0.03]], dtype=torch.float64)
+    gen = torch.Generator().manual_seed(11)
+    assert _fedada2_run(alg, layout, gen, torch.tensor([True, False, True, True])
+                        if mask else None) == 0
+
+
+def _local_run(rule, layout, gen, mask=None, lr=0.05, nm=None):
+    """As :func:`_fedada2_run` for ``rule.step`` against ``rule.reference_step``."""
+    theta, ga = _rand(gen, B, layout.d), _rand(gen, B, layout.d)
+    v = torch.rand(B, layout.d, generator=gen, dtype=torch.float64)
+    st = LocalAdaptive.start(0.1 * _rand(gen, B, layout.d), v,
+                             v + torch.rand(B, layout.d, generator=gen, dtype=torch.float64),
+                             STEPS.clone(), nm)
+    inputs = (theta.clone(), {k: v.clone() for k, v in st.items()})
+    th_f, st_f, th_r, st_r = theta, st, theta, st
+    before = sum(torch_fused.calls.values())
+    for step in range(3):
+        g = torch.sin(th_r + step)
+        th_f, st_f = rule.step(th_f, g, st_f, mask, lr, layout, ga=ga, owned=step > 0)
+        if step == 0:
+            assert torch.equal(theta, inputs[0])
+            assert all(torch.equal(st[k], inputs[1][k]) for k in st)
+        th_r, st_r = rule.reference_step(th_r, g, st_r, mask, lr, layout, ga=ga)
+        torch.testing.assert_close(th_f, th_r, rtol=1e-12, atol=1e-13)
+        for k in st_r:
+            torch.testing.assert_close(st_f[k], st_r[k], rtol=1e-12, atol=1e-13)
+    return sum(torch_fused.calls.values()) - before
+
+
+LOCAL_KERNEL = {   # the registry's rules, and the options the kernel takes
+    "localadam": make_algorithm("localadam").rule,
+    "fedlada": make_algorithm("fedlada").rule,            # amended: alpha = 0.1
+    "fedlada-wd": make_algorithm("fedlada", weight_decay=0.01).rule,   # coupled decay
+    "adam-bc": LocalAdaptive("adam", 0.9, 0.99, bias_correction=True, weight_decay=0.01),
+    "adam": LocalAdaptive("adam", 0.8, 0.95, bias_correction=False, alpha=0.3),
+}
+
+
+@pytest.mark.parametrize("name", list(LOCAL_KERNEL))
+def test_local_adaptive_kernel_equals_reference(layout, name):
+    assert _local_run(LOCAL_KERNEL[name], layout, torch.Generator().manual_seed(3)) == 3
+
+
+LOCAL_FALLBACK = {
+    "fed-ams": make_algorithm("fed-ams").rule,      # vhat: max of the corrected v
+    "fed-lamb": make_algorithm("fed-lamb").rule,    # trust ratio
+    "eps-inside": LocalAdaptive("adam", 0.9, 0.99, eps=1e-8),
+    "vhat-round": LocalAdaptive("amsgrad", 0.9, 0.99, vhat="round"),
+    "decoupled": LocalAdaptive("amsgrad", 0.9, 0.99, weight_decay=0.02, wd_mode="decoupled"),
+}
+
+
+@pytest.mark.parametrize("name", list(LOCAL_FALLBACK) + ["mask", "row-rate", "two-counts"])
+def test_local_adaptive_other_rules_fall_back(layout, name):
+    rule = LOCAL_FALLBACK.get(name, LOCAL_KERNEL["adam-bc"])
+    kw = {"mask": torch.tensor([True, False, True, True])} if name == "mask" else {}
+    if name == "row-rate":
+        kw["lr"] = torch.tensor([[0.05], [0.01], [0.2], [0.1]], dtype=torch.float64)
+    if name == "two-counts":        # m restarted, v not: two bias-correction counts
+        kw["nm"] = torch.zeros(B, dtype=torch.float64)
+    assert _local_run(rule, layout, torch.Generator().manual_seed(5), **kw) == 0
+
+
+def test_no_bias_correction_step_is_exact():
+    """The count standing for "no bias correction" makes both corrections exactly 1 for every
+    double ``beta < 1``, the largest (``1 - 2^-53``) included; the readable rule without
+    correction then equals the kernel's (``test_local_adaptive_kernel_equals_reference``)."""
+    for beta in (0.0, 0.5, 0.9, 0.99, 0.999, 0.999999, 1 - 2 ** -40, 1 - 2 ** -53):
+        assert 1.0 - beta ** torch_fused.NO_BIAS_STEP == 1.0
+
+
+@pytest.mark.parametrize("where", ["probe", "call"])
+def test_raising_kernel_falls_back_with_one_warning(layout, monkeypatch, where):
+    """A kernel that raises (a torch build without it), in the first-use probe or on the real
+    call: one warning, the eager form's result, and the kernel not tried again."""
+    real, tries = torch._fused_adagrad_, []
+
+    def broken(*args, **kw):
+        tries.append(1)
+        raise RuntimeError("no such kernel here")
+    if where == "call":
+        torch_fused._probe("adagrad", torch.float64)      # passes with the real kernel
+    monkeypatch.setattr(torch, "_fused_adagrad_", broken)
+    alg = make_algorithm("fedadaadagrad")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert _fedada2_run(alg, layout, torch.Generator().manual_seed(2)) == 0
+    assert [str(w.message) for w in seen if "torch_fused" in str(w.message)] == [
+        "sims.torch_fused: torch._fused_adagrad_ failed (RuntimeError: no such kernel here); "
+        "using the eager local step"]
+    assert len(tries) == 1 and not torch_fused.enabled()
+    monkeypatch.setattr(torch, "_fused_adagrad_", real)
+
+
+def test_disagreeing_kernel_is_caught_by_the_probe(layout, monkeypatch):
+    """A kernel with another rule (here: one that does nothing) is not used."""
+    monkeypatch.setattr(torch, "_fused_adam_", lambda *a, **kw: None)
+    with pytest.warns(RuntimeWarning, match="disagrees with the rule"):
+        assert _local_run(LOCAL_KERNEL["localadam"], layout,
+                          torch.Generator().manual_seed(4)) == 0
+    assert not torch_fused.enabled()
+
+
+@pytest.mark.parametrize("name", ["fedadaadam", "dja", "localadam", "fedlada"])
+def test_engine_fused_equals_readable_rule(mlp_problem, monkeypatch, name):
+    """Whole runs (unequal clients: masked last steps, which take the eager form) with the
+    kernels against the readable local rule."""
+    out = {}
+    for form in ("fused", "reference"):
+        alg = make_for_problem(name, mlp_problem)
+        if form == "reference":
+            if isinstance(getattr(alg, "rule", None), LocalAdaptive):
+                monkeypatch.setattr(LocalAdaptive, "step", lambda self, theta, g, state, mask,
+                                    lr, layout, seg=None, ga=None, owned=False:
+                                    self.reference_step(theta, g, state, mask, lr, layout,
+                                                        seg, ga))
+            else:
+                monkeypatch.setattr(alg, "local_step", alg.reference_local_step)
+        before = sum(torch_fused.calls.values())
+        out[form] = engine.run(mlp_problem, alg, Participation("fixed", m=3), 3, [0],
+                               eval_every=0).server["theta"]
+        used = sum(torch_fused.calls.values()) - before
+        assert used > 0 if form == "fused" else used == 0
+    assert not torch.equal(out["fused"], mlp_problem.init_theta(0).unsqueeze(0))
+    torch.testing.assert_close(out["fused"], out["reference"], rtol=1e-10, atol=1e-12)
+
+
+def test_blend_full_members_take_the_kernel(mlp_problem, monkeypatch):
+    """FedAda2-blend's full AdaGrad / Adam members step their own rows through the kernels
+    (fresh gathered rows, so in place is safe) and equal the masked readable form."""
+    from sims.algorithms.fedada2 import FedAda2Blend
+    out = {}
+    for form in ("fast", "reference"):
+        alg = FedAda2Blend(eta=0.05, strategies="adagrad,adam,sm3-adagrad", steps="2,3,1")
+        if form == "reference":
+            monkeypatch.setattr(alg, "local_step", alg.reference_local_step)
+        before = sum(torch_fused.calls.values())
+        out[form] = engine.run(mlp_problem, alg, Participation("fixed", m=4), 3, [0],
+                               eval_every=0).server["theta"]
+        assert (sum(torch_fused.calls.values()) > before) == (form == "fast")
+    torch.testing.assert_close(out["fast"], out["reference"], rtol=1e-10, atol=1e-12)
