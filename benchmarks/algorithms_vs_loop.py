@@ -22,9 +22,13 @@ Prints one JSON line: ``seconds_per_round[alg] = {"engine", "loop"}``, ``speedup
 fused Fed-SGD; Mime / Mime-LAMB, two gradients a step, within 5x).
 
 ``python benchmarks/algorithms_vs_loop.py [--rounds R] [--repeats K] [--threads N]
-[--algorithms a,b,...] [--quick] [--compile] [--cnn]``; ``--compile`` turns on the
-compiled one-pass local steps (:mod:`sims.compiled`, opt-in; key ``compiled``); ``--quick`` is a seconds-long smoke run on a
-tiny workload (6 clients of 40 samples, 3 a round), for the test; ``--cnn`` adds the Fed-EF
+[--algorithms a,b,...] [--quick] [--compile] [--torch-fused-ab] [--cnn]``; ``--compile``
+turns on the compiled one-pass local steps (:mod:`sims.compiled`, opt-in; key ``compiled``);
+``--torch-fused-ab`` also measures each algorithm's engine run with torch's fused optimizer
+kernels off (:mod:`sims.torch_fused`, on by default; ``FEDTOOLKIT_TORCH_FUSED=0`` turns
+them off for a whole run), interleaved with the run with them on (key
+``without_torch_fused``: its seconds, ratios and ``gain`` = off / on); ``--quick`` is a
+seconds-long smoke run on a tiny workload (6 clients of 40 samples, 3 a round), for the test; ``--cnn`` adds the Fed-EF
 CNN (which runs clients one at a time on the CPU, ``sims.problems.conv``): Fed-AMS against
 Fed-SGD in the engine and against plain SGD / AMSGrad loops (key ``cnn``).
 """
@@ -44,7 +48,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's sims
-from sims import compiled, engine  # noqa: E402
+from sims import compiled, engine, torch_fused  # noqa: E402
 from sims.algorithms.registry import (AlgorithmError, list_algorithms, make_algorithm,  # noqa: E402
                                       make_for_problem)
 from sims.models import CNN, MLP  # noqa: E402
@@ -196,6 +200,9 @@ def main(argv=None):
     ap.add_argument("--compile", action="store_true",
                     help="the compiled one-pass local steps (sims.compiled, as "
                          "FEDTOOLKIT_COMPILE=1); compiling happens in the untimed first round")
+    ap.add_argument("--torch-fused-ab", action="store_true",
+                    help="also each algorithm with torch's fused optimizer kernels off "
+                         "(sims.torch_fused), interleaved")
     ap.add_argument("--cnn", action="store_true",
                     help="also the Fed-EF CNN: Fed-AMS against Fed-SGD and plain loops")
     args = ap.parse_args(argv)
@@ -220,18 +227,28 @@ def main(argv=None):
     eng = {name: [] for name in names}
     loops = {kind: [] for kind in {LOOP_OPTIMIZER[n] for n in names if n in LOOP_OPTIMIZER}}
     fused, ratios, speedups = [], {n: [] for n in names}, {n: [] for n in names}
+    off = {n: {"engine": [], "ratio": [], "speedup": [], "gain": []} for n in names}
+    fused_on = torch_fused.enabled()
     for _ in range(args.repeats):
         fused.append(engine_seconds(problem, "fed-sgd", w, args.rounds))
         loop_now = {}
         for name in names:
             eng[name].append(engine_seconds(problem, name, w, args.rounds))
             ratios[name].append(eng[name][-1] / fused[-1])
+            if args.torch_fused_ab:
+                torch_fused.enable(False)
+                off[name]["engine"].append(engine_seconds(problem, name, w, args.rounds))
+                torch_fused.enable(fused_on)
+                off[name]["ratio"].append(off[name]["engine"][-1] / fused[-1])
+                off[name]["gain"].append(off[name]["engine"][-1] / eng[name][-1])
             kind = LOOP_OPTIMIZER.get(name)
             if kind is not None:
                 if kind not in loop_now:      # one loop per optimizer and repeat
                     loop_now[kind] = loop_seconds(problem, kind, w, args.rounds)
                     loops[kind].append(loop_now[kind])
                 speedups[name].append(loop_now[kind] / eng[name][-1])
+                if args.torch_fused_ab:
+                    off[name]["speedup"].append(loop_now[kind] / off[name]["engine"][-1])
     med = statistics.median
     speedup = {n: round(med(v), 2) for n, v in speedups.items() if v}
     ratio = {n: round(med(v), 2) for n, v in ratios.items()}
@@ -248,11 +265,21 @@ def main(argv=None):
         "goals": goals(speedup, ratio),
         "threads": torch.get_num_threads(),
         "compiled": compiled.enabled(),
+        "torch_fused": torch_fused.enabled(),
         "rounds": args.rounds, "repeats": args.repeats,
         "load_average_start_end": [round(load_start[0], 2), round(os.getloadavg()[0], 2)],
         "workload": (f"MLP 784-200-10, n={w['n_clients']} clients of {w['per_client']} "
                      f"samples, m={w['m']}, 1 local epoch of batch {w['batch']}"),
     }
+    if args.torch_fused_ab:
+        out["without_torch_fused"] = {
+            "seconds_per_round": {n: round(med(off[n]["engine"]), 6) for n in names},
+            "ratio_to_fused_fedsgd": {n: round(med(off[n]["ratio"]), 2) for n in names},
+            "speedup_vs_loop": {n: round(med(off[n]["speedup"]), 2) for n in names
+                                if off[n]["speedup"]},
+            "gain": {n: round(med(off[n]["gain"]), 2) for n in names}}
+        sp = out["without_torch_fused"]["speedup_vs_loop"]
+        out["without_torch_fused"]["min_speedup_vs_loop"] = min(sp.values()) if sp else None
     if args.cnn:
         out["cnn"] = cnn_measurement(1 if args.quick else args.rounds, args.repeats)
         out["load_average_start_end"][1] = round(os.getloadavg()[0], 2)

@@ -66,8 +66,9 @@ def usable(mask, theta: torch.Tensor, lr=0.0) -> bool:
 
 def _fail(what: str, exc: BaseException | str) -> None:
     _state["failed"] = True
-    text = exc if isinstance(exc, str) else f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    warnings.warn(f"sims.torch_fused: {what} failed ({text}); using the eager local step",
+    if not isinstance(exc, str):
+        exc = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+    warnings.warn(f"sims.torch_fused: {what} failed ({exc}); using the eager local step",
                   RuntimeWarning, stacklevel=4)
 
 

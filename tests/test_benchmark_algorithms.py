@@ -71,3 +71,22 @@ def test_compile_flag_runs_the_compiled_steps(bench):
     finally:
         compiled.enable(False)
         torch.set_num_threads(threads)
+
+
+def test_torch_fused_ab_measures_both(bench):
+    """``--torch-fused-ab``: each algorithm also with torch's fused kernels off; its gain is
+    the ratio of the two seconds it prints (one repeat: exact)."""
+    from sims import torch_fused
+    threads, was = torch.get_num_threads(), torch_fused.enabled()
+    try:
+        out = bench.main(["--quick", "--rounds", "1", "--repeats", "1", "--threads", "1",
+                          "--algorithms", "dja,fed-ams", "--torch-fused-ab"])
+    finally:
+        torch.set_num_threads(threads)
+    assert torch_fused.enabled() == was and out["torch_fused"] == was
+    off = out["without_torch_fused"]
+    assert set(off["gain"]) == set(off["speedup_vs_loop"]) == {"dja", "fed-ams"}
+    for name, gain in off["gain"].items():
+        assert gain == pytest.approx(off["seconds_per_round"][name]
+                                     / out["seconds_per_round"][name]["engine"], rel=0.02,
+                                     abs=0.01)
