@@ -28,9 +28,10 @@ turns on the compiled one-pass local steps (:mod:`sims.compiled`, opt-in; key ``
 kernels off (:mod:`sims.torch_fused`, on by default; ``FEDTOOLKIT_TORCH_FUSED=0`` turns
 them off for a whole run), interleaved with the run with them on (key
 ``without_torch_fused``: its seconds, ratios and ``gain`` = off / on); ``--quick`` is a
-seconds-long smoke run on a tiny workload (6 clients of 40 samples, 3 a round), for the test; ``--cnn`` adds the Fed-EF
-CNN (which runs clients one at a time on the CPU, ``sims.problems.conv``): Fed-AMS against
-Fed-SGD in the engine and against plain SGD / AMSGrad loops (key ``cnn``).
+seconds-long smoke run on a tiny workload (6 clients of 40 samples, 3 a round), for the
+test; ``--cnn`` adds the Fed-EF CNN (which runs clients one at a time on the CPU,
+``sims.problems.conv``): Fed-AMS against Fed-SGD in the engine and against plain SGD /
+AMSGrad loops (key ``cnn``).
 """
 from __future__ import annotations
 
