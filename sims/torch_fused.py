@@ -20,6 +20,12 @@ docstring). The rules the kernels compute, which the callers check are their alg
   re-checked on each call as a guard), so the corrections divide by 1 exactly, in float32
   and float64 alike.
 
+Callers (each checks that its rule is the kernel's, else takes its eager form):
+:meth:`sims.algorithms.fedada2.JointAdaptive._torch_fused_step` (DJA, joint-adaptive,
+FedAdaAdagrad, FedAdaAdam and FedAda2-blend's full members) and
+:meth:`sims.algorithms.adaptive.LocalAdaptive._torch_fused_step` (Fed-AMS, LocalAdam,
+FedLADA).
+
 Each step function returns the new tensors, or None where it does not apply (the caller then
 takes its eager form). In place means the caller must own the tensors: the engine says so
 with ``ctx.extra["owned_state"]`` (True from a round's second local step on); on a step whose
@@ -152,11 +158,12 @@ def adagrad_step(theta, g, v, lr: float, eps: float, owned: bool = False):
 
 
 def adam_step(theta, g, m, v, lr: float, beta1: float, beta2: float, eps: float, steps=None,
-              owned: bool = False, vhat=None, weight_decay: float = 0.0):
+              owned: bool = False, vhat=None, weight_decay: float = 0.0, vhat_owned=None):
     """Adam (AMSGrad with ``vhat``: the max of the raw ``v``) as in the module docstring, in
     one pass: ``steps`` ``[B]`` each row's count for both bias corrections (after this step's
     increment), None for no bias correction. Returns ``(theta, m, v, vhat)``, in place when
-    ``owned`` (else on copies), or None (take the eager form)."""
+    ``owned`` (else on copies; ``vhat_owned``: the same for ``vhat`` alone, None: ``owned``),
+    or None (take the eager form)."""
     if steps is None:
         if 1.0 - float(beta1) ** NO_BIAS_STEP != 1.0 or 1.0 - float(beta2) ** NO_BIAS_STEP != 1.0:
             return None
@@ -164,7 +171,7 @@ def adam_step(theta, g, m, v, lr: float, beta1: float, beta2: float, eps: float,
     if not _probe("adam", theta.dtype):
         return None
     theta, m, v = (_writable(x, owned) for x in (theta, m, v))
-    vhat = None if vhat is None else _writable(vhat, owned)
+    vhat = None if vhat is None else _writable(vhat, owned if vhat_owned is None else vhat_owned)
     if not _run("adam", _adam, theta, g.contiguous(), m, v, vhat, steps, float(lr),
                 float(beta1), float(beta2), float(eps), float(weight_decay)):
         return None

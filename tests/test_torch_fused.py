@@ -146,6 +146,9 @@ LOCAL_KERNEL = {   # the registry's rules, and the options the kernel takes
     "fedlada-wd": make_algorithm("fedlada", weight_decay=0.01).rule,   # coupled decay
     "adam-bc": LocalAdaptive("adam", 0.9, 0.99, bias_correction=True, weight_decay=0.01),
     "adam": LocalAdaptive("adam", 0.8, 0.95, bias_correction=False, alpha=0.3),
+    "fed-ams": make_algorithm("fed-ams").rule,      # vhat: the max of the corrected v
+    "ams-bc-amended": LocalAdaptive("amsgrad", 0.9, 0.99, bias_correction=True, alpha=0.3,
+                                    weight_decay=0.01),
 }
 
 
@@ -155,7 +158,6 @@ def test_local_adaptive_kernel_equals_reference(layout, name):
 
 
 LOCAL_FALLBACK = {
-    "fed-ams": make_algorithm("fed-ams").rule,      # vhat: max of the corrected v
     "fed-lamb": make_algorithm("fed-lamb").rule,    # trust ratio
     "eps-inside": LocalAdaptive("adam", 0.9, 0.99, eps=1e-8),
     "vhat-round": LocalAdaptive("amsgrad", 0.9, 0.99, vhat="round"),
@@ -214,7 +216,7 @@ def test_disagreeing_kernel_is_caught_by_the_probe(layout, monkeypatch):
     assert not torch_fused.enabled()
 
 
-@pytest.mark.parametrize("name", ["fedadaadam", "dja", "localadam", "fedlada"])
+@pytest.mark.parametrize("name", ["fedadaadam", "dja", "localadam", "fedlada", "fed-ams"])
 def test_engine_fused_equals_readable_rule(mlp_problem, monkeypatch, name):
     """Whole runs (unequal clients: masked last steps, which take the eager form) with the
     kernels against the readable local rule."""
