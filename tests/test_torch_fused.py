@@ -254,3 +254,23 @@ def test_blend_full_members_take_the_kernel(mlp_problem, monkeypatch):
                                eval_every=0).server["theta"]
         assert (sum(torch_fused.calls.values()) > before) == (form == "fast")
     torch.testing.assert_close(out["fast"], out["reference"], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.skipif(__import__("shutil").which("g++") is None,
+                    reason="torch.compile's CPU backend needs a C++ compiler")
+def test_priority_with_the_compiled_form_on(layout, monkeypatch):
+    """With ``FEDTOOLKIT_COMPILE`` on, FedAda2's full-preconditioner step still takes torch's
+    fused kernel (measured faster) and LocalAdaptive the compiled kernel (as fast or faster)."""
+    from sims import compiled
+    monkeypatch.setattr(compiled, "_kernels", {})
+    was = compiled.enabled()
+    compiled.enable(True)
+    try:
+        assert _fedada2_run(make_algorithm("fedadaadam"), layout,
+                            torch.Generator().manual_seed(6), steps=2) == 2
+        assert compiled._kernels == {}
+        assert _local_run(LOCAL_KERNEL["localadam"], layout,
+                          torch.Generator().manual_seed(6)) == 0
+        assert len(compiled._kernels) == 1 and compiled.enabled()
+    finally:
+        compiled.enable(was)

@@ -258,7 +258,7 @@ class JointAdaptive(Algorithm):
         if self.local_warmup:                 # the rate changes step by step: the readable rule
             return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
         # the full preconditioner: torch's fused kernel first (in place, one pass, no
-        # compile; measured faster than the compiled kernel, see _torch_fused_step)
+        # compile; measured faster than the compiled kernel: _torch_fused_step)
         got = self._torch_fused_step(theta, grad, lstate, mask, ctx)
         if got is None:
             got = self._compiled_full_step(theta, grad, lstate, mask, ctx)
@@ -305,9 +305,11 @@ class JointAdaptive(Algorithm):
         ``k`` for both bias corrections), in place on the engine's owned state. None where the
         rule is not the kernel's: SM3 covers, delays, freezing, clipping, per-replica
         constants, a mask, and DJA's client Adam with bias correction (``v`` debiased by ``k +
-        t`` updates, ``m`` by ``k``). Measured (one thread, the issue-16 benchmark's
-        ``[25, 159010]`` float32 step, fastest of 20): AdaGrad 1.1 ms against the compiled
-        kernel's 2.0 ms, Adam 1.5 against 2.6 ms, so it goes before :meth:`_compiled_full_step`."""
+        t`` updates, ``m`` by ``k``). It goes before :meth:`_compiled_full_step`, by
+        measurement: one thread, the issue-16 benchmark's ``[25, 159010]`` float32 step,
+        fastest of 20, AdaGrad 1.1 ms (compiled 1.7-2.2 ms, eager 5.6-6.9 ms), Adam 1.7 ms
+        (compiled 3.2-3.3 ms, eager 7.6-9.1 ms); whole rounds of the benchmark (``--compile
+        --torch-fused-ab``, one run): 1.09-1.25x faster than with the compiled kernel."""
         if (self.precond != "full" or not self._every_step
                 or not torch_fused.usable(mask, theta, self.eta_l)):
             return None
