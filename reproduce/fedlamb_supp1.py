@@ -51,7 +51,7 @@ from . import fedlamb_common as fl
 
 PAPER, TARGET = "Fed-LAMB", "Supplement Figure 1"
 TITLE = "MNIST and FMNIST, n=200, full participation: six methods, each tuned (test accuracy)"
-DEFAULT_COST = ("5.4 CPU-min (4.4 user + 1.0 sys), 5.7 min of wall time in a heavy slot on the "
+DEFAULT_COST = ("4.9 CPU-min (3.9 user + 1.0 sys), 5.0 min of wall time in a heavy slot on the "
                 "shared 2-core machine (full FMNIST + embedded MNIST subset, 8 methods at their "
                 "pilot points, 2 seeds, 10 of the paper's 100 rounds)")
 

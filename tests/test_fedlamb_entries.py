@@ -217,3 +217,12 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert common.main(fedlamb_fig12, ["--tiny", "--methods", "mime", "--out",
                                        str(tmp_path)]) == 2
     assert "--methods: mime not among" in capsys.readouterr().err
+    assert common.main(fedlamb_fig12, ["--tiny", "--printed-eps", "0,1e-4", "--out",
+                                       str(tmp_path)]) == 2
+    assert "--printed-eps must be distinct positive numbers" in capsys.readouterr().err
+    assert common.main(fedlamb_fig12, ["--tiny", "--axes", "mime.eta_l=0.1", "--out",
+                                       str(tmp_path)]) == 2
+    assert "--axes: mime not among the methods run" in capsys.readouterr().err
+    assert common.main(fedlamb_supp1, ["--tiny", "--axes", "fed-sgd.eta=0.1", "--out",
+                                       str(tmp_path)]) == 2
+    assert "--axes: fed-sgd has no 'eta'" in capsys.readouterr().err
