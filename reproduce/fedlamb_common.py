@@ -278,7 +278,6 @@ class Config(common.EntryConfig):
     executor: str = "inprocess"       # or ray (the sweep API's executors)
     methods: str = ""                 # comma list: only these of the entry's methods ("": all)
 
-
     def validate(self):
         eps_values(self.printed_eps)
         parse_axes(self.axes)
