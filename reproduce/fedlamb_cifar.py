@@ -8,9 +8,9 @@ the CNN "with three convolutional layers followed by two fully-connected layers"
 (``resnet9``: Page's DAWNBench net with **GroupNorm (2 groups) in place of BatchNorm**, since
 batched clients carry no running statistics; :mod:`sims.models`). No augmentation (the
 paper names none; ``--augment crop-flip`` adds Fed-EF's). Readings and selection as in
-:mod:`reproduce.fedlamb_fig12` (printed reading dashed at ``eps = --printed-eps``). Claims:
-E2 (same ordering as E1: Fed-LAMB above Fed-AMS and Fed-SGD) and E3 (for each number of
-local epochs).
+:mod:`reproduce.fedlamb_fig12` (printed reading dashed at the MNIST CNN pilot's eps, or
+``--printed-eps``). Claims: E2 (same ordering as E1: Fed-LAMB above Fed-AMS and Fed-SGD)
+and E3 (for each number of local epochs).
 
 CIFAR-10 is read from ``--data-dir`` (``DIR/cifar-10-batches-py``); nothing is downloaded.
 The default (E = 1, 2 seeds, 100 rounds, one point per method: ``--grid best``, the
@@ -83,7 +83,7 @@ def runs(cfg):
 def plot(df, cfg):
     title = (f"Fed-LAMB Figs. 3-4: CIFAR-10 iid, n={cfg.n}, {cfg.m} per round, batch "
              f"{cfg.batch}; grid '{cfg.grid}', {cfg.seeds} seed(s), mean and seed range\n"
-             + fl.READINGS_NOTE + f" (dashed, eps={cfg.printed_eps:g})")
+             + fl.READINGS_NOTE)
     return fl.plot_panels(df, cfg, settings(cfg), methods(cfg), title, "fedlamb_cifar")
 
 

@@ -38,41 +38,43 @@ LABELS = {"fed-sgd": "Fed-SGD", "fed-ams": "Fed-AMS", "fed-lamb": "Fed-LAMB",
 #: pilot's best point, and the runner-up among its Table 1 neighbours in the rate (Adp-Fed:
 #: in one of its two rates, as a dict) (the default's sub-grid is these two rates, at the
 #: best lambda; :func:`pilot_subgrid`).
-#: The printed pair (``*-printed``) runs only its pilot best point in the default. The
-#: supplement's printed pair was not piloted (no CPU time left): printed Fed-LAMB at the
-#: default reading's best rate (lambda 0; in the main-figure pilot both readings of Fed-LAMB
-#: had the same best rate), printed Fed-AMS one Table 1 step below the default reading's
-#: best (in the main-figure pilot it was one to two steps below).
+#: The printed pair (``*-printed``, MAIN Alg. 2 as printed) runs only its pilot best point
+#: in the default, eps included: its eps is tuned like a rate by the eps pilot
+#: (docs/fedlamb_pilot.md, "eps pilot": eps in :data:`PRINTED_EPS`, one seed, the same
+#: settings and reading rounds; printed Fed-AMS over its whole Table 1 rate grid, printed
+#: Fed-LAMB at lambda 0 over the earlier pilot's best rate and its Table 1 neighbours).
 PILOT = {
     # main Figs. 1-2: embedded MNIST subset, 50 clients, 25 a round, batch 32, E = 1; read at
     # round 12, the default's horizon (docs/fedlamb_pilot.md has round 15 too)
     "mnist-cnn": {"fed-sgd": ({"eta_l": 0.1}, 0.05),            # 56.1 %, 0.05: 51.3 %
                   "fed-ams": ({"eta_l": 0.01}, 0.005),          # 74.1 %, 0.005: 53.7 %
                   "fed-lamb": ({"eta_l": 0.1, "lam": 0.01}, 0.05),  # 71.4 %, 0.05: 51.3 %
-                  "fed-ams-printed": ({"eta_l": 0.005}, None),  # 43.8 % (eps 1e-4)
-                  "fed-lamb-printed": ({"eta_l": 0.1, "lam": 0.0}, None)},   # 82.6 %
+                  "fed-ams-printed": ({"eta_l": 0.005, "eps": 1e-4}, None),       # 43.8 %
+                  "fed-lamb-printed": ({"eta_l": 0.1, "lam": 0.0, "eps": 1e-8}, None)},  # 84.9
     "mlp-dropout": {"fed-sgd": ({"eta_l": 0.1}, 0.05),          # 85.0 %, 0.05: 81.6 %
                     "fed-ams": ({"eta_l": 0.01}, 0.005),        # 86.6 %, 0.005: 85.9 %
                     "fed-lamb": ({"eta_l": 0.1, "lam": 0.01}, 0.05),  # 82.5 %, 0.05: 82.4 %
-                    "fed-ams-printed": ({"eta_l": 0.003}, None),        # 78.1 %
-                    "fed-lamb-printed": ({"eta_l": 0.1, "lam": 0.0}, None)},  # 86.5 %
-    # supplement Fig. 1: 200 clients, all active, batch 64, E = 1, the 784-200-10 MLP, round 6
+                    "fed-ams-printed": ({"eta_l": 0.03, "eps": 1e-2}, None),         # 78.8 %
+                    "fed-lamb-printed": ({"eta_l": 0.1, "lam": 0.0, "eps": 1e-6}, None)},  # 87.0
+    # supplement Fig. 1: 200 clients, all active, batch 64, E = 1, the 784-200-10 MLP, round 6.
+    # (a) eta_l = 0.5 is Table 1's top; its lower global rates (1e-4 .. 5e-4) do worse (the
+    # edge pilot); (b) Table 1's top; one point beyond it, eta_l = 1, does worse (the extra).
     "mnist": {"fed-sgd": ({"eta_l": 0.1}, 0.05),                # 77.7 %, 0.05: 68.4 %
               "fed-ams": ({"eta_l": 0.03}, 0.01),               # 87.8 %, 0.01: 86.0 %
-              "fed-lamb": ({"eta_l": 0.5, "lam": 0.0}, 0.3),    # 86.5 % (grid top), 0.3: 85.6
-              "adp-fed": ({"eta_l": 0.5, "eta": 0.001}, {"eta_l": 0.3}),  # 88.2 %, 86.6 %
+              "fed-lamb": ({"eta_l": 0.5, "lam": 0.0}, 0.3),    # 86.5 % (b), 0.3: 85.6
+              "adp-fed": ({"eta_l": 0.5, "eta": 0.001}, {"eta_l": 0.3}),  # 88.2 %, 86.6 % (a)
               "mime": ({"eta_l": 0.001}, 0.0005),               # 85.9 %, 0.0005: 85.8 %
               "mime-lamb": ({"eta_l": 0.05}, 0.03),             # 85.0 %, 0.03: 81.2 %
-              "fed-ams-printed": ({"eta_l": 0.01}, None),       # not piloted (below)
-              "fed-lamb-printed": ({"eta_l": 0.5, "lam": 0.0}, None)},
+              "fed-ams-printed": ({"eta_l": 0.03, "eps": 1e-4}, None),       # 82.3 %
+              "fed-lamb-printed": ({"eta_l": 0.5, "lam": 0.0, "eps": 1e-5}, None)},  # 88.3
     "fmnist": {"fed-sgd": ({"eta_l": 0.1}, 0.05),               # 72.8 %, 0.05: 72.3 %
                "fed-ams": ({"eta_l": 0.01}, 0.005),             # 77.1 %, 0.005: 76.3 %
                "fed-lamb": ({"eta_l": 0.1, "lam": 0.0}, 0.05),  # 77.1 %, 0.05: 76.4 %
                "adp-fed": ({"eta_l": 0.1, "eta": 0.003}, {"eta_l": 0.03}),  # 75.4 %, 74.8 %
                "mime": ({"eta_l": 0.0003}, 0.0005),             # 76.2 %, 0.0005: 73.6 %
                "mime-lamb": ({"eta_l": 0.03}, 0.01),             # 75.1 %, 0.01: 72.4 %
-               "fed-ams-printed": ({"eta_l": 0.005}, None),     # not piloted (below)
-               "fed-lamb-printed": ({"eta_l": 0.1, "lam": 0.0}, None)},
+               "fed-ams-printed": ({"eta_l": 0.03, "eps": 1e-2}, None),      # 72.9 %
+               "fed-lamb-printed": ({"eta_l": 0.1, "lam": 0.0, "eps": 1e-8}, None)},  # 78.9
 }
 
 #: The single point per method of ``--grid best`` and the centre of ``--grid near`` where an
@@ -98,8 +100,9 @@ def pilot_subgrid(key: str, method: str) -> dict:
 
 READINGS_NOTE = ("Fed-AMS/Fed-LAMB default reading: per-step AMSGrad max from the server's "
                  "vhat, bias correction over all a client's steps, client v_0 = 0; printed "
-                 "reading (MAIN Alg. 2): vhat fixed within the round (l. 12), correction over "
-                 "the local t (l. 9, 11), v_0 = eps (l. 2), sqrt(vhat + eps)")
+                 "reading (MAIN Alg. 2; dashed, its tuned eps in the legend): vhat fixed "
+                 "within the round (l. 12), correction over the local t (l. 9, 11), v_0 = eps "
+                 "(l. 2), sqrt(vhat + eps)")
 
 
 def grid_size(method: str) -> int:
@@ -195,8 +198,21 @@ class ConsensusObserver:
 def point_values(df, setting: str, method: str, point) -> dict:
     """The swept values (``eta_l``, ``lam``, ...) of one selected point of a results table."""
     row = df[(df.setting == setting) & (df.method == method) & (df.point == point)].iloc[0]
-    return {k: float(row[k]) for k in ("eta_l", "lam", "eta")
+    return {k: float(row[k]) for k in ("eta_l", "lam", "eta", "eps")
             if k in row.index and np.isfinite(row[k])}
+
+
+def printed_eps_text(df, chosen, setting: str) -> str:
+    """The printed pair's selected eps in ``setting`` (each may differ: the eps axis is tuned
+    like a rate), for the claim lines: ``"eps: Fed-AMS 0.001, Fed-LAMB 0.0001"``."""
+    parts = []
+    for method in PRINTED_PAIR:
+        row = chosen[(chosen.setting == setting) & (chosen.method == method)]
+        if len(row) and row.iloc[0]["point"] is not None:
+            eps = point_values(df, setting, method, row.iloc[0]["point"]).get("eps")
+            if eps is not None:
+                parts.append(f"{LABELS[method].split(' ')[0]} {eps:g}")
+    return "eps: " + (", ".join(parts) or "none selected")
 
 
 #: Clients per round of the T5 run (the bound is per client; the float64 replay of 200 clients
@@ -224,8 +240,6 @@ def consensus_lines(cfg, chosen, df, s: "Setting", rounds: int = 2) -> list[str]
         if not len(row) or row.iloc[0]["point"] is None:
             continue
         hyper = point_values(df, s.key, method, row.iloc[0]["point"])
-        if method.endswith("-printed"):
-            hyper["eps"] = cfg.printed_eps
         problem = build_image_problem(s.dataset, "mlp", s.n, scheme=s.scheme,
                                       data=common.cached_dataset(s.dataset, cfg.data_dir),
                                       batch_size=s.batch, local_epochs=s.epochs,
@@ -256,14 +270,57 @@ class Config(common.EntryConfig):
     batch: int = 32
     grid: str = "best"                # one of GRID_MODES
     no_printed: bool = False          # leave out MAIN Alg. 2's printed reading
-    printed_eps: float = 1e-4         # the printed reading's epsilon (diverges at 1e-8)
+    printed_eps: str = ""             # the printed reading's eps: "" each setting's pilot
+                                      # eps (PILOT), or a comma list: an eps axis (swept)
+    axes: str = ""                    # overrides: "[METHOD.]KEY=v1,v2 ..." (see grid_axes)
     eval_every: int = 1
     threads: int = 1
     executor: str = "inprocess"       # or ray (the sweep API's executors)
     methods: str = ""                 # comma list: only these of the entry's methods ("": all)
 
+    def validate(self):
+        eps_values(self.printed_eps)
+        parse_axes(self.axes)
+
 
 GRID_MODES = ("sub", "best", "near", "table1", "pilot")
+
+#: The printed reading's eps values piloted (docs/fedlamb_pilot.md, "eps pilot"): the paper
+#: gives no number (spec 1.7); MAIN Alg. 2 puts it in ``v_0`` (line 2) and ``sqrt(vhat +
+#: eps)`` (line 12).
+PRINTED_EPS = (1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
+
+
+def eps_values(text) -> tuple:
+    """``--printed-eps``: "" (each setting's pilot eps) or a comma list of positive numbers
+    (one: that eps; several: an eps axis of the printed pair); one-line error otherwise."""
+    try:
+        values = tuple(items(text, float))
+    except ValueError:
+        raise common.EntryError(f"--printed-eps must be positive numbers separated by commas, "
+                                f"got {text!r}") from None
+    if any(not (v > 0 and math.isfinite(v)) for v in values) or len(set(values)) < len(values):
+        raise common.EntryError(f"--printed-eps must be distinct positive numbers, got {text!r}")
+    return values
+
+
+def parse_axes(text) -> list[tuple]:
+    """``--axes``: space-separated ``[METHOD.]KEY=v1,v2,...`` -> ``(method or None, key,
+    values)``: the values a method's ``KEY`` runs, replacing what ``--grid`` gives (any values,
+    Table 1's or beyond it: for pilots; a method not named: every method with ``KEY``)."""
+    out = []
+    for part in str(text).split():
+        key, sep, spec = part.partition("=")
+        method, _, key = key.rpartition(".")
+        try:
+            values = tuple(items(spec, float))
+        except ValueError:
+            values = ()
+        if not sep or not key or not values:
+            raise common.EntryError(f"--axes: cannot read {part!r}; expected "
+                                    "[METHOD.]KEY=v1,v2,...")
+        out.append((method or None, key, values))
+    return out
 
 #: ``--grid pilot``: the pilot sweeps' grids (docs/fedlamb_pilot.md): Table 1's rate grids,
 #: Fed-LAMB at lambda 0 only, Adp-Fed over the region of its 12 x 10 grid where an earlier
@@ -293,12 +350,17 @@ def base_method(method: str) -> str:
     return method[: -len("-printed")] if method.endswith("-printed") else method
 
 
-def grid_axes(method: str, mode: str, best: dict, sub: dict | None = None) -> dict:
+def grid_axes(method: str, mode: str, best: dict, sub: dict | None = None,
+              eps: tuple = (), overrides: list | None = None) -> dict:
     """The values one method runs, per hyperparameter: ``"table1"`` the whole Table 1 grid
     (and lambda's three values), ``"sub"`` the default's sub-grid ``sub`` (values per
     hyperparameter, chosen from the recorded pilot; a key it leaves out at ``best``),
     ``"best"`` the single point ``best``, ``"near"`` ``best`` with its Table 1 neighbours in
-    each rate (and every lambda), ``"pilot"`` the pilot sweeps' grid (:data:`PILOT_AXES`)."""
+    each rate (and every lambda), ``"pilot"`` the pilot sweeps' grid (:data:`PILOT_AXES`).
+    The printed pair (``*-printed``) also has an ``eps`` axis: ``eps`` (``--printed-eps``)
+    when given, else ``sub``'s or ``best``'s eps (the pilot's, :data:`PILOT`).
+    ``overrides`` (:func:`parse_axes`, ``--axes``) then replace the values of the keys they
+    name (a key the method does not sweep: one-line error)."""
     if mode not in GRID_MODES:
         raise ValueError(f"--grid must be one of {', '.join(GRID_MODES)}, got {mode!r}")
     axes = {}
@@ -317,25 +379,44 @@ def grid_axes(method: str, mode: str, best: dict, sub: dict | None = None) -> di
         else:
             i = values.index(best[key])
             axes[key] = values[max(0, i - 1): i + 2]
+    if method.endswith("-printed"):
+        if eps:
+            axes["eps"] = tuple(eps)
+        elif sub and "eps" in sub:
+            axes["eps"] = tuple(sub["eps"])
+        elif "eps" in best:
+            axes["eps"] = (best["eps"],)
+        else:
+            raise ValueError(f"{method}: no eps (pass --printed-eps)")
+    for name, key, values in overrides or ():
+        if name not in (None, method):
+            continue
+        if key not in axes:
+            if name is None:
+                continue
+            raise common.EntryError(f"--axes: {method} has no {key!r} (it sweeps "
+                                    f"{', '.join(axes)})")
+        axes[key] = values
     return axes
 
 
-def method_grid(method: str, mode: str, best: dict, printed_eps: float,
-                sub: dict | None = None) -> Grid:
+def method_grid(method: str, mode: str, best: dict, printed_eps=(),
+                sub: dict | None = None, overrides: list | None = None) -> Grid:
     """The :class:`sims.sweep.Grid` of one method: its registry algorithm, fixed settings
-    (the printed reading and ``eps = printed_eps`` for ``*-printed``) and :func:`grid_axes`."""
+    (the printed reading for ``*-printed``) and :func:`grid_axes` (``printed_eps``: a number
+    or a sequence, the printed pair's eps axis; empty: the pilot's)."""
     base = base_method(method)
-    fixed = {**PRINTED, "eps": printed_eps} if method.endswith("-printed") else {}
-    return Grid({base: fixed}, [Axis(k, v, base)
-                                for k, v in grid_axes(method, mode, best, sub).items()])
+    fixed = dict(PRINTED) if method.endswith("-printed") else {}
+    eps = (printed_eps,) if isinstance(printed_eps, (int, float)) else tuple(printed_eps or ())
+    return Grid({base: fixed}, [Axis(k, v, base) for k, v in
+                                grid_axes(method, mode, best, sub, eps, overrides).items()])
 
 
-def grid_points(method: str, mode: str, best: dict, printed_eps: float,
-                sub: dict | None = None) -> list[dict]:
+def grid_points(method: str, mode: str, best: dict, printed_eps=(),
+                sub: dict | None = None, overrides: list | None = None) -> list[dict]:
     """The swept values of every point of :func:`method_grid` (printed: with ``eps``)."""
-    extra = {"eps": printed_eps} if method.endswith("-printed") else {}
-    return [{**p.values, **extra}
-            for p in method_grid(method, mode, best, printed_eps, sub).points()]
+    return [dict(p.values) for p in
+            method_grid(method, mode, best, printed_eps, sub, overrides).points()]
 
 
 def point_name(point: dict) -> str:
@@ -395,7 +476,7 @@ def select_best(df, rounds: int):
 def ranking(summary) -> str:
     """Every competing point of a sweep's :func:`sims.sweep.select` summary, best first: its
     swept values and its score (final test accuracy, mean over seeds); "div" if diverged."""
-    keys = [k for k in ("eta_l", "eta", "lam") if k in summary]
+    keys = [k for k in ("eta_l", "eta", "lam", "eps") if k in summary]
     parts = []
     for _, r in summary.sort_values("rank").iterrows():
         what = "/".join(f"{r[k]:g}" for k in keys if np.isfinite(r[k]))
@@ -490,9 +571,13 @@ def make_runs(cfg, settings, methods, best, problem_kw=None, sub=None) -> list:
     """One sweep (:func:`reproduce.sweeps.sweep_run`) per (setting, method) over the method's
     :func:`method_grid` and every seed; ``best(setting, method) -> point`` is the single
     point of ``--grid best`` (and the centre of ``near``), ``sub(setting, method) -> axes``
-    the sub-grid of ``--grid sub``. Every cell is saved and resumed by the sweep API under
-    ``OUT/sweeps/``."""
+    the sub-grid of ``--grid sub``; ``--printed-eps`` and ``--axes`` as :func:`grid_axes`.
+    Every cell is saved and resumed by the sweep API under ``OUT/sweeps/``."""
     from sims.problems.image import CONV_MODELS
+    named = {m for m, _, _ in parse_axes(cfg.axes) if m is not None}
+    if named - set(methods):
+        raise common.EntryError(f"--axes: {', '.join(sorted(named - set(methods)))} not among "
+                                f"the methods run ({', '.join(methods)})")
     out = []
     for s in settings:
         desc = {"dataset": s.dataset, "model": s.model, "n_clients": s.n, "scheme": s.scheme,
@@ -502,10 +587,9 @@ def make_runs(cfg, settings, methods, best, problem_kw=None, sub=None) -> list:
             desc["eval_grad"] = False
         part = "full" if s.m is None else f"m={s.m}"
         for method in methods:
-            grid = method_grid(method, cfg.grid,
-                               best(s, method) if cfg.grid in ("best", "near", "sub") else {},
-                               cfg.printed_eps, sub(s, method) if sub and cfg.grid == "sub"
-                               else None)
+            grid = method_grid(method, cfg.grid, best(s, method), eps_values(cfg.printed_eps),
+                               sub(s, method) if sub and cfg.grid == "sub" else None,
+                               parse_axes(cfg.axes))
             name = f"{s.key}_{method}"
             params = {"setting": s.key, "dataset": s.dataset, "model": s.model,
                       "epochs": s.epochs, "method": method, "sweep": name}
@@ -541,8 +625,7 @@ def plot_panels(df, cfg, settings, methods, suptitle: str, stem: str):
                 continue
             r = row.iloc[0]
             sub = df[(df.setting == s.key) & (df.method == method) & (df.point == r["point"])]
-            point = r["label"].split(" ", 1)[-1] + (f" eps={cfg.printed_eps:g}"
-                                                    if method.endswith("-printed") else "")
+            point = r["label"].split(" ", 1)[-1]
             plotting.band_plot(ax, sub.assign(method=method), "test_acc", "method",
                                palette=[colors.get(base_method(method), "gray")],
                                linestyle="--" if method.endswith("-printed") else "-",
@@ -564,6 +647,8 @@ METHOD_ORDER = ("fed-sgd", "fed-ams", "fed-lamb", "adp-fed", "mime", "mime-lamb"
 
 RANK_KEYS = {"adp-fed": ("eta_l", "eta"), "fed-lamb": ("eta_l", "lam")}
 RANK_KEYS.update({m: ("eta_l",) for m in ("fed-sgd", "fed-ams", "mime", "mime-lamb")})
+RANK_KEYS.update({"fed-ams-printed": ("eta_l", "eps"),
+                  "fed-lamb-printed": ("eta_l", "lam", "eps")})
 
 
 def selection_lines(chosen) -> list[str]:
@@ -573,7 +658,7 @@ def selection_lines(chosen) -> list[str]:
         what = r["label"] if r["point"] is not None else "none (no healthy point)"
         out.append(f"  selected {r['setting']} {LABELS.get(r['method'], r['method'])}: {what} "
                    f"(best of {r['points']} point(s), {r['diverged_points']} diverged)"
-                   + (f"; ranked ({'/'.join(RANK_KEYS.get(base_method(r['method']), ()))}: "
+                   + (f"; ranked ({'/'.join(RANK_KEYS.get(r['method'], ()))}: "
                       f"final acc %): {r['ranking']}" if r["points"] > 1 else ""))
     return out
 

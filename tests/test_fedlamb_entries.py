@@ -37,12 +37,13 @@ def test_default_subgrid_is_the_pilot_best_and_a_table1_neighbour():
     for key, methods in fl.PILOT.items():
         for method, (best, _) in methods.items():
             axes = fl.pilot_subgrid(key, method)
-            grids = fl.GRIDS[fl.base_method(method)]
+            grids = {**fl.GRIDS[fl.base_method(method)], "eps": fl.PRINTED_EPS}
             assert all(set(v) <= set(grids[k]) for k, v in axes.items()), (key, method)
             assert all(best[k] in v for k, v in axes.items())
-            points = fl.grid_points(method, "sub", best, 1e-4, axes)
+            assert ("eps" in best) == method.endswith("-printed")      # printed: a tuned eps
+            points = fl.grid_points(method, "sub", best, (), axes)
             if method.endswith("-printed"):
-                assert len(points) == 1
+                assert points == [best]                  # the pilot's rate and eps
                 continue
             assert len(points) == 2, (key, method, points)
             moved = [k for k, v in axes.items() if len(v) == 2]
@@ -54,6 +55,66 @@ def test_default_subgrid_is_the_pilot_best_and_a_table1_neighbour():
         fl.grid_points("fed-sgd", "sub", {"eta_l": 0.1}, 1e-4)
     pilot = fl.grid_points("adp-fed", "pilot", {}, 1e-4)
     assert len(pilot) == 16 and len(fl.grid_points("fed-lamb", "pilot", {}, 1e-4)) == 9
+
+
+def test_printed_eps_is_a_grid_axis_and_axes_override():
+    """``--printed-eps`` with several values sweeps eps for the printed pair only (crossed with
+    the rates); ``--axes`` replaces a method's values (beyond Table 1 too); bad values are
+    one-line errors."""
+    eps = (1e-8, 1e-3)
+    best = {"eta_l": 0.005, "eps": 1e-4}
+    near = fl.grid_points("fed-ams-printed", "near", best, eps)
+    assert sorted((p["eta_l"], p["eps"]) for p in near) == sorted(
+        (r, e) for r in (0.003, 0.005, 0.01) for e in eps)
+    assert fl.grid_points("fed-ams-printed", "best", best) == [best]     # the pilot's eps
+    assert fl.grid_points("fed-ams", "near", {"eta_l": 0.005}, eps) == [
+        {"eta_l": r} for r in (0.003, 0.005, 0.01)]                      # no eps: default reading
+    ov = fl.parse_axes("fed-lamb-printed.lam=0 fed-lamb.eta_l=1 eta_l=0.7")
+    assert ov == [("fed-lamb-printed", "lam", (0.0,)), ("fed-lamb", "eta_l", (1.0,)),
+                  (None, "eta_l", (0.7,))]
+    pts = fl.grid_points("fed-lamb-printed", "near", {"eta_l": 0.5, "lam": 0.0, "eps": 1e-4},
+                         fl.PRINTED_EPS, overrides=ov[:1])
+    assert len(pts) == 2 * 6 and {p["lam"] for p in pts} == {0.0}
+    assert fl.grid_points("fed-lamb", "best", {"eta_l": 0.5, "lam": 0.0},
+                          overrides=ov[1:2]) == [{"eta_l": 1.0, "lam": 0.0}]
+    with pytest.raises(common.EntryError, match="--axes: fed-sgd has no 'lam'"):
+        fl.grid_points("fed-sgd", "best", {"eta_l": 0.1}, overrides=fl.parse_axes("fed-sgd.lam=0"))
+    for bad in ("lam", "lam=", "x.lam=a,b"):
+        with pytest.raises(common.EntryError, match="--axes: cannot read"):
+            fl.parse_axes(bad)
+    for bad in ("0", "-1e-4", "1e-4,1e-4", "small"):
+        with pytest.raises(common.EntryError, match="--printed-eps must be"):
+            fl.eps_values(bad)
+    assert fl.eps_values("") == () and fl.eps_values("1e-8, 1e-2") == (1e-8, 1e-2)
+
+
+def test_eps_sweep_tiny_run_selects_by_the_rule(tmp_path, capsys):
+    """A tiny seeded run that sweeps the printed Fed-AMS's eps (1e-8 and 1e-2) with two rates:
+    every (rate, eps) point runs, the check ranks them with their eps, and the selected point
+    is the one the paper's rule picks from the results table itself (highest mean final
+    accuracy over seeds among points with no diverged seed)."""
+    argv = ["--tiny", "--quiet", "--models", "mlp-dropout", "--methods", "fed-ams-printed",
+            "--printed-eps", "1e-8,1e-2", "--axes", "fed-ams-printed.eta_l=0.001,0.01",
+            "--out", str(tmp_path / "r"), "--figures", str(tmp_path / "f")]
+    assert common.main(fedlamb_fig12, argv) == 0
+    out = _lines(capsys)
+    cfg = common.parse_config(fedlamb_fig12, argv + ["--plot-only"])
+    df = common.execute(fedlamb_fig12, cfg)
+    acc = df[df.metric == "test_acc"]
+    assert sorted(set(zip(acc.eta_l, acc.eps))) == [(0.001, 1e-8), (0.001, 1e-2), (0.01, 1e-8),
+                                                    (0.01, 1e-2)]
+    healthy = df.groupby("point").diverged_at.apply(lambda d: d.isna().all())
+    assert not healthy.all()               # eps 1e-8: the printed Fed-AMS diverges (MAIN Alg. 2)
+    assert all(healthy[p] == (e > 1e-8) for p, e in acc.groupby("point").eps.first().items())
+    final = acc[acc["round"] == cfg.rounds]
+    means = final.groupby("point").value.mean()[healthy[healthy].index]
+    chosen = fl.select_best(df, cfg.rounds).iloc[0]
+    assert chosen["point"] == means.idxmax()
+    assert chosen["mean"] == pytest.approx(means.max())
+    eps = fl.point_values(df, chosen["setting"], "fed-ams-printed", chosen["point"])["eps"]
+    ranked = [l for l in out if "ranked (eta_l/eps: final acc %)" in l]
+    assert len(ranked) == 1 and ranked[0].count("/") >= 4          # four points, with eps
+    assert f"eps={eps:g}" in next(l for l in out if "selected" in l)
 
 
 def _df(rows):
@@ -156,3 +217,12 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert common.main(fedlamb_fig12, ["--tiny", "--methods", "mime", "--out",
                                        str(tmp_path)]) == 2
     assert "--methods: mime not among" in capsys.readouterr().err
+    assert common.main(fedlamb_fig12, ["--tiny", "--printed-eps", "0,1e-4", "--out",
+                                       str(tmp_path)]) == 2
+    assert "--printed-eps must be distinct positive numbers" in capsys.readouterr().err
+    assert common.main(fedlamb_fig12, ["--tiny", "--axes", "mime.eta_l=0.1", "--out",
+                                       str(tmp_path)]) == 2
+    assert "--axes: mime not among the methods run" in capsys.readouterr().err
+    assert common.main(fedlamb_supp1, ["--tiny", "--axes", "fed-sgd.eta=0.1", "--out",
+                                       str(tmp_path)]) == 2
+    assert "--axes: fed-sgd has no 'eta'" in capsys.readouterr().err
