@@ -206,23 +206,20 @@ def test_cifar_tiny_on_fixture_files(tmp_path, capsys):
     assert sum(l.startswith("  -> E2:") for l in out) == 2       # CNN and ResNet-9
 
 
-def test_bad_input_is_one_line(tmp_path, capsys):
-    assert common.main(fedlamb_cifar, ["--out", str(tmp_path)]) == 2
-    assert "GPU job" in capsys.readouterr().err
-    assert common.main(fedlamb_fig12, ["--tiny", "--grid", "all", "--out", str(tmp_path)]) == 2
-    assert "--grid must be one of" in capsys.readouterr().err
-    assert common.main(fedlamb_supp1, ["--tiny", "--datasets", "cifar", "--out",
-                                       str(tmp_path)]) == 2
-    assert "--datasets" in capsys.readouterr().err
-    assert common.main(fedlamb_fig12, ["--tiny", "--methods", "mime", "--out",
-                                       str(tmp_path)]) == 2
-    assert "--methods: mime not among" in capsys.readouterr().err
-    assert common.main(fedlamb_fig12, ["--tiny", "--printed-eps", "0,1e-4", "--out",
-                                       str(tmp_path)]) == 2
-    assert "--printed-eps must be distinct positive numbers" in capsys.readouterr().err
-    assert common.main(fedlamb_fig12, ["--tiny", "--axes", "mime.eta_l=0.1", "--out",
-                                       str(tmp_path)]) == 2
-    assert "--axes: mime not among the methods run" in capsys.readouterr().err
-    assert common.main(fedlamb_supp1, ["--tiny", "--axes", "fed-sgd.eta=0.1", "--out",
-                                       str(tmp_path)]) == 2
-    assert "--axes: fed-sgd has no 'eta'" in capsys.readouterr().err
+BAD_INPUTS = [  # (entry, arguments, the one-line error's text)
+    (fedlamb_cifar, [], "GPU job"),
+    (fedlamb_fig12, ["--tiny", "--grid", "all"], "--grid must be one of"),
+    (fedlamb_supp1, ["--tiny", "--datasets", "cifar"], "--datasets"),
+    (fedlamb_fig12, ["--tiny", "--methods", "mime"], "--methods: mime not among"),
+    (fedlamb_fig12, ["--tiny", "--printed-eps", "0,1e-4"],
+     "--printed-eps must be distinct positive numbers"),
+    (fedlamb_fig12, ["--tiny", "--axes", "mime.eta_l=0.1"], "--axes: mime not among the methods run"),
+    (fedlamb_supp1, ["--tiny", "--axes", "fed-sgd.eta=0.1"], "--axes: fed-sgd has no 'eta'"),
+]
+
+
+@pytest.mark.parametrize("entry, args, message", BAD_INPUTS)
+def test_bad_input_is_one_line(entry, args, message, tmp_path, capsys):
+    assert common.main(entry, args + ["--out", str(tmp_path)]) == 2
+    errors = [l for l in capsys.readouterr().err.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], errors
