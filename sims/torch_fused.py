@@ -158,19 +158,22 @@ def adagrad_step(theta, g, v, lr: float, eps: float, owned: bool = False):
 
 
 def adam_step(theta, g, m, v, lr: float, beta1: float, beta2: float, eps: float, steps=None,
-              owned: bool = False, vhat=None, weight_decay: float = 0.0, vhat_owned=None):
+              owned: bool = False, vhat=None, weight_decay: float = 0.0, vhat_owned=None,
+              target_owned: bool = False):
     """Adam (AMSGrad with ``vhat``: the max of the raw ``v``) as in the module docstring, in
     one pass: ``steps`` ``[B]`` each row's count for both bias corrections (after this step's
     increment), None for no bias correction. Returns ``(theta, m, v, vhat)``, in place when
     ``owned`` (else on copies; ``vhat_owned``: the same for ``vhat`` alone, None: ``owned``),
-    or None (take the eager form)."""
+    or None (take the eager form). ``target_owned``: ``theta`` is the caller's scratch to
+    overwrite whatever ``owned`` says (a zero vector the step turns into the direction)."""
     if steps is None:
         if 1.0 - float(beta1) ** NO_BIAS_STEP != 1.0 or 1.0 - float(beta2) ** NO_BIAS_STEP != 1.0:
             return None
         steps = torch.full((len(theta),), NO_BIAS_STEP, dtype=torch.int64)
     if not _probe("adam", theta.dtype):
         return None
-    theta, m, v = (_writable(x, owned) for x in (theta, m, v))
+    theta = _writable(theta, owned or target_owned)
+    m, v = (_writable(x, owned) for x in (m, v))
     vhat = None if vhat is None else _writable(vhat, owned if vhat_owned is None else vhat_owned)
     if not _run("adam", _adam, theta, g.contiguous(), m, v, vhat, steps, float(lr),
                 float(beta1), float(beta2), float(eps), float(weight_decay)):

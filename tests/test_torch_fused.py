@@ -149,6 +149,9 @@ LOCAL_KERNEL = {   # the registry's rules, and the options the kernel takes
     "fed-ams": make_algorithm("fed-ams").rule,      # vhat: the max of the corrected v
     "ams-bc-amended": LocalAdaptive("amsgrad", 0.9, 0.99, bias_correction=True, alpha=0.3,
                                     weight_decay=0.01),
+    "fed-lamb": make_algorithm("fed-lamb").rule,    # trust ratio: the kernel gives u
+    "fed-lamb-lam": make_algorithm("fed-lamb", lam=0.1).rule,
+    "lamb-clip-nobc": LocalAdaptive("adam", 0.9, 0.99, trust=TrustRatio("clip", 0.2, 2.0, 0.01)),
 }
 
 
@@ -158,7 +161,8 @@ def test_local_adaptive_kernel_equals_reference(layout, name):
 
 
 LOCAL_FALLBACK = {
-    "fed-lamb": make_algorithm("fed-lamb").rule,    # trust ratio
+    "lamb-amended": LocalAdaptive("amsgrad", 0.9, 0.99, alpha=0.5, trust=TrustRatio()),
+    "lamb-decay": LocalAdaptive("amsgrad", 0.9, 0.99, weight_decay=0.01, trust=TrustRatio()),
     "eps-inside": LocalAdaptive("adam", 0.9, 0.99, eps=1e-8),
     "vhat-round": LocalAdaptive("amsgrad", 0.9, 0.99, vhat="round"),
     "decoupled": LocalAdaptive("amsgrad", 0.9, 0.99, weight_decay=0.02, wd_mode="decoupled"),
@@ -216,7 +220,8 @@ def test_disagreeing_kernel_is_caught_by_the_probe(layout, monkeypatch):
     assert not torch_fused.enabled()
 
 
-@pytest.mark.parametrize("name", ["fedadaadam", "dja", "localadam", "fedlada", "fed-ams"])
+@pytest.mark.parametrize("name", ["fedadaadam", "dja", "localadam", "fedlada", "fed-ams",
+                                  "fed-lamb"])
 def test_engine_fused_equals_readable_rule(mlp_problem, monkeypatch, name):
     """Whole runs (unequal clients: masked last steps, which take the eager form) with the
     kernels against the readable local rule."""

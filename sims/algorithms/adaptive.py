@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _masked, axpy,
-                     layer_segments, local_adaptive_fast_ok, local_adaptive_step)
+                     layer_segments, local_adaptive_fast_ok, local_adaptive_step, trust_step)
 from .. import compiled, torch_fused
 from .base import Algorithm, masked_rows
 
@@ -200,13 +200,13 @@ class LocalAdaptive:
                                                          layout)
                 if got is not None:
                     return got
-            got = self._torch_fused_step(theta, g, state, mask, lr, ga, owned)
+            got = self._torch_fused_step(theta, g, state, mask, lr, ga, owned, layout)
             if got is not None:
                 return got
             return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga, owned)
         return self.reference_step(theta, g, state, mask, lr, layout, seg, ga)
 
-    def _torch_fused_step(self, theta, g, state, mask, lr, ga, owned):
+    def _torch_fused_step(self, theta, g, state, mask, lr, ga, owned, layout=None):
         """The step through torch's fused Adam / AMSGrad CPU kernel (:mod:`sims.torch_fused`,
         in place on owned state) where the rule is the kernel's: ``eps = 0`` (the kernel's
         ``eps`` is outside the root, the rule's inside: equal only at 0, the registry's
@@ -217,10 +217,15 @@ class LocalAdaptive:
         corrected ``v``: with bias correction the kernel is handed ``vhat c2`` and ``vhat`` is
         its result divided by ``c2`` (``max(vhat, v / c2) = max(vhat c2, v) / c2``, ``c2 > 0``;
         equal up to rounding, two more passes). The amendment (``alpha != 1``) is the kernel at
-        rate ``lr alpha`` and one more in-place pass ``- lr (1 - alpha) g_a``. None otherwise.
+        rate ``lr alpha`` and one more in-place pass ``- lr (1 - alpha) g_a``. With a trust
+        ratio (Fed-LAMB, line 13; no amendment or weight decay) the kernel steps a zero
+        vector at rate ``-1``, which leaves it holding ``u = m_c / sqrt(vhat)``, and
+        :func:`sims.optim.trust_step` takes the layer-wise step from it. None otherwise.
         One thread, ``[25, 159010]`` float32, fastest of 20: AMSGrad without bias correction
         2.1 ms (the compiled kernel 2.2 ms, the eager form 4.1 ms)."""
-        if (self.eps or self.trust is not None or not torch_fused.usable(mask, theta, lr)
+        trust = self.trust is not None
+        if (self.eps or not torch_fused.usable(mask, theta, lr)
+                or (trust and (self.weight_decay or self.alpha != 1 or layout is None))
                 or (self.weight_decay and self.wd_mode != "coupled")
                 or (self.rule == "amsgrad" and self.vhat != "step")):
             return None
@@ -232,12 +237,15 @@ class LocalAdaptive:
             c2 = 1 - self.beta2 ** n.unsqueeze(-1)
             vhat, vhat_owned = torch.mul(vhat, c2), True          # a fresh tensor
         a = lr * self.alpha if self.alpha != 1 else lr
-        got = torch_fused.adam_step(theta, g, state["m"], state["v"], a, self.beta1, self.beta2,
-                                    0.0, n if self.bias_correction else None, owned, vhat,
-                                    self.weight_decay, vhat_owned)
+        # with a trust ratio the kernel's "parameter" is a fresh zero vector it turns into u
+        target, rate = (torch.zeros_like(theta), -1.0) if trust else (theta, a)
+        got = torch_fused.adam_step(target, g, state["m"], state["v"], rate, self.beta1,
+                                    self.beta2, 0.0, n if self.bias_correction else None, owned,
+                                    vhat, self.weight_decay, vhat_owned, target_owned=trust)
         if got is None:
             return None
-        theta, m, v, vhat = got
+        stepped, m, v, vhat = got
+        theta = trust_step(self.trust, theta, stepped, layout, lr) if trust else stepped
         if vhat is None:
             vhat = state["vhat"]
         elif self.bias_correction:
