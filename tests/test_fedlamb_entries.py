@@ -223,3 +223,32 @@ def test_bad_input_is_one_line(entry, args, message, tmp_path, capsys):
     assert common.main(entry, args + ["--out", str(tmp_path)]) == 2
     errors = [l for l in capsys.readouterr().err.splitlines() if l.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], errors
+
+
+# Supplement Table 1's grid sizes as the spec extracts them (fed-lamb.md section 3.4): Fed-LAMB
+# over 9 rates x 3 lambdas, Adp-Fed over 12 local x 10 global rates; the printed pair over
+# its methods' grids.
+TABLE1_POINTS = {"fed-sgd": 9, "fed-ams": 10, "fed-lamb": 27, "adp-fed": 120, "mime": 10,
+                 "mime-lamb": 9, "fed-ams-printed": 10, "fed-lamb-printed": 27}
+
+
+def _grid_points(run) -> int:
+    return int(np.prod([len(a["values"]) for a in run.params["grid"]["axes"]]))
+
+
+@pytest.mark.parametrize("entry, epochs, per_setting", [
+    (fedlamb_fig12, {1, 3, 5}, ("fed-sgd", "fed-ams", "fed-lamb", "fed-ams-printed",
+                                "fed-lamb-printed")),
+    (fedlamb_supp1, {1}, ("fed-sgd", "fed-ams", "adp-fed", "mime", "fed-lamb", "mime-lamb",
+                          "fed-ams-printed", "fed-lamb-printed"))])
+def test_full_is_the_papers_scale(entry, epochs, per_setting, tmp_path):
+    """``--full`` is the paper's experiment: 3 seeds, 100 rounds, every method over its whole
+    supplement Table 1 grid, in every setting (Figs. 1-2: both models at E = 1, 3, 5)."""
+    cfg = common.parse_config(entry, ["--full", "--out", str(tmp_path)])
+    runs = entry.runs(cfg)
+    assert (cfg.seeds, cfg.rounds) == (3, 100)
+    assert {r.params["epochs"] for r in runs} == epochs
+    settings = {r.params["setting"] for r in runs}
+    assert len(runs) == len(settings) * len(per_setting)
+    for r in runs:
+        assert _grid_points(r) == TABLE1_POINTS[r.params["method"]], r.name
