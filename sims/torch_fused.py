@@ -23,7 +23,7 @@ docstring). The rules the kernels compute, which the callers check are their alg
 Callers (each checks that its rule is the kernel's, else takes its eager form):
 :meth:`sims.algorithms.fedada2.JointAdaptive._torch_fused_step` (DJA, joint-adaptive,
 FedAdaAdagrad, FedAdaAdam and FedAda2-blend's full members) and
-:meth:`sims.algorithms.adaptive.LocalAdaptive._torch_fused_step` (Fed-AMS, LocalAdam,
+:meth:`sims.algorithms.adaptive.LocalAdaptive._torch_fused_step` (Fed-AMS, Fed-LAMB, LocalAdam,
 FedLADA).
 
 Each step function returns the new tensors, or None where it does not apply (the caller then
