@@ -17,6 +17,7 @@ from sims.algorithms.registry import make_algorithm
 from sims.optim import layer_norms, layer_segments
 from sims.participation import Participation
 from sims.sweep import Axis, Grid
+from sims.sweep.grid import GridError, parse_axis
 
 from . import common
 from .sweeps import FED_LAMB_TABLE1, select, sweep_run
@@ -305,21 +306,25 @@ def eps_values(text) -> tuple:
 
 
 def parse_axes(text) -> list[tuple]:
-    """``--axes``: space-separated ``[METHOD.]KEY=v1,v2,...`` -> ``(method or None, key,
+    """``--axes``: space-separated ``[METHOD.]KEY=SPEC`` -> ``(method or None, key,
     values)``: the values a method's ``KEY`` runs, replacing what ``--grid`` gives (any values,
-    Table 1's or beyond it: for pilots; a method not named: every method with ``KEY``)."""
+    Table 1's or beyond it: for pilots; a method not named: every method with ``KEY``).
+    ``KEY=SPEC`` is read by the sweep grid's :func:`sims.sweep.grid.parse_axis` (values or
+    ``log:LO:HI:N``); the method is split off first, since the entry's methods include the
+    printed pair, which is no registry name. The values must be numbers."""
     out = []
     for part in str(text).split():
         key, sep, spec = part.partition("=")
         method, _, key = key.rpartition(".")
         try:
-            values = tuple(items(spec, float))
-        except ValueError:
+            values = parse_axis(f"{key}={spec}").values if sep and key else ()
+        except GridError:
             values = ()
-        if not sep or not key or not values:
+        if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                 for v in values):
             raise common.EntryError(f"--axes: cannot read {part!r}; expected "
                                     "[METHOD.]KEY=v1,v2,...")
-        out.append((method or None, key, values))
+        out.append((method or None, key, tuple(float(v) for v in values)))
     return out
 
 #: ``--grid pilot``: the pilot sweeps' grids (docs/fedlamb_pilot.md): Table 1's rate grids,

@@ -195,15 +195,14 @@ def write_cifar10(root, per_batch=4, n_test=3):
     d = root / "cifar-10-batches-py"
     d.mkdir(parents=True)
     rng = np.random.default_rng(0)
-
-    def dump(name, obj):
-        write_cifar_pickle(d / name, obj)
     for i in range(1, 6):
-        dump(f"data_batch_{i}", {"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
-                                 "labels": [(i + j) % 10 for j in range(per_batch)]})
-    dump("test_batch", {"data": rng.integers(0, 256, (n_test, 3072), dtype=np.uint8),
+        write_cifar_pickle(d / f"data_batch_{i}",
+                           {"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
+                            "labels": [(i + j) % 10 for j in range(per_batch)]})
+    write_cifar_pickle(d / "test_batch",
+                       {"data": rng.integers(0, 256, (n_test, 3072), dtype=np.uint8),
                         "labels": list(range(n_test))})
-    dump("batches.meta", {"label_names": [f"c{i}".encode() for i in range(10)]})
+    write_cifar_pickle(d / "batches.meta", {"label_names": [f"c{i}".encode() for i in range(10)]})
 
 
 def write_cifar100(root, n_train=20, n_test=4):
@@ -211,11 +210,10 @@ def write_cifar100(root, n_train=20, n_test=4):
     d = root / "cifar-100-python"
     d.mkdir(parents=True)
     rng = np.random.default_rng(1)
-
-    def dump(name, obj):
-        write_cifar_pickle(d / name, obj)
-    dump("train", {"data": rng.integers(0, 256, (n_train, 3072), dtype=np.uint8),
-                   "fine_labels": [j % 100 for j in range(n_train)]})
-    dump("test", {"data": rng.integers(0, 256, (n_test, 3072), dtype=np.uint8),
-                  "fine_labels": list(range(n_test))})
-    dump("meta", {"fine_label_names": [f"c{i}".encode() for i in range(100)]})
+    write_cifar_pickle(d / "train",
+                       {"data": rng.integers(0, 256, (n_train, 3072), dtype=np.uint8),
+                        "fine_labels": [j % 100 for j in range(n_train)]})
+    write_cifar_pickle(d / "test",
+                       {"data": rng.integers(0, 256, (n_test, 3072), dtype=np.uint8),
+                        "fine_labels": list(range(n_test))})
+    write_cifar_pickle(d / "meta", {"fine_label_names": [f"c{i}".encode() for i in range(100)]})

@@ -79,7 +79,8 @@ def test_printed_eps_is_a_grid_axis_and_axes_override():
                           overrides=ov[1:2]) == [{"eta_l": 1.0, "lam": 0.0}]
     with pytest.raises(common.EntryError, match="--axes: fed-sgd has no 'lam'"):
         fl.grid_points("fed-sgd", "best", {"eta_l": 0.1}, overrides=fl.parse_axes("fed-sgd.lam=0"))
-    for bad in ("lam", "lam=", "x.lam=a,b"):
+    assert fl.parse_axes("mime.eta_l=log:0.01:1:3") == [("mime", "eta_l", (0.01, 0.1, 1.0))]
+    for bad in ("lam", "lam=", "x.lam=a,b", "eta_l=0.1,0.1", "eta_l=log:1:2"):
         with pytest.raises(common.EntryError, match="--axes: cannot read"):
             fl.parse_axes(bad)
     for bad in ("0", "-1e-4", "1e-4,1e-4", "small"):

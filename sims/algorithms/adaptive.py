@@ -206,12 +206,11 @@ class LocalAdaptive:
             return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga, owned)
         return self.reference_step(theta, g, state, mask, lr, layout, seg, ga)
 
-    def _torch_fused_step(self, theta, g, state, mask, lr, ga, owned, layout=None):
+    def _torch_fused_step(self, theta, g, state, mask, lr, ga, owned, layout):
         """The step through torch's fused Adam / AMSGrad CPU kernel (:mod:`sims.torch_fused`,
         in place on owned state) where the rule is the kernel's: ``eps = 0`` (the kernel's
         ``eps`` is outside the root, the rule's inside: equal only at 0, the registry's
-        default), no trust ratio, coupled or no weight decay (the kernel adds ``wd theta`` to
-        ``g``), one count for both bias corrections (``n == nm``), AMSGrad's per-step
+        default), coupled or no weight decay (the kernel adds ``wd theta`` to ``g``), one count for both bias corrections (``n == nm``), AMSGrad's per-step
         ``vhat`` (a round-fixed one is not the kernel's). The kernel takes AMSGrad's max of
         the raw ``v`` and divides by ``c2 = 1 - b2^n`` after, the rule (Fed-AMS) the max of the
         corrected ``v``: with bias correction the kernel is handed ``vhat c2`` and ``vhat`` is
@@ -225,14 +224,15 @@ class LocalAdaptive:
         2.1 ms (the compiled kernel 2.2 ms, the eager form 4.1 ms)."""
         trust = self.trust is not None
         if (self.eps or not torch_fused.usable(mask, theta, lr)
-                or (trust and (self.weight_decay or self.alpha != 1 or layout is None))
+                or (trust and (self.weight_decay or self.alpha != 1))
                 or (self.weight_decay and self.wd_mode != "coupled")
                 or (self.rule == "amsgrad" and self.vhat != "step")):
             return None
         n, nm = state["n"] + 1, state["nm"] + 1
         if self.bias_correction and not torch.equal(n, nm):
             return None
-        vhat, vhat_owned = (state["vhat"], None) if self.rule == "amsgrad" else (None, None)
+        vhat = state["vhat"] if self.rule == "amsgrad" else None
+        vhat_owned = None                                          # as owned
         if vhat is not None and self.bias_correction:
             c2 = 1 - self.beta2 ** n.unsqueeze(-1)
             vhat, vhat_owned = torch.mul(vhat, c2), True          # a fresh tensor
