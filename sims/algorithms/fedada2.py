@@ -708,7 +708,8 @@ class FedAda2Blend(JointAdaptive):
                 {"k": lstate["k"] + active.to(theta.dtype), "members": new_states})
 
     def reference_local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
-        """Every member over all rows under the mask of its rows (the readable form)."""
+        """Every member's readable rule (:meth:`JointAdaptive.reference_local_step`) over all
+        rows under the mask of its rows (the readable form)."""
         which = self._strategy(ctx)
         active = torch.ones_like(which, dtype=torch.bool) if mask is None else mask
         new_states = []
@@ -716,7 +717,7 @@ class FedAda2Blend(JointAdaptive):
             mine = active & (which == l)
             if self.step_list[l] is not None:
                 mine = mine & (lstate["k"] < self.step_list[l])
-            theta, st = member.local_step(theta, grad, st, bcast, cstate, mine, ctx)
+            theta, st = member.reference_local_step(theta, grad, st, bcast, cstate, mine, ctx)
             new_states.append(st)
         return theta, {"k": lstate["k"] + active.to(theta.dtype), "members": new_states}
 
