@@ -22,7 +22,9 @@ docstring). The rules the kernels compute, which the callers check are their alg
 
 Callers (each checks that its rule is the kernel's, else takes its eager form):
 :meth:`sims.algorithms.fedada2.JointAdaptive._torch_fused_step` (DJA, joint-adaptive,
-FedAdaAdagrad, FedAdaAdam and FedAda2-blend's full members) and
+FedAdaAdagrad, FedAdaAdam; FedAda2 and FedAda2-Adam, whose SM3-II preconditioner is handed to
+the kernel as ``v = cover_min(mu)``) and ``FedAda2Blend.local_step`` (each member's own rows in
+place, through the row-list forms :func:`adagrad_rows` / :func:`adam_rows`), and
 :meth:`sims.algorithms.adaptive.LocalAdaptive._torch_fused_step` (Fed-AMS, Fed-LAMB, LocalAdam,
 FedLADA).
 
@@ -35,7 +37,8 @@ The kernels are private torch API: on first use per kernel and dtype they are ru
 input and held to the rule above (:func:`_probe`); a kernel that is missing, raises or
 disagrees is reported once as a warning and not tried again in the process. On by default;
 ``FEDTOOLKIT_TORCH_FUSED=0`` (or :func:`enable`) turns it off, e.g. to measure the eager forms.
-Held to the algorithms' readable rules in float64 by ``tests/test_torch_fused.py``.
+Held to the algorithms' readable rules in float64 by ``tests/test_torch_fused.py`` and
+``tests/test_fedada2_fast_step.py``.
 """
 from __future__ import annotations
 

@@ -247,7 +247,7 @@ def test_engine_fused_equals_readable_rule(mlp_problem, monkeypatch, name):
 
 def test_blend_full_members_take_the_kernel(mlp_problem, monkeypatch):
     """FedAda2-blend's full AdaGrad / Adam members step their own rows through the kernels
-    (fresh gathered rows, so in place is safe) and equal the masked readable form."""
+    (in place on the chunk's rows) and equal the masked readable form."""
     from sims.algorithms.fedada2 import FedAda2Blend
     out = {}
     for form in ("fast", "reference"):

@@ -120,6 +120,13 @@ class JointAdaptive(Algorithm):
     is then the number of updates made so far.
 
     then ``delta_i = x_{t-1} - x_{i,K}``; server: ``x_t = x_{t-1} - eta rule(mean delta)``.
+
+    :meth:`reference_local_step` is this rule as written; :meth:`local_step` takes its fast
+    forms, each held to it in float64 by the tests: torch's fused CPU kernels on lists of rows
+    (:meth:`_kernel_rows_step`; full preconditioner and SM3-II with ``z = 1``:
+    ``tests/test_torch_fused.py``, ``tests/test_fedada2_fast_step.py``), the opt-in compiled
+    kernels (:mod:`sims.compiled`) and the eager :func:`sims.optim.sm3_adagrad_step` /
+    :func:`sims.optim.sm3_adam_step` (``tests/test_fast_adaptive.py``).
     """
     name = "joint-adaptive"
     eta: float = 0.01
@@ -331,9 +338,12 @@ class JointAdaptive(Algorithm):
         thread, the issue-16 benchmark's ``[25, 159010]`` float32 step, fastest of 20, AdaGrad
         1.1 ms (compiled 1.7-2.2 ms, eager 5.6-6.9 ms), Adam 1.7 ms (compiled 3.2-3.3 ms,
         eager 7.6-9.1 ms); whole rounds of the benchmark (``--compile --torch-fused-ab``, one
-        run): 1.09-1.25x faster than with the compiled kernel. SM3-II (opt-in compiled kernel
-        first): AdaGrad 2.1 ms (eager :func:`sims.optim.sm3_adagrad_step` 5.5 ms), Adam
-        2.7 ms (eager :func:`sims.optim.sm3_adam_step` 7.5 ms), same shapes, fastest of 15."""
+        run): 1.09-1.25x faster than with the compiled kernel. SM3-II (the opt-in compiled
+        kernel first), same shapes, owned state, caches flushed before each call (as a round's
+        gradient work leaves them), fastest of 15: AdaGrad 3.4 ms (eager
+        :func:`sims.optim.sm3_adagrad_step` 5.9 ms), Adam 4.1 ms (eager
+        :func:`sims.optim.sm3_adam_step` 7.7 ms); of which the kernel 1.5 / 2.0 ms,
+        ``cover_min`` 0.5 ms and ``cover_max`` 1.3-1.8 ms."""
         if (self.client == "sgd" or not self._kernel_rule()
                 or not torch_fused.usable(mask, theta, self.eta_l)
                 or not torch_fused.ready(self.client, theta.dtype)):
