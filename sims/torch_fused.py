@@ -22,7 +22,9 @@ docstring). The rules the kernels compute, which the callers check are their alg
 
 Callers (each checks that its rule is the kernel's, else takes its eager form):
 :meth:`sims.algorithms.fedada2.JointAdaptive._torch_fused_step` (DJA, joint-adaptive,
-FedAdaAdagrad, FedAdaAdam and FedAda2-blend's full members) and
+FedAdaAdagrad, FedAdaAdam; FedAda2 and FedAda2-Adam, whose SM3-II preconditioner is handed to
+the kernel as ``v = cover_min(mu)``) and ``FedAda2Blend.local_step`` (each member's own rows in
+place, through the row-list forms :func:`adagrad_rows` / :func:`adam_rows`), and
 :meth:`sims.algorithms.adaptive.LocalAdaptive._torch_fused_step` (Fed-AMS, Fed-LAMB, LocalAdam,
 FedLADA).
 
@@ -35,7 +37,8 @@ The kernels are private torch API: on first use per kernel and dtype they are ru
 input and held to the rule above (:func:`_probe`); a kernel that is missing, raises or
 disagrees is reported once as a warning and not tried again in the process. On by default;
 ``FEDTOOLKIT_TORCH_FUSED=0`` (or :func:`enable`) turns it off, e.g. to measure the eager forms.
-Held to the algorithms' readable rules in float64 by ``tests/test_torch_fused.py``.
+Held to the algorithms' readable rules in float64 by ``tests/test_torch_fused.py`` and
+``tests/test_fedada2_fast_step.py``.
 """
 from __future__ import annotations
 
@@ -79,16 +82,25 @@ def _fail(what: str, exc: BaseException | str) -> None:
 
 
 def _adagrad(theta, g, v, lr, eps):
-    torch._fused_adagrad_(list(theta.unbind(0)), list(g.unbind(0)), list(v.unbind(0)),
-                          list(torch.ones(len(theta), dtype=theta.dtype).unbind(0)),
+    _adagrad_lists(list(theta.unbind(0)), list(g.unbind(0)), list(v.unbind(0)), lr, eps)
+
+
+def _adagrad_lists(theta, g, v, lr, eps):
+    torch._fused_adagrad_(theta, g, v, list(torch.ones(len(theta), dtype=theta[0].dtype)
+                                            .unbind(0)),
                           lr=lr, lr_decay=0.0, weight_decay=0.0, eps=eps, maximize=False)
 
 
 def _adam(theta, g, m, v, vhat, steps, lr, beta1, beta2, eps, wd):
-    torch._fused_adam_(list(theta.unbind(0)), list(g.unbind(0)), list(m.unbind(0)),
-                       list(v.unbind(0)), [] if vhat is None else list(vhat.unbind(0)),
-                       list(steps.unbind(0)), lr=lr, beta1=beta1, beta2=beta2,
-                       weight_decay=wd, eps=eps, amsgrad=vhat is not None, maximize=False)
+    _adam_lists(list(theta.unbind(0)), list(g.unbind(0)), list(m.unbind(0)),
+                list(v.unbind(0)), None if vhat is None else list(vhat.unbind(0)),
+                list(steps.unbind(0)), lr, beta1, beta2, eps, wd)
+
+
+def _adam_lists(theta, g, m, v, vhat, steps, lr, beta1, beta2, eps, wd):
+    torch._fused_adam_(theta, g, m, v, [] if vhat is None else vhat, steps, lr=lr,
+                       beta1=beta1, beta2=beta2, weight_decay=wd, eps=eps,
+                       amsgrad=vhat is not None, maximize=False)
 
 
 def _probe(kind: str, dtype) -> bool:
@@ -179,3 +191,42 @@ def adam_step(theta, g, m, v, lr: float, beta1: float, beta2: float, eps: float,
                 float(beta1), float(beta2), float(eps), float(weight_decay)):
         return None
     return theta, m, v, vhat
+
+
+# Row lists (issue 16, FedAda2's SM3-II clients and FedAda2-blend's members): the same kernels
+# on lists of tensors the caller owns (rows ``x[i]`` of its ``[B, d]`` tensors, or whole
+# tensors), written in place; a step over a subset of rows then needs no gather or scatter.
+
+def ready(kind: str, dtype) -> bool:
+    """Whether ``kind``'s kernel (``"adagrad"`` / ``"adam"``) is on and agrees with its rule
+    for ``dtype`` (probed on first use, :func:`_probe`): a caller about to write several row
+    lists in place checks every kernel it needs first."""
+    return enabled() and _probe(kind, dtype)
+
+
+def adagrad_rows(theta: list, g: list, v: list, lr: float, eps: float) -> bool:
+    """AdaGrad (module docstring) on lists of tensors, in place; False (nothing written):
+    take the eager form."""
+    return (ready("adagrad", theta[0].dtype)
+            and _run("adagrad", _adagrad_lists, theta, g, v, float(lr), float(eps)))
+
+
+def adam_rows(theta: list, g: list, m: list, v: list, steps: torch.Tensor, lr: float,
+              beta1: float, beta2: float, eps: float) -> bool:
+    """Adam (module docstring, no weight decay, no AMSGrad) on lists of tensors, in place;
+    ``steps`` ``[n]`` each entry's count (after this step's increment), None for no bias
+    correction. False (nothing written): take the eager form."""
+    if steps is None:
+        if 1.0 - float(beta1) ** NO_BIAS_STEP != 1.0 or 1.0 - float(beta2) ** NO_BIAS_STEP != 1.0:
+            return False
+        steps = torch.full((len(theta),), NO_BIAS_STEP, dtype=torch.int64)
+    return (ready("adam", theta[0].dtype)
+            and _run("adam", _adam_lists, theta, g, m, v, None,
+                     list(steps.to(torch.int64).unbind(0)), float(lr), float(beta1),
+                     float(beta2), float(eps), 0.0))
+
+
+def writable(x: torch.Tensor, owned: bool) -> torch.Tensor:
+    """``x`` itself when the caller owns it (and it is contiguous), else a contiguous copy: a
+    tensor the row-list kernels may write in place."""
+    return _writable(x, owned)

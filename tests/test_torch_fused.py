@@ -104,8 +104,8 @@ def test_fedada2_full_preconditioner_kernel_equals_reference(layout, name, hyper
     ("dja", {"client": "adam", "server": "adam"}, False, False),   # m, v: two counts
     ("fedadaadagrad", {"delay": 2}, False, False),
     ("fedadaadam", {"clip": 50.0}, False, False),
-    ("fedada2", {}, False, False),                                 # SM3-II cover
-    ("fedada2-adam", {}, False, False),
+    ("fedada2", {"precond": "sm3-i"}, False, False),               # SM3-I cover (SM3-II:
+    ("fedada2-adam", {"precond": "sm3-i"}, False, False),          # test_fedada2_fast_step)
     ("fedadaadagrad", {}, True, False),                            # a client out of data
     ("fedadaadam", {}, False, True)])                              # per-replica eta_l
 def test_fedada2_other_rules_fall_back(layout, name, hyper, mask, row_rate):
@@ -247,7 +247,7 @@ def test_engine_fused_equals_readable_rule(mlp_problem, monkeypatch, name):
 
 def test_blend_full_members_take_the_kernel(mlp_problem, monkeypatch):
     """FedAda2-blend's full AdaGrad / Adam members step their own rows through the kernels
-    (fresh gathered rows, so in place is safe) and equal the masked readable form."""
+    (in place on the chunk's rows) and equal the masked readable form."""
     from sims.algorithms.fedada2 import FedAda2Blend
     out = {}
     for form in ("fast", "reference"):

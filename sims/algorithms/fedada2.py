@@ -120,6 +120,13 @@ class JointAdaptive(Algorithm):
     is then the number of updates made so far.
 
     then ``delta_i = x_{t-1} - x_{i,K}``; server: ``x_t = x_{t-1} - eta rule(mean delta)``.
+
+    :meth:`reference_local_step` is this rule as written; :meth:`local_step` takes its fast
+    forms, each held to it in float64 by the tests: torch's fused CPU kernels on lists of rows
+    (:meth:`_kernel_rows_step`; full preconditioner and SM3-II with ``z = 1``:
+    ``tests/test_torch_fused.py``, ``tests/test_fedada2_fast_step.py``), the opt-in compiled
+    kernels (:mod:`sims.compiled`) and the eager :func:`sims.optim.sm3_adagrad_step` /
+    :func:`sims.optim.sm3_adam_step` (``tests/test_fast_adaptive.py``).
     """
     name = "joint-adaptive"
     eta: float = 0.01
@@ -257,13 +264,16 @@ class JointAdaptive(Algorithm):
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         if self.local_warmup:                 # the rate changes step by step: the readable rule
             return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
-        # the full preconditioner: torch's fused kernel first (in place, one pass, no
-        # compile; measured faster than the compiled kernel: _torch_fused_step)
-        got = self._torch_fused_step(theta, grad, lstate, mask, ctx)
-        if got is None:
-            got = self._compiled_full_step(theta, grad, lstate, mask, ctx)
-        if got is not None:
-            return got
+        # torch's fused kernels (_torch_fused_step: in place, no compile) and the opt-in
+        # compiled kernel (_compiled_full_step): the full preconditioner takes torch's kernel
+        # first (measured faster than the compiled one), SM3-II the compiled kernel first when
+        # it is on (FEDTOOLKIT_COMPILE), then torch's kernel with the cover around it
+        forms = ((self._torch_fused_step, self._compiled_full_step) if self.precond == "full"
+                 else (self._compiled_full_step, self._torch_fused_step))
+        for form in forms:
+            got = form(theta, grad, lstate, mask, ctx)
+            if got is not None:
+                return got
         if (self.client == "adagrad" and self.delay == 1 and not self.clip
                 and not self.freeze_epochs
                 and not torch.is_tensor(self.eps)):          # sims.optim.sm3_adagrad_step
@@ -298,38 +308,126 @@ class JointAdaptive(Algorithm):
                 and not any(torch.is_tensor(x)
                             for x in (self.eps, self.beta1, self.beta2, self.eta_l)))
 
+    def _kernel_rule(self) -> bool:
+        """Whether the client step is the rule of torch's fused kernels (:mod:`sims.torch_fused`,
+        :meth:`_kernel_rows_step`): SGD, or AdaGrad / Adam with the full or the SM3-II
+        preconditioner updated at every step (``z = 1``, no freezing, no clipping, no warm-up)
+        and numeric constants; not DJA's client Adam with bias correction (``v`` debiased by
+        ``k + t`` updates and ``m`` by ``k``: two counts where the kernel takes one)."""
+        if self.local_warmup or self.clip or torch.is_tensor(self.eta_l):
+            return False
+        if self.client == "sgd":
+            return True
+        return (self.precond != "sm3-i" and self._every_step
+                and not (self.client == "adam" and self.bias_correction
+                         and self.init == "server"))
+
+    def _compiled_first(self, theta) -> bool:
+        """SM3-II with the compiled kernel on (``FEDTOOLKIT_COMPILE``): it keeps priority over
+        torch's fused kernels (:meth:`local_step`)."""
+        return (self.precond == "sm3-ii" and self._every_step
+                and compiled.full_usable(None, theta))
+
     def _torch_fused_step(self, theta, grad, lstate, mask, ctx):
-        """The full-preconditioner client step (``mu = nu = v``; Alg. 9 / 7 with ``z = 1``)
-        through torch's fused CPU kernels (:mod:`sims.torch_fused`: AdaGrad ``v + g^2``,
-        ``theta - eta_l g / (sqrt(v) + eps)``; Adam with ``eps`` outside the root and one count
-        ``k`` for both bias corrections), in place on the engine's owned state. None where the
-        rule is not the kernel's: SM3 covers, delays, freezing, clipping, per-replica
-        constants, a mask, and DJA's client Adam with bias correction (``v`` debiased by ``k +
-        t`` updates, ``m`` by ``k``). It goes before :meth:`_compiled_full_step`, by
-        measurement: one thread, the issue-16 benchmark's ``[25, 159010]`` float32 step,
-        fastest of 20, AdaGrad 1.1 ms (compiled 1.7-2.2 ms, eager 5.6-6.9 ms), Adam 1.7 ms
-        (compiled 3.2-3.3 ms, eager 7.6-9.1 ms); whole rounds of the benchmark (``--compile
-        --torch-fused-ab``, one run): 1.09-1.25x faster than with the compiled kernel."""
-        if (self.precond != "full" or not self._every_step
-                or not torch_fused.usable(mask, theta, self.eta_l)):
+        """The AdaGrad / Adam client step (full or SM3-II preconditioner, ``z = 1``) through
+        torch's fused CPU kernels, every row at once (:meth:`_kernel_rows_step`), in place on
+        the engine's owned state; None where the rule is not the kernels'
+        (:meth:`_kernel_rule`), for an SGD client, a mask or per-replica constants.
+
+        The full preconditioner goes before :meth:`_compiled_full_step`, by measurement: one
+        thread, the issue-16 benchmark's ``[25, 159010]`` float32 step, fastest of 20, AdaGrad
+        1.1 ms (compiled 1.7-2.2 ms, eager 5.6-6.9 ms), Adam 1.7 ms (compiled 3.2-3.3 ms,
+        eager 7.6-9.1 ms); whole rounds of the benchmark (``--compile --torch-fused-ab``, one
+        run): 1.09-1.25x faster than with the compiled kernel. SM3-II (the opt-in compiled
+        kernel first), same shapes, owned state, caches flushed before each call (as a round's
+        gradient work leaves them), fastest of 15: AdaGrad 3.4 ms (eager
+        :func:`sims.optim.sm3_adagrad_step` 5.9 ms), Adam 4.1 ms (eager
+        :func:`sims.optim.sm3_adam_step` 7.7 ms); of which the kernel 1.5 / 2.0 ms,
+        ``cover_min`` 0.5 ms and ``cover_max`` 1.3-1.8 ms."""
+        if (self.client == "sgd" or not self._kernel_rule()
+                or not torch_fused.usable(mask, theta, self.eta_l)
+                or not torch_fused.ready(self.client, theta.dtype)):
             return None
         owned = ctx.extra.get("owned_state", False)
-        k = lstate["k"] + 1
+        th = torch_fused.writable(theta, owned)
+        new = self._kernel_rows_step(th, grad, lstate, None, owned, ctx)
+        return None if new is None else (th, new)
+
+    def _kernel_rows_step(self, theta, grad, st, rows, owned, ctx):
+        """One client step of the rows ``rows`` (``[n]`` indices; None: every row) through
+        torch's fused kernels on lists of rows, in place: the fast form of
+        :meth:`reference_local_step` where :meth:`_kernel_rule` holds (held to it in float64
+        by ``tests/test_fedada2_fast_step.py`` and ``tests/test_torch_fused.py``).
+
+        ``theta`` ``[B, d]`` is the caller's to write: its rows ``rows`` are stepped in place,
+        the others left alone; ``grad`` and the state ``st`` are over the same ``B`` rows, and
+        ``owned`` says whether ``st``'s tensors may be written too (else those written are
+        copied first). Returns the new state (rows outside ``rows`` as they were), or None
+        when a kernel is not available (known before anything is written).
+
+        The kernels' rules (:mod:`sims.torch_fused`) with ``z = 1``: SGD ``theta - eta_l g``
+        (``torch._foreach_add_``); AdaGrad ``v <- v + g^2``, ``theta - eta_l g / (sqrt(v) +
+        eps)``; Adam ``m <- b1 m + (1 - b1) g``, ``v <- b2 v + (1 - b2) g^2``, ``theta - eta_l
+        (m / c1) / (sqrt(v / c2) + eps)`` with one count ``k`` for ``c1``, ``c2`` (which
+        ``floor((k-1)/z) + 1 = k`` is). The full preconditioner is ``v`` itself (``mu = nu =
+        v``). SM3-II (Alg. 4, :meth:`_accumulate`): the kernel is handed ``v = cover_min(mu)``,
+        written into the preconditioner's own buffer, and turns it into this step's ``nu``
+        (``cover_min(mu) + g^2``; Adam ``b2 cover_min(mu) + (1 - b2) g^2``) as it steps;
+        ``mu = cover_max(nu)`` (each layer's row and column maxima, ``amax``) follows. Passes
+        over the rows (Adam / AdaGrad): ``cover_min`` 1 write, the kernel 4 / 3 reads and
+        3 / 2 writes, ``cover_max`` 2 reads; a subset of rows adds writing ``nu`` back (1
+        read, 1 write)."""
+        B = theta.shape[0]
+        idx = range(B) if rows is None else rows.tolist()
+        t_all, g_all = theta.unbind(0), grad.unbind(0)
+        t_rows, g_rows = [t_all[i] for i in idx], [g_all[i] for i in idx]
+        if rows is None:
+            k = st["k"] + 1
+        else:
+            k = st["k"].index_add(0, rows, torch.ones(len(idx), dtype=st["k"].dtype,
+                                                      device=theta.device))
+        new = {"k": k}
+        if self.client == "sgd":
+            torch._foreach_add_(t_rows, g_rows, alpha=-float(self.eta_l))
+            return new
+        if not torch_fused.ready(self.client, theta.dtype):
+            return None
+        sm3 = self.precond == "sm3-ii"
+        if sm3:                                         # v = cover_min(mu), the kernel's input
+            cover = self.cover(ctx.layout)
+            if rows is None:
+                v = cover.cover_min_into(st["mu"], st["nu"] if owned and st["nu"]
+                                         .is_contiguous() else torch.empty_like(theta))
+            else:
+                v = cover.cover_min_into(st["mu"].index_select(0, rows),
+                                         theta.new_empty(len(idx), theta.shape[1]))
+            v_rows = list(v.unbind(0))
+        else:                                           # the full accumulator itself
+            v = torch_fused.writable(st["mu"], owned)
+            v_all = v.unbind(0)
+            v_rows = [v_all[i] for i in idx]
         if self.client == "adagrad":
-            got = torch_fused.adagrad_step(theta, grad, lstate["mu"], self.eta_l, self.eps, owned)
-            if got is None:
-                return None
-            th, v = got
-            return th, {"k": k, "mu": v, "nu": v}
-        if self.bias_correction and self.init == "server":
+            ok = torch_fused.adagrad_rows(t_rows, g_rows, v_rows, self.eta_l, self.eps)
+        else:
+            m = torch_fused.writable(st["m"], owned)
+            m_all = m.unbind(0)
+            steps = None
+            if self.bias_correction:
+                steps = k if rows is None else k.index_select(0, rows)
+            ok = torch_fused.adam_rows(t_rows, g_rows, [m_all[i] for i in idx], v_rows, steps,
+                                       self.eta_l, self.beta1, self.beta2, self.eps)
+            new["m"] = m
+        if not ok:
             return None
-        got = torch_fused.adam_step(theta, grad, lstate["m"], lstate["mu"], self.eta_l,
-                                    self.beta1, self.beta2, self.eps,
-                                    k if self.bias_correction else None, owned)
-        if got is None:
-            return None
-        th, m, v, _ = got
-        return th, {"k": k, "mu": v, "nu": v, "m": m}
+        if not sm3:
+            new.update(mu=v, nu=v)
+        elif rows is None:
+            new.update(mu=cover.cover_max(v), nu=v)
+        else:
+            new.update(mu=torch_fused.writable(st["mu"], owned).index_copy_(0, rows,
+                                                                            cover.cover_max(v)),
+                       nu=torch_fused.writable(st["nu"], owned).index_copy_(0, rows, v))
+        return new
 
     def _compiled_full_step(self, theta, grad, lstate, mask, ctx):
         """The client AdaGrad / Adam step as one compiled kernel (opt-in): the full
@@ -574,35 +672,54 @@ class FedAda2Blend(JointAdaptive):
         return active, out
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
-        """Each member steps on its own rows only (gathered, stepped unmasked, written back):
-        the fast form of :meth:`reference_local_step`, where every member runs over all rows
-        under a mask (3 strategies: 3 full updates and their ``where`` passes a step).
-        Per-replica hyperparameters (``[B, 1]`` rows bound to the whole chunk,
-        :mod:`sims.algorithms.per_replica`) take the reference form."""
+        """Each member steps its own rows only: the fast form of :meth:`reference_local_step`,
+        where every member runs over all rows under a mask (3 strategies: 3 full updates and
+        their ``where`` passes a step); held to it in float64 by
+        ``tests/test_fedada2_fast_step.py``.
+
+        A member whose rule is torch's fused kernels' (SGD, AdaGrad / Adam with the full or
+        SM3-II preconditioner, ``z = 1``: :meth:`JointAdaptive._kernel_rule`) steps its rows in
+        place in the chunk's ``theta`` and its own state through row lists
+        (:meth:`JointAdaptive._kernel_rows_step`): no rows gathered or written back, and with
+        every row on one strategy the member's whole-tensor form. Any other member (SM3-I,
+        delays, clipping; SM3-II while the compiled kernel is on, which keeps priority) is
+        handed its rows gathered, steps them through its own :meth:`JointAdaptive.local_step`
+        and has them written back. Per-replica hyperparameters (``[B, 1]`` rows bound to the
+        whole chunk, :mod:`sims.algorithms.per_replica`) take the reference form."""
         if any(torch.is_tensor(getattr(member, f.name)) for member in self.members
                for f in dataclasses.fields(member)):
             return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
         active, rows = self._rows(lstate, mask, ctx)
+        owned = ctx.extra.get("owned_state", False)
+        in_place = torch_fused.usable(None, theta, self.eta_l)
         new_theta, new_states = None, []
         for member, st, mine in zip(self.members, lstate["members"], rows):
             idx = mine.nonzero().squeeze(-1)
             if len(idx) == 0:
                 new_states.append(st)
                 continue
-            sub = dataclasses.replace(ctx, replica=ctx.replica[idx], clients=ctx.clients[idx],
-                                      last_round=ctx.last_round[idx], uniforms=None)
-            th, sst = member.local_step(theta.index_select(0, idx), grad.index_select(0, idx),
-                                        {k: v.index_select(0, idx) for k, v in st.items()},
-                                        None, cstate, None, sub)
             if new_theta is None:
-                new_theta = theta.clone()
-            new_theta.index_copy_(0, idx, th)
-            new_states.append({k: st[k].clone().index_copy_(0, idx, v) for k, v in sst.items()})
+                new_theta = torch_fused.writable(theta, owned)
+            new = None
+            if in_place and member._kernel_rule() and not member._compiled_first(theta):
+                new = member._kernel_rows_step(new_theta, grad, st, None if len(idx) == len(mine)
+                                               else idx, owned, ctx)
+            if new is None:                 # rows gathered (nothing was written above)
+                sub = dataclasses.replace(ctx, replica=ctx.replica[idx], clients=ctx.clients[idx],
+                                          last_round=ctx.last_round[idx], uniforms=None)
+                th, sst = member.local_step(new_theta.index_select(0, idx),
+                                            grad.index_select(0, idx),
+                                            {k: v.index_select(0, idx) for k, v in st.items()},
+                                            None, cstate, None, sub)
+                new_theta.index_copy_(0, idx, th)
+                new = {k: st[k].clone().index_copy_(0, idx, v) for k, v in sst.items()}
+            new_states.append(new)
         return (theta if new_theta is None else new_theta,
                 {"k": lstate["k"] + active.to(theta.dtype), "members": new_states})
 
     def reference_local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
-        """Every member over all rows under the mask of its rows (the readable form)."""
+        """Every member's readable rule (:meth:`JointAdaptive.reference_local_step`) over all
+        rows under the mask of its rows (the readable form)."""
         which = self._strategy(ctx)
         active = torch.ones_like(which, dtype=torch.bool) if mask is None else mask
         new_states = []
@@ -610,7 +727,7 @@ class FedAda2Blend(JointAdaptive):
             mine = active & (which == l)
             if self.step_list[l] is not None:
                 mine = mine & (lstate["k"] < self.step_list[l])
-            theta, st = member.local_step(theta, grad, st, bcast, cstate, mine, ctx)
+            theta, st = member.reference_local_step(theta, grad, st, bcast, cstate, mine, ctx)
             new_states.append(st)
         return theta, {"k": lstate["k"] + active.to(theta.dtype), "members": new_states}
 
