@@ -20,8 +20,9 @@ its piloted eps (:data:`reproduce.fedlamb_common.PILOT`: the eps pilot over eps 
 1e-6, 1e-5, 1e-4, 1e-3, 1e-2}, docs/fedlamb_pilot.md). At ``eps = 1e-8`` the printed Fed-AMS
 does not train at any Table 1 rate on either model (recorded as diverged at the rates >=
 0.005 on the CNN and >= 0.01 on the MLP, at or near chance, <= 12.5 %, at the others; loss
-2.30 -> 13.1 in one round, ``tests/test_fedlamb_readings.py``); its best eps is 1e-4 on the
-CNN and 1e-2 on the MLP (its best rate grows with eps). The printed Fed-LAMB trains at
+2.30 -> 13.1 in one round, ``tests/test_fedlamb_readings.py``); at E = 1 its best eps is
+1e-4 on the CNN and, over two pilot seeds, 1e-5 on the MLP (its best rate grows with eps
+and its best accuracy is nearly flat along that diagonal). The printed Fed-LAMB trains at
 every eps (its steps are normalised per layer); its eps changes its accuracy by at most 2.3
 points at its best rate. ``--printed-eps`` sets one eps, or sweeps a comma list as a grid
 axis of the printed pair; ``--axes METHOD.KEY=v1,v2`` replaces a method's values (pilots);
@@ -33,16 +34,20 @@ the figure title and the summary.
 
 Tuning. The CPU default (``--grid sub``) runs each method over a two-rate sub-grid from a
 recorded pilot (:data:`reproduce.fedlamb_common.PILOT`, docs/fedlamb_pilot.md: Table 1's
-whole rate grids, Fed-LAMB over every lambda, one seed, 15 rounds, E = 1, both models, read
-at round 12): the pilot's best rate and its better Table 1 neighbour, Fed-LAMB at the
-pilot's best lambda (0.01 for both models; the three lambdas were within 1.2 points of each
+whole rate grids, Fed-LAMB over every lambda, one seed, 15 rounds, both models, read at
+round 12; one pilot at E = 1 and one at E = 2, each panel takes its own E's,
+:func:`reproduce.fedlamb_common.pilot_key`): the pilot's best rate and its better Table 1
+neighbour, Fed-LAMB at the pilot's best lambda (E = 1: 0.01 and rate 0.1 for both models,
+E = 2: 0 and rates 0.05 / 0.03, one Table 1 step lower; the three lambdas were within 1.2 points of each
 other at every rate up to 0.1; past the best, at 0.3-0.5 on the MLP, lambda = 0.1 was up to
 20 points better but still far below the best), the printed pair at its pilot best point;
 selection over 3 seeds by the paper's rule. 3 seeds, **12 rounds** (evaluated every 2), E =
-1 and 2 (the E = 2 panels use the E = 1 pilot's sub-grid). ``--grid near`` runs each rate's
+1 and 2. ``--grid near`` runs each rate's
 Table 1 neighbours and every lambda; ``--full``: the whole Table 1 grids (Fed-LAMB over
 lambda too), 3 seeds, 100 rounds (the paper does not state its rounds), E = 1, 3, 5: its
-cost, extrapolated from the measured per-round times, is printed by the check. T5 (the
+cost, extrapolated from the measured per-round times, is printed by the check (one slice of
+it was run and timed: docs/fedlamb_pilot.md; ``--methods``, ``--models`` and ``--epochs``
+narrow ``--full`` to a slice). T5 (the
 consensus bound) is printed by the check on a real run
 (:func:`reproduce.fedlamb_common.consensus_lines`).
 """
@@ -56,7 +61,7 @@ from . import fedlamb_common as fl
 
 PAPER, TARGET = "Fed-LAMB", "Figures 1-2"
 TITLE = "MNIST non-iid, CNN and MLP: Fed-LAMB vs Fed-AMS and Fed-SGD (test accuracy)"
-DEFAULT_COST = ("3.9 CPU-min, 3.9 min of wall time in a heavy slot on the shared 2-core machine "
+DEFAULT_COST = ("4.1 CPU-min, 4.5 min of wall time in a heavy slot on the shared 2-core machine "
                 "(embedded MNIST subset, 2 models x E in {1, 2}, the sub-grid's 8 points per "
                 "panel, 3 seeds, 12 rounds)")
 
@@ -94,8 +99,9 @@ def methods(cfg) -> list[str]:
 def runs(cfg):
     if not 1 <= cfg.m <= cfg.n:
         raise common.EntryError(f"--m must be in [1, --n], got m={cfg.m}, n={cfg.n}")
-    return fl.make_runs(cfg, settings(cfg), methods(cfg), lambda s, m: fl.pilot_best(s.model, m),
-                        sub=lambda s, m: fl.pilot_subgrid(s.model, m))
+    return fl.make_runs(cfg, settings(cfg), methods(cfg),
+                        lambda s, m: fl.pilot_best(fl.pilot_key(s.model, s.epochs), m),
+                        sub=lambda s, m: fl.pilot_subgrid(fl.pilot_key(s.model, s.epochs), m))
 
 
 def plot(df, cfg):

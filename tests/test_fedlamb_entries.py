@@ -253,3 +253,41 @@ def test_full_is_the_papers_scale(entry, epochs, per_setting, tmp_path):
     assert len(runs) == len(settings) * len(per_setting)
     for r in runs:
         assert _grid_points(r) == TABLE1_POINTS[r.params["method"]], r.name
+
+
+def test_full_can_be_run_one_cell_at_a_time(tmp_path):
+    """A slice of ``--full`` (docs/fedlamb_pilot.md, "a measured slice of --full"): explicit
+    ``--methods``, ``--models`` and ``--epochs`` narrow it to one method's whole Table 1 grid on
+    one panel, still at 3 seeds and 100 rounds, every round evaluated."""
+    cfg = common.parse_config(fedlamb_fig12, ["--full", "--methods", "fed-sgd", "--models",
+                                              "mlp-dropout", "--epochs", "1",
+                                              "--out", str(tmp_path)])
+    runs = fedlamb_fig12.runs(cfg)
+    assert (cfg.seeds, cfg.rounds, cfg.grid, cfg.eval_every) == (3, 100, "table1", 1)
+    assert [r.params["setting"] for r in runs] == ["mlp-dropout_E1"]
+    assert [r.params["method"] for r in runs] == ["fed-sgd"]
+    assert _grid_points(runs[0]) == 9
+    cfg = common.parse_config(fedlamb_supp1, ["--full", "--methods", "adp-fed", "--datasets",
+                                              "fmnist", "--out", str(tmp_path)])
+    runs = fedlamb_supp1.runs(cfg)
+    assert [(r.params["setting"], _grid_points(r)) for r in runs] == [("fmnist", 120)]
+
+
+def test_fig12_panels_take_their_own_epochs_pilot(tmp_path):
+    """Main Figs. 1-2's default sub-grids: an E = 2 panel runs the E = 2 pilot's
+    (``PILOT["MODEL_E2"]``), an E = 1 panel the E = 1 pilot's, and a number of epochs with no
+    pilot of its own (E = 3) falls back to E = 1's (:func:`fedlamb_common.pilot_key`)."""
+    cfg = common.parse_config(fedlamb_fig12, ["--epochs", "1,2,3", "--out", str(tmp_path)])
+    runs = {r.name: r for r in fedlamb_fig12.runs(cfg)}
+    differ = 0
+    for model in fedlamb_fig12.MODEL_LABEL:
+        assert (fl.pilot_key(model, 1), fl.pilot_key(model, 2), fl.pilot_key(model, 3)) == (
+            model, f"{model}_E2", model)
+        for method in fedlamb_fig12.methods(cfg):
+            for e, key in ((1, model), (2, f"{model}_E2"), (3, model)):
+                ran = {a["key"]: tuple(a["values"])
+                       for a in runs[f"{model}_E{e}_{method}"].params["grid"]["axes"]}
+                assert ran == fl.grid_axes(method, "sub", fl.pilot_best(key, method),
+                                           fl.pilot_subgrid(key, method)), (model, e, method)
+            differ += fl.pilot_subgrid(model, method) != fl.pilot_subgrid(f"{model}_E2", method)
+    assert differ >= 2          # the E = 2 pilot moved some sub-grids: the two are told apart
