@@ -720,27 +720,49 @@ def header_lines(entry, cfg, df, dataset: str, clients: int, batch: int) -> list
     return lines
 
 
+def round_seconds(per_epoch_cells):
+    """Seconds a round at each local-epoch count, fitted to measured cells: ``per_epoch_cells``
+    maps E to the mean measured seconds per round at E. With two or more E, the least-squares
+    line ``a + b E`` (a round's fixed part ``a``: aggregation, evaluation; ``b`` per epoch,
+    both clipped at 0); with one E, proportional to E. Returns a function of E."""
+    es = sorted(per_epoch_cells)
+    if len(es) == 1:
+        unit = per_epoch_cells[es[0]] / es[0]
+        return lambda e: unit * e
+    x = np.array(es, float)
+    y = np.array([per_epoch_cells[e] for e in es], float)
+    b = max(float(np.polyfit(x, y, 1)[0]), 0.0)
+    a = max(float(np.mean(y - b * x)), 0.0)
+    return lambda e: a + b * e
+
+
 def cost_lines(df, cfg, *, full_seeds: int, full_rounds: int, full_epochs, methods) -> list[str]:
     """``--full``'s cost, extrapolated from this run's measured seconds per round (the
-    engine's ``wall_time`` of each cell, evaluation included) per seed and
-    per local epoch, times Table 1's grid sizes, ``full_seeds``, ``full_rounds`` and the
-    ``full_epochs`` of every model/dataset."""
+    engine's ``wall_time`` of each cell, evaluation included) per seed: per model/dataset and
+    method a line ``a + b E`` through the measured E (:func:`round_seconds`; proportional to E
+    when one E was run), summed over the ``full_epochs``, times Table 1's grid sizes,
+    ``full_seeds`` and ``full_rounds``. docs/fedlamb_pilot.md ("A measured slice of --full")
+    holds it to a measured cell."""
     wall = df[df.metric == "wall_time"]
     if not len(wall):
         return []
     keys = ["setting", "method", "point", "seed", "epochs"]
     per = wall.groupby(keys).agg(t=("value", "max"), rounds=("round", "max")).reset_index()
-    per["unit"] = per.t / per.rounds / per.epochs          # s per round, seed (cell), epoch
-    units = per.groupby([per.setting.str.replace(r"_E\d+$", "", regex=True), "method"]).unit.mean()
+    per["round_s"] = per.t / per.rounds                  # s per round, seed (cell)
+    per["unit"] = per.round_s / per.epochs               # ... and per local epoch
+    per["group"] = per.setting.str.replace(r"_E\d+$", "", regex=True)
+    units = per.groupby(["group", "method"]).unit.mean()
     total = 0.0
-    for (group, method), unit in units.items():
-        total += (unit * grid_size(base_method(method)) * full_seeds * full_rounds
-                  * sum(full_epochs))
+    for (group, method), cells in per.groupby(["group", "method"]):
+        fit = round_seconds(cells.groupby("epochs").round_s.mean().to_dict())
+        total += (sum(fit(e) for e in full_epochs) * grid_size(base_method(method))
+                  * full_seeds * full_rounds)
     measured = ", ".join(f"{LABELS.get(m, m)} {1000 * u:.0f}" for m, u in
                          units.groupby(level=1).mean().items())
     return [f"cost: measured ms per round per seed per local epoch (mean over settings): "
             f"{measured}; --full (Table 1 grids: "
             + ", ".join(f"{LABELS.get(m, m)} {grid_size(base_method(m))}" for m in methods)
             + f" points; {full_seeds} seeds, {full_rounds} rounds, E in "
-            f"{tuple(full_epochs)}) extrapolates to {total / 3600:.1f} h of this machine "
+            f"{tuple(full_epochs)}; a round's cost fitted as a + b E over the measured E) "
+            f"extrapolates to {total / 3600:.1f} h of this machine "
             f"({total / 86400:.2f} days)"]

@@ -291,3 +291,14 @@ def test_fig12_panels_take_their_own_epochs_pilot(tmp_path):
                                            fl.pilot_subgrid(key, method)), (model, e, method)
             differ += fl.pilot_subgrid(model, method) != fl.pilot_subgrid(f"{model}_E2", method)
     assert differ >= 2          # the E = 2 pilot moved some sub-grids: the two are told apart
+
+
+def test_cost_fit_is_a_line_in_local_epochs():
+    """--full's cost line: a round's measured seconds at two or more E are fitted as a + b E
+    (a fixed part per round), recovered exactly from points on a line; with one E it is
+    proportional to E; a negative fixed part or slope is clipped at 0."""
+    fit = fl.round_seconds({1: 0.09, 2: 0.14, 4: 0.24})
+    assert [fit(e) for e in (1, 3, 5)] == pytest.approx([0.09, 0.19, 0.29])
+    assert fl.round_seconds({2: 0.3})(5) == pytest.approx(0.75)
+    assert fl.round_seconds({1: 0.1, 2: 0.3})(1) == pytest.approx(0.2 * 1 + 0.0)
+    assert fl.round_seconds({1: 0.3, 2: 0.2})(4) == pytest.approx(0.25)
