@@ -145,6 +145,23 @@ def test_fast_frozen_step_per_row_rate(kind, lamb):
         torch.testing.assert_close(got, want, **TOL)
 
 
+@pytest.mark.parametrize("phi,lam", [("clip", 0.0), ("clip", 0.1), ("identity", 0.1),
+                                     ("update_norm", 0.0)])
+def test_trust_step_in_place_equals_new(phi, lam):
+    """``trust_step(..., out=theta)`` (the LAMB variants' owned step) overwrites ``theta``
+    with what the readable ``TrustRatio`` gives."""
+    from sims.optim import TrustRatio, trust_step
+    layout = _layout()
+    gen = torch.Generator().manual_seed(9)
+    theta, u = _rand(gen, layout.d), _rand(gen, layout.d)
+    u[1, :20] = 0.0
+    trust = TrustRatio(phi, lam=lam)
+    want = theta - 0.05 * trust(theta, u, layout)
+    got = trust_step(trust, theta, u, layout, 0.05, out=theta)
+    assert got is theta
+    torch.testing.assert_close(got, want, **TOL)
+
+
 def test_beta1_zero_and_sgdm_base():
     """``beta1 = 0`` (``m = g``) takes the fast form; SGD with momentum keeps the readable
     rule (the fast form is not offered for it)."""
