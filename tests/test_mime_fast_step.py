@@ -7,7 +7,8 @@ readable rule is ``MimeLite._frozen_step_reference`` (the base rule's direction 
 ``_advance``) and, written out here, ``AdaptiveRule.reference_direction``. Covered: the AMSGrad
 and Adam bases (SGD with momentum stays on the readable rule), MimeLite, Mime (SVRG
 correction), their LAMB variants, masked and unmasked steps, per-row rates, several steps in a
-row with the in-place (owned) update, the per-broadcast cache (never stale across rounds,
+row with the in-place (owned) update, one block of rows or several (the fast form runs
+its passes on row blocks), the per-broadcast cache (never stale across rounds,
 replicas, in-place changes or constants; dropped when pickled), and whole engine runs with
 the fast form on and off.
 """
@@ -79,6 +80,13 @@ def _ctx(layout, owned=False):
     return ctx
 
 
+def _rows_per_block(alg, rows, d):
+    """Row blocks of ``rows`` rows (None: the default size, here one block)."""
+    if rows is not None:
+        alg.frozen_block_bytes = rows * d * 8               # float64 rows
+    return alg
+
+
 def _written_out(alg, theta, g, bcast, mask, lr, layout, anchor=None, c=None):
     """``theta - lr U(g; s)`` from ``AdaptiveRule.reference_direction`` (the rule as written in
     its docstring), not through any fast form."""
@@ -91,14 +99,16 @@ def _written_out(alg, theta, g, bcast, mask, lr, layout, anchor=None, c=None):
     return new if mask is None else torch.where(mask.unsqueeze(-1), new, theta)
 
 
-@pytest.mark.parametrize("base,kind,lamb,masked", list(itertools.product(
-    ["amsgrad", "adam"], ["lite", "mime"], [False, True], [False, True])))
-def test_fast_frozen_step_equals_readable_rule(base, kind, lamb, masked, monkeypatch):
+@pytest.mark.parametrize("base,kind,lamb,masked,rows", list(itertools.product(
+    ["amsgrad", "adam"], ["lite", "mime"], [False, True], [False, True], [None, 3])))
+def test_fast_frozen_step_equals_readable_rule(base, kind, lamb, masked, rows, monkeypatch):
     """Several local steps through ``_frozen_step`` (the fast form, in place from the second
-    step on) against ``_frozen_step_reference`` and the written-out rule, both on their own
-    copies; the fast form must be the one taken."""
+    step on; one block of rows, or blocks of 3 rows and 1) against ``_frozen_step_reference``
+    and the written-out rule, both on their own copies; the fast form must be the one
+    taken."""
     layout = _layout()
-    alg = CLASSES[(kind, lamb)](eta_l=0.05, base=base, lam=0.01 if lamb else 0.0)
+    alg = _rows_per_block(CLASSES[(kind, lamb)](eta_l=0.05, base=base,
+                                                lam=0.01 if lamb else 0.0), rows, layout.d)
     assert alg._frozen_fast_ok()
     taken = []
     fast = alg._frozen_step_fast
@@ -128,11 +138,13 @@ def test_fast_frozen_step_equals_readable_rule(base, kind, lamb, masked, monkeyp
         assert torch.equal(bcast[k], v), k
 
 
-@pytest.mark.parametrize("kind,lamb", list(itertools.product(["lite", "mime"], [False, True])))
-def test_fast_frozen_step_per_row_rate(kind, lamb):
-    """A rate per row (``[B, 1]``, a per-replica ``eta_l``), in place and not, masked and not."""
+@pytest.mark.parametrize("kind,lamb,rows", list(itertools.product(["lite", "mime"],
+                                                                  [False, True], [None, 1, 3])))
+def test_fast_frozen_step_per_row_rate(kind, lamb, rows):
+    """A rate per row (``[B, 1]``, a per-replica ``eta_l``), in place and not, masked and not,
+    in one block of rows or several (each block takes its own rows' rates)."""
     layout = _layout()
-    alg = CLASSES[(kind, lamb)](eta_l=0.05)
+    alg = _rows_per_block(CLASSES[(kind, lamb)](eta_l=0.05), rows, layout.d)
     gen = torch.Generator().manual_seed(11)
     bcast = _bcast(alg, gen, layout.d)
     lr = torch.tensor([[0.05], [0.01], [0.2], [0.1]], dtype=torch.float64)
@@ -235,19 +247,21 @@ def _tiny_problem():
     return NeuralProblem(ds, parts, MLP(16, 8, 3), batch_size=4, dtype=torch.float64)
 
 
-@pytest.mark.parametrize("name,base", [("mimelite", "amsgrad"), ("mimelite-lamb", "amsgrad"),
-                                       ("mime", "amsgrad"), ("mime-lamb", "amsgrad"),
-                                       ("mimelite", "adam"), ("mime", "adam")])
-def test_engine_fast_equals_readable(name, base, monkeypatch):
-    """A few rounds in the engine (two seeds, uneven clients: masked steps) with the fast
-    form on and off give the same trajectory of server models and states."""
+@pytest.mark.parametrize("name,base,rows", [
+    ("mimelite", "amsgrad", None), ("mimelite-lamb", "amsgrad", None), ("mime", "amsgrad", None),
+    ("mime-lamb", "amsgrad", None), ("mimelite", "adam", None), ("mime", "adam", None),
+    ("mimelite", "amsgrad", 4), ("mime-lamb", "amsgrad", 4)])
+def test_engine_fast_equals_readable(name, base, rows, monkeypatch):
+    """A few rounds in the engine (two seeds, uneven clients: masked steps; 6 participant
+    rows, in one block or blocks of 4 and 2) with the fast form on and off give the same
+    trajectory of server models and states."""
     problem = _tiny_problem()
     out, calls = {}, []
     fast = MimeLite._frozen_step_fast
     monkeypatch.setattr(MimeLite, "_frozen_step_fast",
                         lambda self, *a, **k: calls.append(a[3] is not None) or fast(self, *a, **k))
     for on in (True, False):
-        alg = make_for_problem(name, problem, base=base)
+        alg = _rows_per_block(make_for_problem(name, problem, base=base), rows, problem.d)
         alg.fast_frozen = on
         calls.clear()
         res = engine.run(problem, alg, Participation("fixed", m=3), 3, [0, 1], eval_every=0)
