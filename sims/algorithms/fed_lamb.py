@@ -435,7 +435,8 @@ class MimeLite(Algorithm):
         p, q = self._frozen_terms(bcast["s_v"], bcast["s_vhat"] if r.amsgrad else None)
         out = theta if owned and mask is None else torch.empty_like(theta)
         B = theta.shape[0]
-        rows = max(1, int(self.frozen_block_bytes) // max(1, theta[0].nbytes))
+        row_bytes = max(1, theta.shape[-1] * theta.element_size())
+        rows = max(1, int(self.frozen_block_bytes) // row_bytes)
         per_row = torch.is_tensor(lr) and lr.dim() > 0 and lr.shape[0] == B
         for lo in range(0, B, rows):
             sl = slice(lo, lo + rows)
