@@ -420,11 +420,12 @@ class MimeLite(Algorithm):
         variants: ``u = num den`` (1 pass) and :func:`sims.optim.trust_step` on the whole
         ``u`` (two reads for the layer norms, one step pass).
 
-        The passes run on blocks of rows of about :attr:`frozen_block_bytes` each (one block
-        when ``[B, d]`` is that small): a block's temporaries (``g``, ``den``, ``num``) stay in
-        the cache between its passes, so ``g, m, P, Q`` stream from memory once
-        (measured on the benchmark's 25 x 159,010 float32, one thread: 5-10% of a round
-        faster than whole-tensor passes for all four algorithms). ``owned`` (the engine's
+        On the CPU the passes run on blocks of rows of about :attr:`frozen_block_bytes` each
+        (one block when ``[B, d]`` is that small, and on other devices): a block's
+        temporaries (``g``, ``den``, ``num``) stay in the cache between its passes, so ``g,
+        m, P, Q`` stream from memory once (measured on the benchmark's 25 x 159,010 float32,
+        one thread: 5-10% of a round faster than whole-tensor passes for all four
+        algorithms). ``owned`` (the engine's
         ``ctx.extra["owned_state"]``) and no mask: ``theta`` is overwritten (also a few
         percent faster than a fresh output); else a new tensor, masked rows keeping
         ``theta``. The same arithmetic as the reference up to rounding (``eps`` added before
@@ -442,7 +443,8 @@ class MimeLite(Algorithm):
         out = None if lamb else theta if in_place else torch.empty_like(theta)
         B = theta.shape[0]
         row_bytes = max(1, theta.shape[-1] * theta.element_size())
-        rows = max(1, int(self.frozen_block_bytes) // row_bytes)
+        rows = (max(1, int(self.frozen_block_bytes) // row_bytes)
+                if theta.device.type == "cpu" else B)   # a GPU: one launch per pass
         per_row = torch.is_tensor(lr) and lr.dim() > 0 and lr.shape[0] == B
         for lo in range(0, B, rows):
             sl = slice(lo, lo + rows)
