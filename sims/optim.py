@@ -433,10 +433,11 @@ def layer_norms_fast(x: torch.Tensor, layout) -> torch.Tensor:
 
 
 def trust_step(trust: "TrustRatio", theta: torch.Tensor, u: torch.Tensor, layout,
-               lr) -> torch.Tensor:
+               lr, out: torch.Tensor | None = None) -> torch.Tensor:
     """``theta - lr * trust(theta, u, layout)`` (:class:`TrustRatio`, Fed-LAMB Alg. 2 line
-    13) as a new tensor: the layer norms from slices, then each layer's step as one
-    ``addcmul`` with its ``[B, 1]`` factor ``-lr phi / ||w_l||``."""
+    13) as a new tensor (or written into ``out``, which may be ``theta`` itself: every norm
+    is taken before the first write): the layer norms from slices, then each layer's step as
+    one ``addcmul`` with its ``[B, 1]`` factor ``-lr phi / ||w_l||``."""
     w = axpy(u, theta, trust.lam) if trust.lam else u
     w_norm = layer_norms_fast(w, layout)
     if trust.phi == "update_norm":
@@ -448,7 +449,7 @@ def trust_step(trust: "TrustRatio", theta: torch.Tensor, u: torch.Tensor, layout
     ratio = torch.where(w_norm > 0, scale / torch.where(w_norm > 0, w_norm, 1.0),
                         torch.zeros_like(w_norm))
     factor = ratio * (-lr)                          # [B, L] (lr a number or [B, 1])
-    out = torch.empty_like(theta)
+    out = torch.empty_like(theta) if out is None else out
     for i, sl in enumerate(layout.slices):
         torch.addcmul(theta[:, sl], w[:, sl], factor[:, i:i + 1], out=out[:, sl])
     return out
