@@ -408,8 +408,13 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
                 # theta and lstate are what the previous local_step returned (in-place steps
                 # may overwrite them, sims.compiled); never what local_start handed out
                 ctx.extra["owned_state"] = k > 0
-                g = problem.stoch_grad(theta, cli, payload[:, k])
-                if getattr(algorithm, "needs_anchor_grad", False):   # same minibatch at the start
+                if not getattr(algorithm, "needs_anchor_grad", False):
+                    g = problem.stoch_grad(theta, cli, payload[:, k])
+                elif hasattr(problem, "stoch_grad_pair"):   # both on one gathered minibatch
+                    g, ctx.extra["anchor_grad"] = problem.stoch_grad_pair(
+                        theta, bcast["theta"], rep, cli, payload[:, k])
+                else:                                       # same minibatch at the start
+                    g = problem.stoch_grad(theta, cli, payload[:, k])
                     ctx.extra["anchor_grad"] = problem.stoch_grad(b_cast["theta"], cli,
                                                                   payload[:, k])
                 theta, lstate = algorithm.local_step(theta, g, lstate, b_cast, c_state,
