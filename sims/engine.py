@@ -458,6 +458,11 @@ def _round_gradient(problem, theta, rep_np, cli_np, counts, max_batch):
         for lo in range(0, len(cli_np), max_batch):
             rep = torch.as_tensor(rep_np[lo:lo + max_batch], device=device)
             cli = torch.as_tensor(cli_np[lo:lo + max_batch], device=device)
-            _add_per_replica(total, rep, problem.full_grad(start_rows(theta, rep), cli))
+            summed = (problem.full_grad_sum(theta, rep, cli)     # per replica, or None
+                      if hasattr(problem, "full_grad_sum") else None)
+            if summed is None:
+                _add_per_replica(total, rep, problem.full_grad(start_rows(theta, rep), cli))
+            else:
+                total += summed
     counts_t = torch.as_tensor(counts, device=device, dtype=theta.dtype)
     return total / counts_t.clamp_min(1).unsqueeze(-1)

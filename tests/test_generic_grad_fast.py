@@ -156,3 +156,37 @@ def test_dropout_model_pair_is_the_two_calls():
     torch.manual_seed(5)
     assert torch.equal(g, prob.stoch_grad(theta, torch.arange(5), payload))
     assert torch.equal(anchor, prob.stoch_grad(server[rep], torch.arange(5), payload))
+
+
+@pytest.mark.parametrize("model", [lambda: MLP(784, hidden=6), lambda: LogReg(784)])
+def test_full_grad_sum_equals_summed_full_grads_float64(model, monkeypatch):
+    """Mime's round gradient: per replica, one product per layer over all its participants'
+    samples (blocks smaller than a replica's samples) == the sum of per-client full_grad."""
+    from sims.batching import start_rows
+    prob = _problem(model())
+    server = torch.stack([prob.init_theta(s) for s in range(3)])
+    rep = torch.as_tensor([0, 2, 2, 0, 2])          # replica 1 has no participant
+    clients = torch.as_tensor([4, 0, 3, 1, 2])
+    got = prob.full_grad_sum(server, rep, clients)
+    per_row = prob.full_grad(start_rows(server, rep), clients)
+    want = torch.zeros_like(server).index_add_(0, rep, per_row)
+    assert _rel(got, want) < 1e-12 and torch.equal(got[1], torch.zeros_like(got[1]))
+    rows = np.concatenate([prob.parts[c] for c in (4, 1)])
+    w = torch.as_tensor(np.concatenate([np.full(len(prob.parts[c]), 1 / len(prob.parts[c]))
+                                        for c in (4, 1)]))
+    small = mlp_grad.stack_full_grad_sum(server[0], prob.layout, prob.x.flatten(1), prob.y,
+                                         torch.as_tensor(rows), w, block=7)
+    assert _rel(small, want[0]) < 1e-12
+    if onednn_available(torch.zeros(1)):             # float32 through oneDNN
+        monkeypatch.setattr(mlp_grad, "ONEDNN_MIN_MACS", 0)
+        f32 = mlp_grad.stack_full_grad_sum(server[0].float(), prob.layout,
+                                           prob.x.flatten(1).float(), prob.y,
+                                           torch.as_tensor(rows), w.float(), block=7)
+        assert _rel(f32, want[0]) < 1e-5
+
+
+def test_full_grad_sum_declines_without_fast_gradient():
+    prob = _problem(MLP(784, hidden=6), fast_grad=False)
+    server = prob.init_theta(0).unsqueeze(0)
+    assert prob.full_grad_sum(server, torch.zeros(2, dtype=torch.long),
+                              torch.as_tensor([0, 1])) is None

@@ -164,3 +164,45 @@ def stack_grad_pair(theta: torch.Tensor, server: torch.Tensor, rep: torch.Tensor
     anchor = _grad(_layers(list(layout.unflatten(server).values()), replica_runs(rep)), h, y, w,
                    _Out(layout, B, theta), use)
     return g, anchor
+
+
+def stack_full_grad_sum(model: torch.Tensor, layout, x_flat: torch.Tensor, y: torch.Tensor,
+                        index: torch.Tensor, weight: torch.Tensor, block: int = 4096,
+                        onednn: bool | None = None) -> torch.Tensor:
+    """``sum_s weight_s grad CE(model; x_s, y_s)`` ``[d]`` over the samples ``index[N]`` (rows
+    of ``x_flat[n, in]`` and ``y[n]``) at one model ``model[d]``: Mime's
+    ``sum_{i in S} grad f_i(x)`` for one replica with ``weight_s = 1 / |D_i|`` (Karimireddy
+    et al. Alg. 1, ``c``), as one product per layer over all the replica's participants'
+    samples (``block`` samples at a time) instead of a ``[B, d]`` gradient per participant:
+    every sample is evaluated at the same ``x``, so the forward products and the summed
+    weight gradient ``dZ^T H`` are single large products."""
+    use = _use_onednn(model, onednn)
+    params = list(layout.unflatten(model).values())
+    weights, biases = params[0::2], params[1::2]
+    out = torch.zeros_like(model)
+    views = list(layout.unflatten(out).values())
+    for s in range(0, len(index), block):
+        rows = index[s:s + block]
+        h = x_flat.index_select(0, rows)
+        big = use and len(rows) * weights[0].shape[0] * weights[0].shape[1] >= ONEDNN_MIN_MACS
+        inputs, pre = [], []
+        for i, (W, b) in enumerate(zip(weights, biases)):
+            inputs.append(h)
+            z = _onednn(h, W, b) if big else torch.addmm(b, h, W.T)
+            if i < len(weights) - 1:
+                pre.append(z)
+                h = torch.relu(z)
+        dz = torch.softmax(z, dim=-1)
+        labels = y.index_select(0, rows).unsqueeze(-1)
+        dz.scatter_add_(-1, labels, -torch.ones(labels.shape, dtype=dz.dtype, device=dz.device))
+        dz.mul_(weight[s:s + block].unsqueeze(-1))
+        for i in range(len(weights) - 1, -1, -1):
+            W = weights[i]
+            if use and len(rows) * W.shape[0] * W.shape[1] >= ONEDNN_MIN_MACS:
+                views[2 * i].add_(_onednn(dz.T, inputs[i].T))
+            else:
+                views[2 * i].addmm_(dz.T, inputs[i])
+            views[2 * i + 1].add_(dz.sum(0))
+            if i > 0:
+                dz = relu_backward(dz @ W, pre[i - 1])
+    return out

@@ -25,7 +25,7 @@ from ..params import ParamLayout
 from .gram_sgd import ClientGram, gram_sgd_delta
 from .linear_stack import (is_linear_stack, linear_stack_grad, linear_stack_logits,
                            linear_stack_sgd_, linear_stack_sgd_delta)
-from .mlp_grad import stack_grad, stack_grad_pair
+from .mlp_grad import stack_full_grad_sum, stack_grad, stack_grad_pair
 
 
 class NeuralProblem:
@@ -291,6 +291,27 @@ class NeuralProblem:
                 if bool((share > 0).any()):
                     g = self.stoch_grad(th, clients[lo:lo + rows], block)
                     out[lo:lo + rows] += g * share.unsqueeze(-1)
+        return out
+
+    def full_grad_sum(self, server: torch.Tensor, rep: torch.Tensor, clients: torch.Tensor):
+        """``[R, d]``: row ``r`` the sum of :meth:`full_grad` at ``server[r]`` over the rows
+        ``b`` with ``rep[b] == r`` (what the engine's round gradient sums per replica), each
+        replica's participants' samples in one product per layer
+        (:func:`sims.problems.mlp_grad.stack_full_grad_sum`); None without the fast gradient
+        (the engine then sums :meth:`full_grad`)."""
+        if not (self.fast_path and self.fast_grad):
+            return None
+        out = torch.zeros_like(server)
+        x_flat = self.x.reshape(len(self.x), -1)
+        rep_np, cli_np = np.asarray(rep.tolist()), np.asarray(clients.tolist())
+        for r in np.unique(rep_np):
+            parts = [self.parts[c] for c in cli_np[rep_np == r]]
+            index = torch.as_tensor(np.concatenate(parts), device=self.device)
+            weight = torch.as_tensor(np.concatenate([np.full(len(p), 1.0 / len(p))
+                                                     for p in parts]),
+                                     dtype=server.dtype, device=self.device)
+            out[int(r)] = stack_full_grad_sum(server[int(r)], self.layout, x_flat, self.y,
+                                              index, weight)
         return out
 
     # ----------------------------------------------------------------- reference path
