@@ -412,7 +412,7 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
                     g = problem.stoch_grad(theta, cli, payload[:, k])
                 elif hasattr(problem, "stoch_grad_pair"):   # both on one gathered minibatch
                     g, ctx.extra["anchor_grad"] = problem.stoch_grad_pair(
-                        theta, bcast["theta"], rep, cli, payload[:, k])
+                        theta, bcast["theta"], rep, cli, payload[:, k], at_start=k == 0)
                 else:                                       # same minibatch at the start
                     g = problem.stoch_grad(theta, cli, payload[:, k])
                     ctx.extra["anchor_grad"] = problem.stoch_grad(b_cast["theta"], cli,

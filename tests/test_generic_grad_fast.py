@@ -89,6 +89,11 @@ def test_pair_equals_two_reference_gradients_float64(model, rep):
     assert _rel(anchor, want) < 1e-12
     pg, pa = prob.stoch_grad_pair(theta, server, rep, torch.arange(5), payload)
     assert torch.equal(pg, g) and torch.equal(pa, anchor)
+    # a client's first step (theta = server[rep]): one evaluation, g - anchor exactly 0
+    g0, a0 = prob.stoch_grad_pair(server[rep], server, rep, torch.arange(5), payload,
+                                  at_start=True)
+    assert torch.equal(a0, anchor) and torch.equal(g0, a0)
+    assert g0.data_ptr() != a0.data_ptr()
 
 
 @pytest.mark.skipif(not onednn_available(torch.zeros(1)), reason="no oneDNN on this build")

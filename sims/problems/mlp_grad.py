@@ -155,14 +155,15 @@ def stack_grad_pair(theta: torch.Tensor, server: torch.Tensor, rep: torch.Tensor
                     onednn: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(grad at theta[B, d], grad at server[rep])`` on the same minibatch (Mime's
     ``grad f_i(y; z)`` and ``grad f_i(x; z)``, Karimireddy et al. Alg. 1): the second with each
-    replica's weights shared by its rows (``rep`` in runs), one product per replica."""
-    B = theta.shape[0]
-    use = _use_onednn(theta, onednn)
+    replica's weights shared by its rows (``rep`` in runs), one product per replica.
+    ``theta`` None: the anchor only (``(None, anchor)``)."""
+    B = len(rep)
+    use = _use_onednn(server, onednn)
     h = x.reshape(B, x.shape[1], -1)
-    g = _grad(_layers(list(layout.unflatten(theta).values())), h, y, w,
-              _Out(layout, B, theta), use)
+    g = None if theta is None else _grad(_layers(list(layout.unflatten(theta).values())), h,
+                                         y, w, _Out(layout, B, theta), use)
     anchor = _grad(_layers(list(layout.unflatten(server).values()), replica_runs(rep)), h, y, w,
-                   _Out(layout, B, theta), use)
+                   _Out(layout, B, server), use)
     return g, anchor
 
 

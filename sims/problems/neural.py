@@ -173,14 +173,21 @@ class NeuralProblem:
         return self._batched_grad(theta, x, y, w)
 
     def stoch_grad_pair(self, theta: torch.Tensor, server: torch.Tensor, rep: torch.Tensor,
-                        clients: torch.Tensor, payload: torch.Tensor):
+                        clients: torch.Tensor, payload: torch.Tensor, at_start: bool = False):
         """``(stoch_grad(theta), stoch_grad(server[rep]))`` on the same minibatch (Mime's
         ``grad f_i(y; z)`` and anchor ``grad f_i(x; z)``). The fast gradient gathers the
         minibatch once and runs the anchor's products with each replica's shared weights
-        (:func:`sims.problems.mlp_grad.stack_grad_pair`); otherwise two :meth:`stoch_grad`
-        calls in that order (with dropout: independent masks, as before)."""
+        (:func:`sims.problems.mlp_grad.stack_grad_pair`); ``at_start`` (the caller's promise
+        that ``theta`` is ``server[rep]``, a client's first local step) then evaluates once
+        and returns the anchor and a copy of it, so ``g - anchor`` is exactly 0 there.
+        Otherwise two :meth:`stoch_grad` calls in that order (with dropout: independent
+        masks, as before)."""
         if self.fast_path and self.fast_grad:
-            return stack_grad_pair(theta, server, rep, self.layout, *self.minibatch(payload))
+            x, y, w = self.minibatch(payload)
+            if at_start:
+                anchor = stack_grad_pair(None, server, rep, self.layout, x, y, w)[1]
+                return anchor.clone(), anchor
+            return stack_grad_pair(theta, server, rep, self.layout, x, y, w)
         return (self.stoch_grad(theta, clients, payload),
                 self.stoch_grad(start_rows(server, rep), clients, payload))
 
