@@ -160,7 +160,9 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
     An algorithm with ``needs_round_gradient`` gets each replica's mean full local gradient
     of the round's participants before the broadcast (``round_gradient`` hook), one with
     ``needs_anchor_grad`` each step's minibatch gradient at the start model as well
-    (:mod:`sims.algorithms.base`).
+    (:mod:`sims.algorithms.base`); a problem may compute these together
+    (``stoch_grad_pair``, and ``full_grad_sum`` per replica, or None to decline:
+    :class:`sims.problems.neural.NeuralProblem`).
     Participants run in chunks of at most ``max_batch`` clients (default: as many as keep a
     ``[chunk, d]`` tensor under 32 MiB, see :mod:`sims._malloc`).
     The server models are evaluated every ``eval_every`` rounds and after the last one
