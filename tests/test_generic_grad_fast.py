@@ -195,3 +195,29 @@ def test_full_grad_sum_declines_without_fast_gradient():
     server = prob.init_theta(0).unsqueeze(0)
     assert prob.full_grad_sum(server, torch.zeros(2, dtype=torch.long),
                               torch.as_tensor([0, 1])) is None
+
+
+@pytest.mark.skipif(not onednn_available(torch.zeros(1)), reason="no oneDNN on this build")
+@pytest.mark.parametrize("name", ["fed-ams", "mime"])
+def test_engine_float32_onednn_close_to_reference(name, monkeypatch):
+    """float32 through the engine with every product on oneDNN (threshold lowered for the
+    tiny model; the calls are counted) stays at float32 rounding of the reference run."""
+    calls = []
+    real = mlp_grad._ONEDNN_LINEAR
+
+    def counting(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(mlp_grad, "_ONEDNN_LINEAR", counting)
+    monkeypatch.setattr(mlp_grad, "ONEDNN_MIN_MACS", 0)
+    out = {}
+    for fast in (True, False):
+        prob = _problem(MLP(784, hidden=6), dtype=torch.float32, fast_grad=fast)
+        out[fast] = run(prob, make_for_problem(name, prob), Participation("fixed", m=3), 3,
+                        [0], eval_every=0).server["theta"]
+    assert calls
+    start = _problem(MLP(784, hidden=6), dtype=torch.float32).init_theta(0)
+    moved = float((out[False] - start).abs().max())
+    assert moved > 1e-3
+    assert float((out[True] - out[False]).abs().max()) < 1e-4 * moved     # measured ~3e-6
