@@ -160,7 +160,9 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
     An algorithm with ``needs_round_gradient`` gets each replica's mean full local gradient
     of the round's participants before the broadcast (``round_gradient`` hook), one with
     ``needs_anchor_grad`` each step's minibatch gradient at the start model as well
-    (:mod:`sims.algorithms.base`).
+    (:mod:`sims.algorithms.base`); a problem may compute these together
+    (``stoch_grad_pair``, and ``full_grad_sum`` per replica, or None to decline:
+    :class:`sims.problems.neural.NeuralProblem`).
     Participants run in chunks of at most ``max_batch`` clients (default: as many as keep a
     ``[chunk, d]`` tensor under 32 MiB, see :mod:`sims._malloc`).
     The server models are evaluated every ``eval_every`` rounds and after the last one
@@ -408,8 +410,13 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
                 # theta and lstate are what the previous local_step returned (in-place steps
                 # may overwrite them, sims.compiled); never what local_start handed out
                 ctx.extra["owned_state"] = k > 0
-                g = problem.stoch_grad(theta, cli, payload[:, k])
-                if getattr(algorithm, "needs_anchor_grad", False):   # same minibatch at the start
+                if not getattr(algorithm, "needs_anchor_grad", False):
+                    g = problem.stoch_grad(theta, cli, payload[:, k])
+                elif hasattr(problem, "stoch_grad_pair"):   # both on one gathered minibatch
+                    g, ctx.extra["anchor_grad"] = problem.stoch_grad_pair(
+                        theta, bcast["theta"], rep, cli, payload[:, k], at_start=k == 0)
+                else:                                       # same minibatch at the start
+                    g = problem.stoch_grad(theta, cli, payload[:, k])
                     ctx.extra["anchor_grad"] = problem.stoch_grad(b_cast["theta"], cli,
                                                                   payload[:, k])
                 theta, lstate = algorithm.local_step(theta, g, lstate, b_cast, c_state,
@@ -453,6 +460,11 @@ def _round_gradient(problem, theta, rep_np, cli_np, counts, max_batch):
         for lo in range(0, len(cli_np), max_batch):
             rep = torch.as_tensor(rep_np[lo:lo + max_batch], device=device)
             cli = torch.as_tensor(cli_np[lo:lo + max_batch], device=device)
-            _add_per_replica(total, rep, problem.full_grad(start_rows(theta, rep), cli))
+            summed = (problem.full_grad_sum(theta, rep, cli)     # per replica, or None
+                      if hasattr(problem, "full_grad_sum") else None)
+            if summed is None:
+                _add_per_replica(total, rep, problem.full_grad(start_rows(theta, rep), cli))
+            else:
+                total += summed
     counts_t = torch.as_tensor(counts, device=device, dtype=theta.dtype)
     return total / counts_t.clamp_min(1).unsqueeze(-1)

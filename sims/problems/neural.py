@@ -25,13 +25,15 @@ from ..params import ParamLayout
 from .gram_sgd import ClientGram, gram_sgd_delta
 from .linear_stack import (is_linear_stack, linear_stack_grad, linear_stack_logits,
                            linear_stack_sgd_, linear_stack_sgd_delta)
+from .mlp_grad import stack_full_grad_sum, stack_grad, stack_grad_pair
 
 
 class NeuralProblem:
     def __init__(self, dataset, parts: list[np.ndarray], model: torch.nn.Module, *,
                  batch_size: int = 32, local_epochs: int = 1, local_steps: int | None = None,
                  eval_train_samples: int | None = None, device="cpu", dtype=torch.float32,
-                 eval_chunk: int = 4096, fast_path: bool = True, gram_path: bool | None = None):
+                 eval_chunk: int = 4096, fast_path: bool = True, gram_path: bool | None = None,
+                 fast_grad: bool = True):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if local_steps is None and local_epochs < 1:
@@ -73,6 +75,9 @@ class NeuralProblem:
         self.max_steps = max(self.steps_for(c) for c in range(self.n_clients))
         self._batched_grad = vmap(grad(self._loss), randomness="different")
         self.fast_path = fast_path and is_linear_stack(self.model)
+        # stoch_grad through sims.problems.mlp_grad (oneDNN products in float32 on the CPU,
+        # Mime's anchor gradient with shared weights); False: linear_stack_grad, the reference
+        self.fast_grad = fast_grad
         self._eval_grad = vmap(grad(self._sum_loss, has_aux=True), in_dims=(0, None, None, None))
         self.gram_path = self._choose_gram_path(gram_path)
         self._client_gram = None
@@ -162,8 +167,29 @@ class NeuralProblem:
         """Minibatch gradients ``[B, d]``; ``payload[B, batch]`` holds sample indices."""
         x, y, w = self.minibatch(payload)
         if self.fast_path:
+            if self.fast_grad:
+                return stack_grad(theta, self.layout, x, y, w)
             return linear_stack_grad(theta, self.layout, x, y, w)[0]
         return self._batched_grad(theta, x, y, w)
+
+    def stoch_grad_pair(self, theta: torch.Tensor, server: torch.Tensor, rep: torch.Tensor,
+                        clients: torch.Tensor, payload: torch.Tensor, at_start: bool = False):
+        """``(stoch_grad(theta), stoch_grad(server[rep]))`` on the same minibatch (Mime's
+        ``grad f_i(y; z)`` and anchor ``grad f_i(x; z)``). The fast gradient gathers the
+        minibatch once and runs the anchor's products with each replica's shared weights
+        (:func:`sims.problems.mlp_grad.stack_grad_pair`); ``at_start`` (the caller's promise
+        that ``theta`` is ``server[rep]``, a client's first local step) then evaluates once
+        and returns the anchor and a copy of it, so ``g - anchor`` is exactly 0 there.
+        Otherwise two :meth:`stoch_grad` calls in that order (with dropout: independent
+        masks, as before)."""
+        if self.fast_path and self.fast_grad:
+            x, y, w = self.minibatch(payload)
+            if at_start:
+                anchor = stack_grad_pair(None, server, rep, self.layout, x, y, w)[1]
+                return anchor.clone(), anchor
+            return stack_grad_pair(theta, server, rep, self.layout, x, y, w)
+        return (self.stoch_grad(theta, clients, payload),
+                self.stoch_grad(start_rows(server, rep), clients, payload))
 
     def minibatch(self, payload: torch.Tensor):
         """Inputs, labels and weights (0 = padding) of index rows ``payload[..., b]``.
@@ -272,6 +298,27 @@ class NeuralProblem:
                 if bool((share > 0).any()):
                     g = self.stoch_grad(th, clients[lo:lo + rows], block)
                     out[lo:lo + rows] += g * share.unsqueeze(-1)
+        return out
+
+    def full_grad_sum(self, server: torch.Tensor, rep: torch.Tensor, clients: torch.Tensor):
+        """``[R, d]``: row ``r`` the sum of :meth:`full_grad` at ``server[r]`` over the rows
+        ``b`` with ``rep[b] == r`` (what the engine's round gradient sums per replica), each
+        replica's participants' samples in one product per layer
+        (:func:`sims.problems.mlp_grad.stack_full_grad_sum`); None without the fast gradient
+        (the engine then sums :meth:`full_grad`)."""
+        if not (self.fast_path and self.fast_grad):
+            return None
+        out = torch.zeros_like(server)
+        x_flat = self.x.reshape(len(self.x), -1)
+        rep_np, cli_np = np.asarray(rep.tolist()), np.asarray(clients.tolist())
+        for r in np.unique(rep_np):
+            parts = [self.parts[c] for c in cli_np[rep_np == r]]
+            index = torch.as_tensor(np.concatenate(parts), device=self.device)
+            weight = torch.as_tensor(np.concatenate([np.full(len(p), 1.0 / len(p))
+                                                     for p in parts]),
+                                     dtype=server.dtype, device=self.device)
+            out[int(r)] = stack_full_grad_sum(server[int(r)], self.layout, x_flat, self.y,
+                                              index, weight)
         return out
 
     # ----------------------------------------------------------------- reference path
