@@ -141,3 +141,14 @@ def test_engine_float32_onednn_on_vs_off(image_data, calls, name, gram_path, mon
     moved = float((out[False] - start).abs().max())
     assert moved > 1e-3
     assert float((out[True] - out[False]).abs().max()) < 1e-4 * moved
+
+
+def test_client_gram_feature_major_copy_and_its_bytes(image_data):
+    from sims.problems.gram_sgd import ClientGram
+    parts = unequal_parts()
+    cg = ClientGram(image_data.x_train.float(), parts)
+    xT = cg.xT()
+    assert xT.is_contiguous() and xT.shape == (5, 784, 20)
+    assert torch.equal(xT, cg.x[:, :, :-1].transpose(1, 2)) and cg.xT() is xT
+    assert (ClientGram.nbytes(parts, 784, 4, feature_major=True)
+            - ClientGram.nbytes(parts, 784, 4)) == xT.numel() * 4
