@@ -152,7 +152,8 @@ def lr_scale(w: torch.Tensor, lr: float) -> torch.Tensor:
     return w * (lr / w.sum(-1, keepdim=True).clamp_min(1))
 
 
-def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False, keep=None):
+def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False, keep=None,
+              onednn: bool | None = None):
     """One minibatch step on per-client weights, in place, from inputs ``hT[B, in, b]``
     (feature-major), labels ``y[B, b]`` and per-sample factors ``scale[B, b]`` that include
     the step size (:func:`lr_scale`); a step whose factors are all 0 leaves the weights
@@ -165,11 +166,31 @@ def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False, keep=None
     the weight update ``W -= dZ H^T`` takes ``dZ`` ``[out, b]`` as it comes.
 
     ``keep`` (a number or ``[B, 1]``; None: 1) scales the weights before the update,
-    ``W <- keep W - dZ H^T`` (weight decay / proximal shrinkage, :func:`linear_stack_sgd_`)."""
-    inputs, pre = [], []
+    ``W <- keep W - dZ H^T`` (weight decay / proximal shrinkage, :func:`linear_stack_sgd_`).
+
+    Large layers in float32 on the CPU (the MLP's first layer, ``[200, 784] x [784, 32]``)
+    run the forward product and the weight update as one oneDNN product per client, by the
+    rule and wrapper of :mod:`sims.problems.mlp_grad` (``onednn``: None follows
+    :func:`sims.problems.mlp_grad.use_onednn`, False is the ``bmm`` reference). Measured
+    there (AMD EPYC, one thread, 25 clients of the MLP 784-200-10, batch 32): forward 1.57 ms
+    against 2.68 for ``baddbmm``, update 1.87 ms against 2.19 for ``baddbmm_`` (oneDNN has no
+    ``out=``: the product is subtracted); the whole step, with a feature-major copy of the
+    inputs (the update's right operand), 4.5 ms against 5.4."""
+    from . import mlp_grad      # the shared oneDNN wrapper and rule (mlp_grad imports this module)
+    use = mlp_grad.use_onednn(hT, onednn)
+    B, b = hT.shape[0], hT.shape[2]
+    inputs, pre, big = [], [], []
     for i, (W, bias) in enumerate(zip(weights, biases)):
+        fast = use and mlp_grad.onednn_big(b * W.shape[1] * W.shape[2])
+        if fast:        # zT[c] = W[c] h[c]^T with h sample-major and hT feature-major, contiguous
+            h = hT.transpose(1, 2).contiguous()
+            zT = torch.stack([mlp_grad._onednn(W[c], h[c]) for c in range(B)])
+            zT.add_(bias.unsqueeze(2))
+            hT = hT.contiguous()
+        else:
+            zT = torch.baddbmm(bias.unsqueeze(2), W, hT)     # [B, out, b]
         inputs.append(hT)
-        zT = torch.baddbmm(bias.unsqueeze(2), W, hT)     # [B, out, b]
+        big.append(fast)
         if i < len(weights) - 1:
             pre.append(zT)
             hT = torch.relu(zT)
@@ -178,7 +199,16 @@ def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False, keep=None
     for i in range(len(weights) - 1, -1, -1):
         below = (relu_backward(torch.bmm(weights[i].transpose(1, 2), dzT), pre[i - 1])
                  if i > 0 else None)
-        if keep is None:
+        if big[i]:
+            if keep is not None:
+                tensor = torch.is_tensor(keep)
+                weights[i].mul_(keep.view(-1, 1, 1) if tensor else keep)
+                biases[i].mul_(keep.view(-1, 1) if tensor else keep)
+            dzT = dzT.contiguous()
+            for c in range(B):
+                weights[i][c].sub_(mlp_grad._onednn(dzT[c], inputs[i][c]))
+            biases[i].sub_(dzT.sum(2))
+        elif keep is None:
             weights[i].baddbmm_(dzT, inputs[i].transpose(1, 2), alpha=-1)
             biases[i].sub_(dzT.sum(2))
         elif torch.is_tensor(keep):

@@ -46,11 +46,29 @@ except (AttributeError, RuntimeError):  # pragma: no cover - builds without oneD
 # one bmm).
 ONEDNN_MIN_MACS = 1 << 20
 
+# Module switch: False sends every product of this module, of the fused local-SGD step
+# (:func:`sims.problems.linear_stack.sgd_step_`) and of the Gram path
+# (:func:`sims.problems.gram_sgd.gram_sgd_delta`) through the plain ``bmm`` reference.
+ONEDNN_ENABLED = True
+
 
 def onednn_available(t: torch.Tensor) -> bool:
     """Whether products on ``t``'s dtype and device can take oneDNN (float32 on the CPU)."""
     return (_ONEDNN_LINEAR is not None and t.device.type == "cpu" and t.dtype == torch.float32
             and torch.backends.mkldnn.is_available())
+
+
+def use_onednn(t: torch.Tensor, onednn: bool | None = None) -> bool:
+    """The shared rule: oneDNN products on ``t``'s dtype and device where
+    :func:`onednn_available`, unless ``onednn`` is False (None: :data:`ONEDNN_ENABLED`).
+    Depends on no timing, so runs stay reproducible."""
+    return (ONEDNN_ENABLED if onednn is None else onednn) and onednn_available(t)
+
+
+def onednn_big(macs: int) -> bool:
+    """Whether a product of ``macs`` multiply-adds per client takes oneDNN (a per-client
+    call costs ~10 us: smaller ones stay one ``bmm``)."""
+    return macs >= ONEDNN_MIN_MACS
 
 
 def _onednn(a: torch.Tensor, b: torch.Tensor, bias=None) -> torch.Tensor:
@@ -70,7 +88,7 @@ class _Weights:
         self.W, self.bias, self.runs = W, bias, runs
 
     def big(self, b: int) -> bool:
-        return b * self.W.shape[-2] * self.W.shape[-1] >= ONEDNN_MIN_MACS
+        return onednn_big(b * self.W.shape[-2] * self.W.shape[-1])
 
     def forward(self, hT: torch.Tensor, onednn: bool, h=None) -> torch.Tensor:
         """``zT = W hT + bias`` for ``hT[B, in, b]`` (``h``: the same sample-major,
@@ -111,7 +129,7 @@ def _weight_grad(dzT: torch.Tensor, hT: torch.Tensor, out: torch.Tensor, onednn:
     """``out[c] = dzT[c] hT[c]^T`` (``dzT[B, out, b]``, ``hT[B, in, b]``, ``out`` a view of
     the flat gradient)."""
     B, n_in, b = hT.shape
-    if onednn and b * dzT.shape[1] * n_in >= ONEDNN_MIN_MACS:
+    if onednn and onednn_big(b * dzT.shape[1] * n_in):
         dzT, hT = dzT.contiguous(), hT.contiguous()
         for c in range(B):
             out[c].copy_(_onednn(dzT[c], hT[c]))
@@ -155,18 +173,14 @@ class _Out:
         self.unflattened = list(layout.unflatten(self.flat).values())
 
 
-def _use_onednn(theta, onednn):
-    return onednn_available(theta) if onednn is None else (onednn and onednn_available(theta))
-
-
 def stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
                onednn: bool | None = None) -> torch.Tensor:
     """Per-client gradients ``[B, d]`` at ``theta[B, d]`` of the mean weighted cross-entropy on
     inputs ``x[B, b, ...]``, labels ``y[B, b]``, weights ``w[B, b]`` (0 = padding; all-padding
     rows give 0): :func:`sims.problems.linear_stack.linear_stack_grad` without the losses.
-    ``onednn`` None (default) takes oneDNN where :func:`onednn_available`; False never."""
+    ``onednn`` None (default) takes oneDNN by :func:`use_onednn`; False never."""
     B = theta.shape[0]
-    use = _use_onednn(theta, onednn)
+    use = use_onednn(theta, onednn)
     return _grad(_layers(list(layout.unflatten(theta).values())), *_inputs(x, B, use), y, w,
                  _Out(layout, B, theta), use)
 
@@ -179,7 +193,7 @@ def stack_grad_pair(theta: torch.Tensor, server: torch.Tensor, rep: torch.Tensor
     replica's weights shared by its rows (``rep`` in runs), one product per replica.
     ``theta`` None: the anchor only (``(None, anchor)``)."""
     B = len(rep)
-    use = _use_onednn(server, onednn)
+    use = use_onednn(server, onednn)
     h, hT = _inputs(x, B, use)
     g = None if theta is None else _grad(_layers(list(layout.unflatten(theta).values())), h,
                                          hT, y, w, _Out(layout, B, theta), use)
@@ -198,7 +212,7 @@ def stack_full_grad_sum(model: torch.Tensor, layout, x_flat: torch.Tensor, y: to
     samples (``block`` samples at a time) instead of a ``[B, d]`` gradient per participant:
     every sample is evaluated at the same ``x``, so the forward products and the summed
     weight gradient ``dZ^T H`` are single large products."""
-    use = _use_onednn(model, onednn)
+    use = use_onednn(model, onednn)
     params = list(layout.unflatten(model).values())
     weights, biases = params[0::2], params[1::2]
     out = torch.zeros_like(model)
@@ -206,7 +220,7 @@ def stack_full_grad_sum(model: torch.Tensor, layout, x_flat: torch.Tensor, y: to
     for s in range(0, len(index), block):
         rows = index[s:s + block]
         h = x_flat.index_select(0, rows)
-        big = use and len(rows) * weights[0].shape[0] * weights[0].shape[1] >= ONEDNN_MIN_MACS
+        big = use and onednn_big(len(rows) * weights[0].shape[0] * weights[0].shape[1])
         inputs, pre = [], []
         for i, (W, b) in enumerate(zip(weights, biases)):
             inputs.append(h)
@@ -220,7 +234,7 @@ def stack_full_grad_sum(model: torch.Tensor, layout, x_flat: torch.Tensor, y: to
         dz.mul_(weight[s:s + block].unsqueeze(-1))
         for i in range(len(weights) - 1, -1, -1):
             W = weights[i]
-            if use and len(rows) * W.shape[0] * W.shape[1] >= ONEDNN_MIN_MACS:
+            if use and onednn_big(len(rows) * W.shape[0] * W.shape[1]):
                 views[2 * i].add_(_onednn(dz.T, inputs[i].T))
             else:
                 views[2 * i].addmm_(dz.T, inputs[i])

@@ -25,7 +25,7 @@ from ..params import ParamLayout
 from .gram_sgd import ClientGram, gram_sgd_delta
 from .linear_stack import (is_linear_stack, linear_stack_grad, linear_stack_logits,
                            linear_stack_sgd_, linear_stack_sgd_delta)
-from .mlp_grad import stack_full_grad_sum, stack_grad, stack_grad_pair
+from .mlp_grad import stack_full_grad_sum, stack_grad, stack_grad_pair, use_onednn
 
 
 class NeuralProblem:
@@ -101,8 +101,8 @@ class NeuralProblem:
         if usable and not wanted:           # auto: also where it pays (cheap checks first)
             out_dim, in_dim = self.layout.shapes[0]
             usable = (out_dim >= 64 and 2 * self.max_steps * self.batch_width <= in_dim + 1
-                      and ClientGram.nbytes(self.parts, in_dim, self.x.element_size())
-                      <= self.GRAM_BYTES)
+                      and ClientGram.nbytes(self.parts, in_dim, self.x.element_size(),
+                                            use_onednn(self.x)) <= self.GRAM_BYTES)
         if usable:
             samples = np.concatenate(self.parts)
             usable = len(np.unique(samples)) == len(samples)
