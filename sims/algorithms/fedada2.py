@@ -264,13 +264,13 @@ class JointAdaptive(Algorithm):
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         if self.local_warmup:                 # the rate changes step by step: the readable rule
             return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
-        # torch's fused kernels (_torch_fused_step: in place, no compile) and the opt-in
-        # compiled kernel (_compiled_full_step): the full preconditioner takes torch's kernel
-        # first (measured faster than the compiled one), SM3-II the compiled kernel first when
-        # it is on (FEDTOOLKIT_COMPILE), then torch's kernel with the cover around it
-        forms = ((self._torch_fused_step, self._compiled_full_step) if self.precond == "full"
-                 else (self._compiled_full_step, self._torch_fused_step))
-        for form in forms:
+        # torch's fused kernels (_torch_fused_step: in place, no compile; SM3-II with the
+        # cover around the kernel) first, the opt-in compiled kernel (_compiled_full_step,
+        # FEDTOOLKIT_COMPILE) where they do not apply: measured faster for both
+        # preconditioners (README, "Every algorithm": FedAda2 / FedAda2-Adam / blend 2.58x /
+        # 2.75x / 2.37x of fused Fed-SGD with torch's kernels, 2.82x / 3.28x / 4.19x when the
+        # compiled SM3-II kernel went first)
+        for form in (self._torch_fused_step, self._compiled_full_step):
             got = form(theta, grad, lstate, mask, ctx)
             if got is not None:
                 return got
@@ -321,12 +321,6 @@ class JointAdaptive(Algorithm):
         return (self.precond != "sm3-i" and self._every_step
                 and not (self.client == "adam" and self.bias_correction
                          and self.init == "server"))
-
-    def _compiled_first(self, theta) -> bool:
-        """SM3-II with the compiled kernel on (``FEDTOOLKIT_COMPILE``): it keeps priority over
-        torch's fused kernels (:meth:`local_step`)."""
-        return (self.precond == "sm3-ii" and self._every_step
-                and compiled.full_usable(None, theta))
 
     def _torch_fused_step(self, theta, grad, lstate, mask, ctx):
         """The AdaGrad / Adam client step (full or SM3-II preconditioner, ``z = 1``) through
@@ -682,7 +676,7 @@ class FedAda2Blend(JointAdaptive):
         place in the chunk's ``theta`` and its own state through row lists
         (:meth:`JointAdaptive._kernel_rows_step`): no rows gathered or written back, and with
         every row on one strategy the member's whole-tensor form. Any other member (SM3-I,
-        delays, clipping; SM3-II while the compiled kernel is on, which keeps priority) is
+        delays, clipping, or any member while torch's kernels are off) is
         handed its rows gathered, steps them through its own :meth:`JointAdaptive.local_step`
         and has them written back. Per-replica hyperparameters (``[B, 1]`` rows bound to the
         whole chunk, :mod:`sims.algorithms.per_replica`) take the reference form."""
@@ -701,7 +695,7 @@ class FedAda2Blend(JointAdaptive):
             if new_theta is None:
                 new_theta = torch_fused.writable(theta, owned)
             new = None
-            if in_place and member._kernel_rule() and not member._compiled_first(theta):
+            if in_place and member._kernel_rule():
                 new = member._kernel_rows_step(new_theta, grad, st, None if len(idx) == len(mine)
                                                else idx, owned, ctx)
             if new is None:                 # rows gathered (nothing was written above)
