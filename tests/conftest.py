@@ -60,6 +60,38 @@ def load_benchmark(name: str):
     return mod
 
 
+def tiny_uneven_problem(**kw) -> NeuralProblem:
+    """A tiny float64 MLP problem on random 4x4 images, 6 clients of 20 samples except one of
+    13 (its last local step is masked): the engine-level A/B tests of the fast local steps."""
+    gen = torch.Generator().manual_seed(0)
+    n, per = 6, 20
+    ds = type("DS", (), dict(name="tiny", source="random",
+                             x_train=torch.randn(n * per, 1, 4, 4, generator=gen),
+                             y_train=torch.randint(0, 3, (n * per,), generator=gen),
+                             x_test=torch.randn(5, 1, 4, 4, generator=gen),
+                             y_test=torch.randint(0, 3, (5,), generator=gen)))
+    parts = list(np.arange(n * per).reshape(n, per))
+    parts[0] = parts[0][:13]     # a client with fewer samples: a masked last step
+    return NeuralProblem(ds, parts, MLP(16, 8, 3), batch_size=4, dtype=torch.float64, **kw)
+
+
+@pytest.fixture
+def onednn_calls(monkeypatch):
+    """Every oneDNN product (``sims.problems.mlp_grad``) counted in the returned list, and
+    the size threshold lowered so every layer, however small, takes it."""
+    from sims.problems import mlp_grad
+    seen = []
+    real = mlp_grad._ONEDNN_LINEAR
+
+    def counting(*args):
+        seen.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(mlp_grad, "_ONEDNN_LINEAR", counting)
+    monkeypatch.setattr(mlp_grad, "ONEDNN_MIN_MACS", 0)
+    return seen
+
+
 def _figure_stamps() -> dict:
     return {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in FIGURES.glob("*")
             if p.is_file()}

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import shutil
 
-import numpy as np
 import pytest
 import torch
 
+from conftest import tiny_uneven_problem
 from sims import compiled, engine, torch_fused
 from sims.algorithms.adaptive import LocalAdaptive
 from sims.optim import AdaptiveRule, TrustRatio
@@ -22,7 +22,6 @@ from sims.params import ParamLayout
 from sims.algorithms.registry import make_for_problem
 from sims.models import MLP
 from sims.participation import Participation
-from sims.problems.neural import NeuralProblem
 
 needs_compiler = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                                     reason="torch.compile's CPU backend needs a C++ compiler")
@@ -94,19 +93,6 @@ def test_compiled_step_equals_reference(compiled_on, name):
                 torch.testing.assert_close(st_c[k], st_r[k], rtol=1e-12, atol=1e-12)
 
 
-def _tiny_problem(**kw):
-    gen = torch.Generator().manual_seed(0)
-    n, per = 6, 20
-    ds = type("DS", (), dict(name="tiny", source="random",
-                             x_train=torch.randn(n * per, 1, 4, 4, generator=gen),
-                             y_train=torch.randint(0, 3, (n * per,), generator=gen),
-                             x_test=torch.randn(5, 1, 4, 4, generator=gen),
-                             y_test=torch.randint(0, 3, (5,), generator=gen)))
-    parts = list(np.arange(n * per).reshape(n, per))
-    parts[0] = parts[0][:13]     # a client with fewer samples: a masked last step
-    return NeuralProblem(ds, parts, MLP(16, 8, 3), batch_size=4, dtype=torch.float64, **kw)
-
-
 @needs_compiler
 @pytest.mark.parametrize("kind,inside,corrected,lamb", [("amsgrad", True, False, False),
                                                         ("amsgrad", True, True, False),
@@ -142,7 +128,7 @@ def test_compiled_frozen_step_equals_reference(compiled_on, kind, inside, correc
                                          ("fedadaadam", "full"), ("fedadaadagrad", "full"),
                                          ("fedada2", "sm3"), ("fedada2-adam", "sm3")])
 def test_engine_compiled_equals_eager(name, kernel, monkeypatch):
-    problem = _tiny_problem()
+    problem = tiny_uneven_problem()
     out = {}
     for on in (False, True):
         compiled.enable(on)
@@ -166,7 +152,7 @@ def test_epoch_wise_freezing_stays_on_the_eager_rule(name, monkeypatch):
     """FedAda2 Fig. 7's frozen epochs (``freeze_epochs``) have no compiled kernel: with the
     compiled mode on, such a run uses none and equals the eager run (it would not, were the
     one-pass kernel applied, since that kernel updates the preconditioner every step)."""
-    problem = _tiny_problem(local_epochs=3)
+    problem = tiny_uneven_problem(local_epochs=3)
     out = {}
     for on in (False, True):
         compiled.enable(on)
@@ -240,7 +226,7 @@ def test_blend_rows_form_equals_masked_reference(monkeypatch, compile_on):
     (every member over all rows under masks), with step budgets, a client with fewer steps
     (masks) and, compiled or not, the members' fast steps."""
     from sims.algorithms.fedada2 import FedAda2Blend
-    problem = _tiny_problem()
+    problem = tiny_uneven_problem()
     out = {}
     for form in ("fast", "reference"):
         compiled.enable(compile_on)

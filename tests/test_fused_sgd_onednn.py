@@ -39,18 +39,9 @@ def _problem(image_data, dtype, gram_path, **kw):
 
 
 @pytest.fixture
-def calls(monkeypatch):
+def calls(onednn_calls):
     """Every oneDNN product counted, and every layer large enough to take it."""
-    seen = []
-    real = mlp_grad._ONEDNN_LINEAR
-
-    def counting(*args):
-        seen.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(mlp_grad, "_ONEDNN_LINEAR", counting)
-    monkeypatch.setattr(mlp_grad, "ONEDNN_MIN_MACS", 0)
-    return seen
+    return onednn_calls
 
 
 def _rel(a, b):

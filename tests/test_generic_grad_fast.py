@@ -97,18 +97,10 @@ def test_pair_equals_two_reference_gradients_float64(model, rep):
 
 
 @pytest.mark.skipif(not onednn_available(torch.zeros(1)), reason="no oneDNN on this build")
-def test_onednn_branch_matches_float64_reference(monkeypatch):
+def test_onednn_branch_matches_float64_reference(onednn_calls):
     """float32 through oneDNN (threshold lowered so the tiny layers take it; the call is
     counted) against the float64 reference, at float32 rounding."""
-    calls = []
-    real = mlp_grad._ONEDNN_LINEAR
-
-    def counting(*args):
-        calls.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(mlp_grad, "_ONEDNN_LINEAR", counting)
-    monkeypatch.setattr(mlp_grad, "ONEDNN_MIN_MACS", 0)
+    calls = onednn_calls
     prob64 = _problem(MLP(784, hidden=6))
     payload = _payload(prob64)
     x, y, w = prob64.minibatch(payload)
@@ -199,18 +191,10 @@ def test_full_grad_sum_declines_without_fast_gradient():
 
 @pytest.mark.skipif(not onednn_available(torch.zeros(1)), reason="no oneDNN on this build")
 @pytest.mark.parametrize("name", ["fed-ams", "mime"])
-def test_engine_float32_onednn_close_to_reference(name, monkeypatch):
+def test_engine_float32_onednn_close_to_reference(name, onednn_calls, monkeypatch):
     """float32 through the engine with every product on oneDNN (threshold lowered for the
     tiny model; the calls are counted) stays at float32 rounding of the reference run."""
-    calls = []
-    real = mlp_grad._ONEDNN_LINEAR
-
-    def counting(*args):
-        calls.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(mlp_grad, "_ONEDNN_LINEAR", counting)
-    monkeypatch.setattr(mlp_grad, "ONEDNN_MIN_MACS", 0)
+    calls = onednn_calls
     out = {}
     for fast in (True, False):
         prob = _problem(MLP(784, hidden=6), dtype=torch.float32, fast_grad=fast)

@@ -19,10 +19,10 @@ import itertools
 import pickle
 import zlib
 
-import numpy as np
 import pytest
 import torch
 
+from conftest import tiny_uneven_problem
 from sims import compiled, engine
 from sims.algorithms.base import RoundContext
 from sims.algorithms.fed_lamb import Mime, MimeLAMB, MimeLite, MimeLiteLAMB
@@ -30,7 +30,6 @@ from sims.algorithms.registry import make_for_problem
 from sims.models import MLP
 from sims.params import ParamLayout
 from sims.participation import Participation
-from sims.problems.neural import NeuralProblem
 
 B = 4
 CLASSES = {("lite", False): MimeLite, ("lite", True): MimeLiteLAMB,
@@ -234,19 +233,6 @@ def test_pickle_and_copy_drop_the_cache():
         assert not hasattr(clone, "_frozen_cache") and clone == alg
 
 
-def _tiny_problem():
-    gen = torch.Generator().manual_seed(0)
-    n, per = 6, 20
-    ds = type("DS", (), dict(name="tiny", source="random",
-                             x_train=torch.randn(n * per, 1, 4, 4, generator=gen),
-                             y_train=torch.randint(0, 3, (n * per,), generator=gen),
-                             x_test=torch.randn(5, 1, 4, 4, generator=gen),
-                             y_test=torch.randint(0, 3, (5,), generator=gen)))
-    parts = list(np.arange(n * per).reshape(n, per))
-    parts[0] = parts[0][:13]     # a client with fewer samples: masked last steps
-    return NeuralProblem(ds, parts, MLP(16, 8, 3), batch_size=4, dtype=torch.float64)
-
-
 @pytest.mark.parametrize("name,base,rows", [
     ("mimelite", "amsgrad", None), ("mimelite-lamb", "amsgrad", None), ("mime", "amsgrad", None),
     ("mime-lamb", "amsgrad", None), ("mimelite", "adam", None), ("mime", "adam", None),
@@ -255,7 +241,7 @@ def test_engine_fast_equals_readable(name, base, rows, monkeypatch):
     """A few rounds in the engine (two seeds, uneven clients: masked steps; 6 participant
     rows, in one block or blocks of 4 and 2) with the fast form on and off give the same
     trajectory of server models and states."""
-    problem = _tiny_problem()
+    problem = tiny_uneven_problem()
     out, calls = {}, []
     fast = MimeLite._frozen_step_fast
     monkeypatch.setattr(MimeLite, "_frozen_step_fast",
