@@ -228,10 +228,7 @@ def stack_full_grad_sum(model: torch.Tensor, layout, x_flat: torch.Tensor, y: to
             if i < len(weights) - 1:
                 pre.append(z)
                 h = torch.relu(z)
-        dz = torch.softmax(z, dim=-1)
-        labels = y.index_select(0, rows).unsqueeze(-1)
-        dz.scatter_add_(-1, labels, -torch.ones(labels.shape, dtype=dz.dtype, device=dz.device))
-        dz.mul_(weight[s:s + block].unsqueeze(-1))
+        dz = _logit_grad(z, y.index_select(0, rows), weight[s:s + block], dim=-1)
         for i in range(len(weights) - 1, -1, -1):
             W = weights[i]
             if use and onednn_big(len(rows) * W.shape[0] * W.shape[1]):
