@@ -15,16 +15,17 @@ import pytest
 import torch
 
 from sims import compiled, engine, optim, torch_fused
-from sims.algorithms.base import RoundContext
 from sims.algorithms.fedada2 import FedAda2Blend, JointAdaptive
 from sims.algorithms.registry import make_algorithm, make_for_problem
 from sims.models import MLP
 from sims.params import ParamLayout
 from sims.participation import Participation
 
-B = 4
-STEPS = torch.tensor([0.0, 1.0, 3.0, 7.0], dtype=torch.float64)    # rows' steps so far
-TOL = dict(rtol=1e-12, atol=1e-13)
+from fedada2_clients import B, TOL
+from fedada2_clients import assert_states as _assert_states
+from fedada2_clients import client_ctx as _ctx
+from fedada2_clients import client_start as _client_start
+from fedada2_clients import steps_against_reference
 
 LAYOUTS = {
     "mlp": ParamLayout.from_module(MLP(6, 5, 3)),                  # matrices and biases
@@ -50,36 +51,6 @@ def fused_on():
     compiled.enable(was_c)
 
 
-def _ctx(layout, owned, n=B, clients=None):
-    ctx = RoundContext(2, layout, torch.zeros(n, dtype=torch.long),
-                       torch.arange(n) if clients is None else clients, torch.full((n,), -1))
-    ctx.extra["owned_state"] = owned
-    return ctx
-
-
-def _client_start(alg, layout, gen):
-    """A client state part-way through a round: rows at steps 0, 1, 3, 7, nonzero moments."""
-    theta = torch.randn(B, layout.d, generator=gen, dtype=torch.float64)
-    bcast = {"theta": theta}
-    if alg.init == "server":
-        bcast["pre"] = torch.rand(B, layout.d, generator=gen, dtype=torch.float64)
-    st = alg.local_start(bcast, {}, _ctx(layout, False))
-    st["k"] = STEPS.clone()
-    if alg.client == "sgd":
-        return theta, bcast, st
-    st["mu"] = st["mu"] + torch.rand(st["mu"].shape, generator=gen, dtype=torch.float64)
-    st["nu"] = alg.cover(layout).cover_min(st["mu"])
-    if "m" in st:
-        st["m"] = 0.1 * torch.randn(B, layout.d, generator=gen, dtype=torch.float64)
-    return theta, bcast, st
-
-
-def _assert_states(got, want):
-    assert set(got) == set(want)
-    for key in want:
-        torch.testing.assert_close(got[key], want[key], **TOL)
-
-
 @pytest.mark.parametrize("layout", list(LAYOUTS), ids=list(LAYOUTS))
 @pytest.mark.parametrize("name,hyper", CLIENTS)
 def test_client_step_equals_reference(layout, name, hyper):
@@ -87,22 +58,8 @@ def test_client_step_equals_reference(layout, name, hyper):
     first not owned (inputs left as they were), the later ones in place."""
     layout = LAYOUTS[layout]
     alg = make_algorithm(name, **hyper)
-    theta, bcast, st = _client_start(alg, layout, torch.Generator().manual_seed(len(name)))
-    kept = (theta.clone(), {k: v.clone() for k, v in st.items()})
-    th_f, st_f, th_r, st_r = theta, st, theta, st
-    before = sum(torch_fused.calls.values())
-    gen = torch.Generator().manual_seed(1)
-    for step in range(3):
-        g = torch.randn(B, layout.d, generator=gen, dtype=torch.float64)
-        ctx = _ctx(layout, step > 0)
-        th_f, st_f = alg.local_step(th_f, g, st_f, bcast, {}, None, ctx)
-        if step == 0:
-            assert torch.equal(theta, kept[0])
-            assert all(torch.equal(st[k], kept[1][k]) for k in st)
-        th_r, st_r = alg.reference_local_step(th_r, g, st_r, bcast, {}, None, ctx)
-        torch.testing.assert_close(th_f, th_r, **TOL)
-        _assert_states(st_f, st_r)
-    assert sum(torch_fused.calls.values()) - before == 3
+    assert steps_against_reference(alg, layout, torch.Generator().manual_seed(len(name)),
+                                   grads=torch.Generator().manual_seed(1)) == 3
 
 
 @pytest.mark.parametrize("owned", [False, True])

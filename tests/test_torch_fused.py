@@ -14,15 +14,14 @@ import torch
 
 from sims import engine, torch_fused
 from sims.algorithms.adaptive import LocalAdaptive
-from sims.algorithms.base import RoundContext
 from sims.algorithms.registry import make_algorithm, make_for_problem
 from sims.models import MLP
 from sims.optim import TrustRatio
 from sims.params import ParamLayout
 from sims.participation import Participation
 
-B = 4
-STEPS = torch.tensor([0.0, 1.0, 3.0, 7.0], dtype=torch.float64)    # rows' steps so far
+from fedada2_clients import B, STEPS
+from fedada2_clients import steps_against_reference as _fedada2_run
 
 
 @pytest.fixture(autouse=True)
@@ -41,51 +40,6 @@ def layout():
 
 def _rand(gen, *shape):
     return torch.randn(*shape, generator=gen, dtype=torch.float64)
-
-
-def _ctx(layout, owned):
-    ctx = RoundContext(2, layout, torch.zeros(B, dtype=torch.long), torch.arange(B),
-                       torch.full((B,), -1))
-    ctx.extra["owned_state"] = owned
-    return ctx
-
-
-def _client_start(alg, layout, gen):
-    """A client state part-way through a round: rows at steps 0, 1, 3, 7, nonzero moments."""
-    theta = _rand(gen, B, layout.d)
-    bcast = {"theta": theta}
-    if alg.init == "server":
-        bcast["pre"] = torch.rand(B, layout.d, generator=gen, dtype=torch.float64)
-    st = alg.local_start(bcast, {}, _ctx(layout, False))
-    st["k"] = STEPS.clone()
-    st["mu"] = st["mu"] + torch.rand(st["mu"].shape, generator=gen, dtype=torch.float64)
-    st["nu"] = alg.cover(layout).cover_min(st["mu"])
-    if "m" in st:
-        st["m"] = 0.1 * _rand(gen, B, layout.d)
-    return theta, bcast, st
-
-
-def _fedada2_run(alg, layout, gen, mask=None, steps=3):
-    """``steps`` local steps of ``alg.local_step`` (the first not owned) and of the readable
-    rule; checks the first step left its inputs alone and the two agree; returns the number
-    of fused-kernel calls made."""
-    theta, bcast, st = _client_start(alg, layout, gen)
-    inputs = (theta.clone(), {k: v.clone() for k, v in st.items()})
-    th_f, st_f, th_r, st_r = theta, st, theta, st
-    before = sum(torch_fused.calls.values())
-    for step in range(steps):
-        g = _rand(gen, B, layout.d)
-        ctx = _ctx(layout, step > 0)
-        th_f, st_f = alg.local_step(th_f, g, st_f, bcast, {}, mask, ctx)
-        if step == 0:
-            assert torch.equal(theta, inputs[0])
-            assert all(torch.equal(st[k], inputs[1][k]) for k in st)
-        th_r, st_r = alg.reference_local_step(th_r, g, st_r, bcast, {}, mask, ctx)
-        torch.testing.assert_close(th_f, th_r, rtol=1e-12, atol=1e-13)
-        assert set(st_f) == set(st_r)
-        for k in st_r:
-            torch.testing.assert_close(st_f[k], st_r[k], rtol=1e-12, atol=1e-13)
-    return sum(torch_fused.calls.values()) - before
 
 
 FEDADA2_KERNEL = [("dja", {}), ("joint-adaptive", {}), ("fedadaadagrad", {}),

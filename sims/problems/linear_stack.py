@@ -184,8 +184,7 @@ def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False, keep=None
         fast = use and mlp_grad.onednn_big(b * W.shape[1] * W.shape[2])
         if fast:        # zT[c] = W[c] h[c]^T with h sample-major and hT feature-major, contiguous
             h = hT.transpose(1, 2).contiguous()
-            zT = torch.stack([mlp_grad._onednn(W[c], h[c]) for c in range(B)])
-            zT.add_(bias.unsqueeze(2))
+            zT = mlp_grad.per_client_forward(W, bias, h)
             hT = hT.contiguous()
         else:
             zT = torch.baddbmm(bias.unsqueeze(2), W, hT)     # [B, out, b]

@@ -76,6 +76,13 @@ def _onednn(a: torch.Tensor, b: torch.Tensor, bias=None) -> torch.Tensor:
     return _ONEDNN_LINEAR(a, b, bias, "none", [], "")
 
 
+def per_client_forward(W: torch.Tensor, bias: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """``zT[c] = W[c] h[c]^T + bias[c]`` (``W[B, out, in]``, ``bias[B, out]``, ``h[B, b, in]``
+    sample-major and contiguous): ``[B, out, b]``, one oneDNN product per client."""
+    zT = torch.stack([_onednn(W[c], h[c]) for c in range(len(W))])
+    return zT.add_(bias.unsqueeze(2))
+
+
 class _Weights:
     """One layer's weights: per client (``W[B, out, in]``, ``bias[B, out]``) or shared by the
     rows of each replica run (``W[R, out, in]`` with ``runs`` from :func:`replica_runs`).
@@ -105,8 +112,7 @@ class _Weights:
                 zT[rows] = z.view(-1, b, n_out).transpose(1, 2)
             return zT
         if onednn and h is not None and self.big(b):
-            zT = torch.stack([_onednn(self.W[c], h[c]) for c in range(B)])
-            return zT.add_(self.bias.unsqueeze(2))
+            return per_client_forward(self.W, self.bias, h)
         return torch.baddbmm(self.bias.unsqueeze(2), self.W, hT)
 
     def input_grad(self, dzT: torch.Tensor) -> torch.Tensor:
