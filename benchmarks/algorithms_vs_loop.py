@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -71,6 +72,27 @@ LOOP_OPTIMIZER = {
     "fedadaadam": "adam",
     "dja": "adagrad", "joint-adaptive": "adagrad", "fedadaadagrad": "adagrad",
 }
+# Where a generic-path round's time goes (key ``accounting``): the least number of ``[B, d]``
+# tensor streams (one read or one write of a participants-by-parameters tensor) a local step
+# of each rule needs in one fused pass, the broadcast server state (one row per replica, here
+# one) staying in the cache. The floor of a round is then the measured gradient work plus
+# ``local steps x streams x`` the measured seconds of one stream (:func:`stream_seconds`).
+RULE_STREAMS = {
+    # local AMSGrad (Fed-LAMB Alg. 2 without line 13; FedLADA Alg. 3, its amendment g_a
+    # broadcast): read theta, g, m, v, vhat; write theta, m, v, vhat
+    "fed-ams": 9, "localadam": 9, "fedlada": 9,
+    # + Alg. 2 line 13's layer norms, complete before any coordinate moves: pass 1 reads
+    # theta, g, m, v, vhat and writes m, v, vhat, u; pass 2 reads theta, u, writes theta
+    "fed-lamb": 12,
+    # a step on the frozen server state: read theta, g; write theta (LAMB: a norm pass
+    # reading theta, g first); Mime also reads its anchor gradient in each pass
+    "mimelite": 3, "mimelite-lamb": 5, "mime": 4, "mime-lamb": 7,
+    # SM3-II (FedAda2 Alg. 4): the covers are [B, rows + cols], small: read theta, g; write
+    # theta (Adam: and m)
+    "fedada2": 3, "fedada2-adam": 5,
+    # the full preconditioner: AdaGrad reads theta, g, v, writes theta, v; Adam adds m
+    "dja": 5, "joint-adaptive": 5, "fedadaadagrad": 5, "fedadaadam": 7,
+}   # FedAda2-blend (members of both kinds, rows re-grouped per member) is not modelled
 TWO_GRADIENTS = ("mime", "mime-lamb")     # two gradients per local step: goal 5x, not 2.5x
 GOAL_LOOP, GOAL_FUSED, GOAL_FUSED_TWO = 2.0, 2.5, 5.0
 
@@ -166,6 +188,95 @@ def cnn_measurement(rounds: int, repeats: int) -> dict:
                          f"samples, m={w['m']}, 1 local epoch of batch {w['batch']}")}
 
 
+def stream_seconds(w: dict, repeats: int = 7) -> float:
+    """Seconds of one ``[m, d]`` float32 tensor stream of the MLP (a read or a write), timed as
+    in-place ``addcmul_`` (3 reads, 1 write) over a rotating pool of 12 such tensors, far more
+    than a cache holds: the fastest of ``repeats``, divided by 4."""
+    d = sum(p.numel() for p in MLP().parameters())
+    pool = [torch.rand(w["m"], d) for _ in range(12)]
+    best = math.inf
+    for i in range(repeats):
+        a, b, c = (pool[(3 * i + j) % 12] for j in range(3))
+        start = time.perf_counter()
+        a.addcmul_(b, c, value=1e-3)
+        best = min(best, time.perf_counter() - start)
+    return best / 4
+
+
+def split_seconds(problem, name: str, w: dict, rounds: int) -> dict:
+    """One instrumented engine run (not the timed one): seconds per round inside the problem's
+    gradient calls (``stoch_grad``, ``stoch_grad_pair``, ``full_grad``, ``full_grad_sum``:
+    the gradients the rule needs), inside the algorithm's ``local_step``, and the rest (local
+    start, state gathers and writes, messages, server step), averaged over the rounds after
+    the first."""
+    alg = make_for_problem(name, problem)
+    spent = {"gradient": 0.0, "local_step": 0.0}
+    depth = [0]
+
+    def timed(fn, key):
+        def call(*args, **kwargs):
+            depth[0] += 1
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:            # a gradient call inside another counts once
+                    spent[key] += time.perf_counter() - start
+        return call
+
+    grads = [m for m in ("stoch_grad", "stoch_grad_pair", "full_grad", "full_grad_sum")
+             if hasattr(problem, m)]
+    for m in grads:
+        setattr(problem, m, timed(getattr(problem, m), "gradient"))
+    alg.local_step = timed(alg.local_step, "local_step")
+    began = {}
+
+    def progress(t):
+        if t == 1:                           # the first round builds caches: not counted
+            spent.update(gradient=0.0, local_step=0.0)
+            began["t"] = time.perf_counter()
+
+    try:
+        engine.run(problem, alg, Participation("fixed", m=w["m"]), rounds + 1, [0],
+                   eval_every=0, progress=progress)
+    finally:
+        for m in grads:
+            delattr(problem, m)              # the class's method again
+    total = (time.perf_counter() - began["t"]) / rounds
+    out = {k: v / rounds for k, v in spent.items()}
+    out["other"] = total - out["gradient"] - out["local_step"]
+    out["round"] = total
+    return out
+
+
+def accounting(splits: dict, engine_s: dict, fused_s: float, stream_s: float, w: dict) -> dict:
+    """Each generic-path algorithm's round split (:func:`split_seconds`, medians over repeats)
+    against its floor: the measured gradient plus ``local steps x`` :data:`RULE_STREAMS` ``x
+    stream_s``. ``goal_reachable_at_floor``: whether that floor is inside the algorithm's
+    goal of fused Fed-SGD; where it is not, the work the rule must do explains the gap."""
+    steps = math.ceil(w["per_client"] / w["batch"])
+    med = statistics.median
+    per = {}
+    for name, runs in splits.items():
+        row = {k: round(med(r[k] for r in runs), 6) for k in ("gradient", "local_step", "other",
+                                                             "round")}
+        row["gradient_over_fused_fedsgd"] = round(row["gradient"] / fused_s, 2)
+        row["local_step_over_fused_fedsgd"] = round(row["local_step"] / fused_s, 2)
+        row["local_step_streams"] = round(row["local_step"] / (steps * stream_s), 1)
+        streams = RULE_STREAMS.get(name)
+        row["rule_streams"] = streams
+        if streams is not None:
+            floor = row["gradient"] + steps * streams * stream_s
+            limit = GOAL_FUSED_TWO if name in TWO_GRADIENTS else GOAL_FUSED
+            row["floor_seconds"] = round(floor, 6)
+            row["floor_ratio_to_fused_fedsgd"] = round(floor / fused_s, 2)
+            row["engine_over_floor"] = round(engine_s[name] / floor, 2)
+            row["goal_reachable_at_floor"] = floor / fused_s <= limit
+        per[name] = row
+    return {"stream_seconds": round(stream_s, 7), "local_steps": steps, "per_algorithm": per}
+
+
 def fused_path(name: str) -> bool:
     """Whether the algorithm's local work runs on the fused local-SGD paths (plain SGD, or
     SGD with linear extras through ``affine_local_sgd``; SCAFFOLD's default option II)."""
@@ -230,6 +341,8 @@ def main(argv=None):
     fused, ratios, speedups = [], {n: [] for n in names}, {n: [] for n in names}
     off = {n: {"engine": [], "ratio": [], "speedup": [], "gain": []} for n in names}
     fused_on = torch_fused.enabled()
+    generic = [n for n in names if not fused_path(n)]
+    splits = {n: [] for n in generic}
     for _ in range(args.repeats):
         fused.append(engine_seconds(problem, "fed-sgd", w, args.rounds))
         loop_now = {}
@@ -250,6 +363,9 @@ def main(argv=None):
                 speedups[name].append(loop_now[kind] / eng[name][-1])
                 if args.torch_fused_ab:
                     off[name]["speedup"].append(loop_now[kind] / off[name]["engine"][-1])
+        for name in generic:
+            splits[name].append(split_seconds(problem, name, w, args.rounds))
+    stream_s = stream_seconds(w)
     med = statistics.median
     speedup = {n: round(med(v), 2) for n, v in speedups.items() if v}
     ratio = {n: round(med(v), 2) for n, v in ratios.items()}
@@ -264,6 +380,8 @@ def main(argv=None):
         "ratio_to_fused_fedsgd": ratio,
         "min_speedup_vs_loop": min(speedup.values()) if speedup else None,
         "goals": goals(speedup, ratio),
+        "accounting": accounting(splits, {n: med(eng[n]) for n in names}, med(fused), stream_s,
+                                 w),
         "threads": torch.get_num_threads(),
         "compiled": compiled.enabled(),
         "torch_fused": torch_fused.enabled(),

@@ -299,6 +299,49 @@ class SM3Cover:
                 out.append(torch.amax(block, dim=others))
         return torch.cat(out, dim=1)
 
+    # per-participant blocks from this many coordinates of a layer: the block's second
+    # reduction then reads it from the cache (the MLP's first layer, 156,800; not its second)
+    _BLOCK_MIN = 1 << 15
+    _INT_VIEW = {torch.float32: torch.int32, torch.float64: torch.int64}
+
+    def cover_max_nonneg(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`cover_max` of an ``x`` known to be non-negative (SM3-II's ``nu =
+        cover_min(mu) + g^2``, or ``b2 cover_min(mu) + (1 - b2) g^2``, FedAda2 Alg. 4, with
+        ``mu >= 0``), the same values faster, for the fused client step (issue 16):
+
+        * IEEE floats ``>= +0`` order as their bit patterns read as signed integers, so each
+          maximum is taken over the ``int32`` / ``int64`` view (an integer ``max`` has no NaN
+          test: 0.46 / 0.75 ms for the rows / columns of 25 clients' 200 x 784 layer against
+          0.85 / 1.27 ms for ``amax`` on the floats, one thread). A NaN with its sign bit
+          clear (the quiet NaN arithmetic makes) is above every finite value and +inf as an
+          integer and propagates as it does through ``amax``; one with its sign bit set
+          would not, and ``theta`` is NaN in either case (the step divides by it).
+        * A large layer is reduced participant by participant, so its second reduction
+          (columns after rows) reads the block from the cache, not from memory: 0.77 ms for
+          both reductions of the layer above, against 1.8 ms for :meth:`cover_max`.
+
+        Float types without an integer view of their width, and non-contiguous ``x``, take
+        :meth:`cover_max`. Held to it exactly by ``tests/test_sm3_cover.py``."""
+        ints = self._INT_VIEW.get(x.dtype)
+        if ints is None or not x.is_contiguous():
+            return self.cover_max(x)
+        B = x.shape[0]
+        out = x.new_empty((B, self.size))
+        xi, oi = x.view(ints), out.view(ints)
+        for sl, shape, spans in self.blocks:
+            if len(shape) == 1:
+                o, n = spans[0]
+                out[:, o:o + n].copy_(x[:, sl])
+                continue
+            block = xi[:, sl].reshape(B, *shape)
+            rows = 1 if sl.stop - sl.start >= self._BLOCK_MIN else B
+            for lo in range(0, B, rows):
+                blk = block[lo:lo + rows]
+                for a, (o, n) in enumerate(spans):
+                    others = tuple(i + 1 for i in range(len(shape)) if i != a)
+                    torch.amax(blk, dim=others, out=oi[lo:lo + rows, o:o + n])
+        return out
+
     def cover_min_into(self, mu: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """:meth:`cover_min` written into ``out`` ``[B, d]`` (returned): each layer's minimum
         of its row and column accumulators broadcast straight into the layer's slice, with no
@@ -587,10 +630,10 @@ def sm3_adagrad_step(cover: SM3Cover, theta: torch.Tensor, g: torch.Tensor, mu: 
     Returns ``(theta, mu, nu)`` as new tensors."""
     if sm3_ii:
         nu = cover.cover_min_into(mu, torch.empty_like(theta)).addcmul_(g, g)
-        mu = cover.cover_max(nu)
+        mu = cover.cover_max_nonneg(nu)
     else:
         g2 = g * g
-        mu = mu + cover.cover_max(g2)
+        mu = mu + cover.cover_max_nonneg(g2)
         nu = cover.cover_min_into(mu, g2)
     denom = torch.sqrt(nu).add_(eps)
     if torch.is_tensor(lr):
@@ -612,10 +655,10 @@ def sm3_adam_step(cover: SM3Cover, theta: torch.Tensor, g: torch.Tensor, m: torc
     if sm3_ii:
         nu = cover.cover_min_into(mu, torch.empty_like(theta)).mul_(beta2)
         nu.addcmul_(g, g, value=1 - beta2)
-        mu = cover.cover_max(nu)
+        mu = cover.cover_max_nonneg(nu)
     else:
         g2 = g * g
-        mu = torch.lerp(mu, cover.cover_max(g2), 1 - beta2)
+        mu = torch.lerp(mu, cover.cover_max_nonneg(g2), 1 - beta2)
         nu = cover.cover_min_into(mu, g2)
     denom = (torch.div(nu, c2).sqrt_() if c2 is not None else torch.sqrt(nu)).add_(eps)
     if c1 is not None:
