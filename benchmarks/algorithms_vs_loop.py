@@ -19,7 +19,14 @@ average (``os.getloadavg``) at start and end is recorded with the numbers.
 Prints one JSON line: ``seconds_per_round[alg] = {"engine", "loop"}``, ``speedup_vs_loop``
 (loop / engine, algorithms with a loop), ``ratio_to_fused_fedsgd`` (engine / fused Fed-SGD),
 ``min_speedup_vs_loop``, and ``goals`` (every algorithm >= 2x its loop and within 2.5x of
-fused Fed-SGD; Mime / Mime-LAMB, two gradients a step, within 5x).
+fused Fed-SGD; Mime / Mime-LAMB, two gradients a step, within 5x), and ``accounting``:
+for each algorithm off the fused paths, one more (instrumented, untimed) run per repeat splits
+its round into the gradient calls, the local step and the rest (:func:`split_seconds`), and
+sets it against a floor: the measured gradient plus ``local steps x`` the rule's minimum
+number of ``[m, d]`` tensor streams (:data:`RULE_STREAMS`) ``x`` one stream's measured seconds
+(:func:`stream_seconds`). ``goal_reachable_at_floor`` False means the gradient and the
+rule's own memory traffic alone exceed the goal; ``engine_over_floor`` is what the engine
+spends beyond that floor.
 
 ``python benchmarks/algorithms_vs_loop.py [--rounds R] [--repeats K] [--threads N]
 [--algorithms a,b,...] [--quick] [--compile] [--torch-fused-ab] [--cnn]``; ``--compile``

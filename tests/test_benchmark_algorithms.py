@@ -90,3 +90,52 @@ def test_torch_fused_ab_measures_both(bench):
         assert gain == pytest.approx(off["seconds_per_round"][name]
                                      / out["seconds_per_round"][name]["engine"], rel=0.02,
                                      abs=0.01)
+
+
+def test_accounting_splits_every_generic_round_and_its_floor(bench):
+    """The ``accounting`` key: every generic-path algorithm's instrumented round split into
+    gradient, local step and the rest (they add up to the round; the gradient calls were
+    caught, Mime's pair and round gradient included), and its floor is the gradient plus
+    ``local steps x rule streams x stream seconds``."""
+    threads = torch.get_num_threads()
+    try:
+        out = bench.main(["--quick", "--rounds", "1", "--repeats", "1", "--threads", "1",
+                          "--algorithms", "fed-sgd,fed-ams,mime,fedada2,fedada2-blend"])
+    finally:
+        torch.set_num_threads(threads)
+    acc = out["accounting"]
+    per = acc["per_algorithm"]
+    assert set(per) == {"fed-ams", "mime", "fedada2", "fedada2-blend"}    # not fused fed-sgd
+    assert acc["local_steps"] == -(-bench.QUICK["per_client"] // bench.QUICK["batch"])
+    assert acc["stream_seconds"] > 0
+    for name, row in per.items():
+        assert row["gradient"] > 0 and row["local_step"] > 0
+        assert row["gradient"] + row["local_step"] + row["other"] == pytest.approx(
+            row["round"], abs=1e-5)
+        assert row["gradient_over_fused_fedsgd"] == pytest.approx(
+            row["gradient"] / out["fused_fedsgd_seconds"], rel=0.02, abs=0.01)
+    assert per["fedada2-blend"]["rule_streams"] is None and "floor_seconds" not in per[
+        "fedada2-blend"]
+    for name in ("fed-ams", "mime", "fedada2"):
+        row = per[name]
+        floor = row["gradient"] + acc["local_steps"] * row["rule_streams"] * acc[
+            "stream_seconds"]
+        assert row["floor_seconds"] == pytest.approx(floor, rel=1e-3, abs=1e-6)
+        assert row["engine_over_floor"] == pytest.approx(
+            out["seconds_per_round"][name]["engine"] / floor, rel=0.02, abs=0.01)
+        limit = 5.0 if name == "mime" else 2.5
+        assert row["goal_reachable_at_floor"] == (row["floor_ratio_to_fused_fedsgd"] <= limit
+                                                  + 0.005)
+
+
+def test_rule_streams_cover_the_generic_path(bench):
+    generic = {n for n in list_algorithms() if not bench.fused_path(n)}
+    assert set(bench.RULE_STREAMS) == generic - {"fedada2-blend"}
+
+
+def test_split_leaves_the_problem_as_it_was(bench):
+    problem = bench.make_problem(bench.QUICK)
+    got = bench.split_seconds(problem, "mime", bench.QUICK, rounds=1)
+    assert got["gradient"] > 0
+    assert not {"stoch_grad", "stoch_grad_pair", "full_grad", "full_grad_sum"} & set(
+        vars(problem))
