@@ -257,11 +257,14 @@ def split_seconds(problem, name: str, w: dict, rounds: int) -> dict:
     return out
 
 
-def accounting(splits: dict, engine_s: dict, fused_s: float, stream_s: float, w: dict) -> dict:
+def accounting(splits: dict, engine_s: dict, fused_s: float, stream_s: float, w: dict,
+               loop_s: dict | None = None) -> dict:
     """Each generic-path algorithm's round split (:func:`split_seconds`, medians over repeats)
     against its floor: the measured gradient plus ``local steps x`` :data:`RULE_STREAMS` ``x
     stream_s``. ``goal_reachable_at_floor``: whether that floor is inside the algorithm's
-    goal of fused Fed-SGD; where it is not, the work the rule must do explains the gap."""
+    goal of fused Fed-SGD; where it is not, the work the rule must do explains the gap.
+    With the algorithm's plain loop (``loop_s``): ``floor_speedup_vs_loop`` (loop / floor),
+    the most the engine could gain on the loop at its floor, against the 2x goal."""
     steps = math.ceil(w["per_client"] / w["batch"])
     med = statistics.median
     per = {}
@@ -280,6 +283,8 @@ def accounting(splits: dict, engine_s: dict, fused_s: float, stream_s: float, w:
             row["floor_ratio_to_fused_fedsgd"] = round(floor / fused_s, 2)
             row["engine_over_floor"] = round(engine_s[name] / floor, 2)
             row["goal_reachable_at_floor"] = floor / fused_s <= limit
+            if loop_s and name in loop_s:
+                row["floor_speedup_vs_loop"] = round(loop_s[name] / floor, 2)
         per[name] = row
     return {"stream_seconds": round(stream_s, 7), "local_steps": steps, "per_algorithm": per}
 
@@ -388,7 +393,8 @@ def main(argv=None):
         "min_speedup_vs_loop": min(speedup.values()) if speedup else None,
         "goals": goals(speedup, ratio),
         "accounting": accounting(splits, {n: med(eng[n]) for n in names}, med(fused), stream_s,
-                                 w),
+                                 w, {n: med(loops[LOOP_OPTIMIZER[n]]) for n in names
+                                     if n in LOOP_OPTIMIZER}),
         "threads": torch.get_num_threads(),
         "compiled": compiled.enabled(),
         "torch_fused": torch_fused.enabled(),
