@@ -22,7 +22,8 @@ Prints one JSON line: ``seconds_per_round[alg] = {"engine", "loop"}``, ``speedup
 fused Fed-SGD; Mime / Mime-LAMB, two gradients a step, within 5x), and ``accounting``:
 for each algorithm off the fused paths, one more (instrumented, untimed) run per repeat splits
 its round into the gradient calls, the local step and the rest (:func:`split_seconds`), and
-sets it against a floor: the measured gradient plus ``local steps x`` the rule's minimum
+sets it against a floor: the round's gradient work measured alone (:func:`gradient_seconds`)
+plus ``local steps x`` the rule's minimum
 number of ``[m, d]`` tensor streams (:data:`RULE_STREAMS`) ``x`` one stream's measured seconds
 (:func:`stream_seconds`). ``goal_reachable_at_floor`` False means the gradient and the
 rule's own memory traffic alone exceed the goal; ``engine_over_floor`` is what the engine
@@ -210,6 +211,34 @@ def stream_seconds(w: dict, repeats: int = 7) -> float:
     return best / 4
 
 
+def gradient_seconds(problem, w: dict, pair: bool = False, repeats: int = 3) -> float:
+    """The floor's first term: one round's gradient work alone, outside any algorithm, as the
+    engine asks for it (one call a local step over the ``m`` participants at their own
+    models: ``stoch_grad``; ``pair``, Mime's: ``stoch_grad_pair`` and the round's
+    full-batch gradient at the server model, ``full_grad_sum``), on the benchmark's own draw
+    of round 0; the fastest of ``repeats`` rounds."""
+    draw = engine.draw_round(problem, Participation("fixed", m=w["m"]), False, 0, 0)
+    payload, _ = engine._stack_payloads(problem, draw.payloads, "cpu", torch.float32)
+    clients = torch.as_tensor(draw.clients)
+    rep = torch.zeros(len(clients), dtype=torch.long)
+    server = problem.init_theta(0).unsqueeze(0)
+    gen = torch.Generator().manual_seed(0)
+    theta = server + 0.01 * torch.randn(len(clients), server.shape[1], generator=gen)
+    best = math.inf
+    with torch.no_grad():
+        for _ in range(repeats):
+            start = time.perf_counter()
+            if pair:
+                problem.full_grad_sum(server, rep, clients)
+            for k in range(payload.shape[1]):
+                if pair:
+                    problem.stoch_grad_pair(theta, server, rep, clients, payload[:, k])
+                else:
+                    problem.stoch_grad(theta, clients, payload[:, k])
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
 def split_seconds(problem, name: str, w: dict, rounds: int) -> dict:
     """One instrumented engine run (not the timed one): seconds per round inside the problem's
     gradient calls (``stoch_grad``, ``stoch_grad_pair``, ``full_grad``, ``full_grad_sum``:
@@ -258,10 +287,11 @@ def split_seconds(problem, name: str, w: dict, rounds: int) -> dict:
 
 
 def accounting(splits: dict, engine_s: dict, fused_s: float, stream_s: float, w: dict,
-               loop_s: dict | None = None) -> dict:
+               loop_s: dict | None = None, grad_s: dict | None = None) -> dict:
     """Each generic-path algorithm's round split (:func:`split_seconds`, medians over repeats)
-    against its floor: the measured gradient plus ``local steps x`` :data:`RULE_STREAMS` ``x
-    stream_s``. ``goal_reachable_at_floor``: whether that floor is inside the algorithm's
+    against its floor: the gradient work alone (``grad_s``: ``"one"`` a gradient a step,
+    ``"pair"`` Mime's, from :func:`gradient_seconds`; without it the gradient measured in the
+    algorithm's own round) plus ``local steps x`` :data:`RULE_STREAMS` ``x stream_s``. ``goal_reachable_at_floor``: whether that floor is inside the algorithm's
     goal of fused Fed-SGD; where it is not, the work the rule must do explains the gap.
     With the algorithm's plain loop (``loop_s``): ``floor_speedup_vs_loop`` (loop / floor),
     the most the engine could gain on the loop at its floor, against the 2x goal."""
@@ -277,7 +307,9 @@ def accounting(splits: dict, engine_s: dict, fused_s: float, stream_s: float, w:
         streams = RULE_STREAMS.get(name)
         row["rule_streams"] = streams
         if streams is not None:
-            floor = row["gradient"] + steps * streams * stream_s
+            grad = (row["gradient"] if not grad_s
+                    else grad_s["pair" if name in TWO_GRADIENTS else "one"])
+            floor = grad + steps * streams * stream_s
             limit = GOAL_FUSED_TWO if name in TWO_GRADIENTS else GOAL_FUSED
             row["floor_seconds"] = round(floor, 6)
             row["floor_ratio_to_fused_fedsgd"] = round(floor / fused_s, 2)
@@ -286,7 +318,11 @@ def accounting(splits: dict, engine_s: dict, fused_s: float, stream_s: float, w:
             if loop_s and name in loop_s:
                 row["floor_speedup_vs_loop"] = round(loop_s[name] / floor, 2)
         per[name] = row
-    return {"stream_seconds": round(stream_s, 7), "local_steps": steps, "per_algorithm": per}
+    out = {"stream_seconds": round(stream_s, 7), "local_steps": steps, "per_algorithm": per}
+    if grad_s:
+        out["gradient_seconds"] = {k: round(v, 6) for k, v in grad_s.items()}
+        out["gradient_over_fused_fedsgd"] = {k: round(v / fused_s, 2) for k, v in grad_s.items()}
+    return out
 
 
 def fused_path(name: str) -> bool:
@@ -378,6 +414,11 @@ def main(argv=None):
         for name in generic:
             splits[name].append(split_seconds(problem, name, w, args.rounds))
     stream_s = stream_seconds(w)
+    grad_s = {}
+    if generic:
+        grad_s["one"] = gradient_seconds(problem, w)
+        if any(n in TWO_GRADIENTS for n in generic):
+            grad_s["pair"] = gradient_seconds(problem, w, pair=True)
     med = statistics.median
     speedup = {n: round(med(v), 2) for n, v in speedups.items() if v}
     ratio = {n: round(med(v), 2) for n, v in ratios.items()}
@@ -394,7 +435,7 @@ def main(argv=None):
         "goals": goals(speedup, ratio),
         "accounting": accounting(splits, {n: med(eng[n]) for n in names}, med(fused), stream_s,
                                  w, {n: med(loops[LOOP_OPTIMIZER[n]]) for n in names
-                                     if n in LOOP_OPTIMIZER}),
+                                     if n in LOOP_OPTIMIZER}, grad_s),
         "threads": torch.get_num_threads(),
         "compiled": compiled.enabled(),
         "torch_fused": torch_fused.enabled(),

@@ -108,6 +108,8 @@ def test_accounting_splits_every_generic_round_and_its_floor(bench):
     assert set(per) == {"fed-ams", "mime", "fedada2", "fedada2-blend"}    # not fused fed-sgd
     assert acc["local_steps"] == -(-bench.QUICK["per_client"] // bench.QUICK["batch"])
     assert acc["stream_seconds"] > 0
+    assert set(acc["gradient_seconds"]) == {"one", "pair"}
+    assert 0 < acc["gradient_seconds"]["one"] < acc["gradient_seconds"]["pair"]
     for name, row in per.items():
         assert row["gradient"] > 0 and row["local_step"] > 0
         assert row["gradient"] + row["local_step"] + row["other"] == pytest.approx(
@@ -118,8 +120,8 @@ def test_accounting_splits_every_generic_round_and_its_floor(bench):
         "fedada2-blend"]
     for name in ("fed-ams", "mime", "fedada2"):
         row = per[name]
-        floor = row["gradient"] + acc["local_steps"] * row["rule_streams"] * acc[
-            "stream_seconds"]
+        grad = acc["gradient_seconds"]["pair" if name == "mime" else "one"]
+        floor = grad + acc["local_steps"] * row["rule_streams"] * acc["stream_seconds"]
         assert row["floor_seconds"] == pytest.approx(floor, rel=1e-3, abs=1e-6)
         assert row["engine_over_floor"] == pytest.approx(
             out["seconds_per_round"][name]["engine"] / floor, rel=0.02, abs=0.01)
