@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import itertools
 import pickle
+import shutil
 import zlib
 
 import pytest
@@ -265,6 +266,31 @@ def test_off_cpu_block_plan(kind, lamb, reps, monkeypatch):
     anchor = _rand(gen, layout.d) if kind == "mime" else None
     got = alg._frozen_step(theta, g, bcast, MASK, _ctx(layout, reps), anchor)
     torch.testing.assert_close(got, _written_out(alg, theta, g, _gathered(bcast), MASK, 0.05,
+                                                 layout, anchor), **TOL)
+    assert bool(STATE_KEYS & set(bcast.gathered)) == (reps != "one")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                    reason="torch.compile's CPU backend needs a C++ compiler")
+@pytest.mark.parametrize("kind,lamb,reps", [("lite", False, "one"), ("mime", False, "three"),
+                                            ("mime", True, "one")])
+def test_compiled_form_reads_one_replica_per_replica(kind, lamb, reps, monkeypatch):
+    """The compiled one pass (opt-in, :mod:`sims.compiled`) gets the replica's ``[1, d]``
+    rows, broadcast in the kernel, where the chunk's participants belong to one replica (no
+    gather of the server state), else the rows gathered per participant; both equal the
+    written-out rule, and the eager fast form is not taken."""
+    layout = _layout()
+    alg = CLASSES[(kind, lamb)](eta_l=0.05, lam=0.01 if lamb else 0.0)
+    monkeypatch.setattr(alg, "_frozen_step_fast", None)          # must not be reached
+    monkeypatch.setattr(compiled, "_kernels", {})
+    gen = torch.Generator().manual_seed(29)
+    bcast = _bcast(alg, gen, layout.d, reps)
+    theta, g = _rand(gen, layout.d), _rand(gen, layout.d)
+    anchor = _rand(gen, layout.d) if kind == "mime" else None
+    compiled.enable(True)
+    got = alg._frozen_step(theta, g, bcast, None, _ctx(layout, reps), anchor)
+    assert compiled.enabled(), "compiling failed"
+    torch.testing.assert_close(got, _written_out(alg, theta, g, _gathered(bcast), None, 0.05,
                                                  layout, anchor), **TOL)
     assert bool(STATE_KEYS & set(bcast.gathered)) == (reps != "one")
 

@@ -344,12 +344,13 @@ class MimeLite(Algorithm):
         passes ``anchor`` and the step is on ``g - anchor + c`` (``c = bcast["c"]``).
 
         Three forms, the first that applies: the compiled one pass (:mod:`sims.compiled`,
-        opt-in with ``FEDTOOLKIT_COMPILE=1``, :func:`fused_frozen_step`, on ``s`` gathered
-        per participant); the eager fast form :meth:`_frozen_step_fast` (AMSGrad / Adam base,
-        numeric constants; ``fast_frozen``): ``s`` being frozen for the round, ``b2 v + eps``
-        and ``vhat + eps`` are formed once per broadcast of the server's ``[R, d]`` rows, and
-        a step is 5 elementwise passes (Mime: 7) that stream only ``theta`` and ``g`` (Mime:
-        and the anchor gradient) from memory, each replica's rows of ``s`` (and Mime's ``c``)
+        opt-in with ``FEDTOOLKIT_COMPILE=1``, :func:`fused_frozen_step`; the replica's rows
+        of ``s`` where the chunk has one replica, :meth:`_compiled_operands`); the eager fast
+        form :meth:`_frozen_step_fast` (AMSGrad / Adam base, numeric constants;
+        ``fast_frozen``): ``s`` being frozen for the round, ``b2 v + eps`` and ``vhat + eps``
+        are formed once per broadcast of the server's ``[R, d]`` rows, and a step is 5
+        elementwise passes (Mime: 7) that stream only ``theta`` and ``g`` (Mime: and the
+        anchor gradient) from memory, each replica's rows of ``s`` (and Mime's ``c``)
         broadcast over its participants from the cache, on cache-sized blocks of rows; and
         the readable rule :meth:`_frozen_step_reference` (``_advance``, the base rule's
         direction, 8 (10) passes over ``[B, d]`` with ``s`` gathered per participant; SGD
@@ -358,9 +359,7 @@ class MimeLite(Algorithm):
         runs) by ``tests/test_mime_fast_step.py``."""
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
         if self.base_rule is not None and compiled.frozen_usable(self.base_rule, mask, theta):
-            # the compiled kernel reads s (and c) gathered per participant, [B, d]
-            frozen = {k[2:]: v for k, v in bcast.items() if k.startswith("s_")}
-            c = None if anchor is None else bcast["c"]
+            frozen, c = self._compiled_operands(bcast, anchor is not None)
             got = compiled.fused_frozen_step(self.base_rule, theta, g, frozen, lr, anchor, c,
                                              self.trust, ctx.layout)
             if got is not None:
@@ -369,6 +368,21 @@ class MimeLite(Algorithm):
             return self._frozen_step_fast(theta, g, bcast, mask, lr, ctx.layout, anchor,
                                           owned=ctx.extra.get("owned_state", False))
         return self._frozen_step_reference(theta, g, bcast, mask, lr, ctx.layout, anchor)
+
+    @staticmethod
+    def _compiled_operands(bcast, corrected: bool):
+        """The frozen state ``s`` (a dict) and Mime's ``c`` (``corrected``; else None) for the
+        compiled kernel: the replica's ``[1, d]`` rows, which the kernel broadcasts, where all
+        the chunk's participants belong to one replica; else rows gathered per participant."""
+        keys = [k for k in bcast if k.startswith("s_")] + ["c"] * corrected
+        server = {k: per_replica(bcast, k) for k in keys}
+        runs = replica_runs(server[keys[0]][1])
+        if len(runs) == 1:
+            r = runs[0][0]
+            rows = {k: t[r:r + 1] for k, (t, _) in server.items()}
+        else:
+            rows = {k: bcast[k] for k in keys}
+        return {k[2:]: v for k, v in rows.items() if k.startswith("s_")}, rows.get("c")
 
     def _frozen_step_reference(self, theta, g, bcast, mask, lr, layout, anchor=None):
         """The readable rule: ``g - anchor + c`` (Mime, ``c = bcast["c"]``), ``u = U(g; s)``
@@ -442,8 +456,8 @@ class MimeLite(Algorithm):
         4.8, Mime-LAMB 7.4 -> 6.0) from ``s`` gathered per participant to this form; the
         five passes alone, on a warm block, ~2.2 ms of it. ``owned`` (the engine's
         ``ctx.extra["owned_state"]``) and no mask: ``theta`` is overwritten (a few percent
-        faster than a fresh output); else a new tensor, masked rows keeping ``theta``. The same arithmetic as the reference up to
-        rounding (``eps`` added before the max, ``rsqrt``)."""
+        faster than a fresh output); else a new tensor, masked rows keeping ``theta``. The
+        same arithmetic as the reference up to rounding (``eps`` added before the max)."""
         r = self.base_rule
         b1, b2 = r.beta1, r.beta2
         B = theta.shape[0]
