@@ -14,8 +14,9 @@ several steps in a row with the in-place (owned) update, one block of rows per r
 several (the fast form runs its passes on row blocks within runs), a plain dict of gathered
 rows (each row its own replica), the off-CPU block plan, the per-broadcast cache (never stale
 across rounds, replicas, in-place changes or constants; shared by the chunks of a round;
-dropped when pickled), no gather of the server state (counted), and whole engine runs with
-the fast form on and off (two and three replicas, chunks of participants).
+dropped when pickled), no gather of the server state (counted), the compiled form's
+per-replica rows, and whole engine runs with the fast form on and off (two and three
+replicas, chunks of participants).
 """
 from __future__ import annotations
 
