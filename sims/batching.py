@@ -40,3 +40,16 @@ def start_rows(server: torch.Tensor, rep: torch.Tensor) -> torch.Tensor:
     for r, rows in replica_runs(rep):
         out[rows].copy_(server[r].expand(rows.stop - rows.start, *server.shape[1:]))
     return out
+
+
+def per_replica(bcast, key: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(tensor, rep)``: the broadcast entry ``key`` un-gathered, one row per replica, and the
+    participant-to-replica map ``rep[B]``, so that participant ``b`` reads ``tensor[rep[b]]``.
+    ``bcast`` is the engine's per-participant view (its ``per_replica`` method: the server's
+    ``[R, ...]`` tensor, no ``[B, ...]`` copy) or a plain dict of ``[B, ...]`` rows, where
+    each row is its own replica (``rep = arange(B)``)."""
+    own = getattr(bcast, "per_replica", None)
+    if own is not None:
+        return own(key)
+    rows = bcast[key]
+    return rows, torch.arange(rows.shape[0], device=rows.device)

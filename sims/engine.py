@@ -329,6 +329,11 @@ class _ParticipantRows(Mapping):
             self._rows[key] = start_rows(self._bcast[key], self._rep)
         return self._rows[key]
 
+    def per_replica(self, key):
+        """``(bcast[key] [R, ...], rep [B])``, no gathered copy: for a step that broadcasts
+        each replica's row over its participants' rows (:func:`sims.batching.per_replica`)."""
+        return self._bcast[key], self._rep
+
     def __iter__(self):
         return iter(self._bcast)
 
