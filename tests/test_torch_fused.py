@@ -16,7 +16,7 @@ from sims import engine, torch_fused
 from sims.algorithms.adaptive import LocalAdaptive
 from sims.algorithms.registry import make_algorithm, make_for_problem
 from sims.models import MLP
-from sims.optim import TrustRatio
+from sims.optim import TrustRatio, unscaled_vhat
 from sims.params import ParamLayout
 from sims.participation import Participation
 
@@ -88,10 +88,18 @@ def _local_run(rule, layout, gen, mask=None, lr=0.05, nm=None):
             assert torch.equal(theta, inputs[0])
             assert all(torch.equal(st[k], inputs[1][k]) for k in st)
         th_r, st_r = rule.reference_step(th_r, g, st_r, mask, lr, layout, ga=ga)
-        torch.testing.assert_close(th_f, th_r, rtol=1e-12, atol=1e-13)
-        for k in st_r:
-            torch.testing.assert_close(st_f[k], st_r[k], rtol=1e-12, atol=1e-13)
+        _assert_step(th_f, st_f, th_r, st_r)
     return sum(torch_fused.calls.values()) - before
+
+
+def _assert_step(th_f, st_f, th_r, st_r):
+    """The fast step's model and state (``vhat`` as the rule writes it: unscaled) equal the
+    readable rule's."""
+    torch.testing.assert_close(th_f, th_r, rtol=1e-12, atol=1e-13)
+    st_f = unscaled_vhat(st_f)
+    assert set(st_f) == set(st_r)
+    for k in st_r:
+        torch.testing.assert_close(st_f[k], st_r[k], rtol=1e-12, atol=1e-13)
 
 
 LOCAL_KERNEL = {   # the registry's rules, and the options the kernel takes

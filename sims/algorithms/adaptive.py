@@ -39,7 +39,8 @@ from dataclasses import dataclass
 import torch
 
 from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _masked, axpy,
-                     layer_segments, local_adaptive_fast_ok, local_adaptive_step, trust_step)
+                     layer_segments, local_adaptive_fast_ok, local_adaptive_step, trust_step,
+                     unscaled_vhat)
 from .. import compiled, torch_fused
 from .base import Algorithm, masked_rows
 
@@ -210,53 +211,73 @@ class LocalAdaptive:
         """The step through torch's fused Adam / AMSGrad CPU kernel (:mod:`sims.torch_fused`,
         in place on owned state) where the rule is the kernel's: ``eps = 0`` (the kernel's
         ``eps`` is outside the root, the rule's inside: equal only at 0, the registry's
-        default), coupled or no weight decay (the kernel adds ``wd theta`` to ``g``), one count for both bias corrections (``n == nm``), AMSGrad's per-step
-        ``vhat`` (a round-fixed one is not the kernel's). The kernel takes AMSGrad's max of
-        the raw ``v`` and divides by ``c2 = 1 - b2^n`` after, the rule (Fed-AMS) the max of the
-        corrected ``v``: with bias correction the kernel is handed ``vhat c2`` and ``vhat`` is
-        its result divided by ``c2`` (``max(vhat, v / c2) = max(vhat c2, v) / c2``, ``c2 > 0``;
-        equal up to rounding, two more passes). The amendment (``alpha != 1``) is the kernel at
-        rate ``lr alpha`` and one more in-place pass ``- lr (1 - alpha) g_a``. With a trust
-        ratio (Fed-LAMB, line 13; no amendment or weight decay) the kernel steps a zero
-        vector at rate ``-1``, which leaves it holding ``u = m_c / sqrt(vhat)``, and
-        :func:`sims.optim.trust_step` takes the layer-wise step from it. None otherwise.
-        One thread, ``[25, 159010]`` float32, fastest of 20: AMSGrad without bias correction
-        2.1 ms (the compiled kernel 2.2 ms, the eager form 4.1 ms)."""
+        default), coupled or no weight decay (the kernel adds ``wd theta`` to ``g``), one
+        count for both bias corrections (``n == nm``), AMSGrad's per-step ``vhat`` (a
+        round-fixed one is not the kernel's). None otherwise (nothing written).
+
+        Bias-corrected AMSGrad (Fed-AMS, Fed-LAMB): the kernel takes the max of the raw ``v``
+        and divides by ``c2 = 1 - b2^n`` after, the rule the max of the corrected ``v``; they
+        agree on ``vhat c2`` (``max(vhat, v / c2) = max(vhat c2, v) / c2``, ``c2 > 0``). So
+        ``vhat`` stays in the kernel's units across steps: the state keeps ``vhat c2`` and
+        ``vhat_scale = c2`` (``[B, 1]``, this step's), and the next step rescales it once, in
+        place on owned state, by ``c2' / c2`` (a new tensor on a round's first, not-owned
+        step); every other reader unscales it first (:func:`sims.optim.unscaled_vhat`).
+
+        The amendment (``alpha != 1``) is the kernel at rate ``lr alpha`` and one more pass
+        ``- lr (1 - alpha) g_a``. With a trust ratio (Fed-LAMB, line 13; no amendment or
+        weight decay) the kernel steps a zero vector at rate ``-1``, which leaves it holding
+        ``u = m_c / sqrt(vhat)``, and :func:`sims.optim.trust_step` takes the layer-wise step
+        from it (in place on an owned ``theta``). One thread, ``[25, 159010]`` float32,
+        fastest of 20: AMSGrad without bias correction 2.1 ms (the compiled kernel 2.2 ms,
+        the eager form 4.1 ms)."""
         trust = self.trust is not None
         if (self.eps or not torch_fused.usable(mask, theta, lr)
                 or (trust and (self.weight_decay or self.alpha != 1))
                 or (self.weight_decay and self.wd_mode != "coupled")
-                or (self.rule == "amsgrad" and self.vhat != "step")):
+                or (self.rule == "amsgrad" and self.vhat != "step")
+                or not torch_fused.ready("adam", theta.dtype)):
             return None
         n, nm = state["n"] + 1, state["nm"] + 1
-        if self.bias_correction and not torch.equal(n, nm):
+        bc = self.bias_correction
+        if bc and not torch.equal(n, nm):
             return None
-        vhat = state["vhat"] if self.rule == "amsgrad" else None
-        vhat_owned = None                                          # as owned
-        if vhat is not None and self.bias_correction:
-            c2 = 1 - self.beta2 ** n.unsqueeze(-1)
-            vhat, vhat_owned = torch.mul(vhat, c2), True          # a fresh tensor
+        vhat, vhat_owned, scale = None, None, None
+        if self.rule == "amsgrad":
+            if bc:
+                scale = 1 - self.beta2 ** n.unsqueeze(-1)      # c2 [B, 1]: the kernel's units
+                vhat, vhat_owned = _rescaled(state["vhat"], state.get("vhat_scale"), scale,
+                                             owned), True
+            else:
+                vhat = unscaled_vhat(state)["vhat"]
         a = lr * self.alpha if self.alpha != 1 else lr
         # with a trust ratio the kernel's "parameter" is a fresh zero vector it turns into u
         target, rate = (torch.zeros_like(theta), -1.0) if trust else (theta, a)
         got = torch_fused.adam_step(target, g, state["m"], state["v"], rate, self.beta1,
-                                    self.beta2, 0.0, n if self.bias_correction else None, owned,
-                                    vhat, self.weight_decay, vhat_owned, target_owned=trust)
-        if got is None:
-            return None
+                                    self.beta2, 0.0, n if bc else None, owned, vhat,
+                                    self.weight_decay, vhat_owned, target_owned=trust)
+        if got is None:       # the kernel raised (before writing): the eager form from here
+            if scale is not None:
+                state = dict(state, vhat=vhat, vhat_scale=scale)
+            return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga, owned)
         stepped, m, v, vhat = got
-        theta = trust_step(self.trust, theta, stepped, layout, lr) if trust else stepped
-        if vhat is None:
-            vhat = state["vhat"]
-        elif self.bias_correction:
-            vhat.div_(c2)
+        if trust:
+            theta = trust_step(self.trust, theta, stepped, layout, lr,
+                               out=theta if owned else None)
+        else:
+            theta = stepped
         if self.alpha != 1:
             theta.add_(ga, alpha=-(lr * (1 - self.alpha)))
-        return theta, {"m": m, "v": v, "vhat": vhat, "n": n, "nm": nm, "k": state["k"] + 1}
+        new = {"m": m, "v": v, "vhat": state["vhat"] if vhat is None else vhat, "n": n,
+               "nm": nm, "k": state["k"] + 1}
+        if scale is not None:
+            new["vhat_scale"] = scale
+        return theta, new
 
     def reference_step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):
         """The rule as written in the class docstring (what the fast form is tested
-        against)."""
+        against). A ``vhat`` kept scaled by the torch-fused step is unscaled first
+        (:func:`sims.optim.unscaled_vhat`)."""
+        state = unscaled_vhat(state)
         if self.weight_decay and self.wd_mode == "coupled":
             g = g + self.weight_decay * theta
         m = self.beta1 * state["m"] + (1 - self.beta1) * g
@@ -280,6 +301,15 @@ class LocalAdaptive:
         new = {"m": m, "v": v, "vhat": vhat, "n": n, "nm": nm, "k": state["k"] + 1}
         new = {k: _masked(mask, val, state[k]) for k, val in new.items()}
         return _masked(mask, new_theta, theta), new
+
+
+def _rescaled(vhat: torch.Tensor, old, new: torch.Tensor, owned: bool) -> torch.Tensor:
+    """``vhat`` kept times ``old`` (``[B, 1]``; None: 1) brought to times ``new``: one pass, in
+    place when the caller owns it (:meth:`LocalAdaptive._torch_fused_step`)."""
+    factor = new if old is None else new / old
+    if owned and vhat.is_contiguous():
+        return vhat.mul_(factor)
+    return torch.mul(vhat, factor)
 
 
 # ------------------------------------------------------------------------------ FedOpt

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..optim import OptimizerError, _masked, full_like
+from ..optim import OptimizerError, _masked, full_like, unscaled_vhat
 from .adaptive import (FedOpt, LocalAdaptive, ParticipantTally, _affine_sgd, bits,
                        check_common, describe_dataclass, lr_at, mean_of)
 from .base import Algorithm, masked_rows
@@ -283,7 +283,7 @@ class FedLADA(Algorithm):
                               owned=ctx.extra.get("owned_state", False))
 
     def client_message(self, delta, lstate, cstate, ctx):
-        aux = {"vhat": lstate["vhat"]}
+        aux = {"vhat": unscaled_vhat(lstate)["vhat"]}     # the rule's (not the kernel's)
         if self.amended:
             lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
             aux["ga"] = delta / (lr * lstate["k"].clamp_min(1).unsqueeze(-1))
