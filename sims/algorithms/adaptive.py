@@ -42,6 +42,7 @@ from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _
                      layer_segments, local_adaptive_fast_ok, local_adaptive_step, trust_step,
                      unscaled_vhat)
 from .. import compiled, torch_fused
+from ..batching import replica_runs
 from .base import Algorithm, masked_rows
 
 WD_MODES = ("coupled", "decoupled")
@@ -191,20 +192,24 @@ class LocalAdaptive:
         """The step; the fast form (:func:`sims.optim.local_adaptive_step`, fewer passes over
         ``[B, d]``) where it applies, else :meth:`reference_step`. With the compiled form on
         (:mod:`sims.compiled`, opt-in), one in-place pass; ``owned``: ``theta`` and the state
-        are the caller's to overwrite (the engine's ``ctx.extra["owned_state"]``)."""
+        are the caller's to overwrite (the engine's ``ctx.extra["owned_state"]``). ``ga``: the
+        amendment's ``[B, d]`` rows, or :class:`ReplicaRows` (the torch-fused step adds them
+        from the server rows; the other forms gather them)."""
         if local_adaptive_fast_ok(self):
             # the compiled kernel (opt-in) first: in the issue-16 benchmark (--compile
             # --torch-fused-ab, one run) it is as fast as torch's fused one on LocalAdam and
-            # FedLADA and ~1.1x faster on Fed-AMS (which the fused kernel takes in 3 passes)
+            # FedLADA and ~1.1x faster on Fed-AMS (which the fused kernel took in 3 passes,
+            # before its vhat stayed scaled: measure again)
             if compiled.usable(self, mask, theta):
-                got = compiled.fused_local_adaptive_step(self, theta, g, state, lr, ga, owned,
-                                                         layout)
+                got = compiled.fused_local_adaptive_step(self, theta, g, state, lr,
+                                                         gathered(ga), owned, layout)
                 if got is not None:
                     return got
             got = self._torch_fused_step(theta, g, state, mask, lr, ga, owned, layout)
             if got is not None:
                 return got
-            return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga, owned)
+            return local_adaptive_step(self, theta, g, state, mask, lr, layout, gathered(ga),
+                                       owned)
         return self.reference_step(theta, g, state, mask, lr, layout, seg, ga)
 
     def _torch_fused_step(self, theta, g, state, mask, lr, ga, owned, layout):
@@ -224,7 +229,8 @@ class LocalAdaptive:
         step); every other reader unscales it first (:func:`sims.optim.unscaled_vhat`).
 
         The amendment (``alpha != 1``) is the kernel at rate ``lr alpha`` and one more pass
-        ``- lr (1 - alpha) g_a``. With a trust ratio (Fed-LAMB, line 13; no amendment or
+        ``- lr (1 - alpha) g_a`` (from the server rows with :class:`ReplicaRows`: ``theta``
+        read and written, ``g_a`` one row per replica). With a trust ratio (Fed-LAMB, line 13; no amendment or
         weight decay) the kernel steps a zero vector at rate ``-1``, which leaves it holding
         ``u = m_c / sqrt(vhat)``, and :func:`sims.optim.trust_step` takes the layer-wise step
         from it (in place on an owned ``theta``). One thread, ``[25, 159010]`` float32,
@@ -258,7 +264,8 @@ class LocalAdaptive:
         if got is None:       # the kernel raised (before writing): the eager form from here
             if scale is not None:
                 state = dict(state, vhat=vhat, vhat_scale=scale)
-            return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga, owned)
+            return local_adaptive_step(self, theta, g, state, mask, lr, layout, gathered(ga),
+                                       owned)
         stepped, m, v, vhat = got
         if trust:
             theta = trust_step(self.trust, theta, stepped, layout, lr,
@@ -266,7 +273,10 @@ class LocalAdaptive:
         else:
             theta = stepped
         if self.alpha != 1:
-            theta.add_(ga, alpha=-(lr * (1 - self.alpha)))
+            if isinstance(ga, ReplicaRows):
+                ga.add_to_(theta, -(lr * (1 - self.alpha)))
+            else:
+                theta.add_(ga, alpha=-(lr * (1 - self.alpha)))
         new = {"m": m, "v": v, "vhat": state["vhat"] if vhat is None else vhat, "n": n,
                "nm": nm, "k": state["k"] + 1}
         if scale is not None:
@@ -277,7 +287,7 @@ class LocalAdaptive:
         """The rule as written in the class docstring (what the fast form is tested
         against). A ``vhat`` kept scaled by the torch-fused step is unscaled first
         (:func:`sims.optim.unscaled_vhat`)."""
-        state = unscaled_vhat(state)
+        state, ga = unscaled_vhat(state), gathered(ga)
         if self.weight_decay and self.wd_mode == "coupled":
             g = g + self.weight_decay * theta
         m = self.beta1 * state["m"] + (1 - self.beta1) * g
@@ -301,6 +311,45 @@ class LocalAdaptive:
         new = {"m": m, "v": v, "vhat": vhat, "n": n, "nm": nm, "k": state["k"] + 1}
         new = {k: _masked(mask, val, state[k]) for k, val in new.items()}
         return _masked(mask, new_theta, theta), new
+
+
+class ReplicaRows:
+    """A broadcast entry's participant rows (``bcast[key]``, ``[B, d]``) kept as the server's
+    ``[R, d]`` rows and each participant's replica (issue 16): :meth:`add_to_` adds ``a``
+    times them to a ``[B, d]`` tensor one run of equal replicas at a time with the server row
+    broadcast (FedLADA's amendment: ``g_a`` read as ``R`` rows instead of a gathered ``[B, d]``
+    tensor every local step); :meth:`rows` is the gathered tensor, for the other forms.
+    ``bcast`` is the engine's lazily gathered broadcast (``sims.engine._ParticipantRows``) or a
+    plain dict of rows (then both are ``bcast[key]``)."""
+
+    def __init__(self, bcast, key: str):
+        self.bcast, self.key = bcast, key
+
+    def rows(self) -> torch.Tensor:
+        return self.bcast[self.key]
+
+    def add_to_(self, x: torch.Tensor, a) -> torch.Tensor:
+        raw = _server_rows(self.bcast, self.key)
+        if raw is None:
+            return x.add_(self.rows(), alpha=a)
+        server, rep = raw
+        for r, rows in replica_runs(rep):
+            x[rows].add_(server[r], alpha=a)
+        return x
+
+
+def _server_rows(bcast, key):
+    """``(server [R, ...], rep [B])`` of the engine's ``_ParticipantRows`` (read from its
+    fields; None for a plain dict, whose entries are the rows)."""
+    server, rep = getattr(bcast, "_bcast", None), getattr(bcast, "_rep", None)
+    if server is None or rep is None or key not in server:
+        return None
+    return server[key], rep
+
+
+def gathered(ga):
+    """``ga``'s ``[B, d]`` rows (:class:`ReplicaRows` gathered; a tensor or None as is)."""
+    return ga.rows() if isinstance(ga, ReplicaRows) else ga
 
 
 def _rescaled(vhat: torch.Tensor, old, new: torch.Tensor, owned: bool) -> torch.Tensor:
