@@ -4,7 +4,10 @@ FedAdaAdagrad, FedAdaAdam: ``JointAdaptive.reference_local_step``) and LocalAdam
 (``LocalAdaptive.reference_step``), on a round's first step (inputs not owned: left as they
 were) and later ones (owned: written in place), rows at different step counts, bias
 correction on and off; the rules the kernels do not compute fall back to the eager forms; a
-kernel that raises or disagrees falls back with one warning; through the engine."""
+kernel that raises or disagrees falls back with one warning; through the engine. Fed-AMS /
+Fed-LAMB's ``vhat`` kept in the kernel's units (``vhat_scale``) is what every other reader
+(eager, compiled and readable steps, ``vhat="local"`` messages) sees unscaled; FedLADA's
+amendment from the server rows per replica run equals the gathered rows."""
 from __future__ import annotations
 
 import warnings

@@ -196,10 +196,10 @@ class LocalAdaptive:
         amendment's ``[B, d]`` rows, or :class:`ReplicaRows` (the torch-fused step adds them
         from the server rows; the other forms gather them)."""
         if local_adaptive_fast_ok(self):
-            # the compiled kernel (opt-in) first: in the issue-16 benchmark (--compile
-            # --torch-fused-ab, one run) it is as fast as torch's fused one on LocalAdam and
-            # FedLADA and ~1.1x faster on Fed-AMS (which the fused kernel took in 3 passes,
-            # before its vhat stayed scaled: measure again)
+            # the compiled kernel (opt-in) first: in the issue-16 benchmark (with and without
+            # --compile, one run each) it is as fast as torch's fused one on LocalAdam and
+            # FedLADA and ~1.05x faster a round on Fed-AMS and Fed-LAMB (the fused kernel
+            # plus one rescale of vhat; Fed-LAMB: plus the trust step's passes)
             if compiled.usable(self, mask, theta):
                 got = compiled.fused_local_adaptive_step(self, theta, g, state, lr,
                                                          gathered(ga), owned, layout)
@@ -233,9 +233,12 @@ class LocalAdaptive:
         read and written, ``g_a`` one row per replica). With a trust ratio (Fed-LAMB, line 13; no amendment or
         weight decay) the kernel steps a zero vector at rate ``-1``, which leaves it holding
         ``u = m_c / sqrt(vhat)``, and :func:`sims.optim.trust_step` takes the layer-wise step
-        from it (in place on an owned ``theta``). One thread, ``[25, 159010]`` float32,
-        fastest of 20: AMSGrad without bias correction 2.1 ms (the compiled kernel 2.2 ms,
-        the eager form 4.1 ms)."""
+        from it (in place on an owned ``theta``: the layer norms of ``u`` and ``theta``, one
+        ``addcmul_`` per layer). One thread, ``[25, 159010]`` float32, fastest of 20: AMSGrad
+        without bias correction 2.1 ms (the compiled kernel 2.2 ms, the eager form 4.1 ms);
+        an owned step with a cold cache, fastest of 20: LocalAdam 2.2 ms, Fed-AMS 2.5 ms
+        (3.4 ms when ``vhat`` was multiplied into a new tensor and divided back each step),
+        Fed-LAMB 4.6 ms (6.2 ms so, with the trust step into a new tensor)."""
         trust = self.trust is not None
         if (self.eps or not torch_fused.usable(mask, theta, lr)
                 or (trust and (self.weight_decay or self.alpha != 1))
