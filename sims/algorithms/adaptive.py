@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -166,6 +167,9 @@ class LocalAdaptive:
     trust: TrustRatio | None = None
     weight_decay: float = 0.0
     wd_mode: str = "coupled"
+    #: the torch-fused step with a trust ratio runs in row blocks of about this many bytes of
+    #: each ``[rows, d]`` operand (:meth:`_fused_trust_blocks`)
+    trust_block_bytes: ClassVar[int] = 4 * 2 ** 20
 
     def __post_init__(self):
         if self.rule not in ("amsgrad", "adam"):
@@ -258,23 +262,21 @@ class LocalAdaptive:
                                              owned), True
             else:
                 vhat = unscaled_vhat(state)["vhat"]
-        a = lr * self.alpha if self.alpha != 1 else lr
-        # with a trust ratio the kernel's "parameter" is a fresh zero vector it turns into u
-        target, rate = (torch.zeros_like(theta), -1.0) if trust else (theta, a)
-        got = torch_fused.adam_step(target, g, state["m"], state["v"], rate, self.beta1,
-                                    self.beta2, 0.0, n if bc else None, owned, vhat,
-                                    self.weight_decay, vhat_owned, target_owned=trust)
-        if got is None:       # the kernel raised (before writing): the eager form from here
-            if scale is not None:
-                state = dict(state, vhat=vhat, vhat_scale=scale)
-            return local_adaptive_step(self, theta, g, state, mask, lr, layout, gathered(ga),
-                                       owned)
-        stepped, m, v, vhat = got
         if trust:
-            theta = trust_step(self.trust, theta, stepped, layout, lr,
-                               out=theta if owned else None)
+            theta, m, v, vhat = self._fused_trust_blocks(theta, g, state, vhat, vhat_owned,
+                                                         scale, n if bc else None, lr, owned,
+                                                         layout)
         else:
-            theta = stepped
+            a = lr * self.alpha if self.alpha != 1 else lr
+            got = torch_fused.adam_step(theta, g, state["m"], state["v"], a, self.beta1,
+                                        self.beta2, 0.0, n if bc else None, owned, vhat,
+                                        self.weight_decay, vhat_owned)
+            if got is None:   # the kernel raised (before writing): the eager form from here
+                if scale is not None:
+                    state = dict(state, vhat=vhat, vhat_scale=scale)
+                return local_adaptive_step(self, theta, g, state, mask, lr, layout,
+                                           gathered(ga), owned)
+            theta, m, v, vhat = got
         if self.alpha != 1:
             if isinstance(ga, ReplicaRows):
                 ga.add_to_(theta, -(lr * (1 - self.alpha)))
@@ -285,6 +287,48 @@ class LocalAdaptive:
         if scale is not None:
             new["vhat_scale"] = scale
         return theta, new
+
+    def _fused_trust_blocks(self, theta, g, state, vhat, vhat_owned, scale, steps, lr, owned,
+                            layout):
+        """:meth:`_torch_fused_step` with a trust ratio (Fed-LAMB line 13), one block of rows
+        at a time (about :attr:`trust_block_bytes` of each operand): the kernel steps a zeroed
+        scratch block at rate ``-1``, leaving ``u = m_c / sqrt(vhat)`` in it, and
+        :func:`sims.optim.trust_step` takes the block's layer-wise step from it (in place on
+        an owned ``theta``). The scratch block and ``theta``'s block stay in the cache between
+        the kernel, the layer norms and the step, so ``u`` never streams through memory. A
+        kernel that raises leaves the rows from its block on to the eager form (their
+        ``vhat`` back in the kernel's units). Returns ``(theta, m, v, vhat)``."""
+        m, v = (torch_fused.writable(state[k], owned) for k in ("m", "v"))
+        if vhat is not None:
+            vhat = torch_fused.writable(vhat, owned if vhat_owned is None else vhat_owned)
+        out = theta if owned and theta.is_contiguous() else torch.empty_like(theta)
+        B, d = theta.shape
+        rows = max(1, self.trust_block_bytes // max(1, d * theta.element_size()))
+        rows = -(-B // -(-B // rows))                   # equal blocks
+        scratch = torch.empty((rows, d), dtype=theta.dtype, device=theta.device)
+        g = g.contiguous()
+        for lo in range(0, B, rows):
+            blk = slice(lo, min(B, lo + rows))
+            u = scratch[:blk.stop - lo].zero_()
+            if torch_fused.adam_step(u, g[blk], m[blk], v[blk], -1.0, self.beta1, self.beta2,
+                                     0.0, None if steps is None else steps[blk], True,
+                                     None if vhat is None else vhat[blk], 0.0) is None:
+                break
+            th = theta[blk]
+            trust_step(self.trust, th, u, layout, lr, out=th if out is theta else out[blk])
+        else:
+            return out, m, v, vhat
+        rest = slice(lo, B)                   # the kernel raised: these rows take the eager form
+        sub = {"m": m[rest], "v": v[rest], "vhat": state["vhat"][rest] if vhat is None
+               else vhat[rest], "n": state["n"][rest], "nm": state["nm"][rest],
+               "k": state["k"][rest]}
+        if scale is not None:
+            sub["vhat_scale"] = scale[rest]
+        th, new = local_adaptive_step(self, theta[rest], g[rest], sub, None, lr, layout)
+        out[rest], m[rest], v[rest] = th, new["m"], new["v"]
+        if vhat is not None:
+            vhat[rest] = new["vhat"] if scale is None else new["vhat"] * scale[rest]
+        return out, m, v, vhat
 
     def reference_step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):
         """The rule as written in the class docstring (what the fast form is tested
