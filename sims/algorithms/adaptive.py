@@ -234,15 +234,14 @@ class LocalAdaptive:
 
         The amendment (``alpha != 1``) is the kernel at rate ``lr alpha`` and one more pass
         ``- lr (1 - alpha) g_a`` (from the server rows with :class:`ReplicaRows`: ``theta``
-        read and written, ``g_a`` one row per replica). With a trust ratio (Fed-LAMB, line 13; no amendment or
-        weight decay) the kernel steps a zero vector at rate ``-1``, which leaves it holding
-        ``u = m_c / sqrt(vhat)``, and :func:`sims.optim.trust_step` takes the layer-wise step
-        from it (in place on an owned ``theta``: the layer norms of ``u`` and ``theta``, one
-        ``addcmul_`` per layer). One thread, ``[25, 159010]`` float32, fastest of 20: AMSGrad
-        without bias correction 2.1 ms (the compiled kernel 2.2 ms, the eager form 4.1 ms);
-        an owned step with a cold cache, fastest of 20: LocalAdam 2.2 ms, Fed-AMS 2.5 ms
-        (3.4 ms when ``vhat`` was multiplied into a new tensor and divided back each step),
-        Fed-LAMB 4.6 ms (6.2 ms so, with the trust step into a new tensor)."""
+        read and written, ``g_a`` one row per replica). With a trust ratio (Fed-LAMB, line
+        13; no amendment or weight decay): :meth:`_fused_trust_blocks`.
+
+        One thread, ``[25, 159010]`` float32, fastest of 20: AMSGrad without bias correction
+        2.1 ms (the compiled kernel 2.2 ms, the eager form 4.1 ms); an owned step with a cold
+        cache, fastest of 20: LocalAdam 2.2 ms, Fed-AMS 2.5 ms (3.4 ms when ``vhat`` was
+        multiplied into a new tensor and divided back each step), Fed-LAMB 4.2 ms (6.2 ms so,
+        with ``u`` and the trust step in new whole tensors)."""
         trust = self.trust is not None
         if (self.eps or not torch_fused.usable(mask, theta, lr)
                 or (trust and (self.weight_decay or self.alpha != 1))
@@ -295,9 +294,12 @@ class LocalAdaptive:
         scratch block at rate ``-1``, leaving ``u = m_c / sqrt(vhat)`` in it, and
         :func:`sims.optim.trust_step` takes the block's layer-wise step from it (in place on
         an owned ``theta``). The scratch block and ``theta``'s block stay in the cache between
-        the kernel, the layer norms and the step, so ``u`` never streams through memory. A
-        kernel that raises leaves the rows from its block on to the eager form (their
-        ``vhat`` back in the kernel's units). Returns ``(theta, m, v, vhat)``."""
+        the kernel, the layer norms and the step, so ``u`` never streams through memory: in
+        the issue-16 benchmark, Fed-LAMB's local step ~52 ms a round against ~60 ms as whole
+        ``[B, d]`` passes (blocks of 2-6 MiB measure alike; 1 MiB, one row here, pays the
+        per-call overhead). A kernel that raises leaves the rows from its block on to the
+        eager form (their ``vhat`` back in the kernel's units). Returns ``(theta, m, v,
+        vhat)``."""
         m, v = (torch_fused.writable(state[k], owned) for k in ("m", "v"))
         if vhat is not None:
             vhat = torch_fused.writable(vhat, owned if vhat_owned is None else vhat_owned)
