@@ -92,9 +92,12 @@ def test_trust_step_and_layer_norms_equal_the_readable_rule(layout):
     torch.testing.assert_close(layer_norms_fast(u, layout), layer_norms(u, layout))
     for trust in TRUSTS[1:]:
         for lr in (0.1, torch.tensor([[0.1], [0.2], [0.3], [0.4]], dtype=torch.float64)):
-            torch.testing.assert_close(trust_step(trust, theta, u, layout, lr),
-                                       theta - lr * trust(theta, u, layout),
+            want = theta - lr * trust(theta, u, layout)
+            torch.testing.assert_close(trust_step(trust, theta, u, layout, lr), want,
                                        rtol=1e-12, atol=1e-12)
+            inplace = theta.clone()                     # out=theta: written in place
+            assert trust_step(trust, inplace, u, layout, lr, out=inplace) is inplace
+            torch.testing.assert_close(inplace, want, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("kind,beta1,inside,bc", list(itertools.product(

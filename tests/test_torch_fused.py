@@ -222,7 +222,8 @@ def test_engine_fused_equals_readable_rule(mlp_problem, monkeypatch, name, hyper
     assert set(fused.client_state) == set(ref.client_state)
     assert ("vhat" in fused.client_state) == (hyper.get("vhat") == "local")
     for k in ref.client_state:
-        torch.testing.assert_close(fused.client_state[k], ref.client_state[k], rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(fused.client_state[k], ref.client_state[k], rtol=1e-10,
+                                   atol=1e-12)
 
 
 def test_blend_full_members_take_the_kernel(mlp_problem, monkeypatch):
