@@ -162,14 +162,18 @@ def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned: bool = 
     the eager form). ``owned``: ``theta`` and ``state``'s ``m, v, vhat`` may be overwritten
     (else they are copied first). With a trust ratio (Fed-LAMB) the kernel also takes the
     layer-wise step (per-layer norms of ``u`` and ``theta`` on static slices) and writes a
-    new ``theta``."""
+    new ``theta``. A ``vhat`` kept scaled by the torch-fused step is unscaled first
+    (:func:`sims.optim.unscaled_vhat`, a new tensor the kernel may overwrite)."""
+    from .optim import unscaled_vhat
     ams, vhat_step = rule.rule == "amsgrad", rule.vhat == "step"
     trust = rule.trust is not None
+    scaled = "vhat_scale" in state
+    state = unscaled_vhat(state)
     if not owned:
         if not trust:
             theta = theta.clone()
         state = dict(state, m=state["m"].clone(), v=state["v"].clone())
-        if ams and vhat_step:
+        if ams and vhat_step and not scaled:
             state["vhat"] = state["vhat"].clone()
     n, nm = state["n"] + 1, state["nm"] + 1
     bc = bool(rule.bias_correction)

@@ -14,7 +14,7 @@ import torch
 
 from sims.algorithms.adaptive import LocalAdaptive
 from sims.models import MLP
-from sims.optim import TrustRatio, layer_norms, layer_norms_fast, trust_step
+from sims.optim import TrustRatio, layer_norms, layer_norms_fast, trust_step, unscaled_vhat
 from sims.params import ParamLayout
 
 B = 4
@@ -62,6 +62,7 @@ def test_local_adaptive_fast_equals_reference(layout, rv, eps, bc, alpha, trust,
             th_f, st_f = rule.step(th_f, g, st_f, mask, lr, layout, ga=ga)
             th_r, st_r = rule.reference_step(th_r, g, st_r, mask, lr, layout, ga=ga)
         torch.testing.assert_close(th_f, th_r, rtol=1e-12, atol=1e-12)
+        st_f = unscaled_vhat(st_f)           # the torch-fused step keeps it scaled
         assert set(st_f) == set(st_r)
         for k in st_r:
             torch.testing.assert_close(st_f[k], st_r[k], rtol=1e-12, atol=1e-12)
@@ -91,9 +92,12 @@ def test_trust_step_and_layer_norms_equal_the_readable_rule(layout):
     torch.testing.assert_close(layer_norms_fast(u, layout), layer_norms(u, layout))
     for trust in TRUSTS[1:]:
         for lr in (0.1, torch.tensor([[0.1], [0.2], [0.3], [0.4]], dtype=torch.float64)):
-            torch.testing.assert_close(trust_step(trust, theta, u, layout, lr),
-                                       theta - lr * trust(theta, u, layout),
+            want = theta - lr * trust(theta, u, layout)
+            torch.testing.assert_close(trust_step(trust, theta, u, layout, lr), want,
                                        rtol=1e-12, atol=1e-12)
+            inplace = theta.clone()                     # out=theta: written in place
+            assert trust_step(trust, inplace, u, layout, lr, out=inplace) is inplace
+            torch.testing.assert_close(inplace, want, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("kind,beta1,inside,bc", list(itertools.product(

@@ -4,7 +4,10 @@ FedAdaAdagrad, FedAdaAdam: ``JointAdaptive.reference_local_step``) and LocalAdam
 (``LocalAdaptive.reference_step``), on a round's first step (inputs not owned: left as they
 were) and later ones (owned: written in place), rows at different step counts, bias
 correction on and off; the rules the kernels do not compute fall back to the eager forms; a
-kernel that raises or disagrees falls back with one warning; through the engine."""
+kernel that raises or disagrees falls back with one warning; through the engine. Fed-AMS /
+Fed-LAMB's ``vhat`` kept in the kernel's units (``vhat_scale``) is what every other reader
+(eager, compiled and readable steps, ``vhat="local"`` messages) sees unscaled; FedLADA's
+amendment from the server rows per replica run equals the gathered rows."""
 from __future__ import annotations
 
 import warnings
@@ -13,10 +16,10 @@ import pytest
 import torch
 
 from sims import engine, torch_fused
-from sims.algorithms.adaptive import LocalAdaptive
+from sims.algorithms.adaptive import LocalAdaptive, layer_seg
 from sims.algorithms.registry import make_algorithm, make_for_problem
 from sims.models import MLP
-from sims.optim import TrustRatio
+from sims.optim import TrustRatio, unscaled_vhat
 from sims.params import ParamLayout
 from sims.participation import Participation
 
@@ -88,10 +91,18 @@ def _local_run(rule, layout, gen, mask=None, lr=0.05, nm=None):
             assert torch.equal(theta, inputs[0])
             assert all(torch.equal(st[k], inputs[1][k]) for k in st)
         th_r, st_r = rule.reference_step(th_r, g, st_r, mask, lr, layout, ga=ga)
-        torch.testing.assert_close(th_f, th_r, rtol=1e-12, atol=1e-13)
-        for k in st_r:
-            torch.testing.assert_close(st_f[k], st_r[k], rtol=1e-12, atol=1e-13)
+        _assert_step(th_f, st_f, th_r, st_r)
     return sum(torch_fused.calls.values()) - before
+
+
+def _assert_step(th_f, st_f, th_r, st_r):
+    """The fast step's model and state (``vhat`` as the rule writes it: unscaled) equal the
+    readable rule's."""
+    torch.testing.assert_close(th_f, th_r, rtol=1e-12, atol=1e-13)
+    st_f = unscaled_vhat(st_f)
+    assert set(st_f) == set(st_r)
+    for k in st_r:
+        torch.testing.assert_close(st_f[k], st_r[k], rtol=1e-12, atol=1e-13)
 
 
 LOCAL_KERNEL = {   # the registry's rules, and the options the kernel takes
@@ -174,14 +185,23 @@ def test_disagreeing_kernel_is_caught_by_the_probe(layout, monkeypatch):
     assert not torch_fused.enabled()
 
 
-@pytest.mark.parametrize("name", ["fedadaadam", "dja", "localadam", "fedlada", "fed-ams",
-                                  "fed-lamb"])
-def test_engine_fused_equals_readable_rule(mlp_problem, monkeypatch, name):
-    """Whole runs (unequal clients: masked last steps, which take the eager form) with the
-    kernels against the readable local rule."""
+@pytest.mark.parametrize("name,hyper,seeds", [
+    ("fedadaadam", {}, [0]), ("dja", {}, [0]), ("localadam", {}, [0]), ("fedlada", {}, [0]),
+    ("fedlada", {}, [0, 1]),                  # two replicas: g_a added per replica run
+    ("fed-ams", {}, [0]), ("fed-lamb", {}, [0]), ("fed-lamb", {"lam": 0.1}, [0, 1]),
+    ("fed-ams", {"vhat": "local"}, [0]), ("fed-lamb", {"vhat": "local"}, [0]),
+    ("fed-lamb", {"block_rows": 2}, [0])])    # 3 participants: blocks of 2 and 1 rows
+def test_engine_fused_equals_readable_rule(mlp_problem, monkeypatch, name, hyper, seeds):
+    """Whole runs (unequal clients: masked last steps, which take the eager form from the
+    kernel's scaled state) with the kernels against the readable local rule: the models and
+    the clients' kept state (``vhat="local"``: their own ``vhat``)."""
+    hyper = dict(hyper)
+    if "block_rows" in hyper:
+        monkeypatch.setattr(LocalAdaptive, "trust_block_bytes",
+                            hyper.pop("block_rows") * mlp_problem.d * 8)
     out = {}
     for form in ("fused", "reference"):
-        alg = make_for_problem(name, mlp_problem)
+        alg = make_for_problem(name, mlp_problem, **hyper)
         if form == "reference":
             if isinstance(getattr(alg, "rule", None), LocalAdaptive):
                 monkeypatch.setattr(LocalAdaptive, "step", lambda self, theta, g, state, mask,
@@ -191,12 +211,19 @@ def test_engine_fused_equals_readable_rule(mlp_problem, monkeypatch, name):
             else:
                 monkeypatch.setattr(alg, "local_step", alg.reference_local_step)
         before = sum(torch_fused.calls.values())
-        out[form] = engine.run(mlp_problem, alg, Participation("fixed", m=3), 3, [0],
-                               eval_every=0).server["theta"]
+        out[form] = engine.run(mlp_problem, alg, Participation("fixed", m=3), 3, seeds,
+                               eval_every=0)
         used = sum(torch_fused.calls.values()) - before
         assert used > 0 if form == "fused" else used == 0
-    assert not torch.equal(out["fused"], mlp_problem.init_theta(0).unsqueeze(0))
-    torch.testing.assert_close(out["fused"], out["reference"], rtol=1e-10, atol=1e-12)
+    fused, ref = out["fused"], out["reference"]
+    assert not torch.equal(fused.server["theta"][0], mlp_problem.init_theta(0))
+    torch.testing.assert_close(fused.server["theta"], ref.server["theta"], rtol=1e-10,
+                               atol=1e-12)
+    assert set(fused.client_state) == set(ref.client_state)
+    assert ("vhat" in fused.client_state) == (hyper.get("vhat") == "local")
+    for k in ref.client_state:
+        torch.testing.assert_close(fused.client_state[k], ref.client_state[k], rtol=1e-10,
+                                   atol=1e-12)
 
 
 def test_blend_full_members_take_the_kernel(mlp_problem, monkeypatch):
@@ -233,3 +260,189 @@ def test_priority_with_the_compiled_form_on(layout, monkeypatch):
         assert len(compiled._kernels) == 1 and compiled.enabled()
     finally:
         compiled.enable(was)
+
+
+# ---------------------------------------------------------------- vhat kept in kernel units
+# With bias correction the fused AMSGrad step keeps vhat times c2 = 1 - b2^n (state
+# "vhat_scale"); every other reader unscales it first (sims.optim.unscaled_vhat).
+
+SCALED = {k: LOCAL_KERNEL[k] for k in ("fed-ams", "fed-lamb", "fed-lamb-lam", "ams-bc-amended")}
+ROW_RATE = torch.tensor([[0.05], [0.01], [0.2], [0.1]], dtype=torch.float64)
+#: (mask, lr, takes the kernel) per local step: the first not owned, later ones owned; a
+#: masked step and a per-row rate mid-round take the eager form from the scaled state, and
+#: the kernel then starts again from an unscaled one
+SCHEDULE = [(None, 0.05, True), (None, 0.05, True), (torch.tensor([True, False, True, True]),
+            0.05, False), (None, 0.05, True), (None, 0.05, True), (None, ROW_RATE, False),
+            (None, 0.05, True)]
+
+
+def _scaled_start(layout, gen):
+    theta, ga = _rand(gen, B, layout.d), _rand(gen, B, layout.d)
+    v = torch.rand(B, layout.d, generator=gen, dtype=torch.float64)
+    st = LocalAdaptive.start(0.1 * _rand(gen, B, layout.d), v,
+                             v + torch.rand(B, layout.d, generator=gen, dtype=torch.float64),
+                             STEPS.clone())          # rows at steps 0, 1, 3 and 7
+    return theta, ga, st
+
+
+def _block_rows(monkeypatch, layout, rows):
+    """Fed-LAMB's fused step in blocks of ``rows`` float64 rows (None: the default size, one
+    block here); ``B = 4`` rows: 3 gives two blocks of 2, 2 of 3 rows gives 2 and 1."""
+    if rows is not None:
+        monkeypatch.setattr(LocalAdaptive, "trust_block_bytes", rows * layout.d * 8)
+
+
+@pytest.mark.parametrize("name,rows", [(name, None) for name in SCALED]
+                         + [("fed-lamb", 1), ("fed-lamb", 3), ("fed-lamb-lam", 1)])
+def test_scaled_vhat_through_fused_and_eager_steps(layout, monkeypatch, name, rows):
+    """Several steps of a round mixing the kernel (vhat scaled, rescaled in place on owned
+    steps) with eager steps that read the scaled state, against the readable rule throughout;
+    then the readable rule itself reads the fused state. Fed-LAMB also in row blocks."""
+    _block_rows(monkeypatch, layout, rows)
+    rule, gen = SCALED[name], torch.Generator().manual_seed(21)
+    theta, ga, st = _scaled_start(layout, gen)
+    inputs = (theta.clone(), {k: v.clone() for k, v in st.items()})
+    th_f, st_f, th_r, st_r = theta, st, theta, st
+    for step, (mask, lr, kernel) in enumerate(SCHEDULE):
+        g = torch.sin(3 * th_r + step)
+        before, vhat_in = torch_fused.calls["adam"], st_f["vhat"]
+        th_f, st_f = rule.step(th_f, g, st_f, mask, lr, layout, ga=ga, owned=step > 0)
+        assert (torch_fused.calls["adam"] > before) == kernel     # one call a block
+        assert ("vhat_scale" in st_f) == kernel                 # the kernel's units
+        if kernel and step > 0:                                 # rescaled in place
+            assert st_f["vhat"] is vhat_in
+        th_r, st_r = rule.reference_step(th_r, g, st_r, mask, lr, layout, ga=ga)
+        _assert_step(th_f, st_f, th_r, st_r)
+    assert torch.equal(theta, inputs[0])
+    assert all(torch.equal(st[k], inputs[1][k]) for k in st)
+    g = torch.cos(th_r)
+    _assert_step(*rule.reference_step(th_f, g, st_f, None, 0.05, layout, ga=ga),
+                 *rule.reference_step(th_r, g, st_r, None, 0.05, layout, ga=ga))
+
+
+def test_unscaled_vhat():
+    v = torch.tensor([[2.0, 4.0], [3.0, 9.0]], dtype=torch.float64)
+    plain = {"vhat": v, "n": torch.ones(2)}
+    assert unscaled_vhat(plain) is plain
+    scaled = {"vhat": v, "vhat_scale": torch.tensor([[2.0], [3.0]], dtype=torch.float64),
+              "n": plain["n"]}
+    got = unscaled_vhat(scaled)
+    assert set(got) == {"vhat", "n"} and got["n"] is plain["n"]
+    assert torch.equal(got["vhat"], torch.tensor([[1.0, 2.0], [1.0, 3.0]], dtype=torch.float64))
+    assert torch.equal(scaled["vhat"], v)                       # left as it was
+
+
+def test_kernel_raising_after_the_rescale_falls_back_exactly(layout, monkeypatch):
+    """The kernel raising on an owned step, after vhat was rescaled in place: the eager form
+    takes the step from the rescaled state (one warning, the readable rule's result)."""
+    rule, gen = SCALED["fed-ams"], torch.Generator().manual_seed(22)
+    theta, ga, st = _scaled_start(layout, gen)
+    th_f, st_f = rule.step(theta, torch.sin(theta), st, None, 0.05, layout, owned=False)
+    th_r, st_r = rule.reference_step(theta, torch.sin(theta), st, None, 0.05, layout)
+    assert "vhat_scale" in st_f
+
+    def broken(*args, **kw):
+        raise RuntimeError("no such kernel here")
+    monkeypatch.setattr(torch, "_fused_adam_", broken)
+    with pytest.warns(RuntimeWarning, match="_fused_adam_ failed"):
+        th_f, st_f = rule.step(th_f, torch.cos(th_f), st_f, None, 0.05, layout, owned=True)
+    th_r, st_r = rule.reference_step(th_r, torch.cos(th_r), st_r, None, 0.05, layout)
+    _assert_step(th_f, st_f, th_r, st_r)
+    assert not torch_fused.enabled()
+
+
+@pytest.mark.parametrize("fail_at", [0, 2])
+def test_kernel_raising_in_a_row_block_leaves_the_rest_to_the_eager_form(layout, monkeypatch,
+                                                                         fail_at):
+    """Fed-LAMB in one-row blocks, the kernel raising on the first or the third block (after
+    the rescale, and after two blocks were stepped in place): the remaining rows take the
+    eager form and the step equals the readable rule (one warning)."""
+    _block_rows(monkeypatch, layout, 1)
+    rule, gen = SCALED["fed-lamb"], torch.Generator().manual_seed(26)
+    theta, ga, st = _scaled_start(layout, gen)
+    th_f, st_f = rule.step(theta, torch.sin(theta), st, None, 0.05, layout, owned=False)
+    th_r, st_r = rule.reference_step(theta, torch.sin(theta), st, None, 0.05, layout)
+    real, calls = torch._fused_adam_, []
+
+    def flaky(*args, **kw):
+        calls.append(1)
+        if len(calls) > fail_at:
+            raise RuntimeError("no such kernel here")
+        return real(*args, **kw)
+    monkeypatch.setattr(torch, "_fused_adam_", flaky)
+    with pytest.warns(RuntimeWarning, match="_fused_adam_ failed"):
+        th_f, st_f = rule.step(th_f, torch.cos(th_f), st_f, None, 0.05, layout, owned=True)
+    th_r, st_r = rule.reference_step(th_r, torch.cos(th_r), st_r, None, 0.05, layout)
+    assert len(calls) == fail_at + 1
+    _assert_step(th_f, st_f, th_r, st_r)
+
+
+@pytest.mark.skipif(__import__("shutil").which("g++") is None,
+                    reason="torch.compile's CPU backend needs a C++ compiler")
+def test_compiled_step_reads_the_scaled_state(layout, monkeypatch):
+    """The compiled form (opt-in) taking over from a state the kernel left scaled."""
+    from sims import compiled
+    rule, gen = SCALED["fed-ams"], torch.Generator().manual_seed(23)
+    theta, ga, st = _scaled_start(layout, gen)
+    th_f, st_f = rule.step(theta, torch.sin(theta), st, None, 0.05, layout, owned=False)
+    th_r, st_r = rule.reference_step(theta, torch.sin(theta), st, None, 0.05, layout)
+    assert "vhat_scale" in st_f
+    monkeypatch.setattr(compiled, "_kernels", {})
+    was = compiled.enabled()
+    compiled.enable(True)
+    try:
+        for owned in (True, False):
+            th_f, st_f = rule.step(th_f, torch.cos(th_f), st_f, None, 0.05, layout,
+                                   owned=owned)
+            th_r, st_r = rule.reference_step(th_r, torch.cos(th_r), st_r, None, 0.05, layout)
+            _assert_step(th_f, st_f, th_r, st_r)
+        assert len(compiled._kernels) == 1 and compiled.enabled()
+    finally:
+        compiled.enable(was)
+
+
+@pytest.mark.parametrize("name", ["fed-ams", "fed-lamb"])
+def test_local_vhat_message_is_the_rules(layout, name):
+    """``vhat="local"``: the ``vhat`` a client keeps (its message's state) is the rule's,
+    not the kernel's scaled one."""
+    from fedada2_clients import client_ctx
+    msgs = {}
+    for form in ("fused", "reference"):
+        alg, gen = make_algorithm(name, vhat="local"), torch.Generator().manual_seed(24)
+        theta = _rand(gen, B, layout.d)
+        v = torch.rand(B, layout.d, generator=gen, dtype=torch.float64)
+        cstate = {"v": v, "m": 0.1 * _rand(gen, B, layout.d), "n": STEPS.clone(),
+                  "vhat": v + torch.rand(B, layout.d, generator=gen, dtype=torch.float64)}
+        ctx = client_ctx(layout, False)
+        lstate, th = alg.local_start({"theta": theta}, cstate, ctx), theta
+        for step in range(3):
+            ctx.extra["owned_state"] = step > 0
+            g = torch.sin(th + step)
+            if form == "fused":
+                th, lstate = alg.local_step(th, g, lstate, {"theta": theta}, cstate, None, ctx)
+                assert "vhat_scale" in lstate
+            else:
+                th, lstate = alg.rule.reference_step(th, g, lstate, None, alg.eta_l,
+                                                     layout, layer_seg(layout, th))
+        msgs[form] = alg.client_message(theta - th, lstate, cstate, ctx)[1]
+    assert set(msgs["fused"]) == set(msgs["reference"]) >= {"vhat", "v", "n"}
+    for k in msgs["reference"]:
+        torch.testing.assert_close(msgs["fused"][k], msgs["reference"][k], rtol=1e-12,
+                                   atol=1e-13)
+
+
+def test_replica_rows_add_equals_the_gathered_rows():
+    """FedLADA's amendment from the server rows per replica run equals adding the gathered
+    rows (runs out of order, a replica in two runs), and a plain dict of rows works too."""
+    from sims.algorithms.adaptive import ReplicaRows
+    from sims.engine import _ParticipantRows
+    gen = torch.Generator().manual_seed(25)
+    server = _rand(gen, 3, 7)
+    rep = torch.tensor([2, 2, 0, 1, 1, 0])
+    x = _rand(gen, 6, 7)
+    want = x + 0.3 * server[rep]
+    rows = ReplicaRows(_ParticipantRows({"ga": server}, rep), "ga")
+    torch.testing.assert_close(rows.add_to_(x.clone(), 0.3), want, rtol=0, atol=1e-15)
+    torch.testing.assert_close(rows.rows(), server[rep], rtol=0, atol=0)
+    plain = ReplicaRows({"ga": server[rep]}, "ga")
+    torch.testing.assert_close(plain.add_to_(x.clone(), 0.3), want, rtol=0, atol=1e-15)

@@ -35,12 +35,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _masked, axpy,
-                     layer_segments, local_adaptive_fast_ok, local_adaptive_step, trust_step)
+                     layer_segments, local_adaptive_fast_ok, local_adaptive_step, trust_step,
+                     unscaled_vhat)
 from .. import compiled, torch_fused
+from ..batching import replica_runs
 from .base import Algorithm, masked_rows
 
 WD_MODES = ("coupled", "decoupled")
@@ -164,6 +167,9 @@ class LocalAdaptive:
     trust: TrustRatio | None = None
     weight_decay: float = 0.0
     wd_mode: str = "coupled"
+    #: the torch-fused step with a trust ratio runs in row blocks of about this many bytes of
+    #: each ``[rows, d]`` operand (:meth:`_fused_trust_blocks`)
+    trust_block_bytes: ClassVar[int] = 4 * 2 ** 20
 
     def __post_init__(self):
         if self.rule not in ("amsgrad", "adam"):
@@ -190,73 +196,147 @@ class LocalAdaptive:
         """The step; the fast form (:func:`sims.optim.local_adaptive_step`, fewer passes over
         ``[B, d]``) where it applies, else :meth:`reference_step`. With the compiled form on
         (:mod:`sims.compiled`, opt-in), one in-place pass; ``owned``: ``theta`` and the state
-        are the caller's to overwrite (the engine's ``ctx.extra["owned_state"]``)."""
+        are the caller's to overwrite (the engine's ``ctx.extra["owned_state"]``). ``ga``: the
+        amendment's ``[B, d]`` rows, or :class:`ReplicaRows` (the torch-fused step adds them
+        from the server rows; the other forms gather them)."""
         if local_adaptive_fast_ok(self):
-            # the compiled kernel (opt-in) first: in the issue-16 benchmark (--compile
-            # --torch-fused-ab, one run) it is as fast as torch's fused one on LocalAdam and
-            # FedLADA and ~1.1x faster on Fed-AMS (which the fused kernel takes in 3 passes)
+            # the compiled kernel (opt-in) first: in the issue-16 benchmark (with and without
+            # --compile, one run each) it is as fast as torch's fused one on LocalAdam and
+            # FedLADA and ~1.05x faster a round on Fed-AMS and Fed-LAMB (the fused kernel
+            # plus one rescale of vhat; Fed-LAMB: plus the trust step's passes)
             if compiled.usable(self, mask, theta):
-                got = compiled.fused_local_adaptive_step(self, theta, g, state, lr, ga, owned,
-                                                         layout)
+                got = compiled.fused_local_adaptive_step(self, theta, g, state, lr,
+                                                         gathered(ga), owned, layout)
                 if got is not None:
                     return got
             got = self._torch_fused_step(theta, g, state, mask, lr, ga, owned, layout)
             if got is not None:
                 return got
-            return local_adaptive_step(self, theta, g, state, mask, lr, layout, ga, owned)
+            return local_adaptive_step(self, theta, g, state, mask, lr, layout, gathered(ga),
+                                       owned)
         return self.reference_step(theta, g, state, mask, lr, layout, seg, ga)
 
     def _torch_fused_step(self, theta, g, state, mask, lr, ga, owned, layout):
         """The step through torch's fused Adam / AMSGrad CPU kernel (:mod:`sims.torch_fused`,
         in place on owned state) where the rule is the kernel's: ``eps = 0`` (the kernel's
         ``eps`` is outside the root, the rule's inside: equal only at 0, the registry's
-        default), coupled or no weight decay (the kernel adds ``wd theta`` to ``g``), one count for both bias corrections (``n == nm``), AMSGrad's per-step
-        ``vhat`` (a round-fixed one is not the kernel's). The kernel takes AMSGrad's max of
-        the raw ``v`` and divides by ``c2 = 1 - b2^n`` after, the rule (Fed-AMS) the max of the
-        corrected ``v``: with bias correction the kernel is handed ``vhat c2`` and ``vhat`` is
-        its result divided by ``c2`` (``max(vhat, v / c2) = max(vhat c2, v) / c2``, ``c2 > 0``;
-        equal up to rounding, two more passes). The amendment (``alpha != 1``) is the kernel at
-        rate ``lr alpha`` and one more in-place pass ``- lr (1 - alpha) g_a``. With a trust
-        ratio (Fed-LAMB, line 13; no amendment or weight decay) the kernel steps a zero
-        vector at rate ``-1``, which leaves it holding ``u = m_c / sqrt(vhat)``, and
-        :func:`sims.optim.trust_step` takes the layer-wise step from it. None otherwise.
+        default), coupled or no weight decay (the kernel adds ``wd theta`` to ``g``), one
+        count for both bias corrections (``n == nm``), AMSGrad's per-step ``vhat`` (a
+        round-fixed one is not the kernel's). None otherwise (nothing written).
+
+        Bias-corrected AMSGrad (Fed-AMS, Fed-LAMB): the kernel takes the max of the raw ``v``
+        and divides by ``c2 = 1 - b2^n`` after, the rule the max of the corrected ``v``; they
+        agree on ``vhat c2`` (``max(vhat, v / c2) = max(vhat c2, v) / c2``, ``c2 > 0``). So
+        ``vhat`` stays in the kernel's units across steps: the state keeps ``vhat c2`` and
+        ``vhat_scale = c2`` (``[B, 1]``, this step's), and the next step rescales it once, in
+        place on owned state, by ``c2' / c2`` (a new tensor on a round's first, not-owned
+        step); every other reader unscales it first (:func:`sims.optim.unscaled_vhat`).
+
+        The amendment (``alpha != 1``) is the kernel at rate ``lr alpha`` and one more pass
+        ``- lr (1 - alpha) g_a`` (from the server rows with :class:`ReplicaRows`: ``theta``
+        read and written, ``g_a`` one row per replica). With a trust ratio (Fed-LAMB, line
+        13; no amendment or weight decay): :meth:`_fused_trust_blocks`.
+
         One thread, ``[25, 159010]`` float32, fastest of 20: AMSGrad without bias correction
-        2.1 ms (the compiled kernel 2.2 ms, the eager form 4.1 ms)."""
+        2.1 ms (the compiled kernel 2.2 ms, the eager form 4.1 ms); an owned step with a cold
+        cache, fastest of 20: LocalAdam 2.2 ms, Fed-AMS 2.5 ms (3.4 ms when ``vhat`` was
+        multiplied into a new tensor and divided back each step), Fed-LAMB 4.2 ms (6.2 ms so,
+        with ``u`` and the trust step in new whole tensors)."""
         trust = self.trust is not None
         if (self.eps or not torch_fused.usable(mask, theta, lr)
                 or (trust and (self.weight_decay or self.alpha != 1))
                 or (self.weight_decay and self.wd_mode != "coupled")
-                or (self.rule == "amsgrad" and self.vhat != "step")):
+                or (self.rule == "amsgrad" and self.vhat != "step")
+                or not torch_fused.ready("adam", theta.dtype)):
             return None
         n, nm = state["n"] + 1, state["nm"] + 1
-        if self.bias_correction and not torch.equal(n, nm):
+        bc = self.bias_correction
+        if bc and not torch.equal(n, nm):
             return None
-        vhat = state["vhat"] if self.rule == "amsgrad" else None
-        vhat_owned = None                                          # as owned
-        if vhat is not None and self.bias_correction:
-            c2 = 1 - self.beta2 ** n.unsqueeze(-1)
-            vhat, vhat_owned = torch.mul(vhat, c2), True          # a fresh tensor
-        a = lr * self.alpha if self.alpha != 1 else lr
-        # with a trust ratio the kernel's "parameter" is a fresh zero vector it turns into u
-        target, rate = (torch.zeros_like(theta), -1.0) if trust else (theta, a)
-        got = torch_fused.adam_step(target, g, state["m"], state["v"], rate, self.beta1,
-                                    self.beta2, 0.0, n if self.bias_correction else None, owned,
-                                    vhat, self.weight_decay, vhat_owned, target_owned=trust)
-        if got is None:
-            return None
-        stepped, m, v, vhat = got
-        theta = trust_step(self.trust, theta, stepped, layout, lr) if trust else stepped
-        if vhat is None:
-            vhat = state["vhat"]
-        elif self.bias_correction:
-            vhat.div_(c2)
+        vhat, vhat_owned, scale = None, None, None
+        if self.rule == "amsgrad":
+            if bc:
+                scale = 1 - self.beta2 ** n.unsqueeze(-1)      # c2 [B, 1]: the kernel's units
+                vhat, vhat_owned = _rescaled(state["vhat"], state.get("vhat_scale"), scale,
+                                             owned), True
+            else:
+                vhat = unscaled_vhat(state)["vhat"]
+        if trust:
+            theta, m, v, vhat = self._fused_trust_blocks(theta, g, state, vhat, vhat_owned,
+                                                         scale, n if bc else None, lr, owned,
+                                                         layout)
+        else:
+            a = lr * self.alpha if self.alpha != 1 else lr
+            got = torch_fused.adam_step(theta, g, state["m"], state["v"], a, self.beta1,
+                                        self.beta2, 0.0, n if bc else None, owned, vhat,
+                                        self.weight_decay, vhat_owned)
+            if got is None:   # the kernel raised (before writing): the eager form from here
+                if scale is not None:
+                    state = dict(state, vhat=vhat, vhat_scale=scale)
+                return local_adaptive_step(self, theta, g, state, mask, lr, layout,
+                                           gathered(ga), owned)
+            theta, m, v, vhat = got
         if self.alpha != 1:
-            theta.add_(ga, alpha=-(lr * (1 - self.alpha)))
-        return theta, {"m": m, "v": v, "vhat": vhat, "n": n, "nm": nm, "k": state["k"] + 1}
+            if isinstance(ga, ReplicaRows):
+                ga.add_to_(theta, -(lr * (1 - self.alpha)))
+            else:
+                theta.add_(ga, alpha=-(lr * (1 - self.alpha)))
+        new = {"m": m, "v": v, "vhat": state["vhat"] if vhat is None else vhat, "n": n,
+               "nm": nm, "k": state["k"] + 1}
+        if scale is not None:
+            new["vhat_scale"] = scale
+        return theta, new
+
+    def _fused_trust_blocks(self, theta, g, state, vhat, vhat_owned, scale, steps, lr, owned,
+                            layout):
+        """:meth:`_torch_fused_step` with a trust ratio (Fed-LAMB line 13), one block of rows
+        at a time (about :attr:`trust_block_bytes` of each operand): the kernel steps a zeroed
+        scratch block at rate ``-1``, leaving ``u = m_c / sqrt(vhat)`` in it, and
+        :func:`sims.optim.trust_step` takes the block's layer-wise step from it (in place on
+        an owned ``theta``). The scratch block and ``theta``'s block stay in the cache between
+        the kernel, the layer norms and the step, so ``u`` never streams through memory: in
+        the issue-16 benchmark, Fed-LAMB's local step ~52 ms a round against ~60 ms as whole
+        ``[B, d]`` passes (blocks of 2-6 MiB measure alike; 1 MiB, one row here, pays the
+        per-call overhead). A kernel that raises leaves the rows from its block on to the
+        eager form (their ``vhat`` back in the kernel's units). Returns ``(theta, m, v,
+        vhat)``."""
+        m, v = (torch_fused.writable(state[k], owned) for k in ("m", "v"))
+        if vhat is not None:
+            vhat = torch_fused.writable(vhat, owned if vhat_owned is None else vhat_owned)
+        out = theta if owned and theta.is_contiguous() else torch.empty_like(theta)
+        B, d = theta.shape
+        rows = max(1, self.trust_block_bytes // max(1, d * theta.element_size()))
+        rows = -(-B // -(-B // rows))                   # equal blocks
+        scratch = torch.empty((rows, d), dtype=theta.dtype, device=theta.device)
+        g = g.contiguous()
+        for lo in range(0, B, rows):
+            blk = slice(lo, min(B, lo + rows))
+            u = scratch[:blk.stop - lo].zero_()
+            if torch_fused.adam_step(u, g[blk], m[blk], v[blk], -1.0, self.beta1, self.beta2,
+                                     0.0, None if steps is None else steps[blk], True,
+                                     None if vhat is None else vhat[blk], 0.0) is None:
+                break
+            th = theta[blk]
+            trust_step(self.trust, th, u, layout, lr, out=th if out is theta else out[blk])
+        else:
+            return out, m, v, vhat
+        rest = slice(lo, B)                   # the kernel raised: these rows take the eager form
+        sub = {"m": m[rest], "v": v[rest], "vhat": state["vhat"][rest] if vhat is None
+               else vhat[rest], "n": state["n"][rest], "nm": state["nm"][rest],
+               "k": state["k"][rest]}
+        if scale is not None:
+            sub["vhat_scale"] = scale[rest]
+        th, new = local_adaptive_step(self, theta[rest], g[rest], sub, None, lr, layout)
+        out[rest], m[rest], v[rest] = th, new["m"], new["v"]
+        if vhat is not None:
+            vhat[rest] = new["vhat"] if scale is None else new["vhat"] * scale[rest]
+        return out, m, v, vhat
 
     def reference_step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):
         """The rule as written in the class docstring (what the fast form is tested
-        against)."""
+        against). A ``vhat`` kept scaled by the torch-fused step is unscaled first
+        (:func:`sims.optim.unscaled_vhat`)."""
+        state, ga = unscaled_vhat(state), gathered(ga)
         if self.weight_decay and self.wd_mode == "coupled":
             g = g + self.weight_decay * theta
         m = self.beta1 * state["m"] + (1 - self.beta1) * g
@@ -280,6 +360,54 @@ class LocalAdaptive:
         new = {"m": m, "v": v, "vhat": vhat, "n": n, "nm": nm, "k": state["k"] + 1}
         new = {k: _masked(mask, val, state[k]) for k, val in new.items()}
         return _masked(mask, new_theta, theta), new
+
+
+class ReplicaRows:
+    """A broadcast entry's participant rows (``bcast[key]``, ``[B, d]``) kept as the server's
+    ``[R, d]`` rows and each participant's replica (issue 16): :meth:`add_to_` adds ``a``
+    times them to a ``[B, d]`` tensor one run of equal replicas at a time with the server row
+    broadcast (FedLADA's amendment: ``g_a`` read as ``R`` rows instead of a gathered ``[B, d]``
+    tensor every local step); :meth:`rows` is the gathered tensor, for the other forms.
+    ``bcast`` is the engine's lazily gathered broadcast (``sims.engine._ParticipantRows``) or a
+    plain dict of rows (then both are ``bcast[key]``)."""
+
+    def __init__(self, bcast, key: str):
+        self.bcast, self.key = bcast, key
+
+    def rows(self) -> torch.Tensor:
+        return self.bcast[self.key]
+
+    def add_to_(self, x: torch.Tensor, a) -> torch.Tensor:
+        raw = _server_rows(self.bcast, self.key)
+        if raw is None:
+            return x.add_(self.rows(), alpha=a)
+        server, rep = raw
+        for r, rows in replica_runs(rep):
+            x[rows].add_(server[r], alpha=a)
+        return x
+
+
+def _server_rows(bcast, key):
+    """``(server [R, ...], rep [B])`` of the engine's ``_ParticipantRows`` (read from its
+    fields; None for a plain dict, whose entries are the rows)."""
+    server, rep = getattr(bcast, "_bcast", None), getattr(bcast, "_rep", None)
+    if server is None or rep is None or key not in server:
+        return None
+    return server[key], rep
+
+
+def gathered(ga):
+    """``ga``'s ``[B, d]`` rows (:class:`ReplicaRows` gathered; a tensor or None as is)."""
+    return ga.rows() if isinstance(ga, ReplicaRows) else ga
+
+
+def _rescaled(vhat: torch.Tensor, old, new: torch.Tensor, owned: bool) -> torch.Tensor:
+    """``vhat`` kept times ``old`` (``[B, 1]``; None: 1) brought to times ``new``: one pass, in
+    place when the caller owns it (:meth:`LocalAdaptive._torch_fused_step`)."""
+    factor = new if old is None else new / old
+    if owned and vhat.is_contiguous():
+        return vhat.mul_(factor)
+    return torch.mul(vhat, factor)
 
 
 # ------------------------------------------------------------------------------ FedOpt

@@ -68,7 +68,7 @@ from typing import ClassVar
 import torch
 
 from ..optim import (AdaptiveRule, OptimizerError, TrustRatio, _is_number, _masked, axpy,
-                     full_like, trust_step)
+                     full_like, trust_step, unscaled_vhat)
 from .adaptive import (FedOpt, LocalAdaptive, bits, check_common, describe_dataclass,
                        layer_seg, lr_at, mean_of)
 from .. import compiled
@@ -207,7 +207,7 @@ class FedLAMB(Algorithm):
         if self.bias_correction == "client":
             new["n"] = lstate["n"]
         if self.vhat == "local":
-            new["vhat"] = lstate["vhat"]
+            new["vhat"] = unscaled_vhat(lstate)["vhat"]     # the rule's (not the kernel's)
         aux = {"v": v_sent} if self.vhat != "local" else {}
         return delta, new, aux
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..optim import OptimizerError, _masked, full_like
-from .adaptive import (FedOpt, LocalAdaptive, ParticipantTally, _affine_sgd, bits,
-                       check_common, describe_dataclass, lr_at, mean_of)
+from ..optim import OptimizerError, _masked, full_like, unscaled_vhat
+from .adaptive import (FedOpt, LocalAdaptive, ParticipantTally, ReplicaRows, _affine_sgd,
+                       bits, check_common, describe_dataclass, lr_at, mean_of)
 from .base import Algorithm, masked_rows
 
 
@@ -273,17 +273,19 @@ class FedLADA(Algorithm):
     def local_start(self, bcast, cstate, ctx):
         v = bcast["v"]
         n = torch.zeros(v.shape[0], dtype=v.dtype, device=v.device)
+        # the broadcast rows themselves, no copies: a round's first local step does not own
+        # its state and writes none of it (the engine's ``owned_state`` contract)
         return LocalAdaptive.start(torch.zeros_like(v),
-                                   v.clone() if self.v_init == "server" else torch.zeros_like(v),
-                                   v.clone(), n)
+                                   v if self.v_init == "server" else torch.zeros_like(v), v, n)
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
-        return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout, ga=bcast.get("ga"),
+        ga = ReplicaRows(bcast, "ga") if self.amended else None    # not gathered (issue 16)
+        return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout, ga=ga,
                               owned=ctx.extra.get("owned_state", False))
 
     def client_message(self, delta, lstate, cstate, ctx):
-        aux = {"vhat": lstate["vhat"]}
+        aux = {"vhat": unscaled_vhat(lstate)["vhat"]}     # the rule's (not the kernel's)
         if self.amended:
             lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
             aux["ga"] = delta / (lr * lstate["k"].clamp_min(1).unsqueeze(-1))
