@@ -441,8 +441,10 @@ def test_replica_rows_add_equals_the_gathered_rows():
     rep = torch.tensor([2, 2, 0, 1, 1, 0])
     x = _rand(gen, 6, 7)
     want = x + 0.3 * server[rep]
-    rows = ReplicaRows(_ParticipantRows({"ga": server}, rep), "ga")
+    view = _ParticipantRows({"ga": server}, rep)
+    rows = ReplicaRows(view, "ga")
     torch.testing.assert_close(rows.add_to_(x.clone(), 0.3), want, rtol=0, atol=1e-15)
+    assert not view._rows                      # the server rows were read, never gathered
     torch.testing.assert_close(rows.rows(), server[rep], rtol=0, atol=0)
     plain = ReplicaRows({"ga": server[rep]}, "ga")
     torch.testing.assert_close(plain.add_to_(x.clone(), 0.3), want, rtol=0, atol=1e-15)

@@ -43,7 +43,7 @@ from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _
                      layer_segments, local_adaptive_fast_ok, local_adaptive_step, trust_step,
                      unscaled_vhat)
 from .. import compiled, torch_fused
-from ..batching import replica_runs
+from ..batching import per_replica, replica_runs
 from .base import Algorithm, masked_rows
 
 WD_MODES = ("coupled", "decoupled")
@@ -378,22 +378,12 @@ class ReplicaRows:
         return self.bcast[self.key]
 
     def add_to_(self, x: torch.Tensor, a) -> torch.Tensor:
-        raw = _server_rows(self.bcast, self.key)
-        if raw is None:
+        if getattr(self.bcast, "per_replica", None) is None:     # a plain dict of rows
             return x.add_(self.rows(), alpha=a)
-        server, rep = raw
+        server, rep = per_replica(self.bcast, self.key)
         for r, rows in replica_runs(rep):
             x[rows].add_(server[r], alpha=a)
         return x
-
-
-def _server_rows(bcast, key):
-    """``(server [R, ...], rep [B])`` of the engine's ``_ParticipantRows`` (read from its
-    fields; None for a plain dict, whose entries are the rows)."""
-    server, rep = getattr(bcast, "_bcast", None), getattr(bcast, "_rep", None)
-    if server is None or rep is None or key not in server:
-        return None
-    return server[key], rep
 
 
 def gathered(ga):
