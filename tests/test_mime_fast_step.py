@@ -315,11 +315,15 @@ def test_trust_step_in_place_equals_new(phi, lam):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_root_power_is_rsqrt_bit_for_bit(dtype):
-    """The fast step's root ``pow_(-0.5)`` (faster than ``rsqrt_`` on the CPU) gives
+    """The fast steps' root ``sims.optim.rsqrt_`` (``pow_(-0.5)``, faster than ``rsqrt_`` on
+    the CPU; and the out-of-place ``torch.pow(x, -0.5)`` of the eager AMSGrad step) gives
     ``rsqrt``'s values bit for bit, over the range of ``max(P + (1 - b2) g^2, Q)``."""
+    from sims.optim import rsqrt_
     x = torch.logspace(-12, 12, 20001, dtype=dtype)
     x = torch.cat([x, x * (1 + torch.finfo(dtype).eps), torch.rand(20001, dtype=dtype)])
-    assert torch.equal(x.clone().pow_(-0.5), torch.rsqrt(x))
+    want = torch.rsqrt(x)
+    assert torch.equal(rsqrt_(x.clone()), want)
+    assert torch.equal(torch.pow(x, -0.5), want)
 
 
 def test_beta1_zero_and_sgdm_base():

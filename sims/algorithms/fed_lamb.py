@@ -68,7 +68,7 @@ from typing import ClassVar
 import torch
 
 from ..optim import (AdaptiveRule, OptimizerError, TrustRatio, _is_number, _masked, axpy,
-                     full_like, trust_step, unscaled_vhat)
+                     full_like, rsqrt_, trust_step, unscaled_vhat)
 from .adaptive import (FedOpt, LocalAdaptive, bits, check_common, describe_dataclass,
                        layer_seg, lr_at, mean_of)
 from .. import compiled
@@ -486,7 +486,7 @@ class MimeLite(Algorithm):
             den = torch.addcmul(p[at], gb, gb, value=1.0 - b2, out=u[sl] if lamb else None)
             if q is not None:
                 torch.maximum(den, q[at], out=den)
-            den.pow_(-0.5)      # rsqrt: bit for bit rsqrt_'s, ~2x faster (torch 2.13, CPU)
+            rsqrt_(den)
             num = torch.lerp(m[at], gb, 1.0 - b1) if b1 else gb
             if lamb:
                 den.mul_(num)                                        # u's rows
