@@ -7,7 +7,12 @@ copies of the server model, a full pass over memory.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
+
+# The least share of a chunk's padded local steps (rows x its longest plan) that must be real
+# steps: below it the engine starts a new chunk (:func:`plan_chunks`).
+CHUNK_FILL = 0.9
 
 
 def replica_runs(rep: torch.Tensor) -> list[tuple[int, slice]]:
@@ -53,3 +58,38 @@ def per_replica(bcast, key: str) -> tuple[torch.Tensor, torch.Tensor]:
         return own(key)
     rows = bcast[key]
     return rows, torch.arange(rows.shape[0], device=rows.device)
+
+
+def plan_chunks(steps, rep, max_batch: int, min_fill: float | None = None) -> list[np.ndarray]:
+    """The engine's chunks of a round's participants: lists of positions into the round's
+    participant arrays (``steps[i]`` local steps of participant ``i``, of replica ``rep[i]``).
+
+    A chunk runs in lockstep for as many steps as its longest plan, the finished rows masked
+    but still computed; with unequal client sizes (Dirichlet splits) one large client would
+    make every row of its chunk pay for its steps. So the participants are taken in order of
+    decreasing step count (stable), and a chunk closes before the next participant when it
+    holds ``max_batch`` rows or when that participant would leave less than ``min_fill`` of
+    the chunk's padded steps real (``None``: :data:`CHUNK_FILL`, read at each call; 0: the
+    round's order cut every ``max_batch`` whatever the step counts, the engine's chunks
+    before this rule); within a chunk the positions are ordered by replica, then
+    by position, so replicas stay consecutive runs. Equal step counts (every client the same
+    size) give the round's own order cut every ``max_batch``, the chunks the engine always
+    made. Which chunk a participant runs in changes nothing it computes (rows are
+    independent); the per-replica sums add in another order (rounding)."""
+    steps, rep = np.asarray(steps), np.asarray(rep)
+    fill = CHUNK_FILL if min_fill is None else min_fill
+    if fill <= 0:                              # the round's order, cut every max_batch
+        return [np.arange(lo, min(lo + max_batch, len(steps)), dtype=np.int64)
+                for lo in range(0, len(steps), max_batch)]
+    chunks, cur, real = [], [], 0
+    for i in np.argsort(-steps, kind="stable"):
+        k = int(steps[i])
+        if cur and (len(cur) == max_batch
+                    or real + k < fill * int(steps[cur[0]]) * (len(cur) + 1)):
+            chunks.append(cur)
+            cur, real = [], 0
+        cur.append(int(i))
+        real += k
+    if cur:
+        chunks.append(cur)
+    return [np.array(sorted(c, key=lambda i: (rep[i], i)), dtype=np.int64) for c in chunks]

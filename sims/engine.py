@@ -35,7 +35,7 @@ from . import _malloc
 from . import checkpoint as _ckpt
 from .algorithms.base import RoundContext
 from .algorithms.per_replica import PerReplica
-from .batching import start_minus, start_rows
+from .batching import plan_chunks, start_minus, start_rows
 from .participation import Participation
 
 
@@ -164,7 +164,8 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
     (``stoch_grad_pair``, and ``full_grad_sum`` per replica, or None to decline:
     :class:`sims.problems.neural.NeuralProblem`).
     Participants run in chunks of at most ``max_batch`` clients (default: as many as keep a
-    ``[chunk, d]`` tensor under 32 MiB, see :mod:`sims._malloc`).
+    ``[chunk, d]`` tensor under 32 MiB, see :mod:`sims._malloc`), grouped by their number of
+    local steps where clients differ in size (:func:`sims.batching.plan_chunks`).
     The server models are evaluated every ``eval_every`` rounds and after the last one
     (``eval_every=0``: never). ``progress`` is called as ``progress(t)`` after each round.
     ``blowup``: the divergence threshold on the training loss (module docstring).
@@ -248,18 +249,19 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
             server = algorithm.round_gradient(server, mean_grad,
                                               torch.as_tensor(counts > 0, device=device))
         bcast = algorithm.broadcast(server)
-        for lo in range(0, len(cli_np), max_batch):
-            hi = min(lo + max_batch, len(cli_np))
-            rep = torch.as_tensor(rep_np[lo:hi], device=device)
-            cli = torch.as_tensor(cli_np[lo:hi], device=device)
+        all_u = (np.concatenate([dr.uniforms for dr in draws]) if algorithm.needs_uniforms
+                 else None)
+        for idx in plan_chunks([len(p) for p in payloads], rep_np, max_batch):
+            rep = torch.as_tensor(rep_np[idx], device=device)
+            cli = torch.as_tensor(cli_np[idx], device=device)
             uniforms = None
-            if algorithm.needs_uniforms:
-                u = np.concatenate([dr.uniforms for dr in draws])[lo:hi]
-                uniforms = torch.as_tensor(u, device=device, dtype=dtype)
+            if all_u is not None:
+                uniforms = torch.as_tensor(all_u[idx], device=device, dtype=dtype)
             ctx = RoundContext(t, layout, rep, cli, last_round[rep, cli], uniforms)
             if getattr(algorithm, "needs_epoch_steps", False):   # FedAda2 epoch-wise freezing
-                ctx.extra["epoch_steps"] = epoch_steps(problem, cli_np[lo:hi], device)
-            _run_clients(problem, algorithm, bcast, cstate, payloads[lo:hi], ctx, sums, R, fused)
+                ctx.extra["epoch_steps"] = epoch_steps(problem, cli_np[idx], device)
+            _run_clients(problem, algorithm, bcast, cstate, [payloads[i] for i in idx], ctx,
+                         sums, R, fused)
         last_before = last_round.clone() if observers else None
         for r in range(R):
             last = last_round[r, torch.as_tensor(draws[r].clients, device=device)]

@@ -421,7 +421,11 @@ def test_engine_fast_equals_readable(name, base, rows, seeds, max_batch, monkeyp
     steps; 3 participants a replica, in one chunk or chunks of 4 or 5 rows that mix
     replicas; one block per replica run or blocks of 2 or 1 rows) with the fast form on and
     off give the same trajectory of server models and states. The fast form never gathers
-    the server state per participant; the readable rule does (the count can see it)."""
+    the server state per participant; the readable rule does (the count can see it).
+    Chunks mix clients of unequal step counts whatever their fill (``CHUNK_FILL = 0``), so
+    the masked steps happen."""
+    from sims import batching
+    monkeypatch.setattr(batching, "CHUNK_FILL", 0.0)
     problem = tiny_uneven_problem()
     out, calls, gathered = {}, [], []
     fast = MimeLite._frozen_step_fast
