@@ -30,7 +30,7 @@ rule's own memory traffic alone exceed the goal; ``engine_over_floor`` is what t
 spends beyond that floor.
 
 ``python benchmarks/algorithms_vs_loop.py [--rounds R] [--repeats K] [--threads N]
-[--algorithms a,b,...] [--quick] [--compile] [--torch-fused-ab] [--cnn]``; ``--compile``
+[--algorithms a,b,...] [--quick] [--compile] [--torch-fused-ab] [--cnn] [--uneven]``; ``--compile``
 turns on the compiled one-pass local steps (:mod:`sims.compiled`, opt-in; key ``compiled``);
 ``--torch-fused-ab`` also measures each algorithm's engine run with torch's fused optimizer
 kernels off (:mod:`sims.torch_fused`, on by default; ``FEDTOOLKIT_TORCH_FUSED=0`` turns
@@ -39,7 +39,9 @@ them off for a whole run), interleaved with the run with them on (key
 seconds-long smoke run on a tiny workload (6 clients of 40 samples, 3 a round), for the
 test; ``--cnn`` adds the Fed-EF CNN (which runs clients one at a time on the CPU,
 ``sims.problems.conv``): Fed-AMS against Fed-SGD in the engine and against plain SGD /
-AMSGrad loops (key ``cnn``).
+AMSGrad loops (key ``cnn``); ``--uneven`` times a Dirichlet-sized federation with the
+engine's chunks by step count against lockstep chunks (key ``uneven``,
+:func:`uneven_measurement`).
 """
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's sims
-from sims import compiled, engine, torch_fused  # noqa: E402
+from sims import batching, compiled, engine, torch_fused  # noqa: E402
 from sims.algorithms.registry import (AlgorithmError, list_algorithms, make_algorithm,  # noqa: E402
                                       make_for_problem)
 from sims.models import CNN, MLP  # noqa: E402
@@ -325,6 +327,63 @@ def accounting(splits: dict, engine_s: dict, fused_s: float, stream_s: float, w:
     return out
 
 
+# --uneven: the same 15,000 samples split over the 50 clients by Dirichlet(0.5) weights (a
+# non-iid-sized federation: here 31 to ~2,600 samples a client)
+UNEVEN_ALPHA, UNEVEN_SEED = 0.5, 0
+UNEVEN_DEFAULT = ("fed-sgd", "scaffold", "fed-ams", "fed-lamb", "fedlada", "mimelite", "mime",
+                  "fedada2")
+
+
+def uneven_problem(w: dict) -> NeuralProblem:
+    """The workload's samples over its clients in Dirichlet(:data:`UNEVEN_ALPHA`) sizes (at
+    least one sample each), seeded: the clients' local step counts then differ by up to two
+    orders of magnitude."""
+    n, total = w["n_clients"], w["n_clients"] * w["per_client"]
+    weights = np.random.default_rng(UNEVEN_SEED).dirichlet(np.full(n, UNEVEN_ALPHA))
+    sizes = np.maximum(1, np.floor(weights * (total - n)).astype(int) + 1)
+    parts = np.split(np.arange(sizes.sum()), np.cumsum(sizes)[:-1])
+    return NeuralProblem(random_dataset(total), parts, MLP(), batch_size=w["batch"])
+
+
+def uneven_measurement(names, w: dict, rounds: int, repeats: int) -> dict:
+    """The engine's chunks by step count (:func:`sims.batching.plan_chunks`, the default)
+    against lockstep chunks in the round's order (``CHUNK_FILL = 0``, the engine before),
+    on :func:`uneven_problem`, interleaved: each algorithm's mean seconds per round over the
+    same ``rounds`` rounds (after the first; the participants, and so the work, differ from
+    round to round, alike in both arms), medians over repeats; ``gain`` = lockstep /
+    grouped."""
+    problem = uneven_problem(w)
+    sizes = np.array([len(p) for p in problem.parts])
+    got = {n: {"grouped": [], "lockstep": []} for n in names}
+
+    def mean_round(name):
+        alg = make_for_problem(name, problem)
+        out = engine.run(problem, alg, Participation("fixed", m=w["m"]), rounds + 1, [0],
+                         eval_every=0)
+        return float(np.mean(np.diff(out.metrics["wall_time"][0])[1:] if rounds > 1 else
+                             np.diff(out.metrics["wall_time"][0])))
+
+    fill = batching.CHUNK_FILL
+    for _ in range(repeats):
+        for name in names:
+            got[name]["grouped"].append(mean_round(name))
+            batching.CHUNK_FILL = 0.0
+            try:
+                got[name]["lockstep"].append(mean_round(name))
+            finally:
+                batching.CHUNK_FILL = fill
+    med = statistics.median
+    sec = {n: {k: round(med(v), 6) for k, v in arms.items()} for n, arms in got.items()}
+    return {"seconds_per_round": sec,
+            "gain": {n: round(r["lockstep"] / r["grouped"], 2) for n, r in sec.items()},
+            "client_samples": {"min": int(sizes.min()), "median": float(np.median(sizes)),
+                               "max": int(sizes.max())},
+            "chunk_fill": fill,
+            "workload": (f"MLP 784-200-10, {w['n_clients'] * w['per_client']} samples over "
+                         f"n={w['n_clients']} clients in Dirichlet({UNEVEN_ALPHA}) sizes, "
+                         f"m={w['m']}, 1 local epoch of batch {w['batch']}")}
+
+
 def fused_path(name: str) -> bool:
     """Whether the algorithm's local work runs on the fused local-SGD paths (plain SGD, or
     SGD with linear extras through ``affine_local_sgd``; SCAFFOLD's default option II)."""
@@ -365,6 +424,9 @@ def main(argv=None):
                          "(sims.torch_fused), interleaved")
     ap.add_argument("--cnn", action="store_true",
                     help="also the Fed-EF CNN: Fed-AMS against Fed-SGD and plain loops")
+    ap.add_argument("--uneven", action="store_true",
+                    help="also Dirichlet-sized clients: the engine's chunks by step count "
+                         "against lockstep chunks (algorithms: --algorithms, or a default set)")
     args = ap.parse_args(argv)
     for flag, value, least in (("--rounds", args.rounds, 1), ("--repeats", args.repeats, 1),
                                ("--threads", args.threads, 0)):
@@ -455,6 +517,10 @@ def main(argv=None):
         out["without_torch_fused"]["min_speedup_vs_loop"] = min(sp.values()) if sp else None
     if args.cnn:
         out["cnn"] = cnn_measurement(1 if args.quick else args.rounds, args.repeats)
+        out["load_average_start_end"][1] = round(os.getloadavg()[0], 2)
+    if args.uneven:
+        picked = list(UNEVEN_DEFAULT) if args.algorithms == "all" else names
+        out["uneven"] = uneven_measurement(picked, w, args.rounds, args.repeats)
         out["load_average_start_end"][1] = round(os.getloadavg()[0], 2)
     print(json.dumps(out))
     return out

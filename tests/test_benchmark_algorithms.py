@@ -146,3 +146,28 @@ def test_split_leaves_the_problem_as_it_was(bench):
     assert got["gradient"] > 0
     assert not {"stoch_grad", "stoch_grad_pair", "full_grad", "full_grad_sum"} & set(
         vars(problem))
+
+
+def test_uneven_measures_both_chunkings(bench, monkeypatch):
+    """``--uneven``: Dirichlet-sized clients, each algorithm with the engine's chunks by step
+    count and with lockstep chunks (``CHUNK_FILL = 0``, restored after); its gain is the
+    ratio of the two seconds it prints (one repeat: exact)."""
+    from sims import batching
+    threads, fill = torch.get_num_threads(), batching.CHUNK_FILL
+    seen = []
+    real = bench.engine.run
+    monkeypatch.setattr(bench.engine, "run",
+                        lambda *a, **k: seen.append(batching.CHUNK_FILL) or real(*a, **k))
+    try:
+        out = bench.main(["--quick", "--rounds", "2", "--repeats", "1", "--threads", "1",
+                          "--algorithms", "fed-ams", "--uneven"])
+    finally:
+        torch.set_num_threads(threads)
+    assert batching.CHUNK_FILL == fill
+    assert fill in seen and 0.0 in seen
+    un = out["uneven"]
+    sizes = [len(p) for p in bench.uneven_problem(bench.QUICK).parts]
+    assert un["client_samples"]["max"] == max(sizes) > 2 * min(sizes)
+    sec = un["seconds_per_round"]["fed-ams"]
+    assert un["gain"]["fed-ams"] == pytest.approx(sec["lockstep"] / sec["grouped"], rel=0.02,
+                                                  abs=0.01)
