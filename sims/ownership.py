@@ -51,10 +51,6 @@ class Owned:
             return self
         return Owned(self.theta, frozenset(self.state or ()) | frozenset(keys))
 
-    @property
-    def nothing(self) -> bool:
-        return not self.theta and (self.state is False or self.state == frozenset())
-
     @classmethod
     def of(cls, owned) -> "Owned":
         """``owned`` as an :class:`Owned`: a bool means ``theta`` and every state entry (or
