@@ -15,10 +15,10 @@ process takes seconds (about a minute on a cold inductor cache); new shapes or
 hyperparameter values recompile. Any failure to compile (no C++ compiler, an unsupported
 torch) is reported once as a warning and the eager form is used from then on.
 
-In place means the caller must own the tensors: the engine says so with
-``ctx.extra["owned_state"]`` (True from a round's second local step on, when ``theta`` and
-the local state are what the previous step returned); on a step whose tensors are not owned
-they are copied first (one pass). Masked steps (a client out of data) take the eager form.
+In place means the caller must own the tensors (:mod:`sims.ownership`: the engine owns
+``theta`` at every local step, the local state from a round's second step on, and on the first
+the entries of ``local_start``'s state the algorithm declares fresh); tensors that are not
+owned are copied first (one pass each). Masked steps (a client out of data) take the eager form.
 Held to :meth:`sims.algorithms.adaptive.LocalAdaptive.reference_step` in float64 by
 ``tests/test_compiled_step.py``.
 """
@@ -28,6 +28,8 @@ import os
 import warnings
 
 import torch
+
+from .ownership import Owned
 
 _state = {"enabled": os.environ.get("FEDTOOLKIT_COMPILE", "") not in ("", "0"),
           "failed": False}
@@ -155,26 +157,27 @@ def _result(out):
     return None if out is FAILED else out
 
 
-def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned: bool = False,
+def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned=False,
                               layout=None):
     """:func:`sims.optim.local_adaptive_step` (no mask) as one compiled in-place pass;
     returns ``(theta, state)`` like it, or None when compiling failed (the caller then takes
-    the eager form). ``owned``: ``theta`` and ``state``'s ``m, v, vhat`` may be overwritten
-    (else they are copied first). With a trust ratio (Fed-LAMB) the kernel also takes the
-    layer-wise step (per-layer norms of ``u`` and ``theta`` on static slices) and writes a
-    new ``theta``. A ``vhat`` kept scaled by the torch-fused step is unscaled first
+    the eager form). ``owned`` (a bool, or a :class:`sims.ownership.Owned`): which of
+    ``theta`` and ``state``'s ``m, v, vhat`` may be overwritten (the others are copied
+    first). With a trust ratio (Fed-LAMB) the kernel also takes the layer-wise step
+    (per-layer norms of ``u`` and ``theta`` on static slices) and writes a new ``theta``. A
+    ``vhat`` kept scaled by the torch-fused step is unscaled first
     (:func:`sims.optim.unscaled_vhat`, a new tensor the kernel may overwrite)."""
     from .optim import unscaled_vhat
+    own = Owned.of(owned)
     ams, vhat_step = rule.rule == "amsgrad", rule.vhat == "step"
     trust = rule.trust is not None
     scaled = "vhat_scale" in state
     state = unscaled_vhat(state)
-    if not owned:
-        if not trust:
-            theta = theta.clone()
-        state = dict(state, m=state["m"].clone(), v=state["v"].clone())
-        if ams and vhat_step and not scaled:
-            state["vhat"] = state["vhat"].clone()
+    if not trust and not own.theta:
+        theta = theta.clone()
+    state = dict(state, **{k: state[k].clone() for k in ("m", "v") if not own(k)})
+    if ams and vhat_step and not scaled and not own("vhat"):
+        state["vhat"] = state["vhat"].clone()
     n, nm = state["n"] + 1, state["nm"] + 1
     bc = bool(rule.bias_correction)
     one, lr_t = _ones_and_rate(theta, lr)

@@ -414,9 +414,13 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
             theta = start_rows(bcast["theta"], rep)
             for k in range(payload.shape[1]):
                 mask = step_mask[:, k]
-                # theta and lstate are what the previous local_step returned (in-place steps
-                # may overwrite them, sims.compiled); never what local_start handed out
+                # what the step may overwrite (sims.ownership): theta always (the copy above,
+                # then what the previous local_step returned); lstate from the second step on
+                # (what the previous step returned); on the first, local_start's own result,
+                # whose fresh entries the algorithm declares (owned_start_keys)
+                ctx.extra["owned_theta"] = True
                 ctx.extra["owned_state"] = k > 0
+                ctx.extra["owned_start"] = k == 0
                 if not getattr(algorithm, "needs_anchor_grad", False):
                     g = problem.stoch_grad(theta, cli, payload[:, k])
                 elif hasattr(problem, "stoch_grad_pair"):   # both on one gathered minibatch

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .ownership import NOTHING, Owned
+
 
 def full_like(x: torch.Tensor, value) -> torch.Tensor:
     """``torch.full_like``, also for a tensor ``value`` broadcast over ``x`` (a per-replica
@@ -531,21 +533,21 @@ def local_adaptive_step(rule, theta, g, state, mask, lr, layout, ga=None, owned=
     rule and its paper lines are written there): Fed-AMS's step is 8 passes over ``[B, d]``
     (``m``: 1, ``v``: 2, corrected ``v``: 1, max: 1, ``rsqrt``: 1, scaling: 1, step: 1) where the
     readable form takes ~15. ``rule``'s betas, ``eps``, ``alpha`` and weight decay must be
-    numbers (:func:`local_adaptive_fast_ok`); ``lr`` may be ``[B, 1]``. ``owned`` (and no
-    mask): ``theta`` and the state's ``m, v`` (and a per-step ``vhat``) are the caller's to
-    overwrite (the engine's ``ctx.extra["owned_state"]``); the same kernels then write into
-    them instead of fresh tensors (the same arithmetic, bit for bit). A ``vhat`` kept scaled
+    numbers (:func:`local_adaptive_fast_ok`); ``lr`` may be ``[B, 1]``. ``owned`` (a bool, or
+    a :class:`sims.ownership.Owned`; only without a mask): which of ``theta`` and the state's
+    ``m, v`` (and a per-step ``vhat``) are the caller's to overwrite (the engine's flags,
+    :mod:`sims.ownership`); the same kernels then write into those instead of fresh tensors
+    (the same arithmetic, bit for bit). A ``vhat`` kept scaled
     by the torch-fused step is unscaled first (:func:`unscaled_vhat`)."""
+    own = Owned.of(owned) if mask is None else NOTHING
     state = unscaled_vhat(state)
     wd, coupled = rule.weight_decay, rule.wd_mode == "coupled"
-    inplace = owned and mask is None
     if wd and coupled:
         g = torch.add(g, theta, alpha=wd)
-    if inplace:
-        m = state["m"].lerp_(g, 1.0 - rule.beta1)
+    m = state["m"].lerp_(g, 1.0 - rule.beta1) if own("m") else ema_(state["m"], g, rule.beta1)
+    if own("v"):
         v = state["v"].mul_(rule.beta2).addcmul_(g, g, value=1.0 - rule.beta2)
     else:
-        m = ema_(state["m"], g, rule.beta1)
         v = ema_sq(state["v"], g, rule.beta2)
     n, nm = state["n"] + 1, state["nm"] + 1
     bc = rule.bias_correction
@@ -556,7 +558,7 @@ def local_adaptive_step(rule, theta, g, state, mask, lr, layout, ga=None, owned=
     if rule.rule == "amsgrad":
         if rule.vhat == "step":
             vc = torch.div(v, c2) if bc else v
-            if inplace:
+            if own("vhat"):
                 vhat = torch.maximum(vhat, vc, out=vhat)
             else:
                 vhat = torch.maximum(vhat, vc, out=vc) if bc else torch.maximum(vhat, v)
@@ -571,7 +573,7 @@ def local_adaptive_step(rule, theta, g, state, mask, lr, layout, ga=None, owned=
         new_theta = trust_step(rule.trust, theta, u, layout, a)
     else:
         # in place only when nothing below reads the old theta (decoupled decay does)
-        out = theta if inplace and not (wd and not coupled) else None
+        out = theta if own.theta and not (wd and not coupled) else None
         if bc or torch.is_tensor(a):
             new_theta = torch.addcmul(theta, m, rs.mul_(a / c1 if bc else a), value=-1, out=out)
         else:

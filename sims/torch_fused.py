@@ -29,9 +29,12 @@ place, through the row-list forms :func:`adagrad_rows` / :func:`adam_rows`), and
 FedLADA).
 
 Each step function returns the new tensors, or None where it does not apply (the caller then
-takes its eager form). In place means the caller must own the tensors: the engine says so
-with ``ctx.extra["owned_state"]`` (True from a round's second local step on); on a step whose
-tensors are not owned they are copied first (one pass), as :mod:`sims.compiled` does.
+takes its eager form). In place means the caller must own the tensors (:mod:`sims.ownership`):
+the engine owns ``theta`` at every local step (``ctx.extra["owned_theta"]``), the local state
+from a round's second step on (``"owned_state"``) and, on the first, the entries of
+``local_start``'s state that the algorithm declares fresh (``"owned_start"``,
+``owned_start_keys``); tensors that are not owned are copied first (one pass each), as
+:mod:`sims.compiled` does.
 
 The kernels are private torch API: on first use per kernel and dtype they are run on a tiny
 input and held to the rule above (:func:`_probe`); a kernel that is missing, raises or
@@ -46,6 +49,8 @@ import os
 import warnings
 
 import torch
+
+from .ownership import Owned
 
 NO_BIAS_STEP = 2 ** 62      # beta^k underflows: 1 - beta^k == 1.0 exactly (see the docstring)
 
@@ -158,35 +163,36 @@ def _writable(x: torch.Tensor, owned: bool) -> torch.Tensor:
     return x if owned and x.is_contiguous() else x.clone(memory_format=torch.contiguous_format)
 
 
-def adagrad_step(theta, g, v, lr: float, eps: float, owned: bool = False):
+def adagrad_step(theta, g, v, lr: float, eps: float, owned=False):
     """AdaGrad ``v + g^2``, ``theta - lr g / (sqrt(v) + eps)`` (module docstring) in one pass;
-    ``(theta, v)``, in place when ``owned`` (else on copies), or None (take the eager form)."""
+    ``(theta, v)``, in place where ``owned`` (a bool, or a :class:`sims.ownership.Owned` over
+    ``theta`` and ``"v"``) says so (else on copies), or None (take the eager form)."""
     if not _probe("adagrad", theta.dtype):
         return None
-    theta, v = _writable(theta, owned), _writable(v, owned)
+    own = Owned.of(owned)
+    theta, v = _writable(theta, own.theta), _writable(v, own("v"))
     if not _run("adagrad", _adagrad, theta, g.contiguous(), v, float(lr), float(eps)):
         return None
     return theta, v
 
 
 def adam_step(theta, g, m, v, lr: float, beta1: float, beta2: float, eps: float, steps=None,
-              owned: bool = False, vhat=None, weight_decay: float = 0.0, vhat_owned=None,
-              target_owned: bool = False):
+              owned=False, vhat=None, weight_decay: float = 0.0):
     """Adam (AMSGrad with ``vhat``: the max of the raw ``v``) as in the module docstring, in
     one pass: ``steps`` ``[B]`` each row's count for both bias corrections (after this step's
-    increment), None for no bias correction. Returns ``(theta, m, v, vhat)``, in place when
-    ``owned`` (else on copies; ``vhat_owned``: the same for ``vhat`` alone, None: ``owned``),
-    or None (take the eager form). ``target_owned``: ``theta`` is the caller's scratch to
-    overwrite whatever ``owned`` says (a zero vector the step turns into the direction)."""
+    increment), None for no bias correction. Returns ``(theta, m, v, vhat)``, each in place
+    where ``owned`` (a bool, or a :class:`sims.ownership.Owned` over ``theta`` and ``"m"``,
+    ``"v"``, ``"vhat"``) says so, else on a copy; or None (take the eager form)."""
     if steps is None:
         if 1.0 - float(beta1) ** NO_BIAS_STEP != 1.0 or 1.0 - float(beta2) ** NO_BIAS_STEP != 1.0:
             return None
         steps = torch.full((len(theta),), NO_BIAS_STEP, dtype=torch.int64)
     if not _probe("adam", theta.dtype):
         return None
-    theta = _writable(theta, owned or target_owned)
-    m, v = (_writable(x, owned) for x in (m, v))
-    vhat = None if vhat is None else _writable(vhat, owned if vhat_owned is None else vhat_owned)
+    own = Owned.of(owned)
+    theta = _writable(theta, own.theta)
+    m, v = _writable(m, own("m")), _writable(v, own("v"))
+    vhat = None if vhat is None else _writable(vhat, own("vhat"))
     if not _run("adam", _adam, theta, g.contiguous(), m, v, vhat, steps, float(lr),
                 float(beta1), float(beta2), float(eps), float(weight_decay)):
         return None

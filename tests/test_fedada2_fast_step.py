@@ -242,8 +242,9 @@ def test_torch_kernels_go_before_the_compiled_sm3_kernel(monkeypatch):
 
 @pytest.mark.parametrize("name", ["fedada2", "fedada2-adam", "fedada2-blend"])
 def test_engine_kernels_on_off_and_reference_agree(mlp_problem, monkeypatch, name):
-    """Whole runs (unequal clients: masked last steps) with the kernels on, off (the eager
-    forms) and with the readable local rule: the same trajectory."""
+    """Whole runs (two replicas, unequal clients: masked last steps; first steps in place,
+    ``tests/test_ownership.py``) with the kernels on, off (the eager forms) and with the
+    readable local rule: the same trajectory."""
     out = {}
     for form in ("kernels", "eager", "reference"):
         torch_fused.enable(form == "kernels")
@@ -251,7 +252,7 @@ def test_engine_kernels_on_off_and_reference_agree(mlp_problem, monkeypatch, nam
         if form == "reference":
             monkeypatch.setattr(alg, "local_step", alg.reference_local_step)
         before = sum(torch_fused.calls.values())
-        out[form] = engine.run(mlp_problem, alg, Participation("fixed", m=4), 3, [0],
+        out[form] = engine.run(mlp_problem, alg, Participation("fixed", m=4), 3, [0, 1],
                                eval_every=0).server["theta"]
         assert (sum(torch_fused.calls.values()) > before) == (form == "kernels")
     assert not torch.equal(out["kernels"], mlp_problem.init_theta(0).unsqueeze(0))

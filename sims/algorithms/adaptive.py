@@ -43,6 +43,7 @@ from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _
                      layer_segments, local_adaptive_fast_ok, local_adaptive_step, trust_step,
                      unscaled_vhat)
 from .. import compiled, torch_fused
+from ..ownership import Owned
 from ..batching import per_replica, replica_runs
 from .base import Algorithm, masked_rows
 
@@ -195,11 +196,13 @@ class LocalAdaptive:
     def step(self, theta, g, state, mask, lr, layout, seg=None, ga=None, owned=False):
         """The step; the fast form (:func:`sims.optim.local_adaptive_step`, fewer passes over
         ``[B, d]``) where it applies, else :meth:`reference_step`. With the compiled form on
-        (:mod:`sims.compiled`, opt-in), one in-place pass; ``owned``: ``theta`` and the state
-        are the caller's to overwrite (the engine's ``ctx.extra["owned_state"]``). ``ga``: the
+        (:mod:`sims.compiled`, opt-in), one in-place pass; ``owned``: what of ``theta`` and the
+        state is the caller's to overwrite (a :class:`sims.ownership.Owned` from the engine's
+        flags, :func:`sims.ownership.step_owned`; a bool: all or nothing). ``ga``: the
         amendment's ``[B, d]`` rows, or :class:`ReplicaRows` (the torch-fused step adds them
         from the server rows; the other forms gather them)."""
         if local_adaptive_fast_ok(self):
+            owned = Owned.of(owned)
             # the compiled kernel (opt-in) first: in the issue-16 benchmark (with and without
             # --compile, one run each) it is as fast as torch's fused one on LocalAdam and
             # FedLADA and ~1.05x faster a round on Fed-AMS and Fed-LAMB (the fused kernel
@@ -229,8 +232,9 @@ class LocalAdaptive:
         agree on ``vhat c2`` (``max(vhat, v / c2) = max(vhat c2, v) / c2``, ``c2 > 0``). So
         ``vhat`` stays in the kernel's units across steps: the state keeps ``vhat c2`` and
         ``vhat_scale = c2`` (``[B, 1]``, this step's), and the next step rescales it once, in
-        place on owned state, by ``c2' / c2`` (a new tensor on a round's first, not-owned
-        step); every other reader unscales it first (:func:`sims.optim.unscaled_vhat`).
+        place on owned state, by ``c2' / c2`` (a new tensor on a round's first step, where
+        ``vhat`` is the broadcast's, never owned); every other reader unscales it first
+        (:func:`sims.optim.unscaled_vhat`).
 
         The amendment (``alpha != 1``) is the kernel at rate ``lr alpha`` and one more pass
         ``- lr (1 - alpha) g_a`` (from the server rows with :class:`ReplicaRows`: ``theta``
@@ -253,23 +257,22 @@ class LocalAdaptive:
         bc = self.bias_correction
         if bc and not torch.equal(n, nm):
             return None
-        vhat, vhat_owned, scale = None, None, None
+        vhat, scale = None, None
         if self.rule == "amsgrad":
             if bc:
                 scale = 1 - self.beta2 ** n.unsqueeze(-1)      # c2 [B, 1]: the kernel's units
-                vhat, vhat_owned = _rescaled(state["vhat"], state.get("vhat_scale"), scale,
-                                             owned), True
+                vhat = _rescaled(state["vhat"], state.get("vhat_scale"), scale, owned("vhat"))
+                owned = owned.plus("vhat")                      # owned now, either way
             else:
                 vhat = unscaled_vhat(state)["vhat"]
         if trust:
-            theta, m, v, vhat = self._fused_trust_blocks(theta, g, state, vhat, vhat_owned,
-                                                         scale, n if bc else None, lr, owned,
-                                                         layout)
+            theta, m, v, vhat = self._fused_trust_blocks(theta, g, state, vhat, scale,
+                                                         n if bc else None, lr, owned, layout)
         else:
             a = lr * self.alpha if self.alpha != 1 else lr
             got = torch_fused.adam_step(theta, g, state["m"], state["v"], a, self.beta1,
                                         self.beta2, 0.0, n if bc else None, owned, vhat,
-                                        self.weight_decay, vhat_owned)
+                                        self.weight_decay)
             if got is None:   # the kernel raised (before writing): the eager form from here
                 if scale is not None:
                     state = dict(state, vhat=vhat, vhat_scale=scale)
@@ -287,23 +290,24 @@ class LocalAdaptive:
             new["vhat_scale"] = scale
         return theta, new
 
-    def _fused_trust_blocks(self, theta, g, state, vhat, vhat_owned, scale, steps, lr, owned,
-                            layout):
+    def _fused_trust_blocks(self, theta, g, state, vhat, scale, steps, lr, owned, layout):
         """:meth:`_torch_fused_step` with a trust ratio (Fed-LAMB line 13), one block of rows
         at a time (about :attr:`trust_block_bytes` of each operand): the kernel steps a zeroed
         scratch block at rate ``-1``, leaving ``u = m_c / sqrt(vhat)`` in it, and
         :func:`sims.optim.trust_step` takes the block's layer-wise step from it (in place on
-        an owned ``theta``). The scratch block and ``theta``'s block stay in the cache between
-        the kernel, the layer norms and the step, so ``u`` never streams through memory: in
+        an owned ``theta``; ``owned`` a :class:`sims.ownership.Owned`, ``vhat`` the one to
+        step: ``state["vhat"]`` rescaled, or as is). The scratch block and ``theta``'s block
+        stay in the cache between the kernel, the layer norms and the step, so ``u`` never
+        streams through memory: in
         the issue-16 benchmark, Fed-LAMB's local step ~52 ms a round against ~60 ms as whole
         ``[B, d]`` passes (blocks of 2-6 MiB measure alike; 1 MiB, one row here, pays the
         per-call overhead). A kernel that raises leaves the rows from its block on to the
         eager form (their ``vhat`` back in the kernel's units). Returns ``(theta, m, v,
         vhat)``."""
-        m, v = (torch_fused.writable(state[k], owned) for k in ("m", "v"))
+        m, v = (torch_fused.writable(state[k], owned(k)) for k in ("m", "v"))
         if vhat is not None:
-            vhat = torch_fused.writable(vhat, owned if vhat_owned is None else vhat_owned)
-        out = theta if owned and theta.is_contiguous() else torch.empty_like(theta)
+            vhat = torch_fused.writable(vhat, owned("vhat"))
+        out = theta if owned.theta and theta.is_contiguous() else torch.empty_like(theta)
         B, d = theta.shape
         rows = max(1, self.trust_block_bytes // max(1, d * theta.element_size()))
         rows = -(-B // -(-B // rows))                   # equal blocks

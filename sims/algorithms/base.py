@@ -44,6 +44,13 @@ Hooks, in the order the engine calls them each round:
 participant last took part in, ``-1`` if never) so staleness-aware rules (error restarting)
 can use it, and ``ctx.extra["anchor_grad"]`` for ``needs_anchor_grad``. An algorithm with
 either flag never takes the engine's fused local-SGD path (:meth:`Algorithm.plain_local_sgd`).
+
+What a ``local_step`` may overwrite in place (:mod:`sims.ownership`): the engine sets
+``ctx.extra["owned_theta"]`` (every step: ``theta`` is its own), ``"owned_state"`` (from a
+round's second step on: ``lstate`` is what the previous step returned) and ``"owned_start"``
+(the first step: ``lstate`` is ``local_start``'s result, unchanged, and the entries named by
+:meth:`Algorithm.owned_start_keys` are fresh); any other caller sets none of them and owns
+nothing. :func:`sims.ownership.step_owned` reads them.
 """
 from __future__ import annotations
 
@@ -93,6 +100,15 @@ class Algorithm:
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         return self.local_rule.step(theta, grad, lstate, mask)
+
+    def owned_start_keys(self) -> frozenset:
+        """The entries of :meth:`local_start`'s state that are fresh tensors of its own
+        (zeros, or values computed there), which nothing else reads under another name: a
+        round's first local step may overwrite them (:mod:`sims.ownership`). Never an entry
+        that is (or aliases) a broadcast row ``bcast[key]``; an entry of the gathered client
+        state ``cstate[key]`` only where this algorithm's hooks do not read ``cstate[key]``
+        after ``local_start``. Default: none."""
+        return frozenset()
 
     def client_message(self, delta, lstate, cstate, ctx):
         return delta, cstate, {}

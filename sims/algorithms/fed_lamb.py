@@ -73,6 +73,7 @@ from .adaptive import (FedOpt, LocalAdaptive, bits, check_common, describe_datac
                        layer_seg, lr_at, mean_of)
 from .. import compiled
 from ..batching import per_replica, replica_runs
+from ..ownership import step_owned
 from .base import Algorithm, masked_rows
 
 BIAS_MODES = ("client", "round", "none")
@@ -193,11 +194,19 @@ class FedLAMB(Algorithm):
             v = torch.where((ctx.last_round < 0).unsqueeze(-1), torch.full_like(v, self.eps), v)
         return LocalAdaptive.start(m, v, vhat, n, nm)
 
+    def owned_start_keys(self):
+        """``m`` and ``v``: the chunk's gathered client rows (the engine's copies, which no hook
+        of this class reads after :meth:`local_start`: :meth:`client_message` builds the new
+        client state from the local state), a zero ``m``, or ``v`` made by ``where``; a
+        client's own ``vhat`` (``vhat="local"``) made by ``clamp_min``. Not the server's
+        ``vhat``: the broadcast rows themselves."""
+        return frozenset({"m", "v"} | ({"vhat"} if self.vhat == "local" else set()))
+
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
         seg = layer_seg(ctx.layout, theta) if self.layerwise else None
         return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout, seg,
-                              owned=ctx.extra.get("owned_state", False))
+                              owned=step_owned(ctx, self.owned_start_keys()))
 
     def client_message(self, delta, lstate, cstate, ctx):
         v_sent = self.rule.corrected_v(lstate)
@@ -366,7 +375,7 @@ class MimeLite(Algorithm):
                 return got
         if self.fast_frozen and self._frozen_fast_ok():
             return self._frozen_step_fast(theta, g, bcast, mask, lr, ctx.layout, anchor,
-                                          owned=ctx.extra.get("owned_state", False))
+                                          owned=step_owned(ctx).theta)
         return self._frozen_step_reference(theta, g, bcast, mask, lr, ctx.layout, anchor)
 
     @staticmethod
@@ -454,8 +463,8 @@ class MimeLite(Algorithm):
         Measured on the benchmark's 25 x 159,010 float32, one thread, one replica, a local
         step inside the round: MimeLite 4.6 -> 3.3 ms (Mime 5.5 -> 4.1, MimeLite-LAMB 6.2 ->
         4.8, Mime-LAMB 7.4 -> 6.0) from ``s`` gathered per participant to this form; the
-        five passes alone, on a warm block, ~2.2 ms of it. ``owned`` (the engine's
-        ``ctx.extra["owned_state"]``) and no mask: ``theta`` is overwritten (a few percent
+        five passes alone, on a warm block, ~2.2 ms of it. ``owned`` (the engine owns
+        ``theta``, :mod:`sims.ownership`) and no mask: ``theta`` is overwritten (a few percent
         faster than a fresh output); else a new tensor, masked rows keeping ``theta``. The
         same arithmetic as the reference up to rounding (``eps`` added before the max)."""
         r = self.base_rule

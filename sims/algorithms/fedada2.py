@@ -68,6 +68,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import compiled, torch_fused
+from ..ownership import Owned, step_owned
 from ..optim import OptimizerError, SM3Cover, _masked, sm3_adagrad_step, sm3_adam_step
 from .adaptive import (FedOpt, bits, check_common, describe_dataclass, server_rule,
                        warmup_scale)
@@ -249,6 +250,12 @@ class JointAdaptive(Algorithm):
             state["m"] = torch.zeros_like(theta)
         return state
 
+    def owned_start_keys(self):
+        """Every tensor :meth:`local_start` hands out is made there: zeros, or (DJA) the cover
+        maxima of the server's preconditioner and their cover minima (new tensors, never the
+        broadcast rows ``bcast["pre"]``)."""
+        return frozenset({"mu", "nu", "m"})
+
     def _accumulate(self, cover, mu, g2):
         """New ``(mu, nu)`` after one preconditioner update with ``g^2``."""
         ema = self.client == "adam"
@@ -346,8 +353,8 @@ class JointAdaptive(Algorithm):
                 or not torch_fused.usable(mask, theta, self.eta_l)
                 or not torch_fused.ready(self.client, theta.dtype)):
             return None
-        owned = ctx.extra.get("owned_state", False)
-        th = torch_fused.writable(theta, owned)
+        owned = step_owned(ctx, self.owned_start_keys())
+        th = torch_fused.writable(theta, owned.theta)
         new = self._kernel_rows_step(th, grad, lstate, None, owned, ctx)
         return None if new is None else (th, new)
 
@@ -359,8 +366,9 @@ class JointAdaptive(Algorithm):
 
         ``theta`` ``[B, d]`` is the caller's to write: its rows ``rows`` are stepped in place,
         the others left alone; ``grad`` and the state ``st`` are over the same ``B`` rows, and
-        ``owned`` says whether ``st``'s tensors may be written too (else those written are
-        copied first). Returns the new state (rows outside ``rows`` as they were), or None
+        ``owned`` (a bool, or a :class:`sims.ownership.Owned` over ``"mu"``, ``"nu"``, ``"m"``)
+        says which of ``st``'s tensors may be written too (the others written are copied
+        first). Returns the new state (rows outside ``rows`` as they were), or None
         when a kernel is not available (known before anything is written).
 
         The kernels' rules (:mod:`sims.torch_fused`) with ``z = 1``: SGD ``theta - eta_l g``
@@ -377,6 +385,7 @@ class JointAdaptive(Algorithm):
         maxima 1 read (the large layer's second reduction reads from the cache); a subset of rows adds writing ``nu`` back (1
         read, 1 write)."""
         B = theta.shape[0]
+        owned = Owned.of(owned)
         idx = range(B) if rows is None else rows.tolist()
         t_all, g_all = theta.unbind(0), grad.unbind(0)
         t_rows, g_rows = [t_all[i] for i in idx], [g_all[i] for i in idx]
@@ -395,20 +404,20 @@ class JointAdaptive(Algorithm):
         if sm3:                                         # v = cover_min(mu), the kernel's input
             cover = self.cover(ctx.layout)
             if rows is None:
-                v = cover.cover_min_into(st["mu"], st["nu"] if owned and st["nu"]
+                v = cover.cover_min_into(st["mu"], st["nu"] if owned("nu") and st["nu"]
                                          .is_contiguous() else torch.empty_like(theta))
             else:
                 v = cover.cover_min_into(st["mu"].index_select(0, rows),
                                          theta.new_empty(len(idx), theta.shape[1]))
             v_rows = list(v.unbind(0))
         else:                                           # the full accumulator itself
-            v = torch_fused.writable(st["mu"], owned)
+            v = torch_fused.writable(st["mu"], owned("mu"))
             v_all = v.unbind(0)
             v_rows = [v_all[i] for i in idx]
         if self.client == "adagrad":
             ok = torch_fused.adagrad_rows(t_rows, g_rows, v_rows, self.eta_l, self.eps)
         else:
-            m = torch_fused.writable(st["m"], owned)
+            m = torch_fused.writable(st["m"], owned("m"))
             m_all = m.unbind(0)
             steps = None
             if self.bias_correction:
@@ -424,8 +433,9 @@ class JointAdaptive(Algorithm):
             new.update(mu=cover.cover_max_nonneg(v), nu=v)
         else:
             mu_rows = cover.cover_max_nonneg(v)
-            new.update(mu=torch_fused.writable(st["mu"], owned).index_copy_(0, rows, mu_rows),
-                       nu=torch_fused.writable(st["nu"], owned).index_copy_(0, rows, v))
+            new.update(mu=torch_fused.writable(st["mu"], owned("mu")).index_copy_(0, rows,
+                                                                                  mu_rows),
+                       nu=torch_fused.writable(st["nu"], owned("nu")).index_copy_(0, rows, v))
         return new
 
     def _compiled_full_step(self, theta, grad, lstate, mask, ctx):
@@ -652,6 +662,11 @@ class FedAda2Blend(JointAdaptive):
     def _strategy(self, ctx) -> torch.Tensor:
         return torch.remainder(ctx.clients, len(self.members))
 
+    def owned_start_keys(self):
+        """None of its own (``k`` and the members' states): each member's state is its own
+        :meth:`JointAdaptive.local_start`'s, stepped under that member's declaration."""
+        return frozenset()
+
     def local_start(self, bcast, cstate, ctx):
         theta = bcast["theta"]
         return {"k": torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device),
@@ -689,7 +704,7 @@ class FedAda2Blend(JointAdaptive):
                for f in dataclasses.fields(member)):
             return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
         active, rows = self._rows(lstate, mask, ctx)
-        owned = ctx.extra.get("owned_state", False)
+        owned_theta = step_owned(ctx).theta
         in_place = torch_fused.usable(None, theta, self.eta_l)
         new_theta, new_states = None, []
         for member, st, mine in zip(self.members, lstate["members"], rows):
@@ -698,11 +713,13 @@ class FedAda2Blend(JointAdaptive):
                 new_states.append(st)
                 continue
             if new_theta is None:
-                new_theta = torch_fused.writable(theta, owned)
+                new_theta = torch_fused.writable(theta, owned_theta)
             new = None
             if in_place and member._kernel_rule():
+                # a member's state on a first step is its own local_start's, unchanged
                 new = member._kernel_rows_step(new_theta, grad, st, None if len(idx) == len(mine)
-                                               else idx, owned, ctx)
+                                               else idx,
+                                               step_owned(ctx, member.owned_start_keys()), ctx)
             if new is None:                 # rows gathered (nothing was written above)
                 sub = dataclasses.replace(ctx, replica=ctx.replica[idx], clients=ctx.clients[idx],
                                           last_round=ctx.last_round[idx], uniforms=None)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from ..optim import OptimizerError, _masked, full_like, unscaled_vhat
+from ..ownership import step_owned
 from .adaptive import (FedOpt, LocalAdaptive, ParticipantTally, ReplicaRows, _affine_sgd,
                        bits, check_common, describe_dataclass, lr_at, mean_of)
 from .base import Algorithm, masked_rows
@@ -274,15 +275,21 @@ class FedLADA(Algorithm):
         v = bcast["v"]
         n = torch.zeros(v.shape[0], dtype=v.dtype, device=v.device)
         # the broadcast rows themselves, no copies: a round's first local step does not own
-        # its state and writes none of it (the engine's ``owned_state`` contract)
+        # them and writes none of them (owned_start_keys)
         return LocalAdaptive.start(torch.zeros_like(v),
                                    v if self.v_init == "server" else torch.zeros_like(v), v, n)
+
+    def owned_start_keys(self):
+        """``m`` (zeros made in :meth:`local_start`), and ``v`` where it starts at zero; not
+        ``vhat`` nor a ``v`` started from the server's: the broadcast rows ``bcast["v"]``
+        themselves (both the same tensor)."""
+        return frozenset({"m"} | ({"v"} if self.v_init == "zero" else set()))
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
         ga = ReplicaRows(bcast, "ga") if self.amended else None    # not gathered (issue 16)
         return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout, ga=ga,
-                              owned=ctx.extra.get("owned_state", False))
+                              owned=step_owned(ctx, self.owned_start_keys()))
 
     def client_message(self, delta, lstate, cstate, ctx):
         aux = {"vhat": unscaled_vhat(lstate)["vhat"]}     # the rule's (not the kernel's)
