@@ -76,6 +76,19 @@ def tiny_uneven_problem(**kw) -> NeuralProblem:
 
 
 @pytest.fixture
+def torch_kernels_eager():
+    """torch's fused optimizer kernels on and the compiled steps off for the test, both left
+    as they were found (``pytestmark = pytest.mark.usefixtures("torch_kernels_eager")``)."""
+    from sims import compiled, torch_fused
+    was, was_c = torch_fused.enabled(), compiled.enabled()
+    torch_fused.enable(True)
+    compiled.enable(False)
+    yield
+    torch_fused.enable(was)
+    compiled.enable(was_c)
+
+
+@pytest.fixture
 def onednn_calls(monkeypatch):
     """Every oneDNN product (``sims.problems.mlp_grad``) counted in the returned list, and
     the size threshold lowered so every layer, however small, takes it."""

@@ -39,16 +39,8 @@ CLIENTS = [("fedada2", {}), ("fedada2-adam", {}), ("fedada2-adam", {"bias_correc
            ("joint-adaptive", {}), ("fedadaadam", {})]
 
 
-@pytest.fixture(autouse=True)
-def fused_on():
-    """Each test runs with the kernels on (and the compiled form off) and leaves both as it
-    found them."""
-    was, was_c = torch_fused.enabled(), compiled.enabled()
-    torch_fused.enable(True)
-    compiled.enable(False)
-    yield
-    torch_fused.enable(was)
-    compiled.enable(was_c)
+# every test with torch's kernels on and the compiled form off, both restored after
+pytestmark = pytest.mark.usefixtures("torch_kernels_eager")
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS), ids=list(LAYOUTS))

@@ -24,6 +24,7 @@ import torch
 
 from sims import compiled, torch_fused
 from sims.algorithms.base import Algorithm, RoundContext
+from sims.algorithms.footprint import _rows as footprint_rows
 from sims.algorithms.registry import make_algorithm
 from sims.batching import start_rows
 from sims.engine import _ParticipantRows
@@ -38,14 +39,8 @@ REP = torch.tensor([0, 0, 0, 1, 1])                   # the chunk: 3 + 2 partici
 CLI = torch.tensor([4, 1, 2, 0, 3])
 
 
-@pytest.fixture(autouse=True)
-def kernels_on():
-    was, was_c = torch_fused.enabled(), compiled.enabled()
-    torch_fused.enable(True)
-    compiled.enable(False)
-    yield
-    torch_fused.enable(was)
-    compiled.enable(was_c)
+# every test with torch's kernels on and the compiled form off, both restored after
+pytestmark = pytest.mark.usefixtures("torch_kernels_eager")
 
 
 # ------------------------------------------------------------------------------ the flags
@@ -119,15 +114,7 @@ def _server_and_clients(alg, gen):
     return server, cstate
 
 
-def _tensors(x):
-    """Every tensor inside ``x`` (dicts, lists, tensors)."""
-    if torch.is_tensor(x):
-        return [x]
-    if isinstance(x, dict):
-        return [t for v in x.values() for t in _tensors(v)]
-    if isinstance(x, (list, tuple)):
-        return [t for v in x for t in _tensors(v)]
-    return []
+_tensors = footprint_rows          # every tensor inside a (nested) dict, list or tensor
 
 
 def _entries(alg, lstate):
