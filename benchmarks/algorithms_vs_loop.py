@@ -91,12 +91,13 @@ RULE_STREAMS = {
     # local AMSGrad (Fed-LAMB Alg. 2 without line 13; FedLADA Alg. 3, its amendment g_a
     # broadcast): read theta, g, m, v, vhat; write theta, m, v, vhat
     "fed-ams": 9, "localadam": 9, "fedlada": 9,
-    # + Alg. 2 line 13's layer norms, complete before any coordinate moves: pass 1 reads
-    # theta, g, m, v, vhat and writes m, v, vhat, u; pass 2 reads theta, u, writes theta
-    "fed-lamb": 12,
-    # a step on the frozen server state: read theta, g; write theta (LAMB: a norm pass
-    # reading theta, g first); Mime also reads its anchor gradient in each pass
-    "mimelite": 3, "mimelite-lamb": 5, "mime": 4, "mime-lamb": 7,
+    # + Alg. 2 line 13's layer norms, complete before any coordinate of a client moves: in
+    # blocks of whole clients' rows that stay in the cache (the engine's blocked step) the
+    # direction u and the second pass over theta never reach memory: AMSGrad's 9
+    "fed-lamb": 9,
+    # a step on the frozen server state: read theta, g; write theta (LAMB: the same, its
+    # norms within a cached block of rows); Mime also reads its anchor gradient
+    "mimelite": 3, "mimelite-lamb": 3, "mime": 4, "mime-lamb": 4,
     # SM3-II (FedAda2 Alg. 4): the covers are [B, rows + cols], small: read theta, g; write
     # theta (Adam: and m)
     "fedada2": 3, "fedada2-adam": 5,
