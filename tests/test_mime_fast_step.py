@@ -50,13 +50,9 @@ TOL = {"rtol": 1e-12, "atol": 1e-12}
 STATE_KEYS = {"s_m", "s_v", "s_vhat", "c"}
 
 
-@pytest.fixture(autouse=True)
-def eager_only():
-    """The compiled form (opt-in, ``FEDTOOLKIT_COMPILE``) goes first where it is on: off here."""
-    was = compiled.enabled()
-    compiled.enable(False)
-    yield
-    compiled.enable(was)
+# every test with torch's kernels on and the compiled form (opt-in, which goes first where
+# it is on) off, both restored after
+pytestmark = pytest.mark.usefixtures("torch_kernels_eager")
 
 
 class CountingRows(engine._ParticipantRows):

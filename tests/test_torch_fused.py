@@ -27,13 +27,9 @@ from fedada2_clients import B, STEPS
 from fedada2_clients import steps_against_reference as _fedada2_run
 
 
-@pytest.fixture(autouse=True)
-def fused_on():
-    """Each test runs with the kernels on and leaves them as it found them."""
-    was = torch_fused.enabled()
-    torch_fused.enable(True)
-    yield
-    torch_fused.enable(was)
+# every test with torch's kernels on and the compiled form (opt-in, which goes first where
+# it is on) off, both restored after
+pytestmark = pytest.mark.usefixtures("torch_kernels_eager")
 
 
 @pytest.fixture(scope="module")
