@@ -30,7 +30,7 @@ import pytest
 import torch
 
 from conftest import tiny_uneven_problem
-from sims import compiled, engine
+from sims import compiled, engine, native
 from sims.algorithms.base import RoundContext
 from sims.algorithms.fed_lamb import Mime, MimeLAMB, MimeLite, MimeLiteLAMB
 from sims.algorithms.registry import make_for_problem
@@ -53,6 +53,17 @@ STATE_KEYS = {"s_m", "s_v", "s_vhat", "c"}
 # every test with torch's kernels on and the compiled form (opt-in, which goes first where
 # it is on) off, both restored after
 pytestmark = pytest.mark.usefixtures("torch_kernels_eager")
+
+
+@pytest.fixture(autouse=True, params=["native", "torch"])
+def frozen_kernel(request, monkeypatch):
+    """Every test twice: the fast form through the C kernel (:mod:`sims.native.frozen`; it
+    must be built here) and through its torch passes. Returns the name."""
+    on = request.param == "native"
+    monkeypatch.setattr(MimeLite, "native_frozen", on)
+    if on:
+        assert native.library() is not None, native.failure()
+    return request.param
 
 
 class CountingRows(engine._ParticipantRows):
@@ -135,7 +146,7 @@ BLOCKINGS = [(None, "three"), (2, "three"), (1, "split"), (None, "one"), (2, "on
 @pytest.mark.parametrize("base,kind,lamb,masked,blocking", list(itertools.product(
     ["amsgrad", "adam"], ["lite", "mime"], [False, True], [False, True], BLOCKINGS)))
 def test_fast_frozen_step_equals_readable_rule(base, kind, lamb, masked, blocking,
-                                               monkeypatch):
+                                               monkeypatch, frozen_kernel):
     """Several local steps through ``_frozen_step`` (the fast form, in place from the second
     step on) on the engine's view of a broadcast against ``_frozen_step_reference`` and the
     written-out rule on the rows gathered per participant, each on its own copies; the fast
@@ -145,7 +156,7 @@ def test_fast_frozen_step_equals_readable_rule(base, kind, lamb, masked, blockin
     alg = _rows_per_block(CLASSES[(kind, lamb)](eta_l=0.05, base=base,
                                                 lam=0.01 if lamb else 0.0), rows, layout.d)
     assert alg._frozen_fast_ok()
-    taken = []
+    taken, calls0 = [], native.calls.get("frozen_step", 0)
     fast = alg._frozen_step_fast
     monkeypatch.setattr(alg, "_frozen_step_fast", lambda *a, **k: taken.append(1) or fast(*a, **k))
     gen = torch.Generator().manual_seed(zlib.crc32(f"{base}{kind}{lamb}{masked}{reps}".encode()))
@@ -170,6 +181,8 @@ def test_fast_frozen_step_equals_readable_rule(base, kind, lamb, masked, blockin
         th_f, th_r = got, want
     assert len(taken) == 4
     assert not torch.equal(th_f, theta0)
+    if frozen_kernel == "native":                          # the C kernel took every step
+        assert native.calls.get("frozen_step", 0) - calls0 == 4
     assert not STATE_KEYS & set(bcast.gathered), bcast.gathered     # read per replica
     for k, v in frozen.items():                             # the server state stays frozen
         assert torch.equal(bcast._bcast[k], v), k
@@ -253,6 +266,7 @@ def test_off_cpu_block_plan(kind, lamb, reps, monkeypatch):
     """The block plan of other devices (one launch per pass) run on the CPU: one replica
     broadcasts its row over all rows, several read the rows gathered per participant; both
     equal the written-out rule."""
+    monkeypatch.setattr(MimeLite, "native_frozen", False)   # the plan is the torch passes'
     layout = _layout()
     alg = CLASSES[(kind, lamb)](eta_l=0.05)
     plan = MimeLite._frozen_blocks

@@ -72,6 +72,7 @@ from ..optim import (AdaptiveRule, OptimizerError, TrustRatio, _is_number, _mask
 from .adaptive import (FedOpt, LocalAdaptive, bits, check_common, describe_dataclass,
                        layer_seg, lr_at, mean_of)
 from .. import compiled
+from ..native import frozen as native_frozen
 from ..batching import per_replica, replica_runs
 from ..ownership import step_owned
 from .base import Algorithm, masked_rows
@@ -309,6 +310,8 @@ class MimeLite(Algorithm):
     lr_decay: float = 1.0
     #: take :meth:`_frozen_step_fast` where it applies (False: the readable rule, for tests)
     fast_frozen: ClassVar[bool] = True
+    #: within the fast form, the C kernel (:mod:`sims.native.frozen`) where it is built
+    native_frozen: ClassVar[bool] = True
     #: the fast step's row blocks: about this many bytes of each ``[rows, d]`` operand
     #: (3 rows of the benchmark's float32 MLP; 2 MiB: a block's few operands fit the L3)
     frozen_block_bytes: ClassVar[int] = 2 * 2 ** 20
@@ -472,15 +475,22 @@ class MimeLite(Algorithm):
         B = theta.shape[0]
         keys = ["s_m", "s_v"] + ["s_vhat"] * r.amsgrad + ["c"] * (anchor is not None)
         src = {k: per_replica(bcast, k)[0] for k in keys}          # the server's [R, d]
-        blocks = self._frozen_blocks(theta.device.type, B, theta[0].nbytes,
-                                     replica_runs(per_replica(bcast, "s_m")[1]))
+        runs = replica_runs(per_replica(bcast, "s_m")[1])
+        in_place = owned and mask is None
+        if self.native_frozen and theta.device.type == "cpu":   # one C pass (sims.native)
+            p, q = self._frozen_terms(src["s_v"], src["s_vhat"] if r.amsgrad else None)
+            got = native_frozen.frozen_step(
+                theta, g, src["s_m"], p, q, runs, lr, b1, b2, anchor=anchor, c=src.get("c"),
+                trust=self.trust, layout=layout, out=theta if in_place else None)
+            if got is not None:
+                return got if mask is None else _masked(mask, got, theta)
+        blocks = self._frozen_blocks(theta.device.type, B, theta[0].nbytes, runs)
         if blocks is None:                                  # several replicas off the CPU
             src = {k: bcast[k] for k in keys}               # gathered [B, d] rows
             blocks = [(slice(0, B), slice(0, B))]
         m = src["s_m"]
         c = None if anchor is None else src["c"]
         p, q = self._frozen_terms(src["s_v"], src["s_vhat"] if r.amsgrad else None)
-        in_place = owned and mask is None
         lamb = self.trust is not None
         # LAMB: the blocks write u = num den into one [B, d] buffer and a single trust_step
         # (per-layer norms, then the step) follows: measured ~1% of a round faster than a
