@@ -2,11 +2,11 @@
 
 A run's numbers depend on its config *and* on the code and libraries that computed it. A
 saved result may be reused only when both match, so a run's fingerprint includes
-:func:`code_digest`: a hash of the project's Python source (``sims/``, ``reproduce/`` and
-``theory/``, which ``sims.probes`` reads bounds from) and of the versions of the packages that
-change numerics (Python, torch, numpy, scipy). Hashing the files' contents (not the git
-commit) makes the identity the same in any clone or checkout of the same code, and different
-after any edit, committed or not.
+:func:`code_digest`: a hash of the project's source (Python and the C kernels; ``sims/``,
+``reproduce/`` and ``theory/``, which ``sims.probes`` reads bounds from) and of the versions
+of the packages that change numerics (Python, torch, numpy, scipy). Hashing the files'
+contents (not the git commit) makes the identity the same in any clone or checkout of the
+same code, and different after any edit, committed or not.
 
 :func:`code_identity` adds what a person wants to read back (the commit, whether the tree was
 dirty, the digest's parts); it is recorded in every results file's JSON.
@@ -21,15 +21,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_PACKAGES = ("sims", "reproduce", "theory")
+SOURCE_SUFFIXES = (".py", ".c", ".h")
 NUMERIC_PACKAGES = ("torch", "numpy", "scipy")
 
 
 @lru_cache(maxsize=1)
 def source_hash() -> str:
-    """sha256 over every ``.py`` file of the project's packages (path and contents, sorted)."""
+    """sha256 over every source file of the project's packages (``.py`` and the C kernels'
+    ``.c`` / ``.h``, :mod:`sims.native`; path and contents, sorted)."""
     h = hashlib.sha256()
     for pkg in SOURCE_PACKAGES:
-        for path in sorted((ROOT / pkg).rglob("*.py")):
+        files = (p for p in (ROOT / pkg).rglob("*") if p.suffix in SOURCE_SUFFIXES)
+        for path in sorted(files):
             rel = path.relative_to(ROOT).as_posix()
             h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()

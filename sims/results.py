@@ -68,12 +68,14 @@ def versions() -> dict[str, str]:
 
 def run_context(started: float | None = None) -> dict:
     """Where and how a run was computed: command line, start time (UTC, ISO 8601), host,
-    torch's intra-op thread count, whether the compiled local steps were on, process id, and the GPU libraries that change numerics on
-    a GPU (CUDA, cuDNN, the GPU's name; None on a CPU-only build). The package versions that
-    change numerics everywhere are in the code identity (:mod:`sims.identity`)."""
+    torch's intra-op thread count, which fast local-step forms were on (the compiled ones,
+    torch's fused kernels, the C kernels: they change results at the rounding level only),
+    process id, and the GPU libraries that change numerics on a GPU (CUDA, cuDNN, the GPU's
+    name; None on a CPU-only build). The package versions that change numerics everywhere
+    are in the code identity (:mod:`sims.identity`)."""
     import torch
 
-    from . import compiled
+    from . import compiled, native, torch_fused
     started = time.time() if started is None else started
     libs = {"cuda": torch.version.cuda, "cudnn": (torch.backends.cudnn.version()
                                                   if torch.backends.cudnn.is_available() else None),
@@ -82,6 +84,8 @@ def run_context(started: float | None = None) -> dict:
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "host": socket.gethostname(), "threads": torch.get_num_threads(),
             "compiled_steps": compiled.enabled(),      # sims.compiled (opt-in)
+            "torch_fused_steps": torch_fused.enabled(),  # sims.torch_fused (default on)
+            "native_kernels": native.status(),         # sims.native (default on)
             "pid": os.getpid(), "device_libraries": libs}
 
 

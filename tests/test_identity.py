@@ -28,3 +28,22 @@ def test_code_identity_records_commit_and_digest():
     rec = identity.code_identity()
     assert rec["code_digest"] == identity.code_digest()
     assert set(rec["numeric_versions"]) >= {"python", "torch", "numpy"}
+
+
+def test_code_digest_changes_when_a_c_kernel_changes(tmp_path, monkeypatch):
+    """The C kernels (sims.native) change numerics: their sources are in the digest."""
+    pkg = tmp_path / "sims" / "native"
+    pkg.mkdir(parents=True)
+    (pkg / "k.c").write_text("int f(void) { return 1; }\n")
+    (pkg / "k.h").write_text("#define A 1\n")
+    monkeypatch.setattr(identity, "ROOT", tmp_path)
+    monkeypatch.setattr(identity, "SOURCE_PACKAGES", ("sims",))
+    digests = []
+    for name, text in (("k.c", None), ("k.c", "int f(void) { return 2; }\n"),
+                       ("k.h", "#define A 2\n")):
+        if text is not None:
+            (pkg / name).write_text(text)
+        identity.source_hash.cache_clear()
+        digests.append(identity.code_digest())
+    identity.source_hash.cache_clear()
+    assert len(set(digests)) == 3

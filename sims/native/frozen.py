@@ -18,11 +18,12 @@ import ctypes
 
 import torch
 
-from . import count, kernel, ptr, run_rows, usable
+from . import count, kernel, ptr, threads, usable
 
 PHI_CODES = {"clip": 0, "identity": 1, "update_norm": 2}
 _I64, _F64, _P = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
-ARGTYPES = [_P] * 8 + [_I64, _I64, _P, _F64, _F64, _F64, _I64, _P, _I64, _F64, _F64, _F64, _P]
+ARGTYPES = ([_P] * 8 + [_I64, _I64, _P, _F64, _F64, _F64, _I64, _P, _I64, _F64, _F64, _F64, _P]
+            + [_I64, _I64])
 
 
 def layer_offsets(layout) -> torch.Tensor:
@@ -65,26 +66,18 @@ def frozen_step(theta, g, m, p, q, runs, lr, b1: float, b2: float, *, anchor=Non
                   float(trust.phi_max), float(trust.lam))
     else:
         offsets, scratch_len, consts = None, 0, (0, None, 0, 0.0, 0.0, 0.0)
-    row = d * theta.element_size()
+    nt, size = threads(), theta.element_size()
+    scratch = theta.new_empty(nt * scratch_len) if scratch_len else None
     lr_value = 0.0 if lr_rows is not None else float(lr)
 
-    def rows_of(rep, lo, hi):
-        scratch = theta.new_empty(scratch_len) if scratch_len else None
-        at = rep * d * theta.element_size()
+    def at(t, row):                        # the address of row ``row`` of a [n, d] tensor
+        return None if t is None else ctypes.c_void_p(t.data_ptr() + row * d * size)
 
-        def server(t):
-            return None if t is None else ctypes.c_void_p(t.data_ptr() + at)
-
-        fn(ctypes.c_void_p(out.data_ptr() + lo * row), ctypes.c_void_p(theta.data_ptr()
-           + lo * row), ctypes.c_void_p(g.data_ptr() + lo * row),
-           None if anchor is None else ctypes.c_void_p(anchor.data_ptr() + lo * row),
-           server(c), server(m), server(p), server(q), hi - lo, d,
-           None if lr_rows is None else ctypes.c_void_p(lr_rows.data_ptr()
-                                                         + lo * theta.element_size()),
-           lr_value, float(b1), float(b2), *consts, ptr(scratch))
-
-    for rep, rows in runs:
-        run_rows(lambda lo, hi, rep=rep, base=rows.start: rows_of(rep, base + lo, base + hi),
-                 rows.stop - rows.start)
+    for rep, rows in runs:                 # one call per replica run, its server rows
+        lo = rows.start
+        fn(at(out, lo), at(theta, lo), at(g, lo), at(anchor, lo), at(c, rep), at(m, rep),
+           at(p, rep), at(q, rep), rows.stop - lo, d,
+           None if lr_rows is None else ctypes.c_void_p(lr_rows.data_ptr() + lo * size),
+           lr_value, float(b1), float(b2), *consts, ptr(scratch), scratch_len, nt)
     count("frozen_step")
     return out

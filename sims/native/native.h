@@ -5,11 +5,21 @@
 #define FEDTOOLKIT_NATIVE_H
 #include <math.h>
 #include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+/* this thread's index inside a kernel's parallel loop (rows split over nthreads threads of
+ * the OpenMP runtime torch has already loaded: the same pool as torch's own operations) */
+#define NATIVE_THREAD omp_get_thread_num()
+#else
+#define NATIVE_THREAD 0
+#endif
 
 /* Fed-LAMB's phi (sims.optim.TrustRatio.phi) */
 enum { PHI_CLIP = 0, PHI_IDENTITY = 1, PHI_UPDATE_NORM = 2 };
 
 #define NATIVE_LANES 16
+/* the entries of a block a kernel writes and then reads again while it is in the L1 */
+#define NATIVE_BLOCK 2048
 
 /* Sums of squares in double over NATIVE_LANES independent partial sums (so the loop
  * vectorizes without reassociating any one sum; the result depends only on n and x). */
@@ -57,23 +67,53 @@ static inline double trust_ratio(int64_t phi, double phi_min, double phi_max,
     return s / sqrt(w_sq);
 }
 
-/* One row's layer-wise trust step from u (in scratch, a layer at a time): out_l = theta_l -
- * lr ratio_l (u_l + lam theta_l). The norms are taken before out_l is written (out may be
- * theta). */
+/* Fed-LAMB's layer-wise trust step, Alg. 2 line 13, on one row's layer, from its direction
+ * u (a layer-sized scratch): out_l = theta_l - lr ratio_l (u_l + lam theta_l).
+ *
+ * trust_acc: adds theta's, u's and w = u + lam theta's squares over n entries to the three
+ * rows of NATIVE_LANES partial sums (a kernel calls it on each small block of u right after
+ * writing it, while the block is in the L1 cache); trust_apply: the ratio from the sums,
+ * then the step over the whole layer (out may be theta: every sum is taken before);
+ * trust_layer: both on a whole layer. */
 #define NATIVE_TRUST_LAYER(T, SUF)                                                     \
-static inline void trust_layer_##SUF(T *out, const T *th, const T *restrict u,        \
-                                     int64_t n, double lr, int64_t phi, double phi_min,\
-                                     double phi_max, double lam) {                     \
-    double tsq = phi == PHI_UPDATE_NORM ? 0.0 : sumsq_##SUF(th, n);                    \
-    double usq = phi == PHI_UPDATE_NORM ? sumsq_##SUF(u, n) : 0.0;                     \
-    double wsq = lam != 0.0 ? sumsq_axpy_##SUF(u, th, (T)lam, n)                       \
-                            : (phi == PHI_UPDATE_NORM ? usq : sumsq_##SUF(u, n));      \
-    T f = (T)(-lr * trust_ratio(phi, phi_min, phi_max, tsq, wsq, usq));                \
-    T l = (T)lam;                                                                      \
+static inline void trust_acc_##SUF(double acc[3][NATIVE_LANES], const T *th,          \
+                                   const T *restrict u, int64_t n, double lam) {       \
+    const T l = (T)lam;                                                                \
+    int64_t j = 0;                                                                     \
+    for (; j + NATIVE_LANES <= n; j += NATIVE_LANES)                                   \
+        for (int k = 0; k < NATIVE_LANES; ++k) {                                       \
+            T t = th[j + k], v = u[j + k], w = v + l * t;                              \
+            acc[0][k] += (double)t * (double)t;                                        \
+            acc[1][k] += (double)v * (double)v;                                        \
+            acc[2][k] += (double)w * (double)w;                                        \
+        }                                                                              \
+    for (int k = 0; j < n; ++j, ++k) {  /* the tail, one entry per lane */             \
+        T t = th[j], v = u[j], w = v + l * t;                                          \
+        acc[0][k] += (double)t * (double)t;                                            \
+        acc[1][k] += (double)v * (double)v;                                            \
+        acc[2][k] += (double)w * (double)w;                                            \
+    }                                                                                  \
+}                                                                                      \
+static inline void trust_apply_##SUF(T *out, const T *th, const T *restrict u,        \
+                                     int64_t n, double acc[3][NATIVE_LANES], double lr,\
+                                     int64_t phi, double phi_min, double phi_max,      \
+                                     double lam) {                                     \
+    double sq[3] = {0.0, 0.0, 0.0};                                                    \
+    for (int r = 0; r < 3; ++r)                                                        \
+        for (int k = 0; k < NATIVE_LANES; ++k) sq[r] += acc[r][k];                     \
+    T f = (T)(-lr * trust_ratio(phi, phi_min, phi_max, sq[0], sq[2], sq[1]));          \
+    const T l = (T)lam;                                                                \
     if (lam != 0.0)                                                                    \
         for (int64_t j = 0; j < n; ++j) out[j] = th[j] + f * (u[j] + l * th[j]);       \
     else                                                                               \
         for (int64_t j = 0; j < n; ++j) out[j] = th[j] + f * u[j];                     \
+}                                                                                      \
+static inline void trust_layer_##SUF(T *out, const T *th, const T *restrict u,        \
+                                     int64_t n, double lr, int64_t phi, double phi_min,\
+                                     double phi_max, double lam) {                     \
+    double acc[3][NATIVE_LANES] = {{0}};                                               \
+    trust_acc_##SUF(acc, th, u, n, lam);                                               \
+    trust_apply_##SUF(out, th, u, n, acc, lr, phi, phi_min, phi_max, lam);             \
 }
 NATIVE_TRUST_LAYER(float, f32)
 NATIVE_TRUST_LAYER(double, f64)
