@@ -30,12 +30,15 @@ rule's own memory traffic alone exceed the goal; ``engine_over_floor`` is what t
 spends beyond that floor.
 
 ``python benchmarks/algorithms_vs_loop.py [--rounds R] [--repeats K] [--threads N]
-[--algorithms a,b,...] [--quick] [--compile] [--torch-fused-ab] [--cnn] [--uneven]``; ``--compile``
-turns on the compiled one-pass local steps (:mod:`sims.compiled`, opt-in; key ``compiled``);
-``--torch-fused-ab`` also measures each algorithm's engine run with torch's fused optimizer
-kernels off (:mod:`sims.torch_fused`, on by default; ``FEDTOOLKIT_TORCH_FUSED=0`` turns
-them off for a whole run), interleaved with the run with them on (key
-``without_torch_fused``: its seconds, ratios and ``gain`` = off / on); ``--quick`` is a
+[--algorithms a,b,...] [--quick] [--compile] [--torch-fused-ab] [--native-ab] [--cnn]
+[--uneven]``; ``--compile`` turns on the compiled one-pass local steps (:mod:`sims.compiled`,
+opt-in; key ``compiled``); ``--torch-fused-ab`` also measures each algorithm's engine run
+with torch's fused optimizer kernels off (:mod:`sims.torch_fused`, on by default;
+``FEDTOOLKIT_TORCH_FUSED=0`` turns them off for a whole run), interleaved with the run with
+them on (key ``without_torch_fused``: its seconds, ratios and ``gain`` = off / on);
+``--native-ab`` the same with the C kernels off (:mod:`sims.native`, on by default,
+``FEDTOOLKIT_NATIVE=0``; key ``without_native``; key ``native``: the kernels' status);
+``--quick`` is a
 seconds-long smoke run on a tiny workload (6 clients of 40 samples, 3 a round), for the
 test; ``--cnn`` adds the Fed-EF CNN (which runs clients one at a time on the CPU,
 ``sims.problems.conv``): Fed-AMS against Fed-SGD in the engine and against plain SGD /
@@ -60,7 +63,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's sims
-from sims import batching, compiled, engine, torch_fused  # noqa: E402
+from sims import batching, compiled, engine, native, torch_fused  # noqa: E402
 from sims.algorithms.registry import (AlgorithmError, list_algorithms, make_algorithm,  # noqa: E402
                                       make_for_problem)
 from sims.models import CNN, MLP  # noqa: E402
@@ -385,6 +388,24 @@ def uneven_measurement(names, w: dict, rounds: int, repeats: int) -> dict:
                          f"m={w['m']}, 1 local epoch of batch {w['batch']}")}
 
 
+#: the fast forms an A/B run turns off (``--torch-fused-ab``, ``--native-ab``): each
+#: algorithm's seconds with the form off, measured right after its seconds with it on
+SWITCHES = {"torch_fused": (torch_fused.enabled, torch_fused.enable),
+            "native": (native.enabled, native.enable)}
+
+
+def seconds_without(form: str, problem, name: str, w: dict, rounds: int) -> float:
+    """:func:`engine_seconds` with the fast form ``form`` (:data:`SWITCHES`) off, then back
+    as it was."""
+    is_on, enable = SWITCHES[form]
+    was = is_on()
+    enable(False)
+    try:
+        return engine_seconds(problem, name, w, rounds)
+    finally:
+        enable(was)
+
+
 def fused_path(name: str) -> bool:
     """Whether the algorithm's local work runs on the fused local-SGD paths (plain SGD, or
     SGD with linear extras through ``affine_local_sgd``; SCAFFOLD's default option II)."""
@@ -423,6 +444,9 @@ def main(argv=None):
     ap.add_argument("--torch-fused-ab", action="store_true",
                     help="also each algorithm with torch's fused optimizer kernels off "
                          "(sims.torch_fused), interleaved")
+    ap.add_argument("--native-ab", action="store_true",
+                    help="also each algorithm with the C kernels off (sims.native), "
+                         "interleaved")
     ap.add_argument("--cnn", action="store_true",
                     help="also the Fed-EF CNN: Fed-AMS against Fed-SGD and plain loops")
     ap.add_argument("--uneven", action="store_true",
@@ -450,8 +474,10 @@ def main(argv=None):
     eng = {name: [] for name in names}
     loops = {kind: [] for kind in {LOOP_OPTIMIZER[n] for n in names if n in LOOP_OPTIMIZER}}
     fused, ratios, speedups = [], {n: [] for n in names}, {n: [] for n in names}
-    off = {n: {"engine": [], "ratio": [], "speedup": [], "gain": []} for n in names}
-    fused_on = torch_fused.enabled()
+    forms = [form for form, flag in (("torch_fused", args.torch_fused_ab),
+                                     ("native", args.native_ab)) if flag]
+    off = {form: {n: {"engine": [], "ratio": [], "speedup": [], "gain": []} for n in names}
+           for form in forms}
     generic = [n for n in names if not fused_path(n)]
     splits = {n: [] for n in generic}
     for _ in range(args.repeats):
@@ -460,20 +486,20 @@ def main(argv=None):
         for name in names:
             eng[name].append(engine_seconds(problem, name, w, args.rounds))
             ratios[name].append(eng[name][-1] / fused[-1])
-            if args.torch_fused_ab:
-                torch_fused.enable(False)
-                off[name]["engine"].append(engine_seconds(problem, name, w, args.rounds))
-                torch_fused.enable(fused_on)
-                off[name]["ratio"].append(off[name]["engine"][-1] / fused[-1])
-                off[name]["gain"].append(off[name]["engine"][-1] / eng[name][-1])
+            for form in forms:
+                o = off[form][name]
+                o["engine"].append(seconds_without(form, problem, name, w, args.rounds))
+                o["ratio"].append(o["engine"][-1] / fused[-1])
+                o["gain"].append(o["engine"][-1] / eng[name][-1])
             kind = LOOP_OPTIMIZER.get(name)
             if kind is not None:
                 if kind not in loop_now:      # one loop per optimizer and repeat
                     loop_now[kind] = loop_seconds(problem, kind, w, args.rounds)
                     loops[kind].append(loop_now[kind])
                 speedups[name].append(loop_now[kind] / eng[name][-1])
-                if args.torch_fused_ab:
-                    off[name]["speedup"].append(loop_now[kind] / off[name]["engine"][-1])
+                for form in forms:
+                    off[form][name]["speedup"].append(loop_now[kind]
+                                                      / off[form][name]["engine"][-1])
         for name in generic:
             splits[name].append(split_seconds(problem, name, w, args.rounds))
     stream_s = stream_seconds(w)
@@ -502,20 +528,22 @@ def main(argv=None):
         "threads": torch.get_num_threads(),
         "compiled": compiled.enabled(),
         "torch_fused": torch_fused.enabled(),
+        "native": native.status(),
         "rounds": args.rounds, "repeats": args.repeats,
         "load_average_start_end": [round(load_start[0], 2), round(os.getloadavg()[0], 2)],
         "workload": (f"MLP 784-200-10, n={w['n_clients']} clients of {w['per_client']} "
                      f"samples, m={w['m']}, 1 local epoch of batch {w['batch']}"),
     }
-    if args.torch_fused_ab:
-        out["without_torch_fused"] = {
-            "seconds_per_round": {n: round(med(off[n]["engine"]), 6) for n in names},
-            "ratio_to_fused_fedsgd": {n: round(med(off[n]["ratio"]), 2) for n in names},
-            "speedup_vs_loop": {n: round(med(off[n]["speedup"]), 2) for n in names
-                                if off[n]["speedup"]},
-            "gain": {n: round(med(off[n]["gain"]), 2) for n in names}}
-        sp = out["without_torch_fused"]["speedup_vs_loop"]
-        out["without_torch_fused"]["min_speedup_vs_loop"] = min(sp.values()) if sp else None
+    for form in forms:
+        o = off[form]
+        out[f"without_{form}"] = {
+            "seconds_per_round": {n: round(med(o[n]["engine"]), 6) for n in names},
+            "ratio_to_fused_fedsgd": {n: round(med(o[n]["ratio"]), 2) for n in names},
+            "speedup_vs_loop": {n: round(med(o[n]["speedup"]), 2) for n in names
+                                if o[n]["speedup"]},
+            "gain": {n: round(med(o[n]["gain"]), 2) for n in names}}
+        sp = out[f"without_{form}"]["speedup_vs_loop"]
+        out[f"without_{form}"]["min_speedup_vs_loop"] = min(sp.values()) if sp else None
     if args.cnn:
         out["cnn"] = cnn_measurement(1 if args.quick else args.rounds, args.repeats)
         out["load_average_start_end"][1] = round(os.getloadavg()[0], 2)

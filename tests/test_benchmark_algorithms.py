@@ -73,19 +73,26 @@ def test_compile_flag_runs_the_compiled_steps(bench):
         torch.set_num_threads(threads)
 
 
-def test_torch_fused_ab_measures_both(bench):
-    """``--torch-fused-ab``: each algorithm also with torch's fused kernels off; its gain is
-    the ratio of the two seconds it prints (one repeat: exact)."""
-    from sims import torch_fused
-    threads, was = torch.get_num_threads(), torch_fused.enabled()
+@pytest.mark.parametrize("flag,form,names", [("--torch-fused-ab", "torch_fused", "dja,fed-ams"),
+                                             ("--native-ab", "native", "mimelite,fed-ams")])
+def test_ab_measures_both(bench, flag, form, names):
+    """``--torch-fused-ab`` / ``--native-ab``: each algorithm also with that fast form off
+    (torch's fused kernels, the C kernels), left on afterwards; its gain is the ratio of the
+    two seconds it prints (one repeat: exact)."""
+    is_on = bench.SWITCHES[form][0]
+    threads, was = torch.get_num_threads(), is_on()
     try:
         out = bench.main(["--quick", "--rounds", "1", "--repeats", "1", "--threads", "1",
-                          "--algorithms", "dja,fed-ams", "--torch-fused-ab"])
+                          "--algorithms", names, flag])
     finally:
         torch.set_num_threads(threads)
-    assert torch_fused.enabled() == was and out["torch_fused"] == was
-    off = out["without_torch_fused"]
-    assert set(off["gain"]) == set(off["speedup_vs_loop"]) == {"dja", "fed-ams"}
+    assert is_on() == was
+    assert out["torch_fused"] == bench.torch_fused.enabled()
+    assert out["native"].startswith("loaded ")            # the kernels were used and on
+    off = out[f"without_{form}"]
+    assert set(off["gain"]) == set(names.split(","))
+    assert set(off["speedup_vs_loop"]) == {"fed-ams"} | ({"dja"} if form == "torch_fused"
+                                                         else set())
     for name, gain in off["gain"].items():
         assert gain == pytest.approx(off["seconds_per_round"][name]
                                      / out["seconds_per_round"][name]["engine"], rel=0.02,
