@@ -29,9 +29,11 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
+from .native import topk as native_topk
 from .params import ParamLayout
 
 SCOPES = ("layer", "model")
@@ -135,9 +137,23 @@ class TopK:
     def name(self) -> str:
         return f"topk-{self.k:g}"
 
+    #: select through the C kernel (:mod:`sims.native.topk`) where it is built
+    native: ClassVar[bool] = True
+
     def __call__(self, x: torch.Tensor, layout: ParamLayout, u=None) -> torch.Tensor:
-        out = torch.zeros_like(x)
+        """Each block's ``kept_count`` largest magnitudes kept, the rest zeroed. Two forms,
+        the same selection but for the choice among tied magnitudes: the C kernel
+        (:func:`sims.native.topk.topk_keep`: radix selection, ties lowest index first;
+        ``[B, d]`` float32 / float64 on the CPU) and :func:`top_indices` with a scatter."""
         blocks = _blocks(layout, self.scope)
+        if self.native and x.dim() == 2 and x.device.type == "cpu":
+            out = torch.empty_like(x)            # every column is written (blocks tile d)
+            for sl, size in zip(blocks.slices, blocks.sizes):
+                if native_topk.topk_keep(x, out, sl, kept_count(self.k, size)) is None:
+                    break
+            else:
+                return out
+        out = torch.zeros_like(x)
         for sl, size in zip(blocks.slices, blocks.sizes):
             block = x[:, sl]
             idx = top_indices(block.abs(), kept_count(self.k, size))

@@ -1,0 +1,66 @@
+/* TopK sparsification (Fed-EF Sec. 3, footnote 2; wrapper: sims/native/topk.py): each row
+ * of a layer keeps its k entries of largest magnitude and zeroes the rest,
+ *
+ *   out[i, j] = x[i, j] if |x[i, j]| is among row i's k largest magnitudes, else 0,
+ *
+ * with ties at the k-th magnitude kept in index order (lowest first). The k-th magnitude
+ * is found by radix selection on the bit patterns of |x| (a non-negative IEEE float orders
+ * as its bits; NaN above +inf, as torch.topk ranks it): a histogram of the top 11 bits,
+ * the bucket holding the k-th largest, its entries' indices collected in index order,
+ * then the next 11 bits among them, until the candidates left are all taken or share
+ * every bit. A row is x + i * ld (a layer's columns of a [B, d] tensor); cand holds n
+ * indices per thread. Rows are split over nthreads OpenMP threads. */
+#include <string.h>
+#include "native.h"
+
+#define TOPK_RADIX 11
+
+#define TOPK_KEEP(T, U, KEYBITS, SUF)                                                  \
+static inline U topk_key_##SUF(const T *x, int64_t j) {                                \
+    U u;                                                                               \
+    memcpy(&u, x + j, sizeof u);                                                       \
+    return u & (((U)1 << KEYBITS) - 1);          /* the sign bit cleared: |x|'s bits */\
+}                                                                                      \
+static void topk_row_##SUF(T *out, const T *x, int64_t n, int64_t k, int64_t *cand) {  \
+    if (k >= n) { memcpy(out, x, (size_t)n * sizeof(T)); return; }                     \
+    if (k <= 0) { memset(out, 0, (size_t)n * sizeof(T)); return; }                     \
+    uint32_t hist[1 << TOPK_RADIX];                                                    \
+    int64_t ncand = -1, need = k;                /* ncand < 0: every entry a candidate */\
+    U prefix = 0;                                                                      \
+    int shift = KEYBITS;                                                               \
+    while (shift > 0) {                                                                \
+        int w = shift < TOPK_RADIX ? shift : TOPK_RADIX;                               \
+        uint32_t nb = 1u << w, mask = nb - 1;                                          \
+        shift -= w;                                                                    \
+        memset(hist, 0, nb * sizeof hist[0]);                                          \
+        if (ncand < 0)                                                                 \
+            for (int64_t j = 0; j < n; ++j) ++hist[(topk_key_##SUF(x, j) >> shift) & mask];\
+        else                                                                           \
+            for (int64_t c = 0; c < ncand; ++c)                                        \
+                ++hist[(topk_key_##SUF(x, cand[c]) >> shift) & mask];                  \
+        uint32_t b = mask;                       /* the bucket of the need-th largest */\
+        while (hist[b] < need) need -= hist[b--];                                      \
+        prefix = (prefix << w) | b;                                                    \
+        int64_t m = 0;                           /* its entries, in index order */     \
+        if (ncand < 0) {                                                               \
+            for (int64_t j = 0; j < n; ++j)                                            \
+                if ((topk_key_##SUF(x, j) >> shift) == prefix) cand[m++] = j;          \
+        } else {                                                                       \
+            for (int64_t c = 0; c < ncand; ++c)                                        \
+                if ((topk_key_##SUF(x, cand[c]) >> shift) == prefix) cand[m++] = cand[c];\
+        }                                                                              \
+        ncand = m;                                                                     \
+        if (need == ncand) break;                /* the whole bucket is kept */        \
+    }                                                                                  \
+    for (int64_t j = 0; j < n; ++j)              /* above the bucket: kept */          \
+        out[j] = (topk_key_##SUF(x, j) >> shift) > prefix ? x[j] : (T)0;               \
+    for (int64_t c = 0; c < need; ++c) out[cand[c]] = x[cand[c]];                      \
+}                                                                                      \
+void topk_keep_##SUF(T *out, const T *x, int64_t rows, int64_t n, int64_t ld,          \
+                     int64_t k, int64_t *cand, int64_t nthreads) {                     \
+    _Pragma("omp parallel for schedule(static) num_threads(nthreads) if(nthreads > 1)")\
+    for (int64_t i = 0; i < rows; ++i)                                                 \
+        topk_row_##SUF(out + i * ld, x + i * ld, n, k, cand + NATIVE_THREAD * n);      \
+}
+TOPK_KEEP(float, uint32_t, 31, f32)
+TOPK_KEEP(double, uint64_t, 63, f64)

@@ -1,0 +1,40 @@
+"""TopK sparsification of each row of a layer in C (``topk.c``; :mod:`sims.native`).
+
+:class:`sims.compress.TopK` calls :func:`topk_keep` on each layer of the ``[B, d]`` vectors
+it compresses: radix selection of the ``k``-th magnitude on the floats' bit patterns, then
+one pass writing the kept entries and zeros, with no sort, no index tensors and no scatter.
+Ties at the ``k``-th magnitude are kept lowest index first (the torch form's choice among
+ties is unspecified). Measured on Fed-EF's TopK-0.01 of ``25 x 159,010`` float32 (the
+issue-16 benchmark's messages), one thread: see :class:`sims.compress.TopK`.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from . import count, kernel, threads, usable
+
+_I64, _P = ctypes.c_int64, ctypes.c_void_p
+ARGTYPES = [_P, _P, _I64, _I64, _I64, _I64, _P, _I64]
+
+
+def topk_keep(x: torch.Tensor, out: torch.Tensor, sl: slice, k: int):
+    """``out[:, sl]`` = ``x[:, sl]`` with all but each row's ``k`` largest magnitudes zeroed
+    (``x``, ``out``: ``[B, d]`` contiguous, same dtype; ``sl`` a contiguous slice of the
+    columns). Returns ``out``, or None (nothing written) when the kernels cannot take them."""
+    if x.dim() != 2 or out.shape != x.shape or not usable(x, out):
+        return None
+    B, d = x.shape
+    start, stop = sl.start or 0, d if sl.stop is None else sl.stop
+    if (sl.step or 1) != 1 or not 0 <= start <= stop <= d:
+        return None
+    n, nt = stop - start, threads()
+    cand = torch.empty(nt * max(n, 1), dtype=torch.int64)
+    fn = kernel("topk_keep", x.dtype)
+    fn.argtypes = ARGTYPES
+    at = start * x.element_size()
+    fn(ctypes.c_void_p(out.data_ptr() + at), ctypes.c_void_p(x.data_ptr() + at), B, n, d,
+       int(k), ctypes.c_void_p(cand.data_ptr()), nt)
+    count("topk_keep")
+    return out
