@@ -27,7 +27,9 @@ plus ``local steps x`` the rule's minimum
 number of ``[m, d]`` tensor streams (:data:`RULE_STREAMS`) ``x`` one stream's measured seconds
 (:func:`stream_seconds`). ``goal_reachable_at_floor`` False means the gradient and the
 rule's own memory traffic alone exceed the goal; ``engine_over_floor`` is what the engine
-spends beyond that floor.
+spends beyond that floor. The split also times ``client_message``; for the fused-path
+algorithms that compress (Fed-EF), key ``compression`` gives that time (the compressor and
+the error update, which the plain SGD loop does not do) and the loop speedup without it.
 
 ``python benchmarks/algorithms_vs_loop.py [--rounds R] [--repeats K] [--threads N]
 [--algorithms a,b,...] [--quick] [--compile] [--torch-fused-ab] [--native-ab] [--cnn]
@@ -248,11 +250,12 @@ def gradient_seconds(problem, w: dict, pair: bool = False, repeats: int = 3) -> 
 def split_seconds(problem, name: str, w: dict, rounds: int) -> dict:
     """One instrumented engine run (not the timed one): seconds per round inside the problem's
     gradient calls (``stoch_grad``, ``stoch_grad_pair``, ``full_grad``, ``full_grad_sum``:
-    the gradients the rule needs), inside the algorithm's ``local_step``, and the rest (local
-    start, state gathers and writes, messages, server step), averaged over the rounds after
-    the first."""
+    the gradients the rule needs), inside the algorithm's ``local_step``, inside its
+    ``client_message`` (Fed-EF: the compression and the error update), and the rest (local
+    start, state gathers and writes, sums of the messages, server step), averaged over the
+    rounds after the first."""
     alg = make_for_problem(name, problem)
-    spent = {"gradient": 0.0, "local_step": 0.0}
+    spent = {"gradient": 0.0, "local_step": 0.0, "message": 0.0}
     depth = [0]
 
     def timed(fn, key):
@@ -272,11 +275,12 @@ def split_seconds(problem, name: str, w: dict, rounds: int) -> dict:
     for m in grads:
         setattr(problem, m, timed(getattr(problem, m), "gradient"))
     alg.local_step = timed(alg.local_step, "local_step")
+    alg.client_message = timed(alg.client_message, "message")
     began = {}
 
     def progress(t):
         if t == 1:                           # the first round builds caches: not counted
-            spent.update(gradient=0.0, local_step=0.0)
+            spent.update(gradient=0.0, local_step=0.0, message=0.0)
             began["t"] = time.perf_counter()
 
     try:
@@ -287,7 +291,7 @@ def split_seconds(problem, name: str, w: dict, rounds: int) -> dict:
             delattr(problem, m)              # the class's method again
     total = (time.perf_counter() - began["t"]) / rounds
     out = {k: v / rounds for k, v in spent.items()}
-    out["other"] = total - out["gradient"] - out["local_step"]
+    out["other"] = total - out["gradient"] - out["local_step"] - out["message"]
     out["round"] = total
     return out
 
@@ -305,8 +309,8 @@ def accounting(splits: dict, engine_s: dict, fused_s: float, stream_s: float, w:
     med = statistics.median
     per = {}
     for name, runs in splits.items():
-        row = {k: round(med(r[k] for r in runs), 6) for k in ("gradient", "local_step", "other",
-                                                             "round")}
+        row = {k: round(med(r[k] for r in runs), 6)
+               for k in ("gradient", "local_step", "message", "other", "round")}
         row["gradient_over_fused_fedsgd"] = round(row["gradient"] / fused_s, 2)
         row["local_step_over_fused_fedsgd"] = round(row["local_step"] / fused_s, 2)
         row["local_step_streams"] = round(row["local_step"] / (steps * stream_s), 1)
@@ -386,6 +390,30 @@ def uneven_measurement(names, w: dict, rounds: int, repeats: int) -> dict:
             "workload": (f"MLP 784-200-10, {w['n_clients'] * w['per_client']} samples over "
                          f"n={w['n_clients']} clients in Dirichlet({UNEVEN_ALPHA}) sizes, "
                          f"m={w['m']}, 1 local epoch of batch {w['batch']}")}
+
+
+def compresses(name: str) -> bool:
+    """Whether the algorithm compresses its messages (Fed-EF's TopK, Sign, ...)."""
+    comp = getattr(make_algorithm(name), "compressor", None)
+    return comp is not None and getattr(comp, "name", "") != "full"
+
+
+def compression(splits: dict, engine_s: dict, loop_s: dict) -> dict:
+    """For the fused-path algorithms that compress (key ``compression``): the seconds a round
+    spends in ``client_message`` (the compressor and Fed-EF's error update, work the plain
+    SGD loop does not do; median over the instrumented runs, :func:`split_seconds`), the
+    engine's round, and ``speedup_vs_loop_without_message``: the loop against the engine's
+    round less that time."""
+    med = statistics.median
+    out = {}
+    for name, runs in splits.items():
+        msg = med(r["message"] for r in runs)
+        row = {"message_seconds": round(msg, 6), "engine_seconds": round(engine_s[name], 6)}
+        if name in loop_s:
+            row["speedup_vs_loop_without_message"] = round(loop_s[name]
+                                                           / (engine_s[name] - msg), 2)
+        out[name] = row
+    return out
 
 
 #: the fast forms an A/B run turns off (``--torch-fused-ab``, ``--native-ab``): each
@@ -479,7 +507,8 @@ def main(argv=None):
     off = {form: {n: {"engine": [], "ratio": [], "speedup": [], "gain": []} for n in names}
            for form in forms}
     generic = [n for n in names if not fused_path(n)]
-    splits = {n: [] for n in generic}
+    compressing = [n for n in names if fused_path(n) and compresses(n)]
+    splits = {n: [] for n in generic + compressing}
     for _ in range(args.repeats):
         fused.append(engine_seconds(problem, "fed-sgd", w, args.rounds))
         loop_now = {}
@@ -500,7 +529,7 @@ def main(argv=None):
                 for form in forms:
                     off[form][name]["speedup"].append(loop_now[kind]
                                                       / off[form][name]["engine"][-1])
-        for name in generic:
+        for name in generic + compressing:
             splits[name].append(split_seconds(problem, name, w, args.rounds))
     stream_s = stream_seconds(w)
     grad_s = {}
@@ -522,9 +551,14 @@ def main(argv=None):
         "ratio_to_fused_fedsgd": ratio,
         "min_speedup_vs_loop": min(speedup.values()) if speedup else None,
         "goals": goals(speedup, ratio),
-        "accounting": accounting(splits, {n: med(eng[n]) for n in names}, med(fused), stream_s,
+        "accounting": accounting({n: splits[n] for n in generic},
+                                 {n: med(eng[n]) for n in names}, med(fused), stream_s,
                                  w, {n: med(loops[LOOP_OPTIMIZER[n]]) for n in names
                                      if n in LOOP_OPTIMIZER}, grad_s),
+        "compression": compression({n: splits[n] for n in compressing},
+                                   {n: med(eng[n]) for n in compressing},
+                                   {n: med(loops[LOOP_OPTIMIZER[n]]) for n in compressing
+                                    if n in LOOP_OPTIMIZER}),
         "threads": torch.get_num_threads(),
         "compiled": compiled.enabled(),
         "torch_fused": torch_fused.enabled(),

@@ -119,8 +119,9 @@ def test_accounting_splits_every_generic_round_and_its_floor(bench):
     assert 0 < acc["gradient_seconds"]["one"] < acc["gradient_seconds"]["pair"]
     for name, row in per.items():
         assert row["gradient"] > 0 and row["local_step"] > 0
-        assert row["gradient"] + row["local_step"] + row["other"] == pytest.approx(
-            row["round"], abs=1e-5)
+        assert row["message"] > 0
+        assert row["gradient"] + row["local_step"] + row["message"] + row["other"] == \
+            pytest.approx(row["round"], abs=1e-5)
         assert row["gradient_over_fused_fedsgd"] == pytest.approx(
             row["gradient"] / out["fused_fedsgd_seconds"], rel=0.02, abs=0.01)
     assert per["fedada2-blend"]["rule_streams"] is None and "floor_seconds" not in per[
@@ -140,6 +141,25 @@ def test_accounting_splits_every_generic_round_and_its_floor(bench):
             assert "floor_speedup_vs_loop" not in row
         assert row["goal_reachable_at_floor"] == (row["floor_ratio_to_fused_fedsgd"] <= limit
                                                   + 0.005)
+
+
+def test_compression_key_takes_the_compressor_out(bench):
+    """The ``compression`` key: for the fused-path algorithms that compress, the seconds in
+    ``client_message`` and the loop speedup without them (Fed-SGD, no compressor: absent)."""
+    threads = torch.get_num_threads()
+    try:
+        out = bench.main(["--quick", "--rounds", "1", "--repeats", "1", "--threads", "1",
+                          "--algorithms", "fed-sgd,fed-ef-sgd"])
+    finally:
+        torch.set_num_threads(threads)
+    comp = out["compression"]
+    assert set(comp) == {"fed-ef-sgd"}
+    row = comp["fed-ef-sgd"]
+    engine_s = out["seconds_per_round"]["fed-ef-sgd"]
+    assert 0 < row["message_seconds"] < engine_s["engine"]
+    assert row["speedup_vs_loop_without_message"] == pytest.approx(
+        engine_s["loop"] / (engine_s["engine"] - row["message_seconds"]), rel=0.02, abs=0.01)
+    assert row["speedup_vs_loop_without_message"] > out["speedup_vs_loop"]["fed-ef-sgd"]
 
 
 def test_rule_streams_cover_the_generic_path(bench):
