@@ -28,33 +28,47 @@ static void topk_row_##SUF(T *out, const T *x, int64_t n, int64_t k, int64_t *ca
     int64_t ncand = -1, need = k;                /* ncand < 0: every entry a candidate */\
     U prefix = 0;                                                                      \
     int shift = KEYBITS;                                                               \
-    while (shift > 0) {                                                                \
+    while (shift > 0 && ncand != 0) {                                                  \
         int w = shift < TOPK_RADIX ? shift : TOPK_RADIX;                               \
         uint32_t nb = 1u << w, mask = nb - 1;                                          \
         shift -= w;                                                                    \
         memset(hist, 0, nb * sizeof hist[0]);                                          \
-        if (ncand < 0)                                                                 \
-            for (int64_t j = 0; j < n; ++j) ++hist[(topk_key_##SUF(x, j) >> shift) & mask];\
-        else                                                                           \
+        if (ncand < 0) {         /* 4 interleaved counts: equal neighbours do not wait */\
+            uint32_t h4[4][1 << TOPK_RADIX];                                           \
+            memset(h4, 0, sizeof h4);                                                  \
+            int64_t j = 0;                                                             \
+            for (; j + 4 <= n; j += 4)                                                 \
+                for (int r = 0; r < 4; ++r)                                            \
+                    ++h4[r][(topk_key_##SUF(x, j + r) >> shift) & mask];               \
+            for (; j < n; ++j) ++h4[0][(topk_key_##SUF(x, j) >> shift) & mask];        \
+            for (uint32_t v = 0; v < nb; ++v)                                          \
+                hist[v] = h4[0][v] + h4[1][v] + h4[2][v] + h4[3][v];                   \
+        } else                                                                         \
             for (int64_t c = 0; c < ncand; ++c)                                        \
                 ++hist[(topk_key_##SUF(x, cand[c]) >> shift) & mask];                  \
         uint32_t b = mask;                       /* the bucket of the need-th largest */\
         while (hist[b] < need) need -= hist[b--];                                      \
         prefix = (prefix << w) | b;                                                    \
-        int64_t m = 0;                           /* its entries, in index order */     \
-        if (ncand < 0) {                                                               \
-            for (int64_t j = 0; j < n; ++j)                                            \
-                if ((topk_key_##SUF(x, j) >> shift) == prefix) cand[m++] = j;          \
+        /* above the bucket: kept; in it: the next candidates, in index order */       \
+        int64_t m = 0;                                                                 \
+        if (ncand < 0) {                         /* one pass writes every entry */     \
+            for (int64_t j = 0; j < n; ++j) {                                          \
+                U kk = topk_key_##SUF(x, j) >> shift;                                  \
+                out[j] = kk > prefix ? x[j] : (T)0;                                    \
+                if (kk == prefix) cand[m++] = j;                                       \
+            }                                                                          \
         } else {                                                                       \
-            for (int64_t c = 0; c < ncand; ++c)                                        \
-                if ((topk_key_##SUF(x, cand[c]) >> shift) == prefix) cand[m++] = cand[c];\
+            for (int64_t c = 0; c < ncand; ++c) {                                      \
+                int64_t j = cand[c];                                                   \
+                U kk = topk_key_##SUF(x, j) >> shift;                                  \
+                if (kk > prefix) out[j] = x[j];                                        \
+                else if (kk == prefix) cand[m++] = j;                                  \
+            }                                                                          \
         }                                                                              \
         ncand = m;                                                                     \
         if (need == ncand) break;                /* the whole bucket is kept */        \
     }                                                                                  \
-    for (int64_t j = 0; j < n; ++j)              /* above the bucket: kept */          \
-        out[j] = (topk_key_##SUF(x, j) >> shift) > prefix ? x[j] : (T)0;               \
-    for (int64_t c = 0; c < need; ++c) out[cand[c]] = x[cand[c]];                      \
+    for (int64_t c = 0; c < need; ++c) out[cand[c]] = x[cand[c]];  /* ties: lowest first */\
 }                                                                                      \
 void topk_keep_##SUF(T *out, const T *x, int64_t rows, int64_t n, int64_t ld,          \
                      int64_t k, int64_t *cand, int64_t nthreads) {                     \

@@ -5,7 +5,9 @@ it compresses: radix selection of the ``k``-th magnitude on the floats' bit patt
 one pass writing the kept entries and zeros, with no sort, no index tensors and no scatter.
 Ties at the ``k``-th magnitude are kept lowest index first (the torch form's choice among
 ties is unspecified). Measured on Fed-EF's TopK-0.01 of ``25 x 159,010`` float32 (the
-issue-16 benchmark's messages), one thread: see :class:`sims.compress.TopK`.
+issue-16 benchmark's messages), one thread: 3.3 ms against 9.3-10.6 ms for the torch form
+(:func:`sims.compress.top_indices` and a scatter); the first histogram keeps 4 interleaved
+counts (4.1 ms with one: equal neighbours waited on each other's increments).
 """
 from __future__ import annotations
 
