@@ -5,11 +5,13 @@
  *
  * with ties at the k-th magnitude kept in index order (lowest first). The k-th magnitude
  * is found by radix selection on the bit patterns of |x| (a non-negative IEEE float orders
- * as its bits; NaN above +inf, as torch.topk ranks it): a histogram of the top 11 bits,
- * the bucket holding the k-th largest, its entries' indices collected in index order,
- * then the next 11 bits among them, until the candidates left are all taken or share
- * every bit. A row is x + i * ld (a layer's columns of a [B, d] tensor); cand holds n
- * indices per thread. Rows are split over nthreads OpenMP threads. */
+ * as its bits; NaN above +inf, as torch.topk ranks it): a histogram of the top 11 bits
+ * (4 interleaved counts), the bucket holding the k-th largest, then one pass that writes
+ * every entry (x above the bucket, 0 else) and collects the bucket's indices in index
+ * order; then the next 11 bits among those candidates (entries above their bucket
+ * written), until the candidates left are all taken or share every bit. A row is x + i *
+ * ld (a layer's columns of a [B, d] tensor); cand holds n indices per thread. Rows are
+ * split over nthreads OpenMP threads. */
 #include <string.h>
 #include "native.h"
 
