@@ -43,6 +43,7 @@ from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _
                      layer_segments, local_adaptive_fast_ok, local_adaptive_step, trust_step,
                      unscaled_vhat)
 from .. import compiled, torch_fused
+from ..native import adaptive as native_adaptive
 from ..ownership import Owned
 from ..batching import per_replica, replica_runs
 from .base import Algorithm, masked_rows
@@ -168,6 +169,9 @@ class LocalAdaptive:
     trust: TrustRatio | None = None
     weight_decay: float = 0.0
     wd_mode: str = "coupled"
+    #: take the one-pass C kernel (:mod:`sims.native.adaptive`) where it is built and applies
+    #: (False: the torch forms below it, for tests)
+    native_step: ClassVar[bool] = True
     #: the torch-fused step with a trust ratio runs in row blocks of about this many bytes of
     #: each ``[rows, d]`` operand (:meth:`_fused_trust_blocks`)
     trust_block_bytes: ClassVar[int] = 4 * 2 ** 20
@@ -210,6 +214,13 @@ class LocalAdaptive:
             if compiled.usable(self, mask, theta):
                 got = compiled.fused_local_adaptive_step(self, theta, g, state, lr,
                                                          gathered(ga), owned, layout)
+                if got is not None:
+                    return got
+            if self.native_step and theta.device.type == "cpu" and (
+                    mask is None or bool(mask.all())):
+                got = native_adaptive.local_adaptive_step(
+                    self, theta, g, state, lr, layout, replica_rows(ga),
+                    owned if mask is None else None)
                 if got is not None:
                     return got
             got = self._torch_fused_step(theta, g, state, mask, lr, ga, owned, layout)
@@ -388,6 +399,17 @@ class ReplicaRows:
         for r, rows in replica_runs(rep):
             x[rows].add_(server[r], alpha=a)
         return x
+
+
+def replica_rows(ga):
+    """``ga`` for :func:`sims.native.adaptive.local_adaptive_step`: the server's ``[R, d]``
+    rows and each participant's replica for a :class:`ReplicaRows` of the engine's view
+    (:func:`sims.batching.per_replica`), else the ``[B, d]`` rows (or None)."""
+    if isinstance(ga, ReplicaRows):
+        if getattr(ga.bcast, "per_replica", None) is None:
+            return ga.rows()
+        return per_replica(ga.bcast, ga.key)
+    return ga
 
 
 def gathered(ga):
