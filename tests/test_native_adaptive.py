@@ -209,19 +209,29 @@ def test_owned_in_place_not_owned_new():
     assert torch.equal(theta, copy[0]) and all(torch.equal(st[k], copy[1][k]) for k in st)
 
 
-def test_owned_alias_is_not_written_through():
+@pytest.mark.parametrize("alias", ["same", "view"])
+def test_owned_alias_is_not_written_through(alias):
     """FedLADA's first step hands ``v`` and ``vhat`` as one tensor (the broadcast rows): even
-    declared owned, ``v`` is not written in place over the ``vhat`` still to be read."""
-    rule = LocalAdaptive("amsgrad", 0.9, 0.99)
+    declared owned, neither is written in place (``v'`` and ``vhat'`` would land in one
+    memory); a view of the same storage is not either."""
+    rule = LocalAdaptive("amsgrad", 0.9, 0.99, bias_correction=True)
     gen = torch.Generator().manual_seed(7)
     theta, st = _start(gen)
-    st["vhat"] = st["v"]
+    if alias == "same":
+        st["vhat"] = st["v"]
+    else:
+        both = torch.rand(2 * B, LAYOUT.d, generator=gen, dtype=torch.float64)
+        st["v"], st["vhat"] = both[:B], both[B:]
     g = _rand(gen, B, LAYOUT.d)
-    want = rule.reference_step(theta, g, st, None, 0.05, LAYOUT)
-    got = rule.step(theta.clone(), g, {k: v.clone() if k != "vhat" else v
-                                       for k, v in st.items()}, None, 0.05, LAYOUT,
-                    owned=True)
+    want = rule.reference_step(theta, g, {k: v.clone() for k, v in st.items()}, None, 0.05,
+                               LAYOUT)
+    keep = {k: v.clone() for k, v in st.items()}
+    before = _calls()
+    got = rule.step(theta.clone(), g, st, None, 0.05, LAYOUT, owned=True)
+    assert _calls() - before == 1
     _assert_step(*got, *want)
+    assert torch.equal(st["v"], keep["v"]) and torch.equal(st["vhat"], keep["vhat"])
+    assert got[1]["m"] is st["m"]                       # m shares with nothing: in place
 
 
 # ---------------------------------------------------------------- vhat in the kernel's units

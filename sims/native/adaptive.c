@@ -10,7 +10,7 @@
  *   u  = km m' / sqrt(s + eps_r)
  *   out = theta - lr alpha u - lr (1 - alpha) g_a - lr wd theta       (decoupled decay)
  *
- * (trust: u_l -> ratio_l (u_l + lam theta_l), per layer, native.h's trust_layer_ratio, with u
+ * (trust: u_l -> ratio_l (u_l + lam theta_l), per layer, native.h's trust_ratio, with u
  * in a layer-sized scratch while it is in the cache). The per-row constants come from the
  * state's counts n, nm (before the step) in double: c1 = 1 - b1^(nm+1), c2 = 1 - b2^(n+1)
  * (1 without bias correction) and vhat's stored scale s_in (sims.optim.unscaled_vhat: the
@@ -43,7 +43,7 @@ enum { ADA_AMS_STEP = 0, ADA_AMS_ROUND = 1, ADA_ADAM = 2 };
 #define ADA_C8(SUF, M) ADA_C4(SUF, M, 0) ADA_C4(SUF, M, 1)
 #define ADA_CASES(SUF) ADA_C8(SUF, 0) ADA_C8(SUF, 1) ADA_C8(SUF, 2)
 #define ADA_U_CASE(SUF, M, C) \
-    case M * 2 + C: ada_layer_u_##SUF(M, C, scratch, ADA_ROW_ARGS); break;
+    case M * 2 + C: ada_layer_u_##SUF(M, C, scratch, sq, lamt, ADA_ROW_ARGS); break;
 #define ADA_U_CASES(SUF) ADA_U_CASE(SUF, 0, 0) ADA_U_CASE(SUF, 0, 1) ADA_U_CASE(SUF, 1, 0) \
                          ADA_U_CASE(SUF, 1, 1) ADA_U_CASE(SUF, 2, 0) ADA_U_CASE(SUF, 2, 1)
 
@@ -82,17 +82,54 @@ ADA_INLINE void ada_row_##SUF(const int mode, const int wdc, const int amend, co
         o[j] = r;                                                                            \
     }                                                                                        \
 }                                                                                            \
-/* columns [lo, hi) of one row: u into scratch[0, hi - lo) (m, v, vhat written) */           \
-ADA_INLINE void ada_layer_u_##SUF(const int mode, const int wdc, T *restrict scratch, T *o,  \
-                                  const T *th, const T *g, T *mo, const T *m, T *vo,         \
-                                  const T *v, T *vho, const T *vh, const T *ga, int64_t lo,  \
-                                  int64_t hi, T b1, T cb1, T b2, T cb2, T wd, T fin, T epsr, \
-                                  T km, T au, T aga, T awd) {                                \
+/* columns [lo, hi) of one row (a layer): u into scratch[0, hi - lo) (m, v, vhat written)  \
+ * and the layer's squared norms of theta, u and u + lam theta, summed as native.h's sumsq   \
+ * (the same lanes and order: the same numbers) while the values are in registers */         \
+ADA_INLINE void ada_layer_u_##SUF(const int mode, const int wdc, T *restrict scratch,        \
+                                  double *restrict sq, T lam, T *o, const T *th, const T *g, \
+                                  T *mo, const T *m, T *vo, const T *v, T *vho, const T *vh, \
+                                  const T *ga, int64_t lo, int64_t hi, T b1, T cb1, T b2,    \
+                                  T cb2, T wd, T fin, T epsr, T km, T au, T aga, T awd) {    \
     (void)o; (void)ga; (void)au; (void)aga; (void)awd;                                       \
+    double at[NATIVE_LANES] = {0}, au2[NATIVE_LANES] = {0}, aw[NATIVE_LANES] = {0};          \
+    int64_t j = lo;                                                                          \
+    for (; j + NATIVE_LANES <= hi; j += NATIVE_LANES) {                                      \
+        NATIVE_IVDEP                                                                         \
+        for (int k = 0; k < NATIVE_LANES; ++k) {                                             \
+            T u = ada_u_##SUF(mode, wdc, j + k, th, g, mo, m, vo, v, vho, vh, b1, cb1, b2,   \
+                              cb2, wd, fin, epsr, km);                                       \
+            T t = th[j + k], w = u + lam * t;                                                \
+            scratch[j + k - lo] = u;                                                         \
+            at[k] += (double)t * (double)t;                                                  \
+            au2[k] += (double)u * (double)u;                                                 \
+            aw[k] += (double)w * (double)w;                                                  \
+        }                                                                                    \
+    }                                                                                        \
+    double st = 0.0, su = 0.0, sw = 0.0;                                                     \
+    for (; j < hi; ++j) {                                                                    \
+        T u = ada_u_##SUF(mode, wdc, j, th, g, mo, m, vo, v, vho, vh, b1, cb1, b2, cb2, wd,  \
+                          fin, epsr, km);                                                    \
+        T t = th[j], w = u + lam * t;                                                        \
+        scratch[j - lo] = u;                                                                 \
+        st += (double)t * (double)t;                                                         \
+        su += (double)u * (double)u;                                                         \
+        sw += (double)w * (double)w;                                                         \
+    }                                                                                        \
+    for (int k = 0; k < NATIVE_LANES; ++k) { st += at[k]; su += au2[k]; sw += aw[k]; }       \
+    sq[0] = st; sq[1] = su; sq[2] = sw;                                                      \
+}                                                                                            \
+/* a layer's step from u in scratch: out = theta + fu (u + lam theta) - aga g_a - awd theta */ \
+ADA_INLINE void ada_trust_out_##SUF(const int amend, const int wdd, T *o, const T *th,       \
+                                    const T *restrict u, const T *ga, int64_t n, T fu, T lam,\
+                                    T aga, T awd) {                                          \
     NATIVE_IVDEP                                                                             \
-    for (int64_t j = lo; j < hi; ++j)                                                        \
-        scratch[j - lo] = ada_u_##SUF(mode, wdc, j, th, g, mo, m, vo, v, vho, vh, b1, cb1,   \
-                                      b2, cb2, wd, fin, epsr, km);                           \
+    for (int64_t j = 0; j < n; ++j) {                                                        \
+        T t = th[j];                                                                         \
+        T r = t + fu * (u[j] + lam * t);                                                     \
+        if (amend) r = r - aga * ga[j];                                                      \
+        if (wdd) r = r - awd * t;                                                            \
+        o[j] = r;                                                                            \
+    }                                                                                        \
 }                                                                                            \
 void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *m,          \
                          T *v_out, const T *v, T *vh_out, const T *vh, const T *ga,          \
@@ -103,7 +140,8 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
                          int64_t nlayers, const int64_t *offsets, int64_t phi,               \
                          double phi_min, double phi_max, double lam, T *scratch) {           \
     const T b1 = (T)b1d, cb1 = (T)(1.0 - b1d), b2 = (T)b2d, cb2 = (T)(1.0 - b2d);            \
-    const T wdt = (T)wdd_;                                                                   \
+    const T wdt = (T)wdd_, lamt = (T)lam;                                                    \
+    double sq[3] = {0.0, 0.0, 0.0};                                                          \
     const int wdc = wdd_ != 0.0 && wd_coupled, wdd = wdd_ != 0.0 && !wd_coupled;             \
     const int amend = alpha != 1.0;                                                          \
     for (int64_t i = 0; i < rows; ++i) {                                                     \
@@ -135,24 +173,19 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
         for (int64_t l = 0; l < nlayers; ++l) {                                              \
             int64_t lo = offsets[l], hi = offsets[l + 1], len = hi - lo;                     \
             switch ((int)(mode * 2 + wdc)) { ADA_U_CASES(SUF) }                              \
-            if (!amend && !wdd) {                                                            \
-                trust_layer_##SUF(o + lo, th + lo, scratch, len, lri * alpha, phi, phi_min,  \
-                                  phi_max, lam);                                             \
-                continue;                                                                    \
-            }                                                                                \
-            double ratio = trust_layer_ratio_##SUF(th + lo, scratch, len, phi, phi_min,      \
-                                                   phi_max, lam);                            \
-            const T fu = (T)(-lri * alpha * ratio), l_ = (T)lam;                             \
-            const T *t_ = th + lo, *a_ = gai ? gai + lo : 0;                                 \
-            T *o_ = o + lo;                                                                  \
-            NATIVE_IVDEP                                                                     \
-            for (int64_t j = 0; j < len; ++j) {                                              \
-                T t = t_[j];                                                                 \
-                T r = t + fu * (scratch[j] + l_ * t);                                        \
-                if (amend) r = r - aga * a_[j];                                              \
-                if (wdd) r = r - awd * t;                                                    \
-                o_[j] = r;                                                                   \
-            }                                                                                \
+            double ratio = trust_ratio(phi, phi_min, phi_max, sq[0],                         \
+                                       lam != 0.0 ? sq[2] : sq[1], sq[1]);                   \
+            const T fu = (T)(-lri * alpha * ratio);                                          \
+            const T *a_ = gai ? gai + lo : 0;                                                \
+            if (amend) {                                                                     \
+                if (wdd) ada_trust_out_##SUF(1, 1, o + lo, th + lo, scratch, a_, len, fu,    \
+                                             lamt, aga, awd);                                \
+                else ada_trust_out_##SUF(1, 0, o + lo, th + lo, scratch, a_, len, fu, lamt,  \
+                                         aga, awd);                                          \
+            } else if (wdd) ada_trust_out_##SUF(0, 1, o + lo, th + lo, scratch, a_, len, fu, \
+                                                lamt, aga, awd);                             \
+            else ada_trust_out_##SUF(0, 0, o + lo, th + lo, scratch, a_, len, fu, lamt, aga, \
+                                     awd);                                                   \
         }                                                                                    \
     }                                                                                        \
 }

@@ -48,12 +48,12 @@ def _rows_of(x, B, dtype):
 
 
 def _writable(x, mine: bool, others) -> torch.Tensor:
-    """``x`` itself when the caller owns it and it shares memory with none of ``others``,
-    else a new tensor like it."""
+    """``x`` itself when the caller owns it and it shares memory with none of ``others`` (the
+    step's other operands, whatever their names: a tensor handed as two entries is two
+    operands), else a new tensor like it."""
     if mine and x.is_contiguous():
         p = x.untyped_storage().data_ptr()
-        if not any(o is not None and o is not x and o.untyped_storage().data_ptr() == p
-                   for o in others):
+        if not any(o is not None and o.untyped_storage().data_ptr() == p for o in others):
             return x
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
@@ -101,13 +101,16 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None):
     bc = rule.bias_correction
     n, nm = _rows_of(state["n"], B, dtype), _rows_of(state["nm"], B, dtype)
     own = owned
-    reads = [theta, g, m, v, vhat, ga_t]
-    out = _writable(theta, own is not None and own.theta, reads)
-    m_out = _writable(m, own is not None and own("m"), reads + [out])
-    v_out = _writable(v, own is not None and own("v"), reads + [out, m_out])
+    reads = [theta, g, m, v, vhat, ga_t, lr_rows, n, nm, scale_in]
+
+    def others(i, *outs):                   # every operand but input i, and the outputs so far
+        return reads[:i] + reads[i + 1:] + list(outs)
+    out = _writable(theta, own is not None and own.theta, others(0))
+    m_out = _writable(m, own is not None and own("m"), others(2, out))
+    v_out = _writable(v, own is not None and own("v"), others(3, out, m_out))
     vh_out = None
     if mode == 0:
-        vh_out = _writable(vhat, own is not None and own("vhat"), reads + [out, m_out, v_out])
+        vh_out = _writable(vhat, own is not None and own("vhat"), others(4, out, m_out, v_out))
     scale_out = theta.new_empty(B, 1) if mode == 0 and bc else None
     trust = rule.trust
     if trust is not None:

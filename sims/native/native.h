@@ -68,20 +68,6 @@ static inline double trust_ratio(int64_t phi, double phi_min, double phi_max,
     return s / sqrt(w_sq);
 }
 
-/* One layer's trust ratio phi / ||u_l + lam theta_l|| (trust_ratio) from theta_l and u_l. */
-#define NATIVE_TRUST_LAYER_RATIO(T, SUF)                                               \
-static inline double trust_layer_ratio_##SUF(const T *th, const T *restrict u,        \
-                                             int64_t n, int64_t phi, double phi_min,   \
-                                             double phi_max, double lam) {             \
-    double tsq = phi == PHI_UPDATE_NORM ? 0.0 : sumsq_##SUF(th, n);                    \
-    double usq = phi == PHI_UPDATE_NORM ? sumsq_##SUF(u, n) : 0.0;                     \
-    double wsq = lam != 0.0 ? sumsq_axpy_##SUF(u, th, (T)lam, n)                       \
-                            : (phi == PHI_UPDATE_NORM ? usq : sumsq_##SUF(u, n));      \
-    return trust_ratio(phi, phi_min, phi_max, tsq, wsq, usq);                          \
-}
-NATIVE_TRUST_LAYER_RATIO(float, f32)
-NATIVE_TRUST_LAYER_RATIO(double, f64)
-
 /* One row's layer-wise trust step from u (in scratch, a layer at a time): out_l = theta_l -
  * lr ratio_l (u_l + lam theta_l). The norms are taken before out_l is written (out may be
  * theta). */
@@ -89,7 +75,11 @@ NATIVE_TRUST_LAYER_RATIO(double, f64)
 static inline void trust_layer_##SUF(T *out, const T *th, const T *restrict u,        \
                                      int64_t n, double lr, int64_t phi, double phi_min,\
                                      double phi_max, double lam) {                     \
-    T f = (T)(-lr * trust_layer_ratio_##SUF(th, u, n, phi, phi_min, phi_max, lam));    \
+    double tsq = phi == PHI_UPDATE_NORM ? 0.0 : sumsq_##SUF(th, n);                    \
+    double usq = phi == PHI_UPDATE_NORM ? sumsq_##SUF(u, n) : 0.0;                     \
+    double wsq = lam != 0.0 ? sumsq_axpy_##SUF(u, th, (T)lam, n)                       \
+                            : (phi == PHI_UPDATE_NORM ? usq : sumsq_##SUF(u, n));      \
+    T f = (T)(-lr * trust_ratio(phi, phi_min, phi_max, tsq, wsq, usq));                \
     T l = (T)lam;                                                                      \
     if (lam != 0.0)                                                                    \
         for (int64_t j = 0; j < n; ++j) out[j] = th[j] + f * (u[j] + l * th[j]);       \
