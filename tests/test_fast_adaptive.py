@@ -1,7 +1,9 @@
 """Fast forms of the local adaptive rules equal their readable references in float64 (issue 16).
 
-``LocalAdaptive.step`` (Fed-AMS, Fed-LAMB, FedLADA, LocalAdam) dispatches to
-:func:`sims.optim.local_adaptive_step`; it is held here to ``reference_step`` over every
+``LocalAdaptive.step`` (Fed-AMS, Fed-LAMB, FedLADA, LocalAdam) dispatches to the C kernel
+(:mod:`sims.native.adaptive`, unmasked steps), torch's fused kernel or
+:func:`sims.optim.local_adaptive_step`; every test runs with the C kernel on and off, and
+the step is held here to ``reference_step`` over every
 option (rule, vhat handling, eps, bias correction, amendment, trust ratio, weight decay,
 per-row rates, masks), several steps in a row so the state recursion is covered too.
 """

@@ -12,6 +12,8 @@ local step writes in place: one chunk of two replicas run by hand as the engine 
   undeclared entry hold what they held;
 * the first step copies neither ``theta`` (the step's ``theta`` is the engine's start rows,
   written in place) nor a declared entry (``torch_fused._writable`` clones none of them);
+  LocalAdaptive's algorithms run it with their one-pass C kernel (``sims.native.adaptive``)
+  on and off;
 * its result (model, local state, message) equals, bit for bit, the same step with nothing
   owned (the flags absent: any other caller's contract).
 
