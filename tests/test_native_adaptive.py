@@ -5,9 +5,9 @@ and written in place): AMSGrad with ``vhat`` per step or fixed for the round, Ad
 correction on and off, with separate counts for ``m`` and ``v``; ``eps`` inside the root;
 coupled and decoupled weight decay; FedLADA's amendment from a ``[B, d]`` tensor and from the
 server's rows per replica run (never gathered); Fed-LAMB's trust ratio with each ``phi`` and
-``lam > 0``; one rate per row; float32 against the rule at float32's precision; rows split
+``lam > 0``; one rate per row; masks; float32 against the rule at float32's precision; rows split
 over threads; ``vhat`` kept in the torch-fused step's units across steps taken by the
-kernel, torch's fused kernel and the eager form in turn; what falls back (a mask, a
+kernel, torch's fused kernel and the eager form in turn; what falls back (a
 non-contiguous operand, the kernels off); whole engine runs of Fed-AMS, Fed-LAMB, FedLADA
 and LocalAdam through the kernel against the readable rule. Every kernel step is counted
 (``sims.native.calls``)."""
@@ -31,6 +31,7 @@ LAYOUT = ParamLayout.from_module(MLP(6, 5, 3))
 STEPS = torch.tensor([0.0, 1.0, 3.0, 7.0], dtype=torch.float64)     # rows' steps so far
 TOL = {"rtol": 1e-12, "atol": 1e-12}
 ROW_RATE = torch.tensor([[0.05], [0.01], [0.2], [0.1]], dtype=torch.float64)
+MASK = torch.tensor([True, False, True, True])
 TRUSTS = [None, TrustRatio(), TrustRatio("identity", lam=0.1), TrustRatio("update_norm"),
           TrustRatio("update_norm", lam=0.05), TrustRatio(phi_min=0.5, phi_max=0.6, lam=0.01)]
 WDS = [(0.0, "coupled"), (0.01, "coupled"), (0.02, "decoupled")]
@@ -70,7 +71,7 @@ def _assert_step(th_f, st_f, th_r, st_r, tol=TOL):
         torch.testing.assert_close(st_f[k], st_r[k], **tol)
 
 
-def _run(rule, gen, lr=0.05, ga=None, ga_ref=None, nm=None, steps=3):
+def _run(rule, gen, lr=0.05, ga=None, ga_ref=None, nm=None, steps=3, mask=None):
     """``steps`` kernel steps (the first not owned, its inputs left alone; later ones owned)
     against the readable rule; returns the number of kernel calls."""
     theta, st = _start(gen, nm)
@@ -82,11 +83,11 @@ def _run(rule, gen, lr=0.05, ga=None, ga_ref=None, nm=None, steps=3):
     before = _calls()
     for step in range(steps):
         g = torch.sin(3 * th_r + step)
-        th_f, st_f = rule.step(th_f, g, st_f, None, lr, LAYOUT, ga=ga, owned=step > 0)
+        th_f, st_f = rule.step(th_f, g, st_f, mask, lr, LAYOUT, ga=ga, owned=step > 0)
         if step == 0:
             assert torch.equal(theta, inputs[0])
             assert all(torch.equal(st[k], inputs[1][k]) for k in st)
-        th_r, st_r = rule.reference_step(th_r, g, st_r, None, lr, LAYOUT, ga=ga_ref)
+        th_r, st_r = rule.reference_step(th_r, g, st_r, mask, lr, LAYOUT, ga=ga_ref)
         _assert_step(th_f, st_f, th_r, st_r)
     assert not torch.equal(th_f, theta)
     return _calls() - before
@@ -96,14 +97,15 @@ def _run(rule, gen, lr=0.05, ga=None, ga_ref=None, nm=None, steps=3):
     [("amsgrad", "step"), ("amsgrad", "round"), ("adam", "step")], [False, True]))
 @pytest.mark.parametrize("trust", range(len(TRUSTS)))
 def test_kernel_equals_reference(rv, bc, trust):
-    """Every option of the rule through the kernel: eps, amendment, weight decay, rates."""
+    """Every option of the rule through the kernel: eps, amendment, weight decay, rates,
+    masks (the masked rows keep theta and their state: copied when not owned)."""
     gen = torch.Generator().manual_seed(hash((rv, bc, trust)) % 2 ** 31)
-    for eps, alpha, wd, lr in itertools.product([0.0, 1e-8], [1.0, 0.3], WDS,
-                                                [0.05, ROW_RATE]):
+    for eps, alpha, wd, lr, mask in itertools.product([0.0, 1e-8], [1.0, 0.3], WDS,
+                                                      [0.05, ROW_RATE], [None, MASK]):
         rule = LocalAdaptive(rv[0], 0.9, 0.99, vhat=rv[1], eps=eps, bias_correction=bc,
                              alpha=alpha, trust=TRUSTS[trust], weight_decay=wd[0],
                              wd_mode=wd[1])
-        assert _run(rule, gen, lr) == 3
+        assert _run(rule, gen, lr, mask=mask) == 3
 
 
 @pytest.mark.parametrize("rule", [LocalAdaptive("amsgrad", 0.9, 0.99, bias_correction=True),
@@ -140,7 +142,8 @@ def test_amendment_from_server_rows(reps, trust):
     rule = LocalAdaptive("amsgrad", 0.9, 0.99, bias_correction=True, alpha=0.2,
                          weight_decay=0.01, trust=trust)
     view = engine._ParticipantRows({"ga": server}, rep)
-    assert _run(rule, gen, ga=ReplicaRows(view, "ga"), ga_ref=server[rep]) == 3
+    for mask in (None, MASK):                      # the mask's rows offset per run too
+        assert _run(rule, gen, ga=ReplicaRows(view, "ga"), ga_ref=server[rep], mask=mask) == 3
     assert not view._rows                          # read per replica, never gathered
     assert _run(rule, gen, ga=ReplicaRows({"ga": server[rep]}, "ga"), ga_ref=server[rep]) == 3
 
@@ -241,13 +244,13 @@ SCALED = {"fed-ams": LocalAdaptive("amsgrad", 0.9, 0.99, bias_correction=True),
                                     trust=TrustRatio(lam=0.1)),
           "amended": LocalAdaptive("amsgrad", 0.9, 0.99, bias_correction=True, alpha=0.3,
                                    weight_decay=0.01)}
-MASK = torch.tensor([True, False, True, True])
-#: (form, mask, lr) per step: the C kernel, torch's fused kernel (the C one off), the eager
-#: form (a mask): each reads the state the one before left (vhat scaled or not)
+#: (form, mask, lr) per step: the C kernel (with and without a mask), torch's fused kernel
+#: (the C one off), the eager form (the C one off, a mask): each reads the state the one
+#: before left (vhat scaled or not)
 SCHEDULE = [("native", None, 0.05), ("torch", None, 0.05), ("native", None, 0.05),
-            ("native", None, ROW_RATE), ("eager", MASK, 0.05), ("native", None, 0.05),
-            ("torch", None, 0.05), ("eager", MASK, 0.05), ("torch", None, 0.05),
-            ("native", None, 0.05)]
+            ("native", None, ROW_RATE), ("eager", MASK, 0.05), ("native", MASK, 0.05),
+            ("native", None, 0.05), ("torch", None, 0.05), ("eager", MASK, 0.05),
+            ("native", MASK, 0.05), ("torch", None, 0.05), ("native", None, 0.05)]
 
 
 @pytest.mark.parametrize("name", list(SCALED))
@@ -262,13 +265,14 @@ def test_scaled_vhat_across_forms(monkeypatch, name):
     th_f, st_f, th_r, st_r = theta, st, theta, st
     for step, (form, mask, lr) in enumerate(SCHEDULE):
         monkeypatch.setattr(LocalAdaptive, "native_step", form == "native")
+        scaled_before = "vhat_scale" in st_f
         g = torch.sin(3 * th_r + step)
         before, fused, vhat_in = _calls(), sum(torch_fused.calls.values()), st_f["vhat"]
         th_f, st_f = rule.step(th_f, g, st_f, mask, lr, LAYOUT, ga=ga, owned=step > 0)
         assert (_calls() > before) == (form == "native")
         assert (sum(torch_fused.calls.values()) > fused) == (form == "torch")
         assert ("vhat_scale" in st_f) == (form != "eager")
-        if form == "native" and step > 0:
+        if form == "native" and step > 0 and (mask is None or scaled_before):
             assert st_f["vhat"] is vhat_in                     # rescaled in place
         th_r, st_r = rule.reference_step(th_r, g, st_r, mask, lr, LAYOUT, ga=ga)
         _assert_step(th_f, st_f, th_r, st_r)
@@ -280,16 +284,15 @@ def test_scaled_vhat_across_forms(monkeypatch, name):
 # ---------------------------------------------------------------- what falls back
 
 def test_what_falls_back(monkeypatch):
-    """A mask, a non-contiguous gradient, the kernels off: the torch forms (no kernel call),
-    the same rule. An all-true mask is no mask."""
+    """A non-contiguous gradient, a mask that is not ``[B]`` bool, the kernels off: the torch
+    forms (no kernel call), the same rule."""
     rule = LocalAdaptive("amsgrad", 0.9, 0.99, bias_correction=True, alpha=0.5)
     gen = torch.Generator().manual_seed(9)
     theta, st = _start(gen)
     ga = _rand(gen, B, LAYOUT.d)
     g_t = _rand(gen, LAYOUT.d, B)
-    want = rule.reference_step(theta, g_t.T, st, MASK, 0.05, LAYOUT, ga=ga)
-    for kw, calls in [({"mask": MASK}, 0), ({"mask": torch.ones(B, dtype=torch.bool)}, 1),
-                      ({"g": g_t.T}, 0), ({"off": True}, 0)]:
+    for kw, calls in [({}, 1), ({"g": g_t.T}, 0), ({"mask": MASK.view(B, 1)}, 0),
+                      ({"off": True}, 0)]:
         if kw.get("off"):
             monkeypatch.setattr(native, "_state", dict(native._state, enabled=False))
         mask = kw.get("mask")
@@ -297,9 +300,26 @@ def test_what_falls_back(monkeypatch):
         before = _calls()
         got = rule.step(theta, g, st, mask, 0.05, LAYOUT, ga=ga)
         assert _calls() - before == calls, kw
-        ref = want if mask is not None and not mask.all() else rule.reference_step(
-            theta, g, st, None, 0.05, LAYOUT, ga=ga)
-        _assert_step(*got, *ref)
+        _assert_step(*got, *rule.reference_step(theta, g, st, mask, 0.05, LAYOUT, ga=ga))
+
+
+def test_masked_row_of_a_scaled_state_without_correction_falls_back():
+    """A state whose ``vhat`` is kept scaled reaching a rule without bias correction (the
+    kernel would leave a masked row's ``vhat`` scaled in an unscaled state): the eager form,
+    the rule's result."""
+    rule = LocalAdaptive("amsgrad", 0.9, 0.99)
+    gen = torch.Generator().manual_seed(10)
+    theta, st = _start(gen)
+    st = dict(st, vhat=st["vhat"] * 0.5, vhat_scale=torch.full((B, 1), 0.5,
+                                                                 dtype=torch.float64))
+    g = _rand(gen, B, LAYOUT.d)
+    before = _calls()
+    got = rule.step(theta, g, st, MASK, 0.05, LAYOUT)
+    assert _calls() == before
+    _assert_step(*got, *rule.reference_step(theta, g, st, MASK, 0.05, LAYOUT))
+    got = rule.step(theta, g, st, None, 0.05, LAYOUT)               # no mask: the kernel
+    assert _calls() == before + 1
+    _assert_step(*got, *rule.reference_step(theta, g, st, None, 0.05, LAYOUT))
 
 
 # ---------------------------------------------------------------- the engine

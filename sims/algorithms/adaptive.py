@@ -200,8 +200,8 @@ class LocalAdaptive:
     def step(self, theta, g, state, mask, lr, layout, seg=None, ga=None, owned=False):
         """The step; a fast form where one applies (numeric constants), else
         :meth:`reference_step`. In order: the compiled form (:mod:`sims.compiled`, opt-in; one
-        in-place pass); without a mask (or an all-true one), the one-pass C kernel
-        (:mod:`sims.native.adaptive`, :attr:`native_step`; every option of the rule);
+        in-place pass); the one-pass C kernel (:mod:`sims.native.adaptive`,
+        :attr:`native_step`; every option of the rule, masks too);
         :meth:`_torch_fused_step`; the eager :func:`sims.optim.local_adaptive_step` (fewer
         passes over ``[B, d]`` than the readable rule). ``owned``: what of ``theta`` and the
         state is the caller's to overwrite (a :class:`sims.ownership.Owned` from the engine's
@@ -231,11 +231,9 @@ class LocalAdaptive:
                                                          gathered(ga), owned, layout)
                 if got is not None:
                     return got
-            if self.native_step and theta.device.type == "cpu" and (
-                    mask is None or bool(mask.all())):
-                got = native_adaptive.local_adaptive_step(
-                    self, theta, g, state, lr, layout, replica_rows(ga),
-                    owned if mask is None else None)
+            if self.native_step and theta.device.type == "cpu":
+                got = native_adaptive.local_adaptive_step(self, theta, g, state, lr, layout,
+                                                          replica_rows(ga), owned, mask)
                 if got is not None:
                     return got
             got = self._torch_fused_step(theta, g, state, mask, lr, ga, owned, layout)

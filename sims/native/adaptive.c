@@ -25,8 +25,11 @@
  *
  * Outputs may be their own input (in place, element for element); g_a is one row of
  * ga_stride 0 (a server row read by every row of the call) or a row per row (stride d).
- * lr_rows (optional): a rate per row. The specialised loops (mode x coupled x amended x
- * decoupled) keep the options' branches out of the inner loops. */
+ * lr_rows (optional): a rate per row; row_mask (optional): rows with 0 keep theta and their
+ * state (copied where the output is another tensor; their vhat scale kept, 1 if none).
+ * The specialised loops (mode x coupled x amended x decoupled) keep the options' branches out
+ * of the inner loops. */
+#include <string.h>
 #include "native.h"
 
 enum { ADA_AMS_STEP = 0, ADA_AMS_ROUND = 1, ADA_ADAM = 2 };
@@ -135,7 +138,7 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
                          T *v_out, const T *v, T *vh_out, const T *vh, const T *ga,          \
                          int64_t ga_stride, int64_t rows, int64_t d, const T *n,             \
                          const T *nm, const T *scale_in, T *scale_out, const T *lr_rows,     \
-                         double lr, int64_t mode, int64_t bc, double b1d, double b2d,        \
+                         const uint8_t *row_mask, double lr, int64_t mode, int64_t bc, double b1d, double b2d,        \
                          double eps, double alpha, double wdd_, int64_t wd_coupled,          \
                          int64_t nlayers, const int64_t *offsets, int64_t phi,               \
                          double phi_min, double phi_max, double lam, T *scratch) {           \
@@ -145,6 +148,16 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
     const int wdc = wdd_ != 0.0 && wd_coupled, wdd = wdd_ != 0.0 && !wd_coupled;             \
     const int amend = alpha != 1.0;                                                          \
     for (int64_t i = 0; i < rows; ++i) {                                                     \
+        if (row_mask && !row_mask[i]) {          /* a masked row keeps theta and its state */ \
+            int64_t at = i * d;                                                              \
+            size_t size = (size_t)d * sizeof(T);                                             \
+            if (out + at != theta + at) memcpy(out + at, theta + at, size);                  \
+            if (m_out + at != m + at) memcpy(m_out + at, m + at, size);                      \
+            if (v_out + at != v + at) memcpy(v_out + at, v + at, size);                      \
+            if (vh_out && vh_out + at != vh + at) memcpy(vh_out + at, vh + at, size);        \
+            if (scale_out) scale_out[i] = scale_in ? scale_in[i] : (T)1;                     \
+            continue;                                                                        \
+        }                                                                                    \
         double c1 = bc ? 1.0 - pow(b1d, (double)nm[i] + 1.0) : 1.0;                          \
         double c2 = bc ? 1.0 - pow(b2d, (double)n[i] + 1.0) : 1.0;                           \
         double s_in = scale_in ? (double)scale_in[i] : 1.0;                                  \

@@ -12,8 +12,7 @@ separate counts for ``m`` and ``v``, ``eps`` inside the root, coupled or decoupl
 decay, FedLADA's amendment (Alg. 3 line 12) with ``g_a`` read from the server's ``[R, d]``
 rows (one per replica run, :class:`~sims.algorithms.adaptive.ReplicaRows`, never gathered),
 Fed-LAMB's trust ratio (Alg. 2 line 13, per row and layer with ``u`` in a layer-sized
-scratch while it is in the cache), one rate per row. A mask is not taken (None: the caller's
-other forms).
+scratch while it is in the cache), one rate per row, a mask of the rows that step.
 
 Bias-corrected AMSGrad keeps ``vhat`` in the torch-fused step's units (``vhat c2`` and
 ``vhat_scale = c2``, :func:`sims.optim.unscaled_vhat`), rescaled inline: ``max(vhat c2 /
@@ -42,7 +41,7 @@ from .frozen import PHI_CODES, layer_offsets
 MODES = {("amsgrad", "step"): 0, ("amsgrad", "round"): 1, ("adam", "step"): 2,
          ("adam", "round"): 2}
 _I64, _F64, _P = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
-ARGTYPES = ([_P] * 10 + [_I64, _I64, _I64] + [_P] * 5 + [_F64, _I64, _I64]
+ARGTYPES = ([_P] * 10 + [_I64, _I64, _I64] + [_P] * 6 + [_F64, _I64, _I64]
             + [_F64] * 5 + [_I64, _I64, _P, _I64, _F64, _F64, _F64, _P])
 
 
@@ -62,15 +61,21 @@ def _writable(x, mine: bool, others) -> torch.Tensor:
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None):
+def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, mask=None):
     """One step of ``rule`` (a :class:`sims.algorithms.adaptive.LocalAdaptive`, numeric
-    constants) without a mask: ``(theta, state)`` as ``rule.reference_step`` gives them (up to
-    rounding; ``vhat`` scaled as the module says), or None (nothing written) when the kernel
-    cannot take them. ``ga``: the amendment's ``[B, d]`` rows, or ``(server, rep)``: the
-    server's ``[R, d]`` rows and each row's replica (:func:`sims.batching.per_replica`);
-    ``lr`` a number or one rate per row; ``owned`` a :class:`sims.ownership.Owned` (None:
-    nothing)."""
+    constants): ``(theta, state)`` as ``rule.reference_step`` gives them (up to rounding;
+    ``vhat`` scaled as the module says), or None (nothing written) when the kernel cannot take
+    them. ``ga``: the amendment's ``[B, d]`` rows, or ``(server, rep)``: the server's ``[R,
+    d]`` rows and each row's replica (:func:`sims.batching.per_replica`); ``lr`` a number or
+    one rate per row; ``owned`` a :class:`sims.ownership.Owned` (None: nothing); ``mask``
+    (``[B]`` bool, None: every row): the rows that step, the others keeping ``theta`` and
+    their state."""
     B, d = theta.shape
+    mask_u8 = None
+    if mask is not None:
+        if mask.dtype != torch.bool or mask.shape != (B,) or mask.device.type != "cpu":
+            return None
+        mask_u8 = mask.contiguous().view(torch.uint8)
     dtype = theta.dtype
     mode = MODES[(rule.rule, rule.vhat)]
     amend = rule.alpha != 1
@@ -95,6 +100,8 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None):
             runs = replica_runs(rep)
     scale_in = state.get("vhat_scale")
     if scale_in is not None:
+        if mask is not None and mode == 0 and not rule.bias_correction:
+            return None       # the masked rows' vhat would stay scaled in a state without scale
         scale_in = _rows_of(scale_in, B, dtype)
     if not usable(theta, g, m, v, vhat if mode != 2 else theta, ga_t, lr_rows, scale_in):
         return None
@@ -147,14 +154,17 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None):
         fn(at(out, lo), at(theta, lo), at(g, lo), at(m_out, lo), at(m, lo), at(v_out, lo),
            at(v, lo), at(vh_out, lo), at(vhat, lo) if mode != 2 else None, ga_p, ga_stride,
            hi - lo, d, at(n, lo, es), at(nm, lo, es), at(scale_in, lo, es),
-           at(scale_out, lo, es), at(lr_rows, lo, es), *scalars, *consts, ptr(scratch))
+           at(scale_out, lo, es), at(lr_rows, lo, es), at(mask_u8, lo, 1), *scalars, *consts,
+           ptr(scratch))
 
     for rep, rows in runs:
         run_rows(lambda lo, hi, rep=rep, base=rows.start: rows_of(rep, base + lo, base + hi),
                  rows.stop - rows.start)
     count("adaptive_step")
+    def counted(key):
+        return state[key] + (1 if mask is None else mask.to(state[key].dtype))
     new = {"m": m_out, "v": v_out, "vhat": vh_out if mode == 0 else vhat,
-           "n": state["n"] + 1, "nm": state["nm"] + 1, "k": state["k"] + 1}
+           "n": counted("n"), "nm": counted("nm"), "k": counted("k")}
     if scale_out is not None:
         new["vhat_scale"] = scale_out
     elif mode != 0 and scale_in is not None:          # vhat passed through as it was kept
