@@ -210,14 +210,17 @@ class LocalAdaptive:
         torch-fused step read them from the server rows per replica run; the other forms
         gather them).
 
-        The C kernel against the torch-fused form (``FEDTOOLKIT_NATIVE=0``), the issue-16
-        benchmark (``benchmarks/algorithms_vs_loop.py --threads 1``, ``25 x 159,010``
-        float32), local step per round of 10 steps, two runs each at the same load: Fed-AMS
-        29.5-31.1 -> 24.2-24.6 ms, Fed-LAMB 54.6-55.6 -> 36.3-36.5 ms, FedLADA 33.4-33.8 ->
-        25.2-28.1 ms, LocalAdam 26.6-27.3 -> 24.1-25.0 ms; a round, as a multiple of fused
-        Fed-SGD's: Fed-AMS 2.51-2.53 -> 2.22-2.32, Fed-LAMB 3.14-3.15 -> 2.68-2.73, FedLADA
-        2.44-2.50 -> 2.29-2.30, LocalAdam 2.21-2.37 -> 2.11-2.14. One step alone (cold
-        cache, fastest of 25): Fed-AMS 2.5 ms (torch-fused 2.8), Fed-LAMB 3.3 ms (5.1: the
+        The C kernel against the torch-fused form (``FEDTOOLKIT_NATIVE=0``, or main before
+        the kernel), the issue-16 benchmark (``benchmarks/algorithms_vs_loop.py --threads
+        1``, ``25 x 159,010`` float32), five runs each, mostly on and off in turn (load
+        0.4-1.4): the local step per round of 10 steps, Fed-AMS 29.5-31.7 -> 24.2-26.9 ms
+        (9.9-10.7 -> 8.3-9.1 streams; the rule needs 9), Fed-LAMB 53.2-57.2 -> 35.9-38.4 ms
+        (18.3-18.9 -> 12.1-12.8), FedLADA 32.9-36.2 -> 25.2-30.4 ms (11.0-11.9 -> 8.5-10.1),
+        LocalAdam 25.3-28.4 -> 23.2-26.9 ms (8.7-9.3 -> 8.1-9.1); a round, as a multiple of
+        fused Fed-SGD's: Fed-AMS 2.45-2.70 -> 2.22-2.59, Fed-LAMB 3.14-3.25 -> 2.68-2.90,
+        FedLADA 2.44-2.69 -> 2.29-2.48, LocalAdam 2.21-2.52 -> 2.11-2.34 (the
+        rest of each round is the gradient work). One step alone (cold cache, fastest of
+        25): Fed-AMS 2.5 ms (torch-fused 2.8), Fed-LAMB 3.3 ms (5.1: the
         rest of its gap to Fed-AMS is the second read of ``theta`` and ``u`` per layer, from
         the cache, after the layer norms), FedLADA 2.6 ms (3.1), LocalAdam 2.3 ms (2.4).
         Masked steps (the C kernel takes them; the torch-fused form does not): with
