@@ -138,8 +138,9 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
                          T *v_out, const T *v, T *vh_out, const T *vh, const T *ga,          \
                          int64_t ga_stride, int64_t rows, int64_t d, const T *n,             \
                          const T *nm, const T *scale_in, T *scale_out, const T *lr_rows,     \
-                         const uint8_t *row_mask, double lr, int64_t mode, int64_t bc, double b1d, double b2d,        \
-                         double eps, double alpha, double wdd_, int64_t wd_coupled,          \
+                         const uint8_t *row_mask, double lr, int64_t mode, int64_t bc,       \
+                         double b1d, double b2d, double eps, double alpha, double wdd_,      \
+                         int64_t wd_coupled,                                                 \
                          int64_t nlayers, const int64_t *offsets, int64_t phi,               \
                          double phi_min, double phi_max, double lam, T *scratch) {           \
     const T b1 = (T)b1d, cb1 = (T)(1.0 - b1d), b2 = (T)b2d, cb2 = (T)(1.0 - b2d);            \

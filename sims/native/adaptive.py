@@ -23,9 +23,9 @@ one pass: read the old, write the new); an owned tensor that shares memory with 
 operand is not written in place.
 
 Measured on the issue-16 benchmark (``25 x 159,010`` float32, one thread), a round's 10
-local steps against the torch-fused form: Fed-AMS ~30 -> ~24.5 ms, Fed-LAMB ~55 -> ~36.5 ms,
-FedLADA ~33.5 -> ~27 ms, LocalAdam ~27 -> ~24.5 ms (the runs and the per-step numbers:
-:meth:`sims.algorithms.adaptive.LocalAdaptive.step`). Tested by
+local steps against the torch-fused form, medians of five runs each: Fed-AMS 31 -> 25 ms,
+Fed-LAMB 56 -> 36.5 ms, FedLADA 34 -> 28 ms, LocalAdam 27 -> 25 ms (the ranges, the per-step
+and the masked-step numbers: :meth:`sims.algorithms.adaptive.LocalAdaptive.step`). Tested by
 ``tests/test_native_adaptive.py`` (and, with the kernel on and off,
 ``tests/test_fast_adaptive.py``, ``tests/test_ownership.py``).
 """
@@ -35,6 +35,8 @@ import ctypes
 
 import torch
 
+from ..batching import replica_runs
+from ..ownership import NOTHING
 from . import count, kernel, ptr, run_rows, usable
 from .frozen import PHI_CODES, layer_offsets
 
@@ -46,7 +48,10 @@ ARGTYPES = ([_P] * 10 + [_I64, _I64, _I64] + [_P] * 6 + [_F64, _I64, _I64]
 
 
 def _rows_of(x, B, dtype):
-    """A ``[B]`` / ``[B, 1]`` per-row tensor as a contiguous ``[B]`` of ``dtype``."""
+    """A ``[B]`` / ``[B, 1]`` per-row tensor as a contiguous ``[B]`` of ``dtype`` (None: not
+    one value per row)."""
+    if not torch.is_tensor(x) or x.numel() != B:
+        return None
     return x.reshape(B).to(dtype).contiguous()
 
 
@@ -93,35 +98,40 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, 
     runs, ga_t, ga_stride = [(0, slice(0, B))], None, 0
     if amend:
         if torch.is_tensor(ga):
+            if ga.shape != theta.shape:
+                return None
             ga_t, ga_stride = ga, d
         else:
             ga_t, rep = ga
-            from ..batching import replica_runs
+            if ga_t.dim() != 2 or ga_t.shape[1] != d or rep.shape != (B,):
+                return None
             runs = replica_runs(rep)
     scale_in = state.get("vhat_scale")
     if scale_in is not None:
         if mask is not None and mode == 0 and not rule.bias_correction:
             return None       # the masked rows' vhat would stay scaled in a state without scale
         scale_in = _rows_of(scale_in, B, dtype)
-    if not usable(theta, g, m, v, vhat if mode != 2 else theta, ga_t, lr_rows, scale_in):
+        if scale_in is None:
+            return None
+    n, nm = _rows_of(state["n"], B, dtype), _rows_of(state["nm"], B, dtype)
+    if n is None or nm is None or any(t.shape != theta.shape for t in (
+            (g, m, v) if mode == 2 else (g, m, v, vhat))):
         return None
-    if g.shape != theta.shape or m.shape != theta.shape or v.shape != theta.shape or (
-            mode != 2 and vhat.shape != theta.shape) or (
-            ga_t is not None and ga_t.shape[-1] != d):
+    if not usable(theta, g, m, v, vhat if mode != 2 else theta, ga_t, lr_rows, scale_in, n,
+                  nm):
         return None
     bc = rule.bias_correction
-    n, nm = _rows_of(state["n"], B, dtype), _rows_of(state["nm"], B, dtype)
-    own = owned
+    own = NOTHING if owned is None else owned
     reads = [theta, g, m, v, vhat, ga_t, lr_rows, n, nm, scale_in]
 
     def others(i, *outs):                   # every operand but input i, and the outputs so far
         return reads[:i] + reads[i + 1:] + list(outs)
-    out = _writable(theta, own is not None and own.theta, others(0))
-    m_out = _writable(m, own is not None and own("m"), others(2, out))
-    v_out = _writable(v, own is not None and own("v"), others(3, out, m_out))
+    out = _writable(theta, own.theta, others(0))
+    m_out = _writable(m, own("m"), others(2, out))
+    v_out = _writable(v, own("v"), others(3, out, m_out))
     vh_out = None
     if mode == 0:
-        vh_out = _writable(vhat, own is not None and own("vhat"), others(4, out, m_out, v_out))
+        vh_out = _writable(vhat, own("vhat"), others(4, out, m_out, v_out))
     scale_out = theta.new_empty(B, 1) if mode == 0 and bc else None
     trust = rule.trust
     if trust is not None:
@@ -161,6 +171,7 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, 
         run_rows(lambda lo, hi, rep=rep, base=rows.start: rows_of(rep, base + lo, base + hi),
                  rows.stop - rows.start)
     count("adaptive_step")
+
     def counted(key):
         return state[key] + (1 if mask is None else mask.to(state[key].dtype))
     new = {"m": m_out, "v": v_out, "vhat": vh_out if mode == 0 else vhat,
