@@ -152,7 +152,7 @@ def test_float32_equals_the_rule_at_its_precision():
     """The float kernel (every other test runs the double one) against the readable rule in
     float32 and in float64 from the same float32 inputs."""
     gen = torch.Generator().manual_seed(4)
-    for trust, alpha, wd in itertools.product(TRUSTS[:3], [1.0, 0.3], WDS):
+    for trust, alpha, wd, mask in itertools.product(TRUSTS[:3], [1.0, 0.3], WDS, [None, MASK]):
         for rv, bc in itertools.product([("amsgrad", "step"), ("amsgrad", "round"),
                                          ("adam", "step")], [False, True]):
             rule = LocalAdaptive(rv[0], 0.9, 0.99, vhat=rv[1], eps=1e-8, bias_correction=bc,
@@ -164,9 +164,9 @@ def test_float32_equals_the_rule_at_its_precision():
             before = _calls()
             for step in range(3):
                 g = torch.sin(3 * th_f + step)
-                th_f, st_f = rule.step(th_f, g, st_f, None, 0.05, LAYOUT, ga=ga,
+                th_f, st_f = rule.step(th_f, g, st_f, mask, 0.05, LAYOUT, ga=ga,
                                        owned=step > 0)
-                th_r, st_r = rule.reference_step(th_r, g.double(), st_r, None, 0.05, LAYOUT,
+                th_r, st_r = rule.reference_step(th_r, g.double(), st_r, mask, 0.05, LAYOUT,
                                                  ga=ga.double())
                 assert th_f.dtype == torch.float32
             assert _calls() - before == 3
