@@ -1,7 +1,9 @@
 """Fast forms of the local adaptive rules equal their readable references in float64 (issue 16).
 
-``LocalAdaptive.step`` (Fed-AMS, Fed-LAMB, FedLADA, LocalAdam) dispatches to
-:func:`sims.optim.local_adaptive_step`; it is held here to ``reference_step`` over every
+``LocalAdaptive.step`` (Fed-AMS, Fed-LAMB, FedLADA, LocalAdam) dispatches to the C kernel
+(:mod:`sims.native.adaptive`), torch's fused kernel (no mask) or
+:func:`sims.optim.local_adaptive_step`; every test runs with the C kernel on and off, and
+the step is held here to ``reference_step`` over every
 option (rule, vhat handling, eps, bias correction, amendment, trust ratio, weight decay,
 per-row rates, masks), several steps in a row so the state recursion is covered too.
 """
@@ -12,12 +14,25 @@ import itertools
 import pytest
 import torch
 
+from sims import native
 from sims.algorithms.adaptive import LocalAdaptive
 from sims.models import MLP
 from sims.optim import TrustRatio, layer_norms, layer_norms_fast, trust_step, unscaled_vhat
 from sims.params import ParamLayout
 
 B = 4
+
+
+@pytest.fixture(autouse=True, params=["native", "torch"])
+def local_kernel(request, monkeypatch):
+    """Every test twice: ``LocalAdaptive.step`` with its one-pass C kernel first
+    (:mod:`sims.native.adaptive`, built here) and without it (torch's fused kernel, then the
+    eager form). Returns the name."""
+    on = request.param == "native"
+    monkeypatch.setattr(LocalAdaptive, "native_step", on)
+    if on:
+        assert native.library() is not None, native.failure()
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +60,8 @@ OPTIONS = list(itertools.product(
 
 
 @pytest.mark.parametrize("rv,eps,bc,alpha,trust,wd", OPTIONS)
-def test_local_adaptive_fast_equals_reference(layout, rv, eps, bc, alpha, trust, wd):
+def test_local_adaptive_fast_equals_reference(layout, local_kernel, rv, eps, bc, alpha, trust,
+                                              wd):
     rule = LocalAdaptive(rv[0], 0.9, 0.99, vhat=rv[1], eps=eps, bias_correction=bc,
                          alpha=alpha, trust=TRUSTS[trust], weight_decay=wd[0], wd_mode=wd[1])
     gen = torch.Generator().manual_seed(hash((rv, eps, bc, alpha, trust, wd)) % 2**31)
@@ -57,10 +73,14 @@ def test_local_adaptive_fast_equals_reference(layout, rv, eps, bc, alpha, trust,
     for lr, mask in itertools.product(lrs, masks):
         st_f = st_r = _state(theta, gen)
         th_f = th_r = theta
+        before = native.calls.get("adaptive_step", 0)
         for _ in range(3):
             g = torch.randn(B, d, generator=gen, dtype=torch.float64)
             th_f, st_f = rule.step(th_f, g, st_f, mask, lr, layout, ga=ga)
             th_r, st_r = rule.reference_step(th_r, g, st_r, mask, lr, layout, ga=ga)
+        # the C kernel takes every step when on (masked ones too), none otherwise
+        want = 3 if local_kernel == "native" else 0
+        assert native.calls.get("adaptive_step", 0) - before == want
         torch.testing.assert_close(th_f, th_r, rtol=1e-12, atol=1e-12)
         st_f = unscaled_vhat(st_f)           # the torch-fused step keeps it scaled
         assert set(st_f) == set(st_r)

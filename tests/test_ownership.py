@@ -12,6 +12,8 @@ local step writes in place: one chunk of two replicas run by hand as the engine 
   undeclared entry hold what they held;
 * the first step copies neither ``theta`` (the step's ``theta`` is the engine's start rows,
   written in place) nor a declared entry (``torch_fused._writable`` clones none of them);
+  LocalAdaptive's algorithms run it with their one-pass C kernel (``sims.native.adaptive``)
+  on and off;
 * its result (model, local state, message) equals, bit for bit, the same step with nothing
   owned (the flags absent: any other caller's contract).
 
@@ -22,7 +24,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sims import compiled, torch_fused
+from sims import compiled, native, torch_fused
+from sims.algorithms.adaptive import LocalAdaptive
 from sims.algorithms.base import Algorithm, RoundContext
 from sims.algorithms.footprint import _rows as footprint_rows
 from sims.algorithms.registry import make_algorithm
@@ -176,12 +179,23 @@ def _spy_clones(monkeypatch):
 FIRST = {"owned_theta": True, "owned_state": False, "owned_start": True}
 
 
+#: the algorithms whose local step is LocalAdaptive's, which takes the C kernel first
+#: (sims.native.adaptive: it writes in place what is owned, new tensors otherwise)
+NATIVE = {"fed-ams", "fed-lamb", "fedlada", "localadam"}
+
+
+@pytest.mark.parametrize("native_on", [True, False], ids=["native", "torch"])
 @pytest.mark.parametrize("name,hyper", CASES)
-def test_first_step_writes_only_what_is_owned(monkeypatch, name, hyper):
-    before = sum(torch_fused.calls.values())
+def test_first_step_writes_only_what_is_owned(monkeypatch, name, hyper, native_on):
+    monkeypatch.setattr(LocalAdaptive, "native_step", native_on)
+    before = sum(torch_fused.calls.values()), native.calls.get("adaptive_step", 0)
     _check_first_step(monkeypatch, name, hyper)
-    kernel = sum(torch_fused.calls.values()) > before
-    assert kernel != ((name, next(iter(hyper), None)) in EAGER)
+    kernel = sum(torch_fused.calls.values()) > before[0]
+    in_c = native.calls.get("adaptive_step", 0) > before[1]
+    if native_on and name in NATIVE:
+        assert in_c and not kernel
+    else:
+        assert not in_c and kernel != ((name, next(iter(hyper), None)) in EAGER)
 
 
 @pytest.mark.skipif(__import__("shutil").which("g++") is None,
@@ -259,14 +273,22 @@ def test_a_false_declaration_is_caught(monkeypatch, name, hyper, key):
         _check_first_step(monkeypatch, name, hyper)
 
 
-def test_a_written_cache_is_caught(monkeypatch):
+@pytest.mark.parametrize("native_on,name,key", [
+    (False, "fedlada", "v"),
+    # the C kernel writes no operand in place that shares memory with another (FedLADA's v
+    # and vhat are one tensor): Fed-AMS's server vhat declared, rescaled in place by c2
+    (True, "fed-ams", "vhat")], ids=["torch", "native"])
+def test_a_written_cache_is_caught(monkeypatch, native_on, name, key):
     """With the declaration check off, writing the broadcast rows in place still fails the
-    check of the rows (FedLADA's ``v`` declared owned)."""
-    alg = make_algorithm("fedlada")
-    monkeypatch.setattr(type(alg), "owned_start_keys", lambda self: frozenset({"m", "v"}))
+    check of the rows (a broadcast entry declared owned)."""
+    monkeypatch.setattr(LocalAdaptive, "native_step", native_on)
+    alg = make_algorithm(name)
+    monkeypatch.setattr(type(alg), "owned_start_keys", lambda self: frozenset({"m", "v", key}))
     monkeypatch.setitem(globals(), "_shares", lambda a, b: False)
-    with pytest.raises(AssertionError, match="broadcast rows 'v' changed"):
-        _check_first_step(monkeypatch, "fedlada", {})
+    before = native.calls.get("adaptive_step", 0)
+    with pytest.raises(AssertionError, match=f"broadcast rows '{key}' changed"):
+        _check_first_step(monkeypatch, name, {})
+    assert (native.calls.get("adaptive_step", 0) > before) == native_on
 
 
 # ------------------------------------------------------------------------------ the engine

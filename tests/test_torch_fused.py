@@ -32,6 +32,14 @@ from fedada2_clients import steps_against_reference as _fedada2_run
 pytestmark = pytest.mark.usefixtures("torch_kernels_eager")
 
 
+@pytest.fixture(autouse=True)
+def torch_fused_before_native(monkeypatch):
+    """LocalAdaptive's one-pass C kernel (:mod:`sims.native.adaptive`, which goes first where
+    it is built) off: these tests hold torch's kernel to the rule; the C kernel's own tests,
+    and its turns with this one, are in ``tests/test_native_adaptive.py``."""
+    monkeypatch.setattr(LocalAdaptive, "native_step", False)
+
+
 @pytest.fixture(scope="module")
 def layout():
     return ParamLayout.from_module(MLP(6, 5, 3))

@@ -43,6 +43,7 @@ from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _
                      layer_segments, local_adaptive_fast_ok, local_adaptive_step, trust_step,
                      unscaled_vhat)
 from .. import compiled, torch_fused
+from ..native import adaptive as native_adaptive
 from ..ownership import Owned
 from ..batching import per_replica, replica_runs
 from .base import Algorithm, masked_rows
@@ -168,6 +169,9 @@ class LocalAdaptive:
     trust: TrustRatio | None = None
     weight_decay: float = 0.0
     wd_mode: str = "coupled"
+    #: take the one-pass C kernel (:mod:`sims.native.adaptive`) where it is built and applies
+    #: (False: the torch forms below it, for tests)
+    native_step: ClassVar[bool] = True
     #: the torch-fused step with a trust ratio runs in row blocks of about this many bytes of
     #: each ``[rows, d]`` operand (:meth:`_fused_trust_blocks`)
     trust_block_bytes: ClassVar[int] = 4 * 2 ** 20
@@ -194,13 +198,38 @@ class LocalAdaptive:
         return state["v"] / (1 - self.beta2 ** state["n"].clamp_min(1).unsqueeze(-1))
 
     def step(self, theta, g, state, mask, lr, layout, seg=None, ga=None, owned=False):
-        """The step; the fast form (:func:`sims.optim.local_adaptive_step`, fewer passes over
-        ``[B, d]``) where it applies, else :meth:`reference_step`. With the compiled form on
-        (:mod:`sims.compiled`, opt-in), one in-place pass; ``owned``: what of ``theta`` and the
+        """The step; a fast form where one applies (numeric constants), else
+        :meth:`reference_step`. In order: the compiled form (:mod:`sims.compiled`, opt-in; one
+        in-place pass); the one-pass C kernel (:mod:`sims.native.adaptive`,
+        :attr:`native_step`; every option of the rule, masks too);
+        :meth:`_torch_fused_step`; the eager :func:`sims.optim.local_adaptive_step` (fewer
+        passes over ``[B, d]`` than the readable rule). ``owned``: what of ``theta`` and the
         state is the caller's to overwrite (a :class:`sims.ownership.Owned` from the engine's
         flags, :func:`sims.ownership.step_owned`; a bool: all or nothing). ``ga``: the
-        amendment's ``[B, d]`` rows, or :class:`ReplicaRows` (the torch-fused step adds them
-        from the server rows; the other forms gather them)."""
+        amendment's ``[B, d]`` rows, or :class:`ReplicaRows` (the C kernel and the
+        torch-fused step read them from the server rows per replica run; the other forms
+        gather them).
+
+        The C kernel against the torch-fused form (``FEDTOOLKIT_NATIVE=0``, or main before
+        the kernel), the issue-16 benchmark (``benchmarks/algorithms_vs_loop.py --threads
+        1``, ``25 x 159,010`` float32), five runs each, mostly on and off in turn (load
+        0.4-1.4): the local step per round of 10 steps, Fed-AMS 29.5-31.7 -> 24.2-26.9 ms
+        (9.9-10.7 -> 8.3-9.1 streams; the rule needs 9), Fed-LAMB 53.2-57.2 -> 35.9-38.4 ms
+        (18.3-18.9 -> 12.1-12.8), FedLADA 32.9-36.2 -> 25.2-30.4 ms (11.0-11.9 -> 8.5-10.1),
+        LocalAdam 25.3-28.4 -> 23.2-26.9 ms (8.7-9.3 -> 8.1-9.1); a round, as a multiple of
+        fused Fed-SGD's: Fed-AMS 2.45-2.70 -> 2.22-2.59, Fed-LAMB 3.14-3.25 -> 2.68-2.90,
+        FedLADA 2.44-2.69 -> 2.29-2.48, LocalAdam 2.21-2.52 -> 2.11-2.34 (the
+        rest of each round is the gradient work). One step alone (cold cache, fastest of
+        25): Fed-AMS 2.5 ms (torch-fused 2.8), Fed-LAMB 3.3 ms (5.1: the
+        rest of its gap to Fed-AMS is the second read of ``theta`` and ``u`` per layer, from
+        the cache, after the layer norms), FedLADA 2.6 ms (3.1), LocalAdam 2.3 ms (2.4).
+        Masked steps (the C kernel takes them; the torch-fused form does not): with
+        Dirichlet-sized clients (``--uneven``, one run each) a round in lockstep chunks,
+        Fed-AMS 1.16 -> 0.34 s, Fed-LAMB 1.62 -> 0.36 s, FedLADA 1.19 -> 0.35 s, LocalAdam
+        1.04 -> 0.34 s; in the engine's chunks by step count Fed-AMS 0.154 -> 0.124 s,
+        Fed-LAMB 0.272 -> 0.177 s, FedLADA 0.179 -> 0.134 s, LocalAdam 0.135 -> 0.118 s. The
+        Fed-EF CNN (``--cnn``, per-client steps of one row): Fed-AMS 0.193 -> 0.185 s a
+        round (Fed-SGD 0.165-0.167 s)."""
         if local_adaptive_fast_ok(self):
             owned = Owned.of(owned)
             # the compiled kernel (opt-in) first: in the issue-16 benchmark (with and without
@@ -210,6 +239,11 @@ class LocalAdaptive:
             if compiled.usable(self, mask, theta):
                 got = compiled.fused_local_adaptive_step(self, theta, g, state, lr,
                                                          gathered(ga), owned, layout)
+                if got is not None:
+                    return got
+            if self.native_step and theta.device.type == "cpu":
+                got = native_adaptive.local_adaptive_step(self, theta, g, state, lr, layout,
+                                                          replica_rows(ga), owned, mask)
                 if got is not None:
                     return got
             got = self._torch_fused_step(theta, g, state, mask, lr, ga, owned, layout)
@@ -388,6 +422,17 @@ class ReplicaRows:
         for r, rows in replica_runs(rep):
             x[rows].add_(server[r], alpha=a)
         return x
+
+
+def replica_rows(ga):
+    """``ga`` for :func:`sims.native.adaptive.local_adaptive_step`: the server's ``[R, d]``
+    rows and each participant's replica for a :class:`ReplicaRows` of the engine's view
+    (:func:`sims.batching.per_replica`), else the ``[B, d]`` rows (or None)."""
+    if isinstance(ga, ReplicaRows):
+        if getattr(ga.bcast, "per_replica", None) is None:
+            return ga.rows()
+        return per_replica(ga.bcast, ga.key)
+    return ga
 
 
 def gathered(ga):

@@ -21,6 +21,17 @@ enum { PHI_CLIP = 0, PHI_IDENTITY = 1, PHI_UPDATE_NORM = 2 };
 /* the entries of a block a kernel writes and then reads again while it is in the L1 */
 #define NATIVE_BLOCK 2048
 
+/* Before a loop whose arrays may alias only element for element (out == in, written after
+ * read at the same index): no loop-carried dependence, so it vectorizes without the
+ * run-time alias checks the compiler gives up on past a few pointer pairs. */
+#if defined(__clang__)
+#define NATIVE_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define NATIVE_IVDEP _Pragma("GCC ivdep")
+#else
+#define NATIVE_IVDEP
+#endif
+
 /* Sums of squares in double over NATIVE_LANES independent partial sums (so the loop
  * vectorizes without reassociating any one sum; the result depends only on n and x). */
 #define NATIVE_SUMSQ(T, SUF)                                                           \
