@@ -8,8 +8,11 @@ against 1.2 ms as one C loop). torch's own fused optimizer kernels (:mod:`sims.t
 cover plain Adam / AMSGrad / AdaGrad only; the opt-in compiled form (:mod:`sims.compiled`)
 costs seconds of compiling per process and shape. The kernels here are plain C (no torch
 headers), compiled once per machine with the system's C compiler (``$CC``, else ``cc``) in
-about a tenth of a second and loaded with :mod:`ctypes`; each is written in its own source
-file beside the Python wrapper that checks its rule (:mod:`sims.native.frozen`).
+about a second and loaded with :mod:`ctypes`; each is written in its own source file beside
+the Python wrapper that checks its rule and returns None where the kernel does not apply:
+:mod:`sims.native.frozen` (MimeLite / Mime and LAMB variants), :mod:`sims.native.adaptive`
+(``LocalAdaptive``: Fed-AMS, Fed-LAMB, LocalAdam, FedLADA), :mod:`sims.native.sm3`
+(FedAda2's SM3-II clients), :mod:`sims.native.topk` (TopK compression).
 
 * **Build.** Every ``*.c`` in this folder into one shared library, ``-O3 -march=native
   -fno-math-errno`` (``sqrt`` vectorizes; no fast-math: each operation rounds as IEEE says,

@@ -142,13 +142,16 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
                          double b1d, double b2d, double eps, double alpha, double wdd_,      \
                          int64_t wd_coupled,                                                 \
                          int64_t nlayers, const int64_t *offsets, int64_t phi,               \
-                         double phi_min, double phi_max, double lam, T *scratch) {           \
+                         double phi_min, double phi_max, double lam, T *scratch_all,         \
+                         int64_t scratch_len, int64_t nthreads) {                            \
     const T b1 = (T)b1d, cb1 = (T)(1.0 - b1d), b2 = (T)b2d, cb2 = (T)(1.0 - b2d);            \
     const T wdt = (T)wdd_, lamt = (T)lam;                                                    \
-    double sq[3] = {0.0, 0.0, 0.0};                                                          \
     const int wdc = wdd_ != 0.0 && wd_coupled, wdd = wdd_ != 0.0 && !wd_coupled;             \
     const int amend = alpha != 1.0;                                                          \
+    _Pragma("omp parallel for schedule(static) num_threads(nthreads) if(nthreads > 1)")      \
     for (int64_t i = 0; i < rows; ++i) {                                                     \
+        double sq[3] = {0.0, 0.0, 0.0};          /* this row's layer sums (trust) */         \
+        T *scratch = scratch_all ? scratch_all + NATIVE_THREAD * scratch_len : 0;            \
         if (row_mask && !row_mask[i]) {          /* a masked row keeps theta and its state */ \
             int64_t at = i * d;                                                              \
             size_t size = (size_t)d * sizeof(T);                                             \

@@ -37,14 +37,14 @@ import torch
 
 from ..batching import replica_runs
 from ..ownership import NOTHING
-from . import count, kernel, ptr, run_rows, usable
+from . import count, kernel, ptr, threads, usable
 from .frozen import PHI_CODES, layer_offsets
 
 MODES = {("amsgrad", "step"): 0, ("amsgrad", "round"): 1, ("adam", "step"): 2,
          ("adam", "round"): 2}
 _I64, _F64, _P = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
 ARGTYPES = ([_P] * 10 + [_I64, _I64, _I64] + [_P] * 6 + [_F64, _I64, _I64]
-            + [_F64] * 5 + [_I64, _I64, _P, _I64, _F64, _F64, _F64, _P])
+            + [_F64] * 5 + [_I64, _I64, _P, _I64, _F64, _F64, _F64, _P, _I64, _I64])
 
 
 def _rows_of(x, B, dtype):
@@ -153,8 +153,10 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, 
     def at(t, lo, size=row):
         return None if t is None else ctypes.c_void_p(t.data_ptr() + lo * size)
 
+    nt = threads()
+    scratch = theta.new_empty(nt * scratch_len) if scratch_len else None
+
     def rows_of(rep, lo, hi):
-        scratch = theta.new_empty(scratch_len) if scratch_len else None
         if ga_t is None:
             ga_p = None
         elif ga_stride:
@@ -165,11 +167,10 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, 
            at(v, lo), at(vh_out, lo), at(vhat, lo) if mode != 2 else None, ga_p, ga_stride,
            hi - lo, d, at(n, lo, es), at(nm, lo, es), at(scale_in, lo, es),
            at(scale_out, lo, es), at(lr_rows, lo, es), at(mask_u8, lo, 1), *scalars, *consts,
-           ptr(scratch))
+           ptr(scratch), scratch_len, nt)
 
-    for rep, rows in runs:
-        run_rows(lambda lo, hi, rep=rep, base=rows.start: rows_of(rep, base + lo, base + hi),
-                 rows.stop - rows.start)
+    for rep, rows in runs:                  # one call per replica run (its g_a row)
+        rows_of(rep, rows.start, rows.stop)
     count("adaptive_step")
 
     def counted(key):
