@@ -1,0 +1,113 @@
+"""FedAda2's client AdaGrad / Adam step with the SM3-II preconditioner in one C pass
+(``sm3.c``; :mod:`sims.native`): the fast form of
+:meth:`sims.algorithms.fedada2.JointAdaptive.reference_local_step` with ``z = 1``, called by
+:meth:`~sims.algorithms.fedada2.JointAdaptive._native_rows_step`.
+
+Each (row, layer) is one loop over the layer's entries that reads ``g``, ``theta`` (Adam:
+``m``) and the cover accumulators ``mu`` and writes ``theta`` (``m``), the new ``mu`` (the
+rows' and columns' maxima of this step's ``nu``, kept in registers and a cache-resident
+scratch) and, when asked, ``nu``: the ``cover_min`` before and the ``cover_max`` after, which
+torch's fused kernel needs as passes of their own, are folded into it. A cover whose every
+layer is a vector (``SM3Cover(full=True)``) is the full preconditioner: ``nu`` is written
+into ``mu`` itself.
+"""
+from __future__ import annotations
+
+import ctypes
+import weakref
+
+import torch
+
+from . import count, kernel, ptr, run_rows, usable
+
+MAX_AXES = 8                     # sm3.c's SM3_MAX_AXES
+_I64, _F64, _P = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
+ARGTYPES = [_P] * 9 + [_I64, _I64, _I64, _I64, _P, _P, _P, _F64, _F64, _I64, _F64, _F64, _P]
+_descs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def layer_desc(cover):
+    """``(desc, layers)``: the kernel's description of ``cover`` (:class:`sims.optim.SM3Cover`),
+    per layer ``[theta offset, first accumulator, k, n_0, .., n_{k-1}]`` (``k = 1``: a
+    vector, one accumulator per entry; empty layers left out), int64, and the number of
+    layers in it; None when a layer has more than :data:`MAX_AXES` axes or the layers or
+    their accumulators do not tile ``theta`` / ``mu`` in order. Cached per cover."""
+    if cover not in _descs:
+        _descs[cover] = _describe(cover)
+    return _descs[cover]
+
+
+def _describe(cover):
+    out, at, acc, layers = [], 0, 0, 0
+    for sl, shape, spans in cover.blocks:
+        n = sl.stop - sl.start
+        dims = list(shape) if len(shape) > 1 else [n]
+        if (sl.start != at or (sl.step or 1) != 1 or len(dims) > MAX_AXES
+                or [o for o, _ in spans] != [acc + sum(dims[:a]) for a in range(len(dims))]
+                or [s for _, s in spans] != dims):
+            return None
+        at, acc = sl.stop, acc + sum(dims)
+        if n:
+            out += [sl.start, spans[0][0], len(dims), *dims]
+            layers += 1
+    if at != cover.layout.d or acc != cover.size:
+        return None
+    return torch.tensor(out, dtype=torch.int64), layers
+
+
+def applies(cover, theta, *tensors) -> bool:
+    """Whether :func:`sm3_step` can take ``cover`` and these tensors (``theta`` ``[B, d]``
+    first): the kernels built, the cover's layers described (:func:`layer_desc`), every
+    tensor contiguous on the CPU, all float32 or all float64."""
+    return (theta.dim() == 2 and theta.shape[1] == cover.layout.d
+            and layer_desc(cover) is not None and usable(theta, *tensors))
+
+
+def sm3_step(cover, theta, g, mu, lr: float, eps: float, *, m=None, beta1: float = 0.9,
+             beta2: float = 0.999, c1=None, c2=None, rows=None, theta_out, mu_out,
+             m_out=None, nu_out=None) -> bool:
+    """One step of the rows ``rows`` (``[n]`` indices; None: every row) by ``sm3.c``'s rule
+    (its header): AdaGrad with ``m`` None, else Adam with the bias corrections ``c1``,
+    ``c2`` (``n`` values, one per stepped row in ``rows``' order; None: off). ``theta``,
+    ``g``, ``m`` ``[B, d]``, ``mu`` ``[B, cover.size]``; the outputs (same shapes; each may be
+    its input, for in place; ``nu_out`` None: ``nu`` not written) get the stepped rows, their
+    other rows are not touched. Returns False (nothing written) when the kernels cannot take
+    these tensors or this cover."""
+    got = layer_desc(cover)
+    if got is None or theta.dim() != 2:
+        return False
+    desc, layers = got
+    adam = m is not None
+    B, d = theta.shape
+    same = [g, theta_out] + ([m, m_out] if adam else []) + ([nu_out] if nu_out is not None
+                                                            else [])
+    if (d != cover.layout.d or mu.shape != (B, cover.size) or mu_out.shape != mu.shape
+            or any(t is None or t.shape != theta.shape for t in same)):
+        return False
+    if not usable(theta, mu, mu_out, *same):
+        return False
+    idx = (torch.arange(B, dtype=torch.int64) if rows is None
+           else rows.to(torch.int64).contiguous())
+    n = len(idx)
+    step = rs2 = None
+    if c1 is not None:
+        step = (float(lr) / c1.reshape(n).to(torch.float64)).contiguous()
+    if c2 is not None:
+        rs2 = c2.reshape(n).to(torch.float64).rsqrt().contiguous()
+    fn = kernel("sm3_step", theta.dtype)
+    fn.argtypes = ARGTYPES
+    fn.restype = None
+    m_ptrs = (ptr(m_out), ptr(m)) if adam else (None, None)
+
+    def part(lo, hi):
+        def at(t):                      # the part's first entry of a per-row int64 / double
+            return None if t is None else ctypes.c_void_p(t.data_ptr() + lo * 8)
+        scratch = theta.new_empty(max(cover.size, 1))      # held until the call returns
+        fn(ptr(theta_out), ptr(theta), ptr(g), *m_ptrs, ptr(mu_out), ptr(mu), ptr(nu_out),
+           at(idx), hi - lo, d, cover.size, layers, ptr(desc), at(step), at(rs2), float(lr),
+           float(eps), int(adam), float(beta1), float(beta2), ptr(scratch))
+
+    if n:
+        run_rows(part, n)
+    count("sm3_step")
+    return True
