@@ -125,9 +125,12 @@ class JointAdaptive(Algorithm):
     then ``delta_i = x_{t-1} - x_{i,K}``; server: ``x_t = x_{t-1} - eta rule(mean delta)``.
 
     :meth:`reference_local_step` is this rule as written; :meth:`local_step` takes its fast
-    forms, each held to it in float64 by the tests: torch's fused CPU kernels on lists of rows
-    (:meth:`_kernel_rows_step`; full preconditioner and SM3-II with ``z = 1``:
-    ``tests/test_torch_fused.py``, ``tests/test_fedada2_fast_step.py``), the opt-in compiled
+    forms, each held to it in float64 by the tests: the SM3-II step with ``z = 1`` in one C
+    pass (:meth:`_native_rows_step`, :mod:`sims.native.sm3`; masks too:
+    ``tests/test_fedada2_fast_step.py``, ``tests/test_sm3_cover.py``), torch's fused CPU
+    kernels on lists of rows (:meth:`_kernel_rows_step`; full preconditioner, and SM3-II with
+    ``z = 1`` where the C kernels are off: ``tests/test_torch_fused.py``,
+    ``tests/test_fedada2_fast_step.py``), the opt-in compiled
     kernels (:mod:`sims.compiled`) and the eager :func:`sims.optim.sm3_adagrad_step` /
     :func:`sims.optim.sm3_adam_step` (``tests/test_fast_adaptive.py``).
     """
@@ -389,8 +392,12 @@ class JointAdaptive(Algorithm):
         it). Passes over the rows (Adam / AdaGrad): 4 / 3 reads (``g``, ``theta``, ``m``,
         the small ``mu``), 3 / 2 writes (``theta``, ``m``, ``nu``). Measured, one thread, the
         issue-16 benchmark's ``[25, 159010]`` float32, in place, caches flushed, fastest of
-        15: AdaGrad 1.3 ms, Adam 1.9 ms (without writing ``nu``: 0.9 / 1.5 ms) against 2.3 /
-        2.9 ms for torch's kernel with the cover around it (:meth:`_kernel_rows_step`)."""
+        15: AdaGrad 1.3 ms, Adam 2.0 ms (without writing ``nu``: 0.9 / 1.6 ms) against 2.3 /
+        3.1 ms for torch's kernel with the cover around it (:meth:`_kernel_rows_step`); the
+        benchmark's local step (``benchmarks/algorithms_vs_loop.py --threads 1``, one run)
+        of FedAda2 / FedAda2-Adam / FedAda2-blend went from 28.7 / 33.9 / 34.1 to 16.2 /
+        24.6 / 21.3 ms a round, 2.31 / 2.60 / 2.40x of fused Fed-SGD to 1.97 / 2.18 /
+        2.17x."""
         if not self._native_rule():
             return None
         cover = self.cover(ctx.layout)
@@ -431,7 +438,9 @@ class JointAdaptive(Algorithm):
         """The AdaGrad / Adam client step (full or SM3-II preconditioner, ``z = 1``) through
         torch's fused CPU kernels, every row at once (:meth:`_kernel_rows_step`), in place on
         the engine's owned state; None where the rule is not the kernels'
-        (:meth:`_kernel_rule`), for an SGD client, a mask or per-replica constants.
+        (:meth:`_kernel_rule`), for an SGD client, a mask or per-replica constants. SM3-II
+        comes here only where the C kernel (:meth:`_native_step`, tried first) is off or
+        not built.
 
         The full preconditioner goes before :meth:`_compiled_full_step`, by measurement: one
         thread, the issue-16 benchmark's ``[25, 159010]`` float32 step, fastest of 20, AdaGrad

@@ -9,7 +9,19 @@ rows' and columns' maxima of this step's ``nu``, kept in registers and a cache-r
 scratch) and, when asked, ``nu``: the ``cover_min`` before and the ``cover_max`` after, which
 torch's fused kernel needs as passes of their own, are folded into it. A cover whose every
 layer is a vector (``SM3Cover(full=True)``) is the full preconditioner: ``nu`` is written
-into ``mu`` itself.
+into ``mu`` itself (tested; the algorithms keep that one on torch's fused kernels, measured
+as fast or faster).
+
+Measured on the issue-16 benchmark's ``25 x 159,010`` float32 (MLP 784-200-10), one
+thread, in place, caches flushed before each call, fastest of 15: AdaGrad 1.3 ms, Adam
+2.0 ms, against 2.3 / 3.1 ms for torch's fused kernel with ``cover_min_into`` before and
+``cover_max_nonneg`` after; without writing ``nu`` (the rule's minimum with ``z = 1``, where
+nothing reads it) 0.9 / 1.6 ms. In cache (one row) 0.22 / 0.34 ns an entry, against
+0.11 ns for the step's ``sqrt`` and division alone: with the batch the step is bound by
+its memory streams. Whole rounds (``benchmarks/algorithms_vs_loop.py --threads 1``): the
+local step of FedAda2 / FedAda2-Adam / FedAda2-blend 28.7 / 33.9 / 34.1 ms a round before,
+16.2 / 24.6 / 21.3 ms after; 2.31 / 2.60 / 2.40x of fused Fed-SGD before, 1.97 / 2.18 /
+2.17x after.
 """
 from __future__ import annotations
 
