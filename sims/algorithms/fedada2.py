@@ -798,12 +798,14 @@ class FedAda2Blend(JointAdaptive):
         their ``where`` passes a step); held to it in float64 by
         ``tests/test_fedada2_fast_step.py``.
 
-        A member whose rule is torch's fused kernels' (SGD, AdaGrad / Adam with the full or
-        SM3-II preconditioner, ``z = 1``: :meth:`JointAdaptive._kernel_rule`) steps its rows in
-        place in the chunk's ``theta`` and its own state through row lists
+        An SM3-II member with ``z = 1`` (:meth:`JointAdaptive._native_rule`) steps its rows
+        in place in the chunk's ``theta`` and its own state in one C pass
+        (:meth:`JointAdaptive._native_rows_step`); a member whose rule is torch's fused
+        kernels' (SGD, AdaGrad / Adam with the full or SM3-II preconditioner, ``z = 1``:
+        :meth:`JointAdaptive._kernel_rule`) through row lists
         (:meth:`JointAdaptive._kernel_rows_step`): no rows gathered or written back, and with
         every row on one strategy the member's whole-tensor form. Any other member (SM3-I,
-        delays, clipping, or any member while torch's kernels are off) is
+        delays, clipping, or any member while those kernels are off) is
         handed its rows gathered, steps them through its own :meth:`JointAdaptive.local_step`
         and has them written back. Per-replica hyperparameters (``[B, 1]`` rows bound to the
         whole chunk, :mod:`sims.algorithms.per_replica`) take the reference form."""
@@ -822,13 +824,13 @@ class FedAda2Blend(JointAdaptive):
             if new_theta is None:
                 new_theta = torch_fused.writable(theta, owned_theta)
             new = None
-            sub = None if len(idx) == len(mine) else idx
+            some = None if len(idx) == len(mine) else idx        # None: every row
+            # a member's state on a first step is its own local_start's, unchanged
             if member._native_rule():       # SM3-II: one C pass over its rows, in place
-                new = member._native_rows_step(new_theta, grad, st, sub,
+                new = member._native_rows_step(new_theta, grad, st, some,
                                                step_owned(ctx, member.owned_start_keys()), ctx)
             if new is None and in_place and member._kernel_rule():
-                # a member's state on a first step is its own local_start's, unchanged
-                new = member._kernel_rows_step(new_theta, grad, st, sub,
+                new = member._kernel_rows_step(new_theta, grad, st, some,
                                                step_owned(ctx, member.owned_start_keys()), ctx)
             if new is None:                 # rows gathered (nothing was written above)
                 sub = dataclasses.replace(ctx, replica=ctx.replica[idx], clients=ctx.clients[idx],
