@@ -13,10 +13,12 @@
  *                                                            r = 1 / sqrt(c2); 1, 1 off)
  *   mu_r <- max over j in S_r of nu_j                        (after the whole layer)
  *
+ * (the readable rule's (m / c1) / (sqrt(nu / c2) + eps) up to rounding, its sqrt(nu / c2)
+ * taken as sqrt(nu) / sqrt(c2) as torch's fused Adam does; the floats round as IEEE says).
  * A layer with axes (n_0, .., n_{k-1}) is walked as n_0 ... n_{k-2} "prefix rows" of n_{k-1}
  * entries: the prefix row's minimum over its k-1 accumulators is one number, the last axis'
- * accumulators and their new maxima (a scratch of n_{k-1}) stay in the cache, the prefix
- * row's maximum is a register. A vector (k = 1; and every layer of the full preconditioner,
+ * accumulators and the layer's new maxima (a scratch of the layer's accumulators) stay in
+ * the cache, the prefix row's maximum is a register. A vector (k = 1; and every layer of the full preconditioner,
  * sims.optim.SM3Cover(full=True)) writes nu straight into its accumulators. So a step reads
  * g, theta (Adam: m) and the accumulators once and writes theta (m), the accumulators and,
  * when asked (nu_out not null), nu: nothing else goes through memory.
