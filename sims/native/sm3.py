@@ -21,7 +21,10 @@ nothing reads it) 0.9 / 1.6 ms. In cache (one row) 0.22 / 0.34 ns an entry, agai
 its memory streams. Whole rounds (``benchmarks/algorithms_vs_loop.py --threads 1``): the
 local step of FedAda2 / FedAda2-Adam / FedAda2-blend 28.7 / 33.9 / 34.1 ms a round before,
 16.2 / 24.6 / 21.3 ms after; 2.31 / 2.60 / 2.40x of fused Fed-SGD before, 1.97 / 2.18 /
-2.17x after.
+2.17x after (two quiet runs); run back to back with ``FEDTOOLKIT_NATIVE=0`` and without
+(``--repeats 3``, load ~1): 2.51 / 2.69 / 2.48x and 2.06 / 2.29 / 2.19x, local step 34.4 /
+39.2 / 36.5 and 18.0 / 28.1 / 22.5 ms. Writing ``nu`` costs 0.35 / 0.3 ms of the engine's
+1.5 / 2.2 ms step (AdaGrad / Adam, medians, one thread).
 """
 from __future__ import annotations
 
