@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from sims import torch_fused
+from sims import native, torch_fused
 from sims.algorithms.base import RoundContext
 
 B = 4
@@ -47,12 +47,13 @@ def steps_against_reference(alg, layout, gen, mask=None, steps=3, grads=None):
     """``steps`` local steps of ``alg.local_step`` (the first not owned) and of the readable
     rule from :func:`client_start`, the gradients drawn from ``grads`` (default: ``gen``);
     checks the first step left its inputs alone and the two agree after every step; returns
-    the number of torch fused-kernel calls made."""
+    the number of kernel calls made (torch's fused kernels and the C kernel
+    :mod:`sims.native.sm3`; :func:`kernel_calls` tells them apart)."""
     grads = gen if grads is None else grads
     theta, bcast, st = client_start(alg, layout, gen)
     inputs = (theta.clone(), {k: v.clone() for k, v in st.items()})
     th_f, st_f, th_r, st_r = theta, st, theta, st
-    before = sum(torch_fused.calls.values())
+    before = sum(kernel_calls())
     for step in range(steps):
         g = torch.randn(B, layout.d, generator=grads, dtype=torch.float64)
         ctx = client_ctx(layout, step > 0)
@@ -63,4 +64,10 @@ def steps_against_reference(alg, layout, gen, mask=None, steps=3, grads=None):
         th_r, st_r = alg.reference_local_step(th_r, g, st_r, bcast, {}, mask, ctx)
         torch.testing.assert_close(th_f, th_r, **TOL)
         assert_states(st_f, st_r)
-    return sum(torch_fused.calls.values()) - before
+    return sum(kernel_calls()) - before
+
+
+def kernel_calls() -> tuple[int, int]:
+    """``(torch, native)``: the calls so far of torch's fused kernels and of the SM3-II C
+    kernel (:func:`sims.native.sm3.sm3_step`)."""
+    return sum(torch_fused.calls.values()), native.calls.get("sm3_step", 0)

@@ -39,10 +39,13 @@ TRUST = {"fed-lamb": TrustRatio(), "lamb-amended": TrustRatio("identity", lam=0.
 
 
 @pytest.fixture(autouse=True)
-def restore_compiled():
+def restore_compiled(monkeypatch):
     """Every test leaves the compiled form as it found it (``FEDTOOLKIT_COMPILE``), and runs
     with torch's fused kernels off (:mod:`sims.torch_fused` goes first where it applies;
-    ``tests/test_torch_fused.py`` tests it)."""
+    ``tests/test_torch_fused.py`` tests it), and FedAda2's SM3-II C kernel off (it goes
+    first too; ``tests/test_fedada2_fast_step.py``)."""
+    from sims.algorithms.fedada2 import JointAdaptive
+    monkeypatch.setattr(JointAdaptive, "native_step", False)
     was, fused_was = compiled.enabled(), torch_fused.enabled()
     torch_fused.enable(False)
     yield

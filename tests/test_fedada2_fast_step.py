@@ -1,12 +1,17 @@
-"""FedAda2's client steps through torch's fused kernels on row lists (issue 16) equal the
-readable rule (``JointAdaptive.reference_local_step``, ``FedAda2Blend.reference_local_step``)
-in float64: ``JointAdaptive._kernel_rows_step`` with the SM3-II cover (``cover_min`` into the
-kernel's ``v``, ``cover_max`` after) on matrix, 3-axis and vector layers, AdaGrad and Adam
-accumulators (bias correction on and off, DJA's server init), the full preconditioner, rows at
-different step counts, a subset of rows (masked rows), a round's first step (inputs not owned:
-left alone) and later ones (owned: in place); FedAda2-blend with mixed and uniform strategies,
-step budgets, masks and a member that must gather its rows; whole engine runs with the
-kernels on, off and the readable rule; the compiled kernel's priority; a broken kernel."""
+"""FedAda2's fast client steps (issue 16) equal the readable rule
+(``JointAdaptive.reference_local_step``, ``FedAda2Blend.reference_local_step``) in float64:
+the SM3-II step in one C pass (``JointAdaptive._native_rows_step``, :mod:`sims.native.sm3`)
+and through torch's fused kernels on row lists (``JointAdaptive._kernel_rows_step``: the
+cover's ``cover_min`` into the kernel's ``v``, ``cover_max`` after), every test with the C
+kernel on and off (the autouse ``sm3_kernel`` fixture), each checking which kernel ran
+(``sims.native.calls``, ``sims.torch_fused.calls``): matrix, 3-axis and vector layers,
+AdaGrad and Adam accumulators (bias correction on and off, DJA's server init with its two
+counts, eps values), the full preconditioner (torch's kernel either way), rows at different
+step counts, a subset of rows (masked rows, owned and not), a round's first step (inputs not
+owned: left alone) and later ones (owned: in place); FedAda2-blend with mixed and uniform
+strategies, step budgets, masks and a member that must gather its rows; whole engine runs
+with the kernels on, off and the readable rule; the priority of the C, torch and compiled
+kernels; a broken torch kernel; the C kernels turned off."""
 from __future__ import annotations
 
 import warnings
@@ -14,7 +19,7 @@ import warnings
 import pytest
 import torch
 
-from sims import compiled, engine, optim, torch_fused
+from sims import compiled, engine, native, optim, torch_fused
 from sims.algorithms.fedada2 import FedAda2Blend, JointAdaptive
 from sims.algorithms.registry import make_algorithm, make_for_problem
 from sims.models import MLP
@@ -25,7 +30,7 @@ from fedada2_clients import B, TOL
 from fedada2_clients import assert_states as _assert_states
 from fedada2_clients import client_ctx as _ctx
 from fedada2_clients import client_start as _client_start
-from fedada2_clients import steps_against_reference
+from fedada2_clients import kernel_calls, steps_against_reference
 
 LAYOUTS = {
     "mlp": ParamLayout.from_module(MLP(6, 5, 3)),                  # matrices and biases
@@ -36,41 +41,91 @@ LAYOUTS = {
 CLIENTS = [("fedada2", {}), ("fedada2-adam", {}), ("fedada2-adam", {"bias_correction": False}),
            ("fedada2", {"init": "server"}), ("fedada2-adam", {"client": "adagrad"}),
            ("fedada2", {"client": "adam", "server": "adam"}),
+           ("fedada2", {"eps": 1e-8}), ("fedada2-adam", {"eps": 0.3, "beta2": 0.9}),
            ("joint-adaptive", {}), ("fedadaadam", {})]
+#: SM3-II clients torch's kernels do not take (DJA's Adam debiases m and nu by two counts):
+#: the C kernel, else the eager form
+C_ONLY = [("fedada2-adam", {"init": "server", "server": "adam"}),
+          ("fedada2-adam", {"init": "server", "server": "adam", "beta1": 0.0})]
+FULL = {"joint-adaptive", "fedadaadam"}             # full preconditioner: torch's kernels
 
 
 # every test with torch's kernels on and the compiled form off, both restored after
 pytestmark = pytest.mark.usefixtures("torch_kernels_eager")
 
 
+@pytest.fixture(autouse=True, params=["native", "torch"])
+def sm3_kernel(request, monkeypatch):
+    """Every test twice: the SM3-II step through the C kernel (:mod:`sims.native.sm3`; it
+    must be built here) and with it off (torch's kernels, else the eager forms). Returns
+    the name."""
+    on = request.param == "native"
+    monkeypatch.setattr(JointAdaptive, "native_step", on)
+    if on:
+        assert native.library() is not None, native.failure()
+    return request.param
+
+
+def _ran(before, sm3_kernel, sm3: bool, steps: int, torch_rule: bool = True):
+    """Checks the kernel calls since ``before`` (:func:`kernel_calls`): ``steps`` through the
+    C kernel for an SM3-II client with it on, else ``steps`` through torch's (none where its
+    rule does not hold: ``torch_rule`` False)."""
+    t, n = (a - b for a, b in zip(kernel_calls(), before))
+    c = sm3 and sm3_kernel == "native"
+    assert (n, t) == ((steps, 0) if c else (0, steps if torch_rule else 0))
+
+
 @pytest.mark.parametrize("layout", list(LAYOUTS), ids=list(LAYOUTS))
-@pytest.mark.parametrize("name,hyper", CLIENTS)
-def test_client_step_equals_reference(layout, name, hyper):
+@pytest.mark.parametrize("name,hyper", CLIENTS + C_ONLY)
+def test_client_step_equals_reference(layout, name, hyper, sm3_kernel):
     """Three steps of ``local_step`` (the kernels, every row) against the readable rule: the
     first not owned (inputs left as they were), the later ones in place."""
     layout = LAYOUTS[layout]
     alg = make_algorithm(name, **hyper)
-    assert steps_against_reference(alg, layout, torch.Generator().manual_seed(len(name)),
-                                   grads=torch.Generator().manual_seed(1)) == 3
+    before = kernel_calls()
+    steps_against_reference(alg, layout, torch.Generator().manual_seed(len(name)),
+                            grads=torch.Generator().manual_seed(1))
+    _ran(before, sm3_kernel, name not in FULL, 3, (name, hyper) not in C_ONLY)
 
 
-@pytest.mark.parametrize("owned", [False, True])
-@pytest.mark.parametrize("layout", ["mlp", "tensor"])
-@pytest.mark.parametrize("name,hyper", CLIENTS + [("fedada2", {"client": "sgd"})])
-def test_rows_step_on_a_subset_equals_masked_reference(layout, name, hyper, owned):
-    """``_kernel_rows_step`` on rows 0, 2, 3 (row 1 masked out: untouched in ``theta`` and
-    every state tensor) against the readable rule under that mask."""
-    layout = LAYOUTS[layout]
-    alg = make_algorithm(name, **hyper)
-    theta, bcast, st = _client_start(alg, layout, torch.Generator().manual_seed(7))
-    g = torch.randn(B, layout.d, generator=torch.Generator().manual_seed(8),
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", ["fedada2", "fedada2-adam"])
+def test_client_step_in_float32_is_the_rule_up_to_rounding(name, dtype, sm3_kernel):
+    """The benchmark's type: five steps from zero state (the first not owned) against the
+    readable rule in the same type, to its rounding; the kernel named by the fixture ran."""
+    layout = LAYOUTS["mlp"]
+    alg = make_algorithm(name)
+    gen = torch.Generator().manual_seed(21)
+    theta = torch.randn(B, layout.d, generator=gen, dtype=torch.float64).to(dtype)
+    bcast = {"theta": theta}
+    st_f = st_r = alg.local_start(bcast, {}, _ctx(layout, False))
+    th_f = th_r = theta
+    before = kernel_calls()
+    for step in range(5):
+        g = torch.randn(B, layout.d, generator=gen, dtype=torch.float64).to(dtype)
+        th_f, st_f = alg.local_step(th_f, g, st_f, bcast, {}, None, _ctx(layout, step > 0))
+        th_r, st_r = alg.reference_local_step(th_r, g, st_r, bcast, {}, None,
+                                              _ctx(layout, step > 0))
+    tol = {} if dtype == torch.float32 else TOL
+    torch.testing.assert_close(th_f, th_r, **tol)
+    for key in st_r:
+        torch.testing.assert_close(st_f[key], st_r[key], **tol)
+    _ran(before, sm3_kernel, True, 5)
+
+
+def _subset_against_reference(alg, layout, rows_step, owned, seed=7):
+    """``rows_step(theta, g, st, rows, owned, ctx)`` (a rows form, in place on ``theta``) on
+    rows 0, 2, 3 (row 1 masked out: untouched in ``theta`` and every state tensor) against
+    the readable rule under that mask; the inputs left alone where not owned."""
+    theta, bcast, st = _client_start(alg, layout, torch.Generator().manual_seed(seed))
+    g = torch.randn(B, layout.d, generator=torch.Generator().manual_seed(seed + 1),
                     dtype=torch.float64)
     mask = torch.tensor([True, False, True, True])
     ctx = _ctx(layout, owned)
     th_r, st_r = alg.reference_local_step(theta, g, st, bcast, {}, mask, ctx)
     kept = {k: v.clone() for k, v in st.items()}
     th_f = theta.clone()
-    st_f = alg._kernel_rows_step(th_f, g, st, mask.nonzero().squeeze(-1), owned, ctx)
+    st_f = rows_step(th_f, g, st, mask.nonzero().squeeze(-1), owned, ctx)
     torch.testing.assert_close(th_f, th_r, **TOL)
     assert torch.equal(th_f[1], theta[1])
     _assert_states(st_f, st_r)
@@ -80,9 +135,43 @@ def test_rows_step_on_a_subset_equals_masked_reference(layout, name, hyper, owne
         assert all(torch.equal(st[k], kept[k]) for k in st)
 
 
-def test_masked_step_takes_the_eager_form_and_equals_reference():
-    """A mask on a FedAda2 client (not the blend) takes the eager SM3 form: no kernel call,
-    the readable rule's result."""
+@pytest.mark.parametrize("owned", [False, True])
+@pytest.mark.parametrize("layout", ["mlp", "tensor"])
+@pytest.mark.parametrize("name,hyper", CLIENTS + [("fedada2", {"client": "sgd"})])
+def test_rows_step_on_a_subset_equals_masked_reference(layout, name, hyper, owned,
+                                                       sm3_kernel):
+    """``_kernel_rows_step`` (torch's kernels) on a subset of rows."""
+    alg = make_algorithm(name, **hyper)
+    before = kernel_calls()
+    _subset_against_reference(alg, LAYOUTS[layout], alg._kernel_rows_step, owned)
+    assert kernel_calls()[1] == before[1]                  # never the C kernel
+
+
+@pytest.mark.parametrize("owned", [False, True])
+@pytest.mark.parametrize("layout", ["mlp", "tensor", "vector"])
+@pytest.mark.parametrize("name,hyper", [c for c in CLIENTS + C_ONLY if c[0] not in FULL])
+def test_native_rows_step_on_a_subset_equals_masked_reference(layout, name, hyper, owned,
+                                                              sm3_kernel):
+    """``_native_rows_step`` (the C kernel) on a subset of rows; with the kernel off (the
+    ``torch`` run) it declines (None) and writes nothing."""
+    alg = make_algorithm(name, **hyper)
+    layout = LAYOUTS[layout]
+    before = kernel_calls()
+    if sm3_kernel == "native":
+        _subset_against_reference(alg, layout, alg._native_rows_step, owned)
+        assert kernel_calls()[1] == before[1] + 1
+        return
+    theta, bcast, st = _client_start(alg, layout, torch.Generator().manual_seed(7))
+    kept = theta.clone(), {k: v.clone() for k, v in st.items()}
+    assert alg._native_rows_step(theta, theta, st, None, True, _ctx(layout, True)) is None
+    assert torch.equal(theta, kept[0]) and all(torch.equal(st[k], kept[1][k]) for k in st)
+
+
+@pytest.mark.parametrize("owned", [False, True])
+def test_masked_step_equals_reference(owned, sm3_kernel):
+    """A mask on a FedAda2 client (not the blend): the C kernel on the mask's rows (into a
+    copy of ``theta`` where not owned), else the eager SM3 form (no torch kernel call); the
+    readable rule's result, the masked rows left as they were."""
     layout = LAYOUTS["mlp"]
     for name in ("fedada2", "fedada2-adam"):
         alg = make_algorithm(name)
@@ -90,11 +179,17 @@ def test_masked_step_takes_the_eager_form_and_equals_reference():
         g = torch.randn(B, layout.d, generator=torch.Generator().manual_seed(4),
                         dtype=torch.float64)
         mask = torch.tensor([True, False, True, False])
-        before = sum(torch_fused.calls.values())
-        th_f, st_f = alg.local_step(theta, g, st, bcast, {}, mask, _ctx(layout, True))
-        assert sum(torch_fused.calls.values()) == before
-        th_r, st_r = alg.reference_local_step(theta, g, st, bcast, {}, mask, _ctx(layout, True))
+        kept = theta.clone(), {k: v.clone() for k, v in st.items()}
+        before = kernel_calls()
+        th_f, st_f = alg.local_step(theta, g, st, bcast, {}, mask, _ctx(layout, owned))
+        _ran(before, sm3_kernel, True, 1, torch_rule=False)
+        if not owned:
+            assert torch.equal(theta, kept[0])
+            assert all(torch.equal(st[k], kept[1][k]) for k in st)
+        th_r, st_r = alg.reference_local_step(kept[0], g, kept[1], bcast, {}, mask,
+                                              _ctx(layout, False))
         torch.testing.assert_close(th_f, th_r, **TOL)
+        assert torch.equal(th_f[1], kept[0][1]) and torch.equal(th_f[3], kept[0][3])
         _assert_states(st_f, st_r)
 
 
@@ -135,20 +230,25 @@ def _blend_run(alg, layout, clients, masks, gen):
     ("sm3-adagrad,sm3-adam,sgd", None),                            # the registry default
     ("adagrad,adam,sm3-adam,sgd,sm3-adagrad", "2,5,3,1,4"),       # step budgets
 ])
-def test_blend_mixed_strategies_equal_reference(monkeypatch, strategies, steps):
+def test_blend_mixed_strategies_equal_reference(monkeypatch, strategies, steps, sm3_kernel):
+    """The SM3 members through the C kernel where it is on (torch's kernels otherwise), the
+    full ones through torch's, each on its own rows in place."""
     layout = LAYOUTS["mlp"]
     alg = FedAda2Blend(eta=0.05, strategies=strategies, steps=steps)
     _no_gather(monkeypatch)
     clients = torch.tensor([4, 0, 7, 2, 9, 5, 1, 3, 8])
     masks = [None, None, None, torch.tensor([True] * 6 + [False] * 3), None,
              torch.tensor([False, True] * 4 + [True])]
-    before = sum(torch_fused.calls.values())
+    before = kernel_calls()
     _blend_run(alg, layout, clients, masks, torch.Generator().manual_seed(5))
-    assert sum(torch_fused.calls.values()) > before
+    t, n = (a - b for a, b in zip(kernel_calls(), before))
+    assert (n > 0) == (sm3_kernel == "native")
+    full = {"adagrad", "adam"} & set(strategies.split(","))
+    assert t > 0 if (sm3_kernel == "torch" or full) else t == 0
 
 
 @pytest.mark.parametrize("strategies", ["sm3-adagrad,sm3-adam,sgd", "sm3-adam", "sgd,adam"])
-def test_blend_uniform_strategy_equals_reference(monkeypatch, strategies):
+def test_blend_uniform_strategy_equals_reference(monkeypatch, strategies, sm3_kernel):
     """Every participant on one strategy (clients 0, 3, 6, 9 with three strategies; or one
     strategy): the member's whole-tensor form, no rows gathered."""
     layout = LAYOUTS["tensor"]
@@ -157,8 +257,10 @@ def test_blend_uniform_strategy_equals_reference(monkeypatch, strategies):
     clients = torch.tensor([0, 3, 6, 9]) if "," in strategies else torch.arange(4)
     if strategies == "sgd,adam":
         clients = torch.tensor([1, 3, 5, 7])                       # all on adam
+    before = kernel_calls()
     _blend_run(alg, layout, clients, [None, None, torch.tensor([True, False, True, True])],
                torch.Generator().manual_seed(6))
+    _ran(before, sm3_kernel, strategies != "sgd,adam", 3)      # one member, 3 steps
 
 
 def test_blend_member_outside_the_kernels_gathers_its_rows():
@@ -175,25 +277,31 @@ def test_blend_member_outside_the_kernels_gathers_its_rows():
     assert len(calls) == 3                      # steps 1-3 (budget 3); its rows only
 
 
-def test_blend_with_a_broken_kernel_falls_back(monkeypatch):
-    """A kernel that fails its probe is found before anything is written: the members then
-    take the gathered eager form, and the result is still the readable one."""
+def test_blend_with_a_broken_kernel_falls_back(monkeypatch, sm3_kernel):
+    """A torch kernel that fails its probe is found before anything is written: the members
+    it would step then take the gathered eager form (the SM3 members the C kernel where it
+    is on), and the result is still the readable one."""
     monkeypatch.setattr(torch, "_fused_adam_", lambda *a, **kw: None)
-    alg = FedAda2Blend(eta=0.05, strategies="sm3-adagrad,sm3-adam,sgd")
+    alg = FedAda2Blend(eta=0.05, strategies="sm3-adagrad,sm3-adam,adam,sgd")
+    before = kernel_calls()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _blend_run(alg, LAYOUTS["mlp"], torch.arange(6), [None, None, None],
+        _blend_run(alg, LAYOUTS["mlp"], torch.arange(8), [None, None, None],
                    torch.Generator().manual_seed(8))
     assert not torch_fused.enabled()
+    assert kernel_calls()[1] - before[1] == (6 if sm3_kernel == "native" else 0)
 
 
 # ------------------------------------------------------------------------------ priority
 
-def test_torch_kernels_go_before_the_compiled_sm3_kernel(monkeypatch):
-    """With the compiled form on, SM3-II steps still take torch's kernels first (measured
-    faster, README "Every algorithm"), in FedAda2 and in the blend; with torch's kernels off
-    they take the compiled kernel (here a stand-in returning the eager form, so nothing
-    compiles). Both equal the readable rule."""
+def test_torch_kernels_go_before_the_compiled_sm3_kernel(monkeypatch, sm3_kernel):
+    """With the C kernel off and the compiled form on, SM3-II steps still take torch's
+    kernels first (measured faster, README "Every algorithm"), in FedAda2 and in the blend;
+    with torch's kernels off they take the compiled kernel (here a stand-in returning the
+    eager form, so nothing compiles). Both equal the readable rule. (With the C kernel on:
+    :func:`test_the_c_kernel_goes_first`.)"""
+    if sm3_kernel == "native":
+        pytest.skip("the priority with the C kernel off")
     compiled.enable(True)
     seen = []
 
@@ -230,23 +338,56 @@ def test_torch_kernels_go_before_the_compiled_sm3_kernel(monkeypatch):
     assert sum(torch_fused.calls.values()) - before == 6   # 3 members x 2 steps, in place
 
 
+def test_the_c_kernel_goes_first(monkeypatch, sm3_kernel):
+    """With torch's kernels and the compiled form on, the SM3-II step takes the C kernel
+    (nothing else is called), alone and in the blend; turned off for the process
+    (``sims.native.enable(False)``, as ``FEDTOOLKIT_NATIVE=0``) it takes torch's kernels.
+    Both equal the readable rule."""
+    if sm3_kernel == "torch":
+        pytest.skip("the priority with the C kernel on")
+    compiled.enable(True)
+    monkeypatch.setattr(compiled, "fused_sm3_step", lambda *a, **kw: pytest.fail("compiled"))
+    layout = LAYOUTS["mlp"]
+    try:
+        for on in (True, False):
+            native.enable(on)
+            for name in ("fedada2", "fedada2-adam"):
+                before = kernel_calls()
+                steps_against_reference(make_algorithm(name), layout,
+                                        torch.Generator().manual_seed(12), steps=2)
+                _ran(before, "native" if on else "torch", True, 2)
+            before = kernel_calls()
+            _blend_run(FedAda2Blend(eta=0.05, strategies="sm3-adagrad,sm3-adam,sgd"), layout,
+                       torch.arange(6), [None, None], torch.Generator().manual_seed(13))
+            _ran(before, "native" if on else "torch", True, 4)   # 2 members x 2 steps
+    finally:
+        native.enable(True)
+
+
 # ------------------------------------------------------------------------------ engine
 
 @pytest.mark.parametrize("name", ["fedada2", "fedada2-adam", "fedada2-blend"])
-def test_engine_kernels_on_off_and_reference_agree(mlp_problem, monkeypatch, name):
+def test_engine_kernels_on_off_and_reference_agree(mlp_problem, monkeypatch, name,
+                                                    sm3_kernel):
     """Whole runs (two replicas, unequal clients: masked last steps; first steps in place,
-    ``tests/test_ownership.py``) with the kernels on, off (the eager forms) and with the
-    readable local rule: the same trajectory."""
+    ``tests/test_ownership.py``) with the kernels on (the C kernel where the fixture says,
+    else torch's), off (the eager forms) and with the readable local rule: the same
+    trajectory."""
     out = {}
     for form in ("kernels", "eager", "reference"):
         torch_fused.enable(form == "kernels")
+        monkeypatch.setattr(JointAdaptive, "native_step",
+                            form == "kernels" and sm3_kernel == "native")
         alg = make_for_problem(name, mlp_problem)
         if form == "reference":
             monkeypatch.setattr(alg, "local_step", alg.reference_local_step)
-        before = sum(torch_fused.calls.values())
+        before = kernel_calls()
         out[form] = engine.run(mlp_problem, alg, Participation("fixed", m=4), 3, [0, 1],
                                eval_every=0).server["theta"]
-        assert (sum(torch_fused.calls.values()) > before) == (form == "kernels")
+        t, n = (a - b for a, b in zip(kernel_calls(), before))
+        on = form == "kernels"
+        assert (n > 0) == (on and sm3_kernel == "native")
+        assert (t > 0) == (on and sm3_kernel == "torch")   # the blend's SGD: no counted call
     assert not torch.equal(out["kernels"], mlp_problem.init_theta(0).unsqueeze(0))
     torch.testing.assert_close(out["kernels"], out["reference"], **TOL)
     torch.testing.assert_close(out["eager"], out["reference"], **TOL)

@@ -64,10 +64,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from .. import compiled, torch_fused
+from ..native import sm3 as native_sm3
 from ..ownership import Owned, step_owned
 from ..optim import OptimizerError, SM3Cover, _masked, sm3_adagrad_step, sm3_adam_step
 from .adaptive import (FedOpt, bits, check_common, describe_dataclass, server_rule,
@@ -123,13 +125,19 @@ class JointAdaptive(Algorithm):
     then ``delta_i = x_{t-1} - x_{i,K}``; server: ``x_t = x_{t-1} - eta rule(mean delta)``.
 
     :meth:`reference_local_step` is this rule as written; :meth:`local_step` takes its fast
-    forms, each held to it in float64 by the tests: torch's fused CPU kernels on lists of rows
-    (:meth:`_kernel_rows_step`; full preconditioner and SM3-II with ``z = 1``:
-    ``tests/test_torch_fused.py``, ``tests/test_fedada2_fast_step.py``), the opt-in compiled
+    forms, each held to it in float64 by the tests: the SM3-II step with ``z = 1`` in one C
+    pass (:meth:`_native_rows_step`, :mod:`sims.native.sm3`; masks too:
+    ``tests/test_fedada2_fast_step.py``, ``tests/test_sm3_cover.py``), torch's fused CPU
+    kernels on lists of rows (:meth:`_kernel_rows_step`; full preconditioner, and SM3-II with
+    ``z = 1`` where the C kernels are off: ``tests/test_torch_fused.py``,
+    ``tests/test_fedada2_fast_step.py``), the opt-in compiled
     kernels (:mod:`sims.compiled`) and the eager :func:`sims.optim.sm3_adagrad_step` /
     :func:`sims.optim.sm3_adam_step` (``tests/test_fast_adaptive.py``).
     """
     name = "joint-adaptive"
+    #: the SM3-II client step through the C kernel (:mod:`sims.native.sm3`) where it applies
+    #: (:meth:`_native_rule`) and is built (False: torch's fused kernels / the eager forms)
+    native_step: ClassVar[bool] = True
     eta: float = 0.01
     eta_l: float = 0.01
     server: str = "adagrad"
@@ -271,13 +279,15 @@ class JointAdaptive(Algorithm):
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         if self.local_warmup:                 # the rate changes step by step: the readable rule
             return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
-        # torch's fused kernels (_torch_fused_step: in place, no compile; SM3-II with the
-        # cover around the kernel) first, the opt-in compiled kernel (_compiled_full_step,
-        # FEDTOOLKIT_COMPILE) where they do not apply: measured faster for both
+        # the SM3-II step in one C pass (_native_step, sims.native.sm3) first; then torch's
+        # fused kernels (_torch_fused_step: in place, no compile; the full preconditioner,
+        # and SM3-II with the cover around the kernel where the C kernels are off); the
+        # opt-in compiled kernel (_compiled_full_step, FEDTOOLKIT_COMPILE) where neither
+        # applies. torch's kernels before the compiled one, measured faster for both
         # preconditioners (README, "Every algorithm": FedAda2 / FedAda2-Adam / blend 2.58x /
         # 2.75x / 2.37x of fused Fed-SGD with torch's kernels, 2.82x / 3.28x / 4.19x when the
         # compiled SM3-II kernel went first)
-        for form in (self._torch_fused_step, self._compiled_full_step):
+        for form in (self._native_step, self._torch_fused_step, self._compiled_full_step):
             got = form(theta, grad, lstate, mask, ctx)
             if got is not None:
                 return got
@@ -329,11 +339,108 @@ class JointAdaptive(Algorithm):
                 and not (self.client == "adam" and self.bias_correction
                          and self.init == "server"))
 
+    def _native_rule(self) -> bool:
+        """Whether the client step is :mod:`sims.native.sm3`'s rule: AdaGrad / Adam with the
+        SM3-II preconditioner updated at every step (``z = 1``, no freezing, no clipping, no
+        warm-up) and numeric constants, with or without bias correction (one count for
+        ``m`` and another for ``nu``: DJA's ``k + t`` too), where :attr:`native_step` is on.
+        The full preconditioner stays on torch's fused kernels, measured as fast or faster
+        (one thread, ``[25, 159010]`` float32, in place, caches flushed, fastest of 15: C
+        1.24 / 2.04 ms, torch 1.20 / 1.73 ms for AdaGrad / Adam)."""
+        return (self.native_step and self.precond == "sm3-ii" and self._every_step
+                and not self.local_warmup)
+
+    def _native_step(self, theta, grad, lstate, mask, ctx):
+        """The SM3-II client step through :meth:`_native_rows_step` (a mask: its rows), into
+        ``theta`` where the engine owns it, else into a new tensor (a mask: a copy, its other
+        rows as they were); None where :meth:`_native_rule` does not hold or the kernel cannot
+        take the tensors (nothing written)."""
+        if not self._native_rule() or theta.dim() != 2 or not theta.is_contiguous():
+            return None
+        if not native_sm3.applies(self.cover(ctx.layout), theta, grad,
+                                  *(lstate[k] for k in self._native_keys())):
+            return None
+        owned = step_owned(ctx, self.owned_start_keys())
+        rows = None if mask is None else mask.nonzero().squeeze(-1)
+        if owned.theta:
+            out = theta
+        else:
+            out = torch.empty_like(theta) if rows is None else theta.clone()
+        new = self._native_rows_step(theta if rows is None else out, grad, lstate, rows, owned,
+                                     ctx, out=out)
+        return None if new is None else (out, new)
+
+    def _native_keys(self) -> tuple:
+        """The local state's tensors the C kernel reads and writes."""
+        return ("mu", "nu", "m") if self.client == "adam" else ("mu", "nu")
+
+    def _native_rows_step(self, theta, grad, st, rows, owned, ctx, out=None):
+        """One SM3-II client step of the rows ``rows`` (``[n]`` indices; None: every row) in
+        one C pass (:func:`sims.native.sm3.sm3_step`, rule in ``sims/native/sm3.c``): the
+        fast form of :meth:`reference_local_step` where :meth:`_native_rule` holds, held to
+        it in float64 by ``tests/test_fedada2_fast_step.py``. The contract of
+        :meth:`_kernel_rows_step`: ``theta`` (the caller's to write) gets its rows ``rows``
+        stepped in place (``out``: into that ``[B, d]`` tensor instead, its other rows left
+        alone), ``owned`` says which of ``st``'s tensors may be written; returns the new state
+        (rows outside ``rows`` as they were), or None (nothing written) when the kernel is
+        not built or cannot take these tensors.
+
+        Each (row, layer) is one loop: ``nu = cover_min(mu) + g^2`` (Adam: ``b2 cover_min(mu)
+        + (1 - b2) g^2`` and ``m``), the step, and the new ``mu = cover_max(nu)`` in registers
+        and a cache-resident scratch; ``nu`` is written too, the state carrying it (read by
+        the readable rule and, with ``z > 1``, by the next step; with ``z = 1`` nothing reads
+        it). Passes over the rows (Adam / AdaGrad): 4 / 3 reads (``g``, ``theta``, ``m``,
+        the small ``mu``), 3 / 2 writes (``theta``, ``m``, ``nu``). Measured, one thread, the
+        issue-16 benchmark's ``[25, 159010]`` float32, in place, caches flushed, fastest of
+        15: AdaGrad 1.3 ms, Adam 2.0 ms (without writing ``nu``: 0.9 / 1.6 ms) against 2.3 /
+        3.1 ms for torch's kernel with the cover around it (:meth:`_kernel_rows_step`); the
+        benchmark's local step (``benchmarks/algorithms_vs_loop.py --threads 1``, one run)
+        of FedAda2 / FedAda2-Adam / FedAda2-blend went from 28.7 / 33.9 / 34.1 to 16.2 /
+        24.6 / 21.3 ms a round, 2.31 / 2.60 / 2.40x of fused Fed-SGD to 1.97 / 2.18 /
+        2.17x."""
+        if not self._native_rule():
+            return None
+        cover = self.cover(ctx.layout)
+        owned = Owned.of(owned)
+        adam = self.client == "adam"
+        keys = self._native_keys()
+        out = theta if out is None else out
+        if not native_sm3.applies(cover, theta, grad, out, *(st[k] for k in keys)):
+            return None
+
+        def written(key):                   # the tensor st[key]'s new rows go into
+            t = st[key]
+            if owned(key):
+                return t
+            return torch.empty_like(t) if rows is None else t.clone()
+
+        new = {key: written(key) for key in keys}
+        if rows is None:
+            k = kr = st["k"] + 1
+        else:
+            k = st["k"].index_add(0, rows, torch.ones(len(rows), dtype=st["k"].dtype,
+                                                      device=theta.device))
+            kr = k.index_select(0, rows)
+        c1 = c2 = None
+        if adam and self.bias_correction:
+            c1 = 1 - self.beta1 ** kr
+            c2 = 1 - self.beta2 ** (kr + ctx.t if self.init == "server" else kr)
+        ok = native_sm3.sm3_step(cover, theta, grad, st["mu"], self.eta_l, self.eps,
+                                 m=st["m"] if adam else None, beta1=self.beta1,
+                                 beta2=self.beta2, c1=c1, c2=c2, rows=rows, theta_out=out,
+                                 mu_out=new["mu"], m_out=new.get("m"), nu_out=new["nu"])
+        if not ok:
+            return None
+        new["k"] = k
+        return new
+
     def _torch_fused_step(self, theta, grad, lstate, mask, ctx):
         """The AdaGrad / Adam client step (full or SM3-II preconditioner, ``z = 1``) through
         torch's fused CPU kernels, every row at once (:meth:`_kernel_rows_step`), in place on
         the engine's owned state; None where the rule is not the kernels'
-        (:meth:`_kernel_rule`), for an SGD client, a mask or per-replica constants.
+        (:meth:`_kernel_rule`), for an SGD client, a mask or per-replica constants. SM3-II
+        comes here only where the C kernel (:meth:`_native_step`, tried first) is off or
+        not built.
 
         The full preconditioner goes before :meth:`_compiled_full_step`, by measurement: one
         thread, the issue-16 benchmark's ``[25, 159010]`` float32 step, fastest of 20, AdaGrad
@@ -691,12 +798,14 @@ class FedAda2Blend(JointAdaptive):
         their ``where`` passes a step); held to it in float64 by
         ``tests/test_fedada2_fast_step.py``.
 
-        A member whose rule is torch's fused kernels' (SGD, AdaGrad / Adam with the full or
-        SM3-II preconditioner, ``z = 1``: :meth:`JointAdaptive._kernel_rule`) steps its rows in
-        place in the chunk's ``theta`` and its own state through row lists
+        An SM3-II member with ``z = 1`` (:meth:`JointAdaptive._native_rule`) steps its rows
+        in place in the chunk's ``theta`` and its own state in one C pass
+        (:meth:`JointAdaptive._native_rows_step`); a member whose rule is torch's fused
+        kernels' (SGD, AdaGrad / Adam with the full or SM3-II preconditioner, ``z = 1``:
+        :meth:`JointAdaptive._kernel_rule`) through row lists
         (:meth:`JointAdaptive._kernel_rows_step`): no rows gathered or written back, and with
         every row on one strategy the member's whole-tensor form. Any other member (SM3-I,
-        delays, clipping, or any member while torch's kernels are off) is
+        delays, clipping, or any member while those kernels are off) is
         handed its rows gathered, steps them through its own :meth:`JointAdaptive.local_step`
         and has them written back. Per-replica hyperparameters (``[B, 1]`` rows bound to the
         whole chunk, :mod:`sims.algorithms.per_replica`) take the reference form."""
@@ -715,10 +824,13 @@ class FedAda2Blend(JointAdaptive):
             if new_theta is None:
                 new_theta = torch_fused.writable(theta, owned_theta)
             new = None
-            if in_place and member._kernel_rule():
-                # a member's state on a first step is its own local_start's, unchanged
-                new = member._kernel_rows_step(new_theta, grad, st, None if len(idx) == len(mine)
-                                               else idx,
+            some = None if len(idx) == len(mine) else idx        # None: every row
+            # a member's state on a first step is its own local_start's, unchanged
+            if member._native_rule():       # SM3-II: one C pass over its rows, in place
+                new = member._native_rows_step(new_theta, grad, st, some,
+                                               step_owned(ctx, member.owned_start_keys()), ctx)
+            if new is None and in_place and member._kernel_rule():
+                new = member._kernel_rows_step(new_theta, grad, st, some,
                                                step_owned(ctx, member.owned_start_keys()), ctx)
             if new is None:                 # rows gathered (nothing was written above)
                 sub = dataclasses.replace(ctx, replica=ctx.replica[idx], clients=ctx.clients[idx],

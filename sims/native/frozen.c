@@ -12,14 +12,14 @@
  * (optional): a rate per row. Rows are split over nthreads OpenMP threads. */
 #include "native.h"
 
-#define FROZEN_STEP(T, SUF)                                                              \
+#define FROZEN_STEP(T, SUF, SQRT)                                                            \
 static inline T frozen_u_##SUF(T gj, const T *anchor, const T *c, const T *m,            \
                                const T *p, const T *q, int64_t j, T b1, T cb1, T cb2) {  \
     if (anchor) gj = (gj - anchor[j]) + c[j];                                            \
     T den = p[j] + cb2 * gj * gj;                                                        \
     if (q) den = den < q[j] ? q[j] : den;                                                \
     T num = b1 != 0 ? b1 * m[j] + cb1 * gj : gj;                                         \
-    return num / sqrt(den);                                                              \
+    return num / SQRT(den);                                                              \
 }                                                                                        \
 void frozen_step_##SUF(T *out, const T *theta, const T *g, const T *anchor, const T *c,  \
                        const T *m, const T *p, const T *q, int64_t rows, int64_t d,      \
@@ -57,5 +57,5 @@ void frozen_step_##SUF(T *out, const T *theta, const T *g, const T *anchor, cons
         }                                                                                \
     }                                                                                    \
 }
-FROZEN_STEP(float, f32)
-FROZEN_STEP(double, f64)
+FROZEN_STEP(float, f32, sqrtf)
+FROZEN_STEP(double, f64, sqrt)
