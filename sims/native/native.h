@@ -114,15 +114,10 @@ static inline void trust_apply_##SUF(T *out, const T *th, const T *restrict u,  
         for (int k = 0; k < NATIVE_LANES; ++k) sq[r] += acc[r][k];                     \
     T f = (T)(-lr * trust_ratio(phi, phi_min, phi_max, sq[0], sq[2], sq[1]));          \
     const T l = (T)lam;                                                                \
-    /* blocks last to first: the end of the layer, which the pass before left in the  \
-     * L2, is read first (a large layer and its u do not fit the L2 together) */       \
-    for (int64_t b = (n - 1) / NATIVE_BLOCK * NATIVE_BLOCK; b >= 0; b -= NATIVE_BLOCK) {\
-        int64_t e = b + NATIVE_BLOCK < n ? b + NATIVE_BLOCK : n;                       \
-        if (lam != 0.0)                                                                \
-            for (int64_t j = b; j < e; ++j) out[j] = th[j] + f * (u[j] + l * th[j]);   \
-        else                                                                           \
-            for (int64_t j = b; j < e; ++j) out[j] = th[j] + f * u[j];                 \
-    }                                                                                  \
+    if (lam != 0.0)                                                                    \
+        for (int64_t j = 0; j < n; ++j) out[j] = th[j] + f * (u[j] + l * th[j]);       \
+    else                                                                               \
+        for (int64_t j = 0; j < n; ++j) out[j] = th[j] + f * u[j];                     \
 }                                                                                      \
 static inline void trust_layer_##SUF(T *out, const T *th, const T *restrict u,        \
                                      int64_t n, double lr, int64_t phi, double phi_min,\
