@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from sims import engine, torch_fused
-from sims.algorithms.adaptive import LocalAdaptive, layer_seg
+from sims.algorithms.adaptive import LocalAdaptive
 from sims.algorithms.registry import make_algorithm, make_for_problem
 from sims.models import MLP
 from sims.optim import TrustRatio, unscaled_vhat
@@ -437,7 +437,7 @@ def test_local_vhat_message_is_the_rules(layout, name):
                 assert "vhat_scale" in lstate
             else:
                 th, lstate = alg.rule.reference_step(th, g, lstate, None, alg.eta_l,
-                                                     layout, layer_seg(layout, th))
+                                                     layout)
         msgs[form] = alg.client_message(theta - th, lstate, cstate, ctx)[1]
     assert set(msgs["fused"]) == set(msgs["reference"]) >= {"vhat", "v", "n"}
     for k in msgs["reference"]:

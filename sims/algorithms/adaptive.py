@@ -40,7 +40,7 @@ from typing import ClassVar
 import torch
 
 from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _masked, axpy,
-                     layer_segments, local_adaptive_fast_ok, local_adaptive_step, trust_step,
+                     local_adaptive_fast_ok, local_adaptive_step, trust_step,
                      unscaled_vhat)
 from .. import compiled, torch_fused
 from ..native import adaptive as native_adaptive
@@ -602,11 +602,6 @@ class FedOpt(Algorithm):
 
     def describe(self):
         return describe_dataclass(self)
-
-
-def layer_seg(layout, like: torch.Tensor) -> torch.Tensor:
-    """Cached layer index of every coordinate (for the trust ratio)."""
-    return layer_segments(layout, like.device)
 
 
 def _affine_sgd(alg, bcast, mu, alpha, ga, ctx, correction=None) -> AffineSGD:

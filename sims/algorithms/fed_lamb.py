@@ -70,7 +70,7 @@ import torch
 from ..optim import (AdaptiveRule, OptimizerError, TrustRatio, _is_number, _masked, axpy,
                      full_like, rsqrt_, trust_step, unscaled_vhat)
 from .adaptive import (FedOpt, LocalAdaptive, bits, check_common, describe_dataclass,
-                       layer_seg, lr_at, mean_of)
+                       lr_at, mean_of)
 from .. import compiled
 from ..native import frozen as native_frozen
 from ..batching import per_replica, replica_runs
@@ -205,8 +205,9 @@ class FedLAMB(Algorithm):
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
-        seg = layer_seg(ctx.layout, theta) if self.layerwise else None
-        return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout, seg,
+        # the trust ratio's per-coordinate layer index is built only where the readable
+        # rule needs it (a repeat_interleave over d each step: ~1.5 ms a round here)
+        return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout,
                               owned=step_owned(ctx, self.owned_start_keys()))
 
     def client_message(self, delta, lstate, cstate, ctx):
