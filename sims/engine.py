@@ -412,6 +412,9 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
         if delta is None:
             # this chunk's own copies of the server models (b_cast["theta"] stays as it is)
             theta = start_rows(bcast["theta"], rep)
+            defer = (getattr(algorithm, "takes_deferred_grad", False)
+                     and getattr(problem, "defers_grad", False)
+                     and not getattr(algorithm, "needs_anchor_grad", False))
             for k in range(payload.shape[1]):
                 mask = step_mask[:, k]
                 # what the step may overwrite (sims.ownership): theta always (the copy above,
@@ -421,7 +424,9 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
                 ctx.extra["owned_theta"] = True
                 ctx.extra["owned_state"] = k > 0
                 ctx.extra["owned_start"] = k == 0
-                if not getattr(algorithm, "needs_anchor_grad", False):
+                if defer:                   # the algorithm reads a DeferredGrad itself
+                    g = problem.stoch_grad(theta, cli, payload[:, k], defer=True)
+                elif not getattr(algorithm, "needs_anchor_grad", False):
                     g = problem.stoch_grad(theta, cli, payload[:, k])
                 elif hasattr(problem, "stoch_grad_pair"):   # both on one gathered minibatch
                     g, ctx.extra["anchor_grad"] = problem.stoch_grad_pair(

@@ -43,6 +43,7 @@ from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _
                      local_adaptive_fast_ok, local_adaptive_step, trust_step,
                      unscaled_vhat)
 from .. import compiled, torch_fused
+from ..deferred_grad import materialized
 from ..native import adaptive as native_adaptive
 from ..ownership import Owned
 from ..batching import per_replica, replica_runs
@@ -237,21 +238,23 @@ class LocalAdaptive:
             # FedLADA and ~1.05x faster a round on Fed-AMS and Fed-LAMB (the fused kernel
             # plus one rescale of vhat; Fed-LAMB: plus the trust step's passes)
             if compiled.usable(self, mask, theta):
-                got = compiled.fused_local_adaptive_step(self, theta, g, state, lr,
-                                                         gathered(ga), owned, layout)
+                got = compiled.fused_local_adaptive_step(self, theta, materialized(g), state,
+                                                         lr, gathered(ga), owned, layout)
                 if got is not None:
                     return got
             if self.native_step and theta.device.type == "cpu":
+                # the C kernel reads a DeferredGrad's block where it is (sims.deferred_grad)
                 got = native_adaptive.local_adaptive_step(self, theta, g, state, lr, layout,
                                                           replica_rows(ga), owned, mask)
                 if got is not None:
                     return got
+            g = materialized(g)
             got = self._torch_fused_step(theta, g, state, mask, lr, ga, owned, layout)
             if got is not None:
                 return got
             return local_adaptive_step(self, theta, g, state, mask, lr, layout, gathered(ga),
                                        owned)
-        return self.reference_step(theta, g, state, mask, lr, layout, seg, ga)
+        return self.reference_step(theta, materialized(g), state, mask, lr, layout, seg, ga)
 
     def _torch_fused_step(self, theta, g, state, mask, lr, ga, owned, layout):
         """The step through torch's fused Adam / AMSGrad CPU kernel (:mod:`sims.torch_fused`,

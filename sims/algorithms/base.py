@@ -79,6 +79,9 @@ class Algorithm:
     needs_uniforms = False
     needs_round_gradient = False      # engine calls round_gradient before broadcast
     needs_anchor_grad = False         # engine puts ctx.extra["anchor_grad"] in local_step
+    # local_step takes a sims.deferred_grad.DeferredGrad (from problems that make one) and
+    # materializes it wherever it needs the whole tensor
+    takes_deferred_grad = False
     local_rule = None
 
     def init_server(self, theta0: torch.Tensor) -> dict:

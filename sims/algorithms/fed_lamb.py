@@ -117,6 +117,7 @@ class FedLAMB(Algorithm):
     """
     name = "fed-lamb"
     layerwise = True
+    takes_deferred_grad = True      # the gradient only reaches LocalAdaptive.step
     eta: float = 1.0
     eta_l: float = 0.01
     beta1: float = 0.9

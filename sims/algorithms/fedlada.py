@@ -231,6 +231,7 @@ class FedLADA(Algorithm):
     (CIFAR-10) / ``0.05``, weight decay ``1e-2``, decay 0.998.
     """
     name = "fedlada"
+    takes_deferred_grad = True      # the gradient only reaches LocalAdaptive.step
     eta: float = 1.0
     eta_l: float = 1e-3
     alpha: float = 0.1

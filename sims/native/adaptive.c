@@ -27,6 +27,9 @@
  * ga_stride 0 (a server row read by every row of the call) or a row per row (stride d).
  * lr_rows (optional): a rate per row; row_mask (optional): rows with 0 keep theta and their
  * state (copied where the output is another tensor; their vhat scale kept, 1 if none).
+ * g_blk (optional): row i's columns [blk_lo, blk_hi) of g are read from g_blk[i] (a
+ * contiguous block, sims.deferred_grad: a gradient block never copied into g); with a trust
+ * ratio the block is whole layers.
  * The specialised loops (mode x coupled x amended x decoupled) keep the options' branches out
  * of the inner loops. */
 #include <string.h>
@@ -143,7 +146,8 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
                          int64_t wd_coupled,                                                 \
                          int64_t nlayers, const int64_t *offsets, int64_t phi,               \
                          double phi_min, double phi_max, double lam, T *scratch_all,         \
-                         int64_t scratch_len, int64_t nthreads) {                            \
+                         int64_t scratch_len, int64_t nthreads, const T *const *g_blk,       \
+                         int64_t blk_lo, int64_t blk_hi) {                                   \
     const T b1 = (T)b1d, cb1 = (T)(1.0 - b1d), b2 = (T)b2d, cb2 = (T)(1.0 - b2d);            \
     const T wdt = (T)wdd_, lamt = (T)lam;                                                    \
     const int wdc = wdd_ != 0.0 && wd_coupled, wdd = wdd_ != 0.0 && !wd_coupled;             \
@@ -178,17 +182,25 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
         const T au = (T)(lri * alpha), aga = (T)(lri * (1.0 - alpha)), awd = (T)(lri * wdd_);\
         int64_t at = i * d;                                                                  \
         T *o = out + at, *mo = m_out + at, *vo = v_out + at;                                 \
-        const T *th = theta + at, *gi = g + at, *mi = m + at, *vi = v + at;                  \
+        const T *th = theta + at, *g_row = g + at, *mi = m + at, *vi = v + at;               \
+        /* columns [blk_lo, blk_hi) of g: the row's own block (g_blk[i]) where given */      \
+        const T *g_in = g_blk ? g_blk[i] - blk_lo : g_row;                                   \
         T *vho = vh_out ? vh_out + at : 0;                                                   \
         const T *vhi = vh ? vh + at : 0;                                                     \
         const T *gai = ga ? ga + i * ga_stride : 0;                                          \
-        if (nlayers == 0) {                                                                  \
-            int64_t lo = 0, hi = d;                                                          \
-            switch ((int)(mode * 8 + wdc * 4 + amend * 2 + wdd)) { ADA_CASES(SUF) }          \
+        if (nlayers == 0) {      /* the row in three column runs: before, in, after the block */\
+            const int64_t cut[4] = {0, g_blk ? blk_lo : 0, g_blk ? blk_hi : 0, d};           \
+            for (int part = 0; part < 3; ++part) {                                           \
+                int64_t lo = cut[part], hi = cut[part + 1];                                  \
+                if (lo >= hi) continue;                                                      \
+                const T *gi = part == 1 ? g_in : g_row;                                      \
+                switch ((int)(mode * 8 + wdc * 4 + amend * 2 + wdd)) { ADA_CASES(SUF) }      \
+            }                                                                                \
             continue;                                                                        \
         }                                                                                    \
         for (int64_t l = 0; l < nlayers; ++l) {                                              \
             int64_t lo = offsets[l], hi = offsets[l + 1], len = hi - lo;                     \
+            const T *gi = g_blk && lo >= blk_lo && hi <= blk_hi ? g_in : g_row;              \
             switch ((int)(mode * 2 + wdc)) { ADA_U_CASES(SUF) }                              \
             double ratio = trust_ratio(phi, phi_min, phi_max, sq[0],                         \
                                        lam != 0.0 ? sq[2] : sq[1], sq[1]);                   \

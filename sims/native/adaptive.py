@@ -36,6 +36,7 @@ import ctypes
 import torch
 
 from ..batching import replica_runs
+from ..deferred_grad import DeferredGrad
 from ..ownership import NOTHING
 from . import count, kernel, ptr, threads, usable
 from .frozen import PHI_CODES, layer_offsets
@@ -44,7 +45,26 @@ MODES = {("amsgrad", "step"): 0, ("amsgrad", "round"): 1, ("adam", "step"): 2,
          ("adam", "round"): 2}
 _I64, _F64, _P = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
 ARGTYPES = ([_P] * 10 + [_I64, _I64, _I64] + [_P] * 6 + [_F64, _I64, _I64]
-            + [_F64] * 5 + [_I64, _I64, _P, _I64, _F64, _F64, _F64, _P, _I64, _I64])
+            + [_F64] * 5 + [_I64, _I64, _P, _I64, _F64, _F64, _F64, _P, _I64, _I64]
+            + [_P, _I64, _I64])
+
+
+def _block_table(g, theta, layout, trust: bool):
+    """``(flat, table, lo, hi)`` for a :class:`sims.deferred_grad.DeferredGrad` whose block
+    the kernel can read where it is (each row's part contiguous, ``theta``'s dtype, the
+    block's length; with a trust ratio the block one layer), ``table`` the rows' part
+    addresses (int64); else the gradient materialized and no table."""
+    if not isinstance(g, DeferredGrad):
+        return g, None, 0, 0
+    block, parts = g.block, g.parts
+    lo, hi = block.start or 0, block.stop
+    if (parts is None or (block.step or 1) != 1 or hi is None or len(parts) != theta.shape[0]
+            or (trust and block not in layout.slices)
+            or not all(p.dtype == theta.dtype and p.device.type == "cpu" and p.is_contiguous()
+                       and p.numel() == hi - lo for p in parts)):
+        return g.materialize(), None, 0, 0
+    table = torch.tensor([p.data_ptr() for p in parts], dtype=torch.int64)
+    return g.flat, table, lo, hi
 
 
 def _rows_of(x, B, dtype):
@@ -74,8 +94,10 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, 
     d]`` rows and each row's replica (:func:`sims.batching.per_replica`); ``lr`` a number or
     one rate per row; ``owned`` a :class:`sims.ownership.Owned` (None: nothing); ``mask``
     (``[B]`` bool, None: every row): the rows that step, the others keeping ``theta`` and
-    their state."""
+    their state. ``g`` may be a :class:`sims.deferred_grad.DeferredGrad`: its block is read
+    where it is (:func:`_block_table`)."""
     B, d = theta.shape
+    g, g_table, blk_lo, blk_hi = _block_table(g, theta, layout, rule.trust is not None)
     mask_u8 = None
     if mask is not None:
         if mask.dtype != torch.bool or mask.shape != (B,) or mask.device.type != "cpu":
@@ -167,7 +189,7 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, 
            at(v, lo), at(vh_out, lo), at(vhat, lo) if mode != 2 else None, ga_p, ga_stride,
            hi - lo, d, at(n, lo, es), at(nm, lo, es), at(scale_in, lo, es),
            at(scale_out, lo, es), at(lr_rows, lo, es), at(mask_u8, lo, 1), *scalars, *consts,
-           ptr(scratch), scratch_len, nt)
+           ptr(scratch), scratch_len, nt, at(g_table, lo, 8), blk_lo, blk_hi)
 
     for rep, rows in runs:                  # one call per replica run (its g_a row)
         rows_of(rep, rows.start, rows.stop)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import torch
 
 from ..batching import replica_runs
+from ..deferred_grad import DeferredGrad
 from .linear_stack import _logit_grad, relu_backward
 
 try:                                    # oneDNN's plain-layout matmul (CPU builds with MKL-DNN)
@@ -131,9 +132,12 @@ def _layers(params, runs=None):
     return [_Weights(W, b, runs) for W, b in zip(params[0::2], params[1::2])]
 
 
-def _weight_grad(dzT: torch.Tensor, hT: torch.Tensor, out: torch.Tensor, onednn: bool) -> None:
+def _weight_grad(dzT: torch.Tensor, hT: torch.Tensor, out: torch.Tensor, onednn: bool,
+                 parts: list | None = None) -> None:
     """``out[c] = dzT[c] hT[c]^T`` (``dzT[B, out, b]``, ``hT[B, in, b]``, ``out`` a view of
-    the flat gradient)."""
+    the flat gradient). ``parts`` (a list): where the products are per-client oneDNN calls,
+    their outputs are appended to it instead of copied into ``out`` (left unwritten:
+    :class:`sims.deferred_grad.DeferredGrad`)."""
     B, n_in, b = hT.shape
     if onednn and onednn_big(b * dzT.shape[1] * n_in):
         # oneDNN reads a transposed view of sample-major inputs as it is (same speed, same
@@ -142,16 +146,22 @@ def _weight_grad(dzT: torch.Tensor, hT: torch.Tensor, out: torch.Tensor, onednn:
         if hT.stride(2) != n_in or hT.stride(1) != 1:
             hT = hT.contiguous()
         for c in range(B):
-            out[c].copy_(_onednn(dzT[c], hT[c]))
+            got = _onednn(dzT[c], hT[c])
+            if parts is None:
+                out[c].copy_(got)
+            else:
+                parts.append(got)
     else:
         torch.bmm(dzT, hT.transpose(1, 2), out=out)
 
 
 def _grad(layers, h: torch.Tensor, hT: torch.Tensor, y, w, out: "_Out",
-          onednn: bool) -> torch.Tensor:
+          onednn: bool, defer: bool = False):
     """The gradient of ``sum_s w_s CE_s / sum_s w_s`` into ``out`` (its flat ``[B, d]`` is
     returned) from the first layer's inputs ``h[B, b, in]`` and ``hT`` (the same,
-    feature-major)."""
+    feature-major). ``defer``: the first layer's weight gradient, where it comes from
+    per-client oneDNN products, is left in their outputs (a
+    :class:`sims.deferred_grad.DeferredGrad` is returned)."""
     inputs, pre = [], []
     for i, layer in enumerate(layers):
         inputs.append(hT)
@@ -161,11 +171,14 @@ def _grad(layers, h: torch.Tensor, hT: torch.Tensor, y, w, out: "_Out",
             hT = torch.relu(zT)
     dzT = _logit_grad(zT, y, w / w.sum(1, keepdim=True).clamp_min(1), dim=1)
     views = out.unflattened
+    parts = [] if defer else None
     for i in range(len(layers) - 1, -1, -1):
-        _weight_grad(dzT, inputs[i], views[2 * i], onednn)
+        _weight_grad(dzT, inputs[i], views[2 * i], onednn, parts if i == 0 else None)
         torch.sum(dzT, 2, out=views[2 * i + 1])
         if i > 0:
             dzT = relu_backward(layers[i].input_grad(dzT), pre[i - 1])
+    if parts:                                   # the first weight's columns: slices[0]
+        return DeferredGrad(out.flat, out.first, parts)
     return out.flat
 
 
@@ -181,18 +194,21 @@ class _Out:
     def __init__(self, layout, B, like):
         self.flat = torch.empty((B, layout.d), dtype=like.dtype, device=like.device)
         self.unflattened = list(layout.unflatten(self.flat).values())
+        self.first = layout.slices[0]
 
 
 def stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
-               onednn: bool | None = None) -> torch.Tensor:
+               onednn: bool | None = None, defer: bool = False):
     """Per-client gradients ``[B, d]`` at ``theta[B, d]`` of the mean weighted cross-entropy on
     inputs ``x[B, b, ...]``, labels ``y[B, b]``, weights ``w[B, b]`` (0 = padding; all-padding
     rows give 0): :func:`sims.problems.linear_stack.linear_stack_grad` without the losses.
-    ``onednn`` None (default) takes oneDNN by :func:`use_onednn`; False never."""
+    ``onednn`` None (default) takes oneDNN by :func:`use_onednn`; False never. ``defer``: a
+    :class:`sims.deferred_grad.DeferredGrad` where the first weight's gradient comes from
+    per-client oneDNN products (else the tensor, as without)."""
     B = theta.shape[0]
     use = use_onednn(theta, onednn)
     return _grad(_layers(list(layout.unflatten(theta).values())), *_inputs(x, B), y, w,
-                 _Out(layout, B, theta), use)
+                 _Out(layout, B, theta), use, defer)
 
 
 def stack_grad_pair(theta: torch.Tensor, server: torch.Tensor, rep: torch.Tensor, layout,

@@ -29,6 +29,9 @@ from .mlp_grad import stack_full_grad_sum, stack_grad, stack_grad_pair, use_oned
 
 
 class NeuralProblem:
+    #: :meth:`stoch_grad` takes ``defer`` (:mod:`sims.deferred_grad`)
+    defers_grad = True
+
     def __init__(self, dataset, parts: list[np.ndarray], model: torch.nn.Module, *,
                  batch_size: int = 32, local_epochs: int = 1, local_steps: int | None = None,
                  eval_train_samples: int | None = None, device="cpu", dtype=torch.float32,
@@ -163,12 +166,15 @@ class NeuralProblem:
         return stream[:need].reshape(self.local_steps, self.batch_size)
 
     # ----------------------------------------------------------------- batched path
-    def stoch_grad(self, theta: torch.Tensor, clients: torch.Tensor, payload: torch.Tensor):
-        """Minibatch gradients ``[B, d]``; ``payload[B, batch]`` holds sample indices."""
+    def stoch_grad(self, theta: torch.Tensor, clients: torch.Tensor, payload: torch.Tensor,
+                   defer: bool = False):
+        """Minibatch gradients ``[B, d]``; ``payload[B, batch]`` holds sample indices.
+        ``defer`` (the engine passes it where the algorithm takes it, :attr:`defers_grad`):
+        the fast MLP gradient may come as a :class:`sims.deferred_grad.DeferredGrad`."""
         x, y, w = self.minibatch(payload)
         if self.fast_path:
             if self.fast_grad:
-                return stack_grad(theta, self.layout, x, y, w)
+                return stack_grad(theta, self.layout, x, y, w, defer=defer)
             return linear_stack_grad(theta, self.layout, x, y, w)[0]
         return self._batched_grad(theta, x, y, w)
 
