@@ -94,10 +94,39 @@ def test_step_on_deferred_equals_step_on_materialized(name, native_on, onednn_ca
         assert torch.equal(runs[True][1][k], runs[False][1][k]), k
 
 
-@pytest.mark.parametrize("name", ["fed-ams", "fed-lamb", "fedlada", "localadam", "mimelite"])
+@pytest.mark.parametrize("name", ["dja", "fedadaadam", "fedada2"])
+def test_full_preconditioner_reads_the_block_where_it_is(name, onednn_calls):
+    """FedAda2's full-preconditioner clients (torch's fused kernels on row lists) step on the
+    deferred gradient with each row split around its block, never materializing it, and
+    give the bits of a step on the materialized one; SM3-II (FedAda2) materializes."""
+    prob = _problem(MLP(784, hidden=6), dtype=torch.float32)
+    alg = make_for_problem(name, prob)
+    B = len(SIZES)
+    theta, _, _ = _grads(prob)
+    ctx = engine.RoundContext(0, prob.layout, torch.zeros(B, dtype=torch.long),
+                              torch.arange(B), torch.full((B,), -1))
+    bcast = alg.broadcast(alg.init_server(theta[:1].clone()))
+    rows = {k: v.expand(B, *v.shape[1:]).clone() for k, v in bcast.items()}
+    results = {}
+    for defer in (True, False):
+        x, y, w = prob.minibatch(_payload(prob))
+        g = stack_grad(theta, prob.layout, x, y, w, defer=defer)
+        lstate = alg.local_start(rows, {}, ctx)
+        results[defer] = alg.local_step(theta.clone(), g, lstate, rows, {}, None, ctx)
+        if defer:
+            assert (g.parts is not None) == (name != "fedada2")
+    assert torch.equal(results[True][0], results[False][0])
+    for k in results[False][1]:
+        assert torch.equal(results[True][1][k], results[False][1][k]), k
+
+
+@pytest.mark.parametrize("name", ["fed-ams", "fed-lamb", "fedlada", "localadam", "mimelite",
+                                  "dja", "joint-adaptive", "fedadaadam", "fedadaadagrad",
+                                  "fedada2", "fedada2-adam", "fedada2-blend"])
 def test_engine_runs_equal_with_and_without_deferral(name, onednn_calls, monkeypatch):
     """Whole runs (unequal clients, partial participation): deferral changes no bit. The
-    algorithms that take it were handed DeferredGrads; MimeLite (which does not) never."""
+    algorithms that take it were handed DeferredGrads; the others (MimeLite, FedAda2-blend)
+    never."""
     handed = []
     real = engine._run_clients
 

@@ -69,6 +69,7 @@ from typing import ClassVar
 import torch
 
 from .. import compiled, torch_fused
+from ..deferred_grad import DeferredGrad, materialized
 from ..native import sm3 as native_sm3
 from ..ownership import Owned, step_owned
 from ..optim import OptimizerError, SM3Cover, _masked, sm3_adagrad_step, sm3_adam_step
@@ -98,6 +99,36 @@ class FedYogi(FedOpt):
     name = "fedyogi"
     server: str = "yogi"
     eta: float = 0.01
+
+
+def _row_parts(grad, theta):
+    """``(block, pieces)`` of a :class:`sims.deferred_grad.DeferredGrad` whose per-row block
+    outputs torch's fused kernels can read where they are (contiguous, ``theta``'s dtype and
+    device, the block's length), the pieces flattened; else None."""
+    if not isinstance(grad, DeferredGrad) or grad.parts is None:
+        return None
+    block = grad.block
+    n = block.stop - (block.start or 0)
+    if (block.step or 1) != 1 or not all(
+            p.dtype == theta.dtype and p.device == theta.device and p.is_contiguous()
+            and p.numel() == n for p in grad.parts):
+        return None
+    return block, [p.view(-1) for p in grad.parts]
+
+
+def _split_rows(rows: list, block: slice, pieces: list | None = None) -> list:
+    """Each ``[d]`` row of ``rows`` as its views before, in and after the columns ``block``
+    (empty ones left out), in row order; ``pieces``: row ``i``'s block is ``pieces[i]``
+    instead (a deferred gradient's block)."""
+    out = []
+    for i, r in enumerate(rows):
+        lo, hi = block.start or 0, block.stop
+        if lo > 0:
+            out.append(r[:lo])
+        out.append(r[lo:hi] if pieces is None else pieces[i])
+        if hi < r.shape[0]:
+            out.append(r[hi:])
+    return out
 
 
 @dataclass
@@ -135,6 +166,9 @@ class JointAdaptive(Algorithm):
     :func:`sims.optim.sm3_adam_step` (``tests/test_fast_adaptive.py``).
     """
     name = "joint-adaptive"
+    # local_step reads a sims.deferred_grad.DeferredGrad (the full preconditioner's row lists
+    # take its block where it is; every other form materializes it)
+    takes_deferred_grad = True
     #: the SM3-II client step through the C kernel (:mod:`sims.native.sm3`) where it applies
     #: (:meth:`_native_rule`) and is built (False: torch's fused kernels / the eager forms)
     native_step: ClassVar[bool] = True
@@ -278,7 +312,8 @@ class JointAdaptive(Algorithm):
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         if self.local_warmup:                 # the rate changes step by step: the readable rule
-            return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
+            return self.reference_local_step(theta, materialized(grad), lstate, bcast, cstate,
+                                             mask, ctx)
         # the SM3-II step in one C pass (_native_step, sims.native.sm3) first; then torch's
         # fused kernels (_torch_fused_step: in place, no compile; the full preconditioner,
         # and SM3-II with the cover around the kernel where the C kernels are off); the
@@ -287,10 +322,17 @@ class JointAdaptive(Algorithm):
         # preconditioners (README, "Every algorithm": FedAda2 / FedAda2-Adam / blend 2.58x /
         # 2.75x / 2.37x of fused Fed-SGD with torch's kernels, 2.82x / 3.28x / 4.19x when the
         # compiled SM3-II kernel went first)
-        for form in (self._native_step, self._torch_fused_step, self._compiled_full_step):
-            got = form(theta, grad, lstate, mask, ctx)
+        # a DeferredGrad (sims.deferred_grad) is read where it is only by the full
+        # preconditioner's row lists (_kernel_rows_step); every other form gets the tensor
+        # (the SM3-II C kernel is tried only where its rule holds)
+        forms = ([self._native_step] if self._native_rule() else []) + [
+            self._torch_fused_step, self._compiled_full_step]
+        for form in forms:
+            parts_ok = form == self._torch_fused_step and self.precond != "sm3-ii"
+            got = form(theta, grad if parts_ok else materialized(grad), lstate, mask, ctx)
             if got is not None:
                 return got
+        grad = materialized(grad)
         if (self.client == "adagrad" and self.delay == 1 and not self.clip
                 and not self.freeze_epochs
                 and not torch.is_tensor(self.eps)):          # sims.optim.sm3_adagrad_step
@@ -494,6 +536,10 @@ class JointAdaptive(Algorithm):
         B = theta.shape[0]
         owned = Owned.of(owned)
         idx = range(B) if rows is None else rows.tolist()
+        sm3 = self.precond == "sm3-ii"
+        parts = _row_parts(grad, theta) if rows is None and not sm3 and \
+            self.client != "sgd" else None
+        grad = materialized(grad) if parts is None else grad.flat
         t_all, g_all = theta.unbind(0), grad.unbind(0)
         t_rows, g_rows = [t_all[i] for i in idx], [g_all[i] for i in idx]
         if rows is None:
@@ -507,7 +553,6 @@ class JointAdaptive(Algorithm):
             return new
         if not torch_fused.ready(self.client, theta.dtype):
             return None
-        sm3 = self.precond == "sm3-ii"
         if sm3:                                         # v = cover_min(mu), the kernel's input
             cover = self.cover(ctx.layout)
             if rows is None:
@@ -521,16 +566,26 @@ class JointAdaptive(Algorithm):
             v = torch_fused.writable(st["mu"], owned("mu"))
             v_all = v.unbind(0)
             v_rows = [v_all[i] for i in idx]
+        m = m_rows = None
+        if self.client == "adam":
+            m = torch_fused.writable(st["m"], owned("m"))
+            m_all = m.unbind(0)
+            m_rows = [m_all[i] for i in idx]
+        steps = None
+        if self.client == "adam" and self.bias_correction:
+            steps = k if rows is None else k.index_select(0, rows)
+        if parts is not None:        # each row as its pieces around the deferred block
+            block, pieces = parts
+            t_rows, v_rows = _split_rows(t_rows, block), _split_rows(v_rows, block)
+            m_rows = None if m_rows is None else _split_rows(m_rows, block)
+            g_rows = _split_rows(g_rows, block, pieces)
+            if steps is not None:
+                steps = steps.repeat_interleave(len(t_rows) // len(idx))
         if self.client == "adagrad":
             ok = torch_fused.adagrad_rows(t_rows, g_rows, v_rows, self.eta_l, self.eps)
         else:
-            m = torch_fused.writable(st["m"], owned("m"))
-            m_all = m.unbind(0)
-            steps = None
-            if self.bias_correction:
-                steps = k if rows is None else k.index_select(0, rows)
-            ok = torch_fused.adam_rows(t_rows, g_rows, [m_all[i] for i in idx], v_rows, steps,
-                                       self.eta_l, self.beta1, self.beta2, self.eps)
+            ok = torch_fused.adam_rows(t_rows, g_rows, m_rows, v_rows, steps, self.eta_l,
+                                       self.beta1, self.beta2, self.eps)
             new["m"] = m
         if not ok:
             return None
@@ -741,6 +796,7 @@ class FedAda2Blend(JointAdaptive):
     participants (``S = sum_l |S_l|``) and applies SU (or the chosen server rule).
     """
     name = "fedada2-blend"
+    takes_deferred_grad = False     # its members' forms read the whole tensor
     strategies: str = "sm3-adagrad,sm3-adam,sgd"
     weights: str | None = None
     steps: str | None = None
