@@ -119,6 +119,22 @@ def top_indices(a: torch.Tensor, k: int) -> torch.Tensor:
     return torch.where(pick < k * s, in_block, pick - k * s + nb * s)
 
 
+def error_feedback(compressor, x: torch.Tensor, error: torch.Tensor, layout: ParamLayout,
+                   u=None):
+    """Fed-EF Alg. 2 lines 11-12 (and Alg. 3's server side): ``target = x + error``, the
+    message ``C(target)`` and the new error ``target - C(target)``, as ``(target, message,
+    residual)``; a compressor with a ``with_error`` form (:meth:`TopK.with_error`: one C
+    pass) computes the three at once, bit for bit the same."""
+    fused = getattr(compressor, "with_error", None)
+    if fused is not None and u is None:
+        got = fused(x, error, layout)
+        if got is not None:
+            return got
+    target = x + error
+    msg = compressor(target, layout, u)
+    return target, msg, target - msg
+
+
 @dataclass(frozen=True)
 class TopK:
     k: float
@@ -159,6 +175,18 @@ class TopK:
             idx = top_indices(block.abs(), kept_count(self.k, size))
             out[:, sl].scatter_(1, idx, block.gather(1, idx))
         return out
+
+    def with_error(self, x: torch.Tensor, error: torch.Tensor, layout: ParamLayout):
+        """:func:`error_feedback`'s ``(target, message, residual)`` through one C kernel
+        (:func:`sims.native.topk.ef_topk`: ``x + error``, the selection and the residual per
+        row while it is in the cache; the same bits as the three steps with the C
+        selection); None where it does not apply."""
+        if not (self.native and x.dim() == 2 and x.device.type == "cpu"):
+            return None
+        blocks = _blocks(layout, self.scope)
+        outs = tuple(torch.empty_like(x) for _ in range(3))
+        ks = [kept_count(self.k, size) for size in blocks.sizes]
+        return outs if native_topk.ef_topk(x, error, blocks.slices, ks, outs) else None
 
     def bits(self, layout: ParamLayout) -> int:
         blocks = _blocks(layout, self.scope)

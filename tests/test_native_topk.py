@@ -98,3 +98,55 @@ def test_unusable_inputs_fall_back():
     layout = ParamLayout.single(50)
     torch.testing.assert_close((TopK(0.1)(x.half(), layout) != 0).sum(1),
                                torch.full((3,), 5))
+
+
+@pytest.mark.parametrize("scope", ["layer", "model"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_error_feedback_in_one_kernel_equals_the_three_steps(scope, dtype, monkeypatch):
+    """compress.error_feedback with TopK (Fed-EF Alg. 2 lines 11-12) through the fused C
+    kernel gives the bits of ``target = x + e``, the C selection, ``target - msg``; with ties
+    too (integer-valued entries)."""
+    from sims.compress import Sign, error_feedback
+    layout = ParamLayout(("w", "b", "v"), ((40, 200), (40,), (3000,)))
+    g = torch.Generator().manual_seed(4)
+    comp = TopK(0.01, scope=scope)
+    for x, e in ((torch.randn(5, layout.d, generator=g, dtype=dtype),
+                  torch.randn(5, layout.d, generator=g, dtype=dtype)),
+                 (torch.randint(-3, 4, (5, layout.d), generator=g).to(dtype),
+                  torch.randint(-3, 4, (5, layout.d), generator=g).to(dtype))):
+        before = native.calls.get("ef_topk", 0)
+        fused = error_feedback(comp, x, e, layout)
+        assert native.calls.get("ef_topk", 0) == before + 1
+        target = x + e
+        msg = comp(target, layout)
+        for got, want in zip(fused, (target, msg, target - msg)):
+            assert torch.equal(got, want)
+    monkeypatch.setattr(TopK, "native", False)            # the torch form: three steps
+    before = native.calls.get("ef_topk", 0)
+    target, msg, res = error_feedback(comp, x, e, layout)
+    assert native.calls.get("ef_topk", 0) == before
+    assert torch.equal(target + 0, x + e) and torch.equal(res, target - msg)
+    sign = error_feedback(Sign(), x, e, layout)             # no fused form: three steps
+    assert torch.equal(sign[1], Sign()(x + e, layout))
+
+
+@pytest.mark.parametrize("name", ["fed-ef-sgd", "fed-ef-ams"])
+def test_fed_ef_runs_equal_with_the_fused_error_feedback(name, monkeypatch):
+    """Whole Fed-EF runs (TopK-0.01, error feedback) with the one-kernel error feedback and
+    with the three steps: the same bits."""
+    from sims import engine
+    from sims.algorithms.registry import make_for_problem
+    from sims.models import MLP
+    from sims.participation import Participation
+    from test_generic_grad_fast import _problem
+    out = {}
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(TopK, "with_error", lambda *a, **k: None)
+        prob = _problem(MLP(784, hidden=6), dtype=torch.float32)
+        before = native.calls.get("ef_topk", 0)
+        res = engine.run(prob, make_for_problem(name, prob), Participation("fixed", m=3), 3,
+                         [0], eval_every=0)
+        assert (native.calls.get("ef_topk", 0) > before) == fused
+        out[fused] = res.server
+    assert torch.equal(out[True]["theta"], out[False]["theta"])

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..compress import Identity
+from ..compress import Identity, error_feedback
 from ..optim import SGD, Adam, OptimizerError
 from .base import Algorithm, masked_rows
 
@@ -97,9 +97,9 @@ class FedEF(Algorithm):
         new = dict(server)
         new["opt"] = {k: masked_rows(active, v, server["opt"][k]) for k, v in opt.items()}
         if self.two_way:
-            target = direction + server["phi"]
-            sent = self.compressor(target, ctx.layout, None)
-            new["phi"] = masked_rows(active, target - sent, server["phi"])
+            _, sent, residual = error_feedback(self.compressor, direction, server["phi"],
+                                               ctx.layout)
+            new["phi"] = masked_rows(active, residual, server["phi"])
             direction = sent
         new["theta"] = masked_rows(active, server["theta"] - self.eta * direction, server["theta"])
         metrics = {}
@@ -122,9 +122,9 @@ class FedEF(Algorithm):
         if self.restart_period is not None and ctx.t >= self.restart_start:
             stale = ctx.last_round < ctx.t - self.restart_period
             error = torch.where(stale.unsqueeze(-1), torch.zeros_like(error), error)
-        target = delta + error
-        msg = self.compressor(target, ctx.layout, ctx.uniforms)
-        return msg, {"error": target - msg}, {"compress_in": target}
+        target, msg, residual = error_feedback(self.compressor, delta, error, ctx.layout,
+                                               ctx.uniforms)
+        return msg, {"error": residual}, {"compress_in": target}
 
     # ------------------------------------------------------------------ accounting
     def uplink_bits(self, layout):

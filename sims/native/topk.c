@@ -78,5 +78,23 @@ void topk_keep_##SUF(T *out, const T *x, int64_t rows, int64_t n, int64_t ld,   
     for (int64_t i = 0; i < rows; ++i)                                                 \
         topk_row_##SUF(out + i * ld, x + i * ld, n, k, cand + NATIVE_THREAD * n);      \
 }
+/* Error feedback around TopK (Fed-EF Alg. 2 lines 11-12) in one call per row: target =
+ * delta + error, msg = TopK(target) (topk_row's selection), err = target - msg, each row's
+ * target read back from the cache by the selection and the residual pass. */
+#define EF_TOPK(T, SUF)                                                                \
+void ef_topk_##SUF(T *target, T *msg, T *err, const T *delta, const T *error,          \
+                   int64_t rows, int64_t n, int64_t ld, int64_t k, int64_t *cand,      \
+                   int64_t nthreads) {                                                 \
+    _Pragma("omp parallel for schedule(static) num_threads(nthreads) if(nthreads > 1)")\
+    for (int64_t i = 0; i < rows; ++i) {                                               \
+        T *t = target + i * ld, *mo = msg + i * ld, *eo = err + i * ld;                \
+        const T *dl = delta + i * ld, *er = error + i * ld;                            \
+        for (int64_t j = 0; j < n; ++j) t[j] = dl[j] + er[j];                          \
+        topk_row_##SUF(mo, t, n, k, cand + NATIVE_THREAD * n);                         \
+        for (int64_t j = 0; j < n; ++j) eo[j] = t[j] - mo[j];                          \
+    }                                                                                  \
+}
 TOPK_KEEP(float, uint32_t, 31, f32)
 TOPK_KEEP(double, uint64_t, 63, f64)
+EF_TOPK(float, f32)
+EF_TOPK(double, f64)

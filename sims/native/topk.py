@@ -40,3 +40,30 @@ def topk_keep(x: torch.Tensor, out: torch.Tensor, sl: slice, k: int):
        int(k), ctypes.c_void_p(cand.data_ptr()), nt)
     count("topk_keep")
     return out
+
+
+EF_ARGTYPES = [_P] * 5 + [_I64, _I64, _I64, _I64, _P, _I64]
+
+
+def ef_topk(delta: torch.Tensor, error: torch.Tensor, blocks, ks, outs) -> bool:
+    """Error feedback around TopK over the column blocks ``blocks`` (slices tiling ``d``)
+    keeping ``ks[b]`` per row of block ``b``: into ``outs = (target, msg, err)`` (``[B, d]``
+    each) ``target = delta + error``, ``msg = TopK(target)`` (:func:`topk_keep`'s selection),
+    ``err = target - msg``. False (nothing written) when the kernels cannot take them."""
+    target, msg, err = outs
+    if delta.dim() != 2 or any(t.shape != delta.shape for t in (error, *outs)) \
+            or not usable(delta, error, *outs):
+        return False
+    B, d = delta.shape
+    if sum(sl.stop - sl.start for sl in blocks) != d:
+        return False
+    nt, size = threads(), delta.element_size()
+    cand = torch.empty(nt * max(sl.stop - sl.start for sl in blocks), dtype=torch.int64)
+    fn = kernel("ef_topk", delta.dtype)
+    fn.argtypes = EF_ARGTYPES
+    for sl, k in zip(blocks, ks):
+        at = sl.start * size
+        fn(*(ctypes.c_void_p(t.data_ptr() + at) for t in (target, msg, err, delta, error)),
+           B, sl.stop - sl.start, d, int(k), ctypes.c_void_p(cand.data_ptr()), nt)
+    count("ef_topk")
+    return True
