@@ -125,8 +125,8 @@ def test_full_preconditioner_reads_the_block_where_it_is(name, onednn_calls):
                                   "fedada2", "fedada2-adam", "fedada2-blend"])
 def test_engine_runs_equal_with_and_without_deferral(name, onednn_calls, monkeypatch):
     """Whole runs (unequal clients, partial participation): deferral changes no bit. The
-    algorithms that take it were handed DeferredGrads; the others (MimeLite, FedAda2-blend)
-    never."""
+    algorithms that take it were handed DeferredGrads; the others (MimeLite, FedAda2-blend,
+    FedAda2's SM3-II clients, whose forms would copy the block late) never."""
     handed = []
     real = engine._run_clients
 
@@ -146,7 +146,7 @@ def test_engine_runs_equal_with_and_without_deferral(name, onednn_calls, monkeyp
     for defer in (True, False):
         prob = _problem(MLP(784, hidden=6), dtype=torch.float32)
         alg = make_for_problem(name, prob)
-        takes = type(alg).takes_deferred_grad
+        takes = alg.takes_deferred_grad
         monkeypatch.setattr(type(alg), "takes_deferred_grad", defer and takes)
         handed.clear()
         res = engine.run(prob, alg, Participation("fixed", m=3), 3, [0], eval_every=0)
@@ -160,3 +160,30 @@ def test_engine_runs_equal_with_and_without_deferral(name, onednn_calls, monkeyp
     assert got.keys() == want.keys()
     for k in want:
         assert torch.equal(got[k], want[k]), k
+
+
+def test_asked_for_only_where_read_in_place(monkeypatch):
+    """Fed-AMS / FedLADA ask for a deferred gradient only while the C kernel (which reads it
+    in place) is on and the compiled form off; FedAda2's full preconditioner only while
+    torch's kernels are on; SM3-II, the blend and MimeLite never (they would copy late)."""
+    from sims import compiled, torch_fused
+    from sims.algorithms.registry import make_algorithm
+    takes = lambda n: make_algorithm(n).takes_deferred_grad       # noqa: E731
+    assert takes("fed-ams") and takes("fedlada") and takes("fedadaadagrad") and takes("dja")
+    assert not (takes("fedada2") or takes("fedada2-blend") or takes("mimelite"))
+    monkeypatch.setattr(LocalAdaptive, "native_step", False)
+    assert not takes("fed-ams") and not takes("localadam")
+    monkeypatch.undo()
+    was = compiled.enabled()
+    try:
+        compiled.enable(True)
+        assert not takes("fed-lamb")
+    finally:
+        compiled.enable(was)
+    was = torch_fused.enabled()
+    try:
+        torch_fused.enable(False)
+        assert not takes("dja")
+    finally:
+        torch_fused.enable(was)
+    assert takes("fed-ams") and takes("dja")

@@ -117,7 +117,6 @@ class FedLAMB(Algorithm):
     """
     name = "fed-lamb"
     layerwise = True
-    takes_deferred_grad = True      # the gradient only reaches LocalAdaptive.step
     eta: float = 1.0
     eta_l: float = 0.01
     beta1: float = 0.9
@@ -203,6 +202,12 @@ class FedLAMB(Algorithm):
         client's own ``vhat`` (``vhat="local"``) made by ``clamp_min``. Not the server's
         ``vhat``: the broadcast rows themselves."""
         return frozenset({"m", "v"} | ({"vhat"} if self.vhat == "local" else set()))
+
+    @property
+    def takes_deferred_grad(self) -> bool:
+        """The gradient only reaches ``LocalAdaptive.step``: a deferred one where that reads
+        it in place (:meth:`LocalAdaptive.reads_deferred_grad`)."""
+        return self.rule.reads_deferred_grad()
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)

@@ -164,9 +164,6 @@ class JointAdaptive(Algorithm):
     :func:`sims.optim.sm3_adam_step` (``tests/test_fast_adaptive.py``).
     """
     name = "joint-adaptive"
-    # local_step reads a sims.deferred_grad.DeferredGrad (the full preconditioner's row lists
-    # take its block where it is; every other form materializes it)
-    takes_deferred_grad = True
     #: the SM3-II client step through the C kernel (:mod:`sims.native.sm3`) where it applies
     #: (:meth:`_native_rule`) and is built (False: torch's fused kernels / the eager forms)
     native_step: ClassVar[bool] = True
@@ -378,6 +375,15 @@ class JointAdaptive(Algorithm):
         return (self.precond != "sm3-i" and self._every_step
                 and not (self.client == "adam" and self.bias_correction
                          and self.init == "server"))
+
+    @property
+    def takes_deferred_grad(self) -> bool:
+        """A :class:`sims.deferred_grad.DeferredGrad` is read where it is only by the full
+        preconditioner's row lists through torch's kernels (:meth:`_kernel_rows_step`):
+        asked for there only; any other form would copy its block late, from memory
+        (measured: the SM3-II step 10 ms a round slower)."""
+        return (self.precond != "sm3-ii" and self.client != "sgd" and not self.local_warmup
+                and self._kernel_rule() and torch_fused.enabled())
 
     def _native_rule(self) -> bool:
         """Whether the client step is :mod:`sims.native.sm3`'s rule: AdaGrad / Adam with the

@@ -231,7 +231,6 @@ class FedLADA(Algorithm):
     (CIFAR-10) / ``0.05``, weight decay ``1e-2``, decay 0.998.
     """
     name = "fedlada"
-    takes_deferred_grad = True      # the gradient only reaches LocalAdaptive.step
     eta: float = 1.0
     eta_l: float = 1e-3
     alpha: float = 0.1
@@ -285,6 +284,12 @@ class FedLADA(Algorithm):
         ``vhat`` nor a ``v`` started from the server's: the broadcast rows ``bcast["v"]``
         themselves (both the same tensor)."""
         return frozenset({"m"} | ({"v"} if self.v_init == "zero" else set()))
+
+    @property
+    def takes_deferred_grad(self) -> bool:
+        """The gradient only reaches ``LocalAdaptive.step``: a deferred one where that reads
+        it in place (:meth:`LocalAdaptive.reads_deferred_grad`)."""
+        return self.rule.reads_deferred_grad()
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
