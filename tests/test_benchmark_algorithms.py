@@ -14,12 +14,19 @@ def bench():
     return load_benchmark("algorithms_vs_loop")
 
 
-def test_quick_run_covers_every_algorithm(bench):
+def quick(bench, *extra, rounds: int = 1):
+    """The benchmark's JSON on its quick workload, one thread, one repeat (``extra``: more
+    flags); torch's thread count put back after."""
     threads = torch.get_num_threads()
     try:
-        out = bench.main(["--quick", "--rounds", "1", "--repeats", "1", "--threads", "1"])
+        return bench.main(["--quick", "--rounds", str(rounds), "--repeats", "1", "--threads",
+                           "1", *extra])
     finally:
         torch.set_num_threads(threads)
+
+
+def test_quick_run_covers_every_algorithm(bench):
+    out = quick(bench)
     names = set(list_algorithms())
     assert set(out["seconds_per_round"]) == names
     assert set(out["ratio_to_fused_fedsgd"]) == names
@@ -63,14 +70,11 @@ def test_cnn_measurement_runs(bench, monkeypatch):
                     reason="torch.compile's CPU backend needs a C++ compiler")
 def test_compile_flag_runs_the_compiled_steps(bench):
     from sims import compiled
-    threads = torch.get_num_threads()
     try:
-        out = bench.main(["--quick", "--rounds", "1", "--repeats", "1", "--threads", "1",
-                          "--algorithms", "fed-ams,mime", "--compile"])
+        out = quick(bench, "--algorithms", "fed-ams,mime", "--compile")
         assert out["compiled"] is True          # compiled, not fallen back to eager
     finally:
         compiled.enable(False)
-        torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("flag,form,names", [("--torch-fused-ab", "torch_fused", "dja,fed-ams"),
@@ -80,12 +84,8 @@ def test_ab_measures_both(bench, flag, form, names):
     (torch's fused kernels, the C kernels), left on afterwards; its gain is the ratio of the
     two seconds it prints (one repeat: exact)."""
     is_on = bench.SWITCHES[form][0]
-    threads, was = torch.get_num_threads(), is_on()
-    try:
-        out = bench.main(["--quick", "--rounds", "1", "--repeats", "1", "--threads", "1",
-                          "--algorithms", names, flag])
-    finally:
-        torch.set_num_threads(threads)
+    was = is_on()
+    out = quick(bench, "--algorithms", names, flag)
     assert is_on() == was
     assert out["torch_fused"] == bench.torch_fused.enabled()
     assert out["native"].startswith("loaded ")            # the kernels were used and on
@@ -104,12 +104,7 @@ def test_accounting_splits_every_generic_round_and_its_floor(bench):
     gradient, local step and the rest (they add up to the round; the gradient calls were
     caught, Mime's pair and round gradient included), and its floor is the gradient plus
     ``local steps x rule streams x stream seconds``."""
-    threads = torch.get_num_threads()
-    try:
-        out = bench.main(["--quick", "--rounds", "1", "--repeats", "1", "--threads", "1",
-                          "--algorithms", "fed-sgd,fed-ams,mime,fedada2,fedada2-blend"])
-    finally:
-        torch.set_num_threads(threads)
+    out = quick(bench, "--algorithms", "fed-sgd, fed-ams, mime, fedada2, fedada2-blend")
     acc = out["accounting"]
     per = acc["per_algorithm"]
     assert set(per) == {"fed-ams", "mime", "fedada2", "fedada2-blend"}    # not fused fed-sgd
@@ -146,12 +141,7 @@ def test_accounting_splits_every_generic_round_and_its_floor(bench):
 def test_compression_key_takes_the_compressor_out(bench):
     """The ``compression`` key: for the fused-path algorithms that compress, the seconds in
     ``client_message`` and the loop speedup without them (Fed-SGD, no compressor: absent)."""
-    threads = torch.get_num_threads()
-    try:
-        out = bench.main(["--quick", "--rounds", "1", "--repeats", "1", "--threads", "1",
-                          "--algorithms", "fed-sgd,fed-ef-sgd"])
-    finally:
-        torch.set_num_threads(threads)
+    out = quick(bench, "--algorithms", "fed-sgd, fed-ef-sgd")
     comp = out["compression"]
     assert set(comp) == {"fed-ef-sgd"}
     row = comp["fed-ef-sgd"]
@@ -180,16 +170,12 @@ def test_uneven_measures_both_chunkings(bench, monkeypatch):
     count and with lockstep chunks (``CHUNK_FILL = 0``, restored after); its gain is the
     ratio of the two seconds it prints (one repeat: exact)."""
     from sims import batching
-    threads, fill = torch.get_num_threads(), batching.CHUNK_FILL
+    fill = batching.CHUNK_FILL
     seen = []
     real = bench.engine.run
     monkeypatch.setattr(bench.engine, "run",
                         lambda *a, **k: seen.append(batching.CHUNK_FILL) or real(*a, **k))
-    try:
-        out = bench.main(["--quick", "--rounds", "2", "--repeats", "1", "--threads", "1",
-                          "--algorithms", "fed-ams", "--uneven"])
-    finally:
-        torch.set_num_threads(threads)
+    out = quick(bench, "--algorithms", "fed-ams", "--uneven", rounds=2)
     assert batching.CHUNK_FILL == fill
     assert fill in seen and 0.0 in seen
     un = out["uneven"]

@@ -174,16 +174,11 @@ def test_asked_for_only_where_read_in_place(monkeypatch):
     monkeypatch.setattr(LocalAdaptive, "native_step", False)
     assert not takes("fed-ams") and not takes("localadam")
     monkeypatch.undo()
-    was = compiled.enabled()
-    try:
-        compiled.enable(True)
-        assert not takes("fed-lamb")
-    finally:
-        compiled.enable(was)
-    was = torch_fused.enabled()
-    try:
-        torch_fused.enable(False)
-        assert not takes("dja")
-    finally:
-        torch_fused.enable(was)
+    for switch, on, name in ((compiled, True, "fed-lamb"), (torch_fused, False, "dja")):
+        was = switch.enabled()
+        try:
+            switch.enable(on)
+            assert not takes(name)
+        finally:
+            switch.enable(was)
     assert takes("fed-ams") and takes("dja")

@@ -22,14 +22,20 @@ from sims import engine, native, torch_fused
 from sims.algorithms.adaptive import LocalAdaptive, ReplicaRows
 from sims.algorithms.registry import make_for_problem
 from sims.models import MLP
-from sims.optim import TrustRatio, unscaled_vhat
+from sims.optim import TrustRatio
 from sims.params import ParamLayout
 from sims.participation import Participation
+
+from local_adaptive_steps import assert_step, steps_against_reference
 
 B = 4
 LAYOUT = ParamLayout.from_module(MLP(6, 5, 3))
 STEPS = torch.tensor([0.0, 1.0, 3.0, 7.0], dtype=torch.float64)     # rows' steps so far
 TOL = {"rtol": 1e-12, "atol": 1e-12}
+
+
+def _assert_step(th_f, st_f, th_r, st_r, tol=TOL):
+    assert_step(th_f, st_f, th_r, st_r, tol)
 ROW_RATE = torch.tensor([[0.05], [0.01], [0.2], [0.1]], dtype=torch.float64)
 MASK = torch.tensor([True, False, True, True])
 TRUSTS = [None, TrustRatio(), TrustRatio("identity", lam=0.1), TrustRatio("update_norm"),
@@ -63,32 +69,15 @@ def _start(gen, nm=None, dtype=torch.float64):
     return theta, st
 
 
-def _assert_step(th_f, st_f, th_r, st_r, tol=TOL):
-    torch.testing.assert_close(th_f, th_r, **tol)
-    st_f = unscaled_vhat(st_f)
-    assert set(st_f) == set(st_r)
-    for k in st_r:
-        torch.testing.assert_close(st_f[k], st_r[k], **tol)
-
-
 def _run(rule, gen, lr=0.05, ga=None, ga_ref=None, nm=None, steps=3, mask=None):
     """``steps`` kernel steps (the first not owned, its inputs left alone; later ones owned)
     against the readable rule; returns the number of kernel calls."""
     theta, st = _start(gen, nm)
     if ga is None and rule.alpha != 1:
         ga = _rand(gen, B, LAYOUT.d)
-    ga_ref = ga if ga_ref is None else ga_ref
-    inputs = (theta.clone(), {k: v.clone() for k, v in st.items()})
-    th_f, st_f, th_r, st_r = theta, st, theta, st
     before = _calls()
-    for step in range(steps):
-        g = torch.sin(3 * th_r + step)
-        th_f, st_f = rule.step(th_f, g, st_f, mask, lr, LAYOUT, ga=ga, owned=step > 0)
-        if step == 0:
-            assert torch.equal(theta, inputs[0])
-            assert all(torch.equal(st[k], inputs[1][k]) for k in st)
-        th_r, st_r = rule.reference_step(th_r, g, st_r, mask, lr, LAYOUT, ga=ga_ref)
-        _assert_step(th_f, st_f, th_r, st_r)
+    th_f = steps_against_reference(rule, theta, st, LAYOUT, lr, ga=ga, ga_ref=ga_ref, mask=mask,
+                                   steps=steps, scale=3.0, tol=TOL)
     assert not torch.equal(th_f, theta)
     return _calls() - before
 

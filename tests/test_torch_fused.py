@@ -25,6 +25,8 @@ from sims.participation import Participation
 
 from fedada2_clients import B, STEPS, kernel_calls
 from fedada2_clients import steps_against_reference as _fedada2_run
+from local_adaptive_steps import assert_step as _assert_step
+from local_adaptive_steps import steps_against_reference
 
 
 # every test with torch's kernels on and the compiled form (opt-in, which goes first where
@@ -89,28 +91,9 @@ def _local_run(rule, layout, gen, mask=None, lr=0.05, nm=None):
     st = LocalAdaptive.start(0.1 * _rand(gen, B, layout.d), v,
                              v + torch.rand(B, layout.d, generator=gen, dtype=torch.float64),
                              STEPS.clone(), nm)
-    inputs = (theta.clone(), {k: v.clone() for k, v in st.items()})
-    th_f, st_f, th_r, st_r = theta, st, theta, st
     before = sum(torch_fused.calls.values())
-    for step in range(3):
-        g = torch.sin(th_r + step)
-        th_f, st_f = rule.step(th_f, g, st_f, mask, lr, layout, ga=ga, owned=step > 0)
-        if step == 0:
-            assert torch.equal(theta, inputs[0])
-            assert all(torch.equal(st[k], inputs[1][k]) for k in st)
-        th_r, st_r = rule.reference_step(th_r, g, st_r, mask, lr, layout, ga=ga)
-        _assert_step(th_f, st_f, th_r, st_r)
+    steps_against_reference(rule, theta, st, layout, lr, ga=ga, mask=mask)
     return sum(torch_fused.calls.values()) - before
-
-
-def _assert_step(th_f, st_f, th_r, st_r):
-    """The fast step's model and state (``vhat`` as the rule writes it: unscaled) equal the
-    readable rule's."""
-    torch.testing.assert_close(th_f, th_r, rtol=1e-12, atol=1e-13)
-    st_f = unscaled_vhat(st_f)
-    assert set(st_f) == set(st_r)
-    for k in st_r:
-        torch.testing.assert_close(st_f[k], st_r[k], rtol=1e-12, atol=1e-13)
 
 
 LOCAL_KERNEL = {   # the registry's rules, and the options the kernel takes
