@@ -4,7 +4,7 @@ Each local adaptive step is a few elementwise operations per parameter. In eager
 operation is its own pass over the participants' ``[B, d]`` tensors, and where the operands
 stay in the cache the step is bound by those passes' arithmetic and call overhead (MimeLite's
 frozen AMSGrad step: 5 passes, 3.3 ms on the issue-16 benchmark's ``25 x 159,010`` float32,
-against 1.2 ms as one C loop). torch's own fused optimizer kernels (:mod:`sims.torch_fused`)
+against 1.3 ms as one C loop). torch's own fused optimizer kernels (:mod:`sims.torch_fused`)
 cover plain Adam / AMSGrad / AdaGrad only; the opt-in compiled form (:mod:`sims.compiled`)
 costs seconds of compiling per process and shape. The kernels here are plain C (no torch
 headers), compiled once per machine with the system's C compiler (``$CC``, else ``cc``) in

@@ -10,7 +10,8 @@ Mime-LAMB; Fed-LAMB Alg. 2 line 13 on the base direction) each layer of each row
 while it is in the cache: ``u`` into a layer-sized scratch, the layer norms, the step.
 
 Measured on the issue-16 benchmark's ``25 x 159,010`` float32, one thread, cold cache:
-MimeLite's step 1.2 ms against 3.3 ms in the eager blocked form.
+MimeLite's step 1.3 ms against 3.3 ms in the eager blocked form (1.6 ms while the float
+kernel took its root and division in double).
 """
 from __future__ import annotations
 
