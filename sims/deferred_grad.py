@@ -40,6 +40,19 @@ class DeferredGrad:
     def device(self):
         return self.flat.device
 
+    def parts_for(self, like: torch.Tensor) -> list | None:
+        """The rows' blocks, flattened, where a step on ``like`` (``[B, d]``) can read them
+        as they are (not yet materialized; a plain slice; one contiguous part a row, of
+        ``like``'s dtype and device and the block's length); else None."""
+        block, parts = self.block, self.parts
+        if parts is None or (block.step or 1) != 1 or len(parts) != like.shape[0]:
+            return None
+        n = block.stop - (block.start or 0)
+        if not all(p.dtype == like.dtype and p.device == like.device and p.is_contiguous()
+                   and p.numel() == n for p in parts):
+            return None
+        return [p.view(-1) for p in parts]
+
     def materialize(self) -> torch.Tensor:
         """The whole gradient: the parts copied into ``flat`` (once) and ``flat`` returned."""
         if self.parts is not None:

@@ -103,17 +103,10 @@ class FedYogi(FedOpt):
 
 def _row_parts(grad, theta):
     """``(block, pieces)`` of a :class:`sims.deferred_grad.DeferredGrad` whose per-row block
-    outputs torch's fused kernels can read where they are (contiguous, ``theta``'s dtype and
-    device, the block's length), the pieces flattened; else None."""
-    if not isinstance(grad, DeferredGrad) or grad.parts is None:
-        return None
-    block = grad.block
-    n = block.stop - (block.start or 0)
-    if (block.step or 1) != 1 or not all(
-            p.dtype == theta.dtype and p.device == theta.device and p.is_contiguous()
-            and p.numel() == n for p in grad.parts):
-        return None
-    return block, [p.view(-1) for p in grad.parts]
+    outputs torch's fused kernels can read where they are
+    (:meth:`~sims.deferred_grad.DeferredGrad.parts_for`); else None."""
+    parts = grad.parts_for(theta) if isinstance(grad, DeferredGrad) else None
+    return None if parts is None else (grad.block, parts)
 
 
 def _split_rows(x: torch.Tensor, block: slice, pieces: list | None = None) -> list:

@@ -173,9 +173,33 @@ def status() -> str:
     return "on, not loaded"
 
 
-def ptr(t: torch.Tensor | None):
-    """A tensor's data pointer for a kernel argument (None: a null pointer)."""
-    return None if t is None else ctypes.c_void_p(t.data_ptr())
+def ptr(t: torch.Tensor | None, offset: int = 0):
+    """The address of ``t``'s element ``offset`` (counted in its elements from its first, as
+    the kernels index a contiguous tensor: ``row * d`` for a row of a ``[B, d]`` tensor) for
+    a kernel argument (None: a null pointer)."""
+    if t is None:
+        return None
+    return ctypes.c_void_p(t.data_ptr() + offset * t.element_size())
+
+
+def rows_of(x, B: int, dtype: torch.dtype):
+    """A per-row tensor (``[B]`` or ``[B, 1]``) as the kernels read it, a contiguous ``[B]``
+    of ``dtype``; None when ``x`` is not a tensor of ``B`` values."""
+    if not torch.is_tensor(x) or x.numel() != B:
+        return None
+    return x.reshape(B).to(dtype).contiguous()
+
+
+def rate(lr, B: int, dtype: torch.dtype):
+    """A learning rate as the kernels take it, ``(number, rows)``: a number (``rows`` None),
+    or one per row (``rows`` :func:`rows_of`, ``number`` 0); None when ``lr`` is a tensor of
+    neither 1 nor ``B`` values."""
+    if not torch.is_tensor(lr):
+        return float(lr), None
+    if lr.numel() == 1:
+        return float(lr), None
+    rows = rows_of(lr, B, dtype)
+    return None if rows is None else (0.0, rows)
 
 
 def usable(*tensors) -> bool:
@@ -192,9 +216,12 @@ def usable(*tensors) -> bool:
     return library() is not None
 
 
-def kernel(name: str, dtype: torch.dtype):
-    """The C function ``{name}_f32`` / ``{name}_f64`` for ``dtype``."""
-    return getattr(library(), f"{name}_{'f32' if dtype == torch.float32 else 'f64'}")
+def kernel(name: str, dtype: torch.dtype, argtypes: list):
+    """The C function ``{name}_f32`` / ``{name}_f64`` for ``dtype``, taking ``argtypes`` and
+    returning nothing (every kernel writes its outputs)."""
+    fn = getattr(library(), f"{name}_{'f32' if dtype == torch.float32 else 'f64'}")
+    fn.argtypes, fn.restype = argtypes, None
+    return fn
 
 
 def threads() -> int:

@@ -38,8 +38,8 @@ import torch
 from ..batching import replica_runs
 from ..deferred_grad import DeferredGrad
 from ..ownership import NOTHING
-from . import count, kernel, ptr, threads, usable
-from .frozen import PHI_CODES, layer_offsets
+from . import count, kernel, ptr, rate, rows_of, threads, usable
+from .frozen import trust_args
 
 MODES = {("amsgrad", "step"): 0, ("amsgrad", "round"): 1, ("adam", "step"): 2,
          ("adam", "round"): 2}
@@ -56,23 +56,11 @@ def _block_table(g, theta, layout, trust: bool):
     addresses (int64); else the gradient materialized and no table."""
     if not isinstance(g, DeferredGrad):
         return g, None, 0, 0
-    block, parts = g.block, g.parts
-    lo, hi = block.start or 0, block.stop
-    if (parts is None or (block.step or 1) != 1 or hi is None or len(parts) != theta.shape[0]
-            or (trust and block not in layout.slices)
-            or not all(p.dtype == theta.dtype and p.device.type == "cpu" and p.is_contiguous()
-                       and p.numel() == hi - lo for p in parts)):
+    parts = g.parts_for(theta)
+    if parts is None or (trust and g.block not in layout.slices):
         return g.materialize(), None, 0, 0
     table = torch.tensor([p.data_ptr() for p in parts], dtype=torch.int64)
-    return g.flat, table, lo, hi
-
-
-def _rows_of(x, B, dtype):
-    """A ``[B]`` / ``[B, 1]`` per-row tensor as a contiguous ``[B]`` of ``dtype`` (None: not
-    one value per row)."""
-    if not torch.is_tensor(x) or x.numel() != B:
-        return None
-    return x.reshape(B).to(dtype).contiguous()
+    return g.flat, table, g.block.start or 0, g.block.stop
 
 
 def _writable(x, mine: bool, others) -> torch.Tensor:
@@ -108,14 +96,10 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, 
     amend = rule.alpha != 1
     if amend and ga is None:
         return None
-    lr_rows = None
-    if torch.is_tensor(lr):
-        if lr.numel() == 1:
-            lr = float(lr)
-        elif lr.numel() == B:
-            lr_rows = _rows_of(lr, B, dtype)
-        else:
-            return None
+    got = rate(lr, B, dtype)
+    if got is None:
+        return None
+    lr_value, lr_rows = got
     m, v, vhat = state["m"], state["v"], state["vhat"]
     runs, ga_t, ga_stride = [(0, slice(0, B))], None, 0
     if amend:
@@ -132,10 +116,10 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, 
     if scale_in is not None:
         if mask is not None and mode == 0 and not rule.bias_correction:
             return None       # the masked rows' vhat would stay scaled in a state without scale
-        scale_in = _rows_of(scale_in, B, dtype)
+        scale_in = rows_of(scale_in, B, dtype)
         if scale_in is None:
             return None
-    n, nm = _rows_of(state["n"], B, dtype), _rows_of(state["nm"], B, dtype)
+    n, nm = rows_of(state["n"], B, dtype), rows_of(state["nm"], B, dtype)
     if n is None or nm is None or any(t.shape != theta.shape for t in (
             (g, m, v) if mode == 2 else (g, m, v, vhat))):
         return None
@@ -155,44 +139,22 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, 
     if mode == 0:
         vh_out = _writable(vhat, own("vhat"), others(4, out, m_out, v_out))
     scale_out = theta.new_empty(B, 1) if mode == 0 and bc else None
-    trust = rule.trust
-    if trust is not None:
-        offsets = layer_offsets(layout)
-        scratch_len = int((offsets[1:] - offsets[:-1]).max())
-        consts = (len(offsets) - 1, ptr(offsets), PHI_CODES[trust.phi], float(trust.phi_min),
-                  float(trust.phi_max), float(trust.lam))
-    else:
-        scratch_len, consts = 0, (0, None, 0, 0.0, 0.0, 0.0)
+    scratch_len, consts, offsets = trust_args(rule.trust, layout)
     wd = float(rule.weight_decay)
-    fn = kernel("adaptive_step", dtype)
-    fn.argtypes = ARGTYPES
-    es = theta.element_size()
-    row = d * es
-    lr_value = 0.0 if lr_rows is not None else float(lr)
+    fn = kernel("adaptive_step", dtype, ARGTYPES)
     scalars = (lr_value, mode, int(bc), float(rule.beta1), float(rule.beta2), float(rule.eps),
                float(rule.alpha), wd, int(rule.wd_mode == "coupled"))
-
-    def at(t, lo, size=row):
-        return None if t is None else ctypes.c_void_p(t.data_ptr() + lo * size)
-
     nt = threads()
     scratch = theta.new_empty(nt * scratch_len) if scratch_len else None
-
-    def rows_of(rep, lo, hi):
-        if ga_t is None:
-            ga_p = None
-        elif ga_stride:
-            ga_p = at(ga_t, lo)
-        else:
-            ga_p = ctypes.c_void_p(ga_t.data_ptr() + rep * row)
-        fn(at(out, lo), at(theta, lo), at(g, lo), at(m_out, lo), at(m, lo), at(v_out, lo),
-           at(v, lo), at(vh_out, lo), at(vhat, lo) if mode != 2 else None, ga_p, ga_stride,
-           hi - lo, d, at(n, lo, es), at(nm, lo, es), at(scale_in, lo, es),
-           at(scale_out, lo, es), at(lr_rows, lo, es), at(mask_u8, lo, 1), *scalars, *consts,
-           ptr(scratch), scratch_len, nt, at(g_table, lo, 8), blk_lo, blk_hi)
-
     for rep, rows in runs:                  # one call per replica run (its g_a row)
-        rows_of(rep, rows.start, rows.stop)
+        lo, hi = rows.start, rows.stop
+        ga_p = ptr(ga_t, (lo if ga_stride else rep) * d)      # rows of g_a, or its server row
+        fn(ptr(out, lo * d), ptr(theta, lo * d), ptr(g, lo * d), ptr(m_out, lo * d),
+           ptr(m, lo * d), ptr(v_out, lo * d), ptr(v, lo * d), ptr(vh_out, lo * d),
+           ptr(vhat, lo * d) if mode != 2 else None, ga_p, ga_stride, hi - lo, d, ptr(n, lo),
+           ptr(nm, lo), ptr(scale_in, lo), ptr(scale_out, lo), ptr(lr_rows, lo),
+           ptr(mask_u8, lo), *scalars, *consts, ptr(scratch), scratch_len, nt,
+           ptr(g_table, lo), blk_lo, blk_hi)
     count("adaptive_step")
 
     def counted(key):

@@ -19,7 +19,7 @@ import ctypes
 
 import torch
 
-from . import count, kernel, ptr, threads, usable
+from . import count, kernel, ptr, rate, threads, usable
 
 PHI_CODES = {"clip": 0, "identity": 1, "update_norm": 2}
 _I64, _F64, _P = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
@@ -37,6 +37,20 @@ def layer_offsets(layout) -> torch.Tensor:
     return torch.tensor(bounds, dtype=torch.int64)
 
 
+def trust_args(trust, layout):
+    """``(scratch_len, consts, offsets)`` for a kernel's trust-ratio arguments (``native.h``'s
+    trust step; ``trust`` a :class:`sims.optim.TrustRatio` or None): the largest layer's
+    length (a scratch of that many entries a thread), the arguments ``nlayers, offsets,
+    phi, phi_min, phi_max, lam``, and the offsets tensor they point into (held by the
+    caller until the call returns). No trust ratio: no layers, no scratch."""
+    if trust is None:
+        return 0, (0, None, 0, 0.0, 0.0, 0.0), None
+    offsets = layer_offsets(layout)
+    consts = (len(offsets) - 1, ptr(offsets), PHI_CODES[trust.phi], float(trust.phi_min),
+              float(trust.phi_max), float(trust.lam))
+    return int((offsets[1:] - offsets[:-1]).max()), consts, offsets
+
+
 def frozen_step(theta, g, m, p, q, runs, lr, b1: float, b2: float, *, anchor=None, c=None,
                 trust=None, layout=None, out=None):
     """``out = theta - lr U(g; s)`` (the kernel's rule in ``frozen.c``'s header; ``trust``:
@@ -46,39 +60,22 @@ def frozen_step(theta, g, m, p, q, runs, lr, b1: float, b2: float, *, anchor=Non
     ``out`` may be ``theta``. Returns ``out``, or None (nothing written) when the kernels
     cannot take these tensors."""
     B, d = theta.shape
-    lr_rows = None
-    if torch.is_tensor(lr):
-        if lr.numel() == 1:
-            lr = float(lr)
-        elif lr.numel() == B:
-            lr_rows = lr.reshape(B).to(theta.dtype).contiguous()
-        else:
-            return None
+    got = rate(lr, B, theta.dtype)
+    if got is None:
+        return None
+    lr_value, lr_rows = got
     out = torch.empty_like(theta) if out is None else out
     if not usable(theta, g, m, p, q, anchor, c, out, lr_rows):
         return None
-    fn = kernel("frozen_step", theta.dtype)
-    fn.argtypes = ARGTYPES
-    if trust is not None:
-        offsets = layer_offsets(layout)
-        phi = PHI_CODES[trust.phi]
-        scratch_len = int((offsets[1:] - offsets[:-1]).max())
-        consts = (len(offsets) - 1, ptr(offsets), phi, float(trust.phi_min),
-                  float(trust.phi_max), float(trust.lam))
-    else:
-        offsets, scratch_len, consts = None, 0, (0, None, 0, 0.0, 0.0, 0.0)
-    nt, size = threads(), theta.element_size()
+    fn = kernel("frozen_step", theta.dtype, ARGTYPES)
+    scratch_len, consts, offsets = trust_args(trust, layout)
+    nt = threads()
     scratch = theta.new_empty(nt * scratch_len) if scratch_len else None
-    lr_value = 0.0 if lr_rows is not None else float(lr)
-
-    def at(t, row):                        # the address of row ``row`` of a [n, d] tensor
-        return None if t is None else ctypes.c_void_p(t.data_ptr() + row * d * size)
-
     for rep, rows in runs:                 # one call per replica run, its server rows
         lo = rows.start
-        fn(at(out, lo), at(theta, lo), at(g, lo), at(anchor, lo), at(c, rep), at(m, rep),
-           at(p, rep), at(q, rep), rows.stop - lo, d,
-           None if lr_rows is None else ctypes.c_void_p(lr_rows.data_ptr() + lo * size),
-           lr_value, float(b1), float(b2), *consts, ptr(scratch), scratch_len, nt)
+        fn(ptr(out, lo * d), ptr(theta, lo * d), ptr(g, lo * d), ptr(anchor, lo * d),
+           ptr(c, rep * d), ptr(m, rep * d), ptr(p, rep * d), ptr(q, rep * d), rows.stop - lo,
+           d, ptr(lr_rows, lo), lr_value, float(b1), float(b2), *consts, ptr(scratch),
+           scratch_len, nt)
     count("frozen_step")
     return out

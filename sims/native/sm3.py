@@ -110,9 +110,7 @@ def sm3_step(cover, theta, g, mu, lr: float, eps: float, *, m=None, beta1: float
         step = (float(lr) / c1.reshape(n).to(torch.float64)).contiguous()
     if c2 is not None:
         rs2 = c2.reshape(n).to(torch.float64).rsqrt().contiguous()
-    fn = kernel("sm3_step", theta.dtype)
-    fn.argtypes = ARGTYPES
-    fn.restype = None
+    fn = kernel("sm3_step", theta.dtype, ARGTYPES)
     m_ptrs = (ptr(m_out), ptr(m)) if adam else (None, None)
 
     nt = threads()

@@ -15,7 +15,7 @@ import ctypes
 
 import torch
 
-from . import count, kernel, threads, usable
+from . import count, kernel, ptr, threads, usable
 
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
 ARGTYPES = [_P, _P, _I64, _I64, _I64, _I64, _P, _I64]
@@ -33,11 +33,8 @@ def topk_keep(x: torch.Tensor, out: torch.Tensor, sl: slice, k: int):
         return None
     n, nt = stop - start, threads()
     cand = torch.empty(nt * max(n, 1), dtype=torch.int64)
-    fn = kernel("topk_keep", x.dtype)
-    fn.argtypes = ARGTYPES
-    at = start * x.element_size()
-    fn(ctypes.c_void_p(out.data_ptr() + at), ctypes.c_void_p(x.data_ptr() + at), B, n, d,
-       int(k), ctypes.c_void_p(cand.data_ptr()), nt)
+    fn = kernel("topk_keep", x.dtype, ARGTYPES)
+    fn(ptr(out, start), ptr(x, start), B, n, d, int(k), ptr(cand), nt)
     count("topk_keep")
     return out
 
@@ -57,13 +54,11 @@ def ef_topk(delta: torch.Tensor, error: torch.Tensor, blocks, ks, outs) -> bool:
     B, d = delta.shape
     if sum(sl.stop - sl.start for sl in blocks) != d:
         return False
-    nt, size = threads(), delta.element_size()
+    nt = threads()
     cand = torch.empty(nt * max(sl.stop - sl.start for sl in blocks), dtype=torch.int64)
-    fn = kernel("ef_topk", delta.dtype)
-    fn.argtypes = EF_ARGTYPES
+    fn = kernel("ef_topk", delta.dtype, EF_ARGTYPES)
     for sl, k in zip(blocks, ks):
-        at = sl.start * size
-        fn(*(ctypes.c_void_p(t.data_ptr() + at) for t in (target, msg, err, delta, error)),
-           B, sl.stop - sl.start, d, int(k), ctypes.c_void_p(cand.data_ptr()), nt)
+        fn(*(ptr(t, sl.start) for t in (target, msg, err, delta, error)), B,
+           sl.stop - sl.start, d, int(k), ptr(cand), nt)
     count("ef_topk")
     return True
