@@ -428,10 +428,18 @@ class ReplicaRows:
     def rows(self) -> torch.Tensor:
         return self.bcast[self.key]
 
+    def server_rows(self):
+        """``(server [R, d], rep [B])`` (:func:`sims.batching.per_replica`) from the engine's
+        view; None for a plain dict of rows."""
+        if getattr(self.bcast, "per_replica", None) is None:
+            return None
+        return per_replica(self.bcast, self.key)
+
     def add_to_(self, x: torch.Tensor, a) -> torch.Tensor:
-        if getattr(self.bcast, "per_replica", None) is None:     # a plain dict of rows
+        got = self.server_rows()
+        if got is None:                                          # a plain dict of rows
             return x.add_(self.rows(), alpha=a)
-        server, rep = per_replica(self.bcast, self.key)
+        server, rep = got
         for r, rows in replica_runs(rep):
             x[rows].add_(server[r], alpha=a)
         return x
@@ -442,9 +450,8 @@ def replica_rows(ga):
     rows and each participant's replica for a :class:`ReplicaRows` of the engine's view
     (:func:`sims.batching.per_replica`), else the ``[B, d]`` rows (or None)."""
     if isinstance(ga, ReplicaRows):
-        if getattr(ga.bcast, "per_replica", None) is None:
-            return ga.rows()
-        return per_replica(ga.bcast, ga.key)
+        got = ga.server_rows()
+        return ga.rows() if got is None else got
     return ga
 
 
