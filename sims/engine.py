@@ -37,6 +37,7 @@ from .algorithms.base import RoundContext
 from .algorithms.per_replica import PerReplica
 from .batching import plan_chunks, start_minus, start_rows
 from .participation import Participation
+from .row_source import DeltaRequest, ScaledRows, ServerRows, SlotRows, materialized
 
 
 @dataclass
@@ -336,11 +337,45 @@ class _ParticipantRows(Mapping):
         each replica's row over its participants' rows (:func:`sims.batching.per_replica`)."""
         return self._bcast[key], self._rep
 
+    def rows(self, key) -> ServerRows:
+        """The participants' rows of ``key`` where they are (:mod:`sims.row_source`)."""
+        return ServerRows(self._bcast[key], self._rep)
+
     def __iter__(self):
         return iter(self._bcast)
 
     def __len__(self):
         return len(self._bcast)
+
+
+class _ClientRows(Mapping):
+    """The chunk's participants' client state (``cstate[k]``'s rows ``slot`` of ``[R * n,
+    ...]``), each entry gathered on first use; :meth:`rows` hands the rows where they are
+    instead (:class:`sims.row_source.SlotRows`), for a step that reads and writes them in place
+    (then the gathered entry, if also asked for, reads whatever the rows hold at that time:
+    an algorithm takes one or the other for a key)."""
+
+    def __init__(self, cstate: dict, slot: torch.Tensor):
+        self._cstate, self._slot, self._rows = cstate, slot, {}
+
+    def __getitem__(self, key):
+        if key not in self._rows:
+            self._rows[key] = self._cstate[key].flatten(0, 1).index_select(0, self._slot)
+        return self._rows[key]
+
+    def rows(self, key) -> SlotRows | None:
+        """The participants' rows of ``key`` in place, or None where the state is not a
+        contiguous ``[R, n, d]`` tensor (whose flattened rows are a view)."""
+        t = self._cstate[key]
+        if t.dim() != 3 or not t.is_contiguous():
+            return None
+        return SlotRows(t.flatten(0, 1), self._slot)
+
+    def __iter__(self):
+        return iter(self._cstate)
+
+    def __len__(self):
+        return len(self._cstate)
 
 
 def _fused_delta(problem, server_theta, rep, cli, payload, lr):
@@ -392,7 +427,7 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
     device, dtype = rep.device, bcast["theta"].dtype
     b_cast = _ParticipantRows(bcast, rep)
     slot = rep * problem.n_clients + cli          # row of (replica, client) in [R * n, ...]
-    c_state = {k: v.flatten(0, 1).index_select(0, slot) for k, v in cstate.items()}
+    c_state = _ClientRows(cstate, slot)
     payload, step_mask = _stack_payloads(problem, payloads, device, dtype)
     lr = algorithm.plain_local_sgd() if fused else None
     if isinstance(lr, PerReplica):      # a rate per replica: each participant's own, [B, 1]
@@ -410,18 +445,29 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
         if lstate is None:
             lstate = {} if delta is not None else algorithm.local_start(b_cast, c_state, ctx)
         if delta is None:
-            # this chunk's own copies of the server models (b_cast["theta"] stays as it is)
-            theta = start_rows(bcast["theta"], rep)
+            anchored = getattr(algorithm, "needs_anchor_grad", False)
+            # row sources (sims.row_source): the first step reads the server models where
+            # they are and the last may write the delta, where the algorithm's step and the
+            # problem's gradient read them; else this chunk's own copies of the server models
+            # (b_cast["theta"] stays as it is)
+            sources = (getattr(algorithm, "takes_row_sources", False) and not anchored
+                       and getattr(problem, "grad_reads_server_rows", False))
+            start = ServerRows(bcast["theta"], rep)
+            theta = start if sources else start.materialize()
             defer = (getattr(algorithm, "takes_deferred_grad", False)
-                     and getattr(problem, "defers_grad", False)
-                     and not getattr(algorithm, "needs_anchor_grad", False))
+                     and getattr(problem, "defers_grad", False) and not anchored)
+            request = None
             for k in range(payload.shape[1]):
                 mask = step_mask[:, k]
                 # what the step may overwrite (sims.ownership): theta always (the copy above,
-                # then what the previous local_step returned); lstate from the second step on
-                # (what the previous step returned); on the first, local_start's own result,
-                # whose fresh entries the algorithm declares (owned_start_keys)
-                ctx.extra["owned_theta"] = True
+                # then what the previous local_step returned) but the server rows themselves;
+                # lstate from the second step on (what the previous step returned); on the
+                # first, local_start's own result, whose fresh entries the algorithm declares
+                # (owned_start_keys)
+                ctx.extra["owned_theta"] = theta is not start
+                request = (DeltaRequest(start) if sources and k == payload.shape[1] - 1
+                           else None)
+                ctx.extra["delta_from"] = request
                 ctx.extra["owned_state"] = k > 0
                 ctx.extra["owned_start"] = k == 0
                 if defer:                   # the algorithm reads a DeferredGrad itself
@@ -437,10 +483,18 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
                                                                   payload[:, k])
                 theta, lstate = algorithm.local_step(theta, g, lstate, b_cast, c_state,
                                                      None if bool(mask.all()) else mask, ctx)
-            delta = start_minus(bcast["theta"], rep, theta)
+            ctx.extra.pop("delta_from", None)
+            if request is not None and request.done:       # the last step wrote the delta
+                delta = theta
+            else:
+                delta = start_minus(bcast["theta"], rep, materialized(theta))
         msg, c_new, aux = algorithm.client_message(delta, lstate, c_state, ctx)
-    for k, v in c_new.items():
+    # the chunk's own view handed back: only entries gathered may have changed
+    for k, v in (c_new._rows if c_new is c_state else c_new).items():
         rows = cstate[k].flatten(0, 1)
+        if isinstance(v, SlotRows) and v.same_rows(rows, slot):
+            continue                                # written in place by the local steps
+        v = materialized(v)
         if v.shape == (len(slot), *rows.shape[1:]) and v.dtype == rows.dtype:
             rows.index_copy_(0, slot, v)
         else:                                       # a broadcastable value
@@ -452,9 +506,23 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
 
 
 def _add_per_replica(total: torch.Tensor, rep: torch.Tensor, v: torch.Tensor) -> None:
-    """``total[r] += sum of v[b] over the rows b with rep[b] == r`` (``total`` is ``[R, ...]``).
+    """``total[r] += sum of v[b] over the rows b with rep[b] == r`` (``total`` is ``[R, ...]``;
+    ``v`` a tensor, a :class:`sims.row_source.ScaledRows` or a row source).
     A one-hot product is much faster than ``index_add_`` for few replicas (``index_add_``
     costs ~1 ms even on tiny float64 tensors); many replicas use ``index_add_``."""
+    if isinstance(v, (ScaledRows, SlotRows)):
+        # row by row, each scaled in the add (a ScaledRows is never formed) and read where
+        # it is (a SlotRows is never gathered): the same order and rounding for both
+        scale = v.scale.tolist() if isinstance(v, ScaledRows) else [1.0] * len(rep)
+        rows = v.rows if isinstance(v, ScaledRows) else v
+        if isinstance(rows, SlotRows):
+            rows = [rows.storage[s] for s in rows.slot.tolist()]
+        else:
+            rows = materialized(rows).unbind(0)
+        for r, row, a in zip(rep.tolist(), rows, scale):
+            total[r].add_(row, alpha=a)
+        return
+    v = materialized(v)
     R = total.shape[0]
     if R <= 64:
         onehot = torch.nn.functional.one_hot(rep, R).T.to(v.dtype)

@@ -25,10 +25,10 @@ The engine's side (``sims.engine._run_clients``), for an algorithm whose
 * the first local step's ``theta`` is a :class:`ServerRows` (the broadcast models, not
   copied; ``ctx.extra["owned_theta"]`` is False then: the step writes a new tensor);
 * the last local step (every row's last; rows masked there have finished earlier) has
-  ``ctx.extra["delta_from"]``, the :class:`ServerRows` of the round's start: the step may
-  return ``server - theta'`` (the round's ``delta``, for every row) in place of ``theta'``
-  and then sets ``ctx.extra["wrote_delta"] = True``; otherwise the engine subtracts as
-  before. Results are the same bits either way (``tests/test_row_source.py``).
+  ``ctx.extra["delta_from"]``, a :class:`DeltaRequest` over the round's start rows: the step
+  may return ``server - theta'`` (the round's ``delta``, for every row) in place of
+  ``theta'`` and then marks the request ``done``; otherwise the engine subtracts as before.
+  Results are the same bits either way (``tests/test_row_source.py``).
 """
 from __future__ import annotations
 
@@ -128,6 +128,44 @@ class SlotRows(RowSource):
                 and (self.slot is slot or torch.equal(self.slot, slot)))
 
 
+class ScaledRows:
+    """Row ``b`` of ``rows`` (a ``[B, ...]`` tensor or row source) times ``scale[b]``: a
+    message the engine sums per replica with the scales in the summing product's weights
+    (``sims.engine._add_per_replica``), never formed (a bias-corrected ``v / c2``, FedLADA's
+    ``delta / (lr K)``: one pass over ``[B, d]`` less a round; the sum's rounding is that of
+    ``sum_b scale_b rows_b``)."""
+
+    __slots__ = ("rows", "scale")
+
+    def __init__(self, rows, scale: torch.Tensor):
+        if scale.numel() != rows.shape[0]:
+            raise ValueError(f"{scale.numel()} scales for {rows.shape[0]} rows")
+        self.rows, self.scale = rows, scale.reshape(-1)
+
+    @property
+    def shape(self):
+        return self.rows.shape
+
+    @property
+    def dtype(self):
+        return self.rows.dtype
+
+    def materialize(self) -> torch.Tensor:
+        x = materialized(self.rows)
+        return x * self.scale.to(x.dtype).view(-1, *[1] * (x.dim() - 1))
+
+
+class DeltaRequest:
+    """The engine's offer to a last local step (module docstring): return ``rows - theta'``
+    (``rows`` a :class:`ServerRows`, the round's start) in place of ``theta'``, and set
+    ``done``."""
+
+    __slots__ = ("rows", "done")
+
+    def __init__(self, rows: ServerRows):
+        self.rows, self.done = rows, False
+
+
 def is_row_source(x) -> bool:
     return isinstance(x, RowSource)
 
@@ -147,3 +185,26 @@ def row_addresses(x) -> torch.Tensor | None:
     if not torch.is_tensor(x) or x.dim() != 2 or (x.shape[1] > 1 and x.stride(1) != 1):
         return None
     return x.data_ptr() + torch.arange(x.shape[0], dtype=torch.int64) * _row_bytes(x)
+
+
+def materialized_state(state: dict) -> dict:
+    """``state`` with every entry :func:`materialized` (the same dict where none needs it)."""
+    if not any(isinstance(v, (RowSource, ScaledRows)) for v in state.values()):
+        return state
+    return {k: materialized(v) for k, v in state.items()}
+
+
+def client_rows(cstate, key: str, sources: bool):
+    """The participants' client state ``key``: their rows where they are
+    (:class:`SlotRows`, from the engine's view's ``rows``) when ``sources``, else (or where
+    the view has none) the gathered ``cstate[key]``."""
+    rows = getattr(cstate, "rows", None) if sources else None
+    got = None if rows is None else rows(key)
+    return cstate[key] if got is None else got
+
+
+def server_rows(bcast, key: str, sources: bool):
+    """The broadcast ``key``'s participant rows: a :class:`ServerRows` (the engine's view's
+    ``rows``) when ``sources``, else (or for a plain dict) the gathered ``bcast[key]``."""
+    rows = getattr(bcast, "rows", None) if sources else None
+    return bcast[key] if rows is None else rows(key)

@@ -5,6 +5,7 @@ alone), the later ones owned."""
 import torch
 
 from sims.optim import unscaled_vhat
+from sims.row_source import materialized, materialized_state
 
 TOL = {"rtol": 1e-12, "atol": 1e-13}
 
@@ -35,3 +36,12 @@ def steps_against_reference(rule, theta, st, layout, lr, ga=None, ga_ref=None, m
                                          ga=ga if ga_ref is None else ga_ref)
         assert_step(th_f, st_f, th_r, st_r, tol)
     return th_f
+
+
+def reference_as_step(self, theta, g, state, mask, lr, layout, seg=None, ga=None, owned=False,
+                      delta_from=None):
+    """``LocalAdaptive.step`` replaced by the readable rule (monkeypatched in engine-level
+    tests): row sources (``sims.row_source``) handed as the tensors they stand for, the
+    engine's delta request left undone."""
+    return self.reference_step(materialized(theta), materialized(g), materialized_state(state),
+                               mask, lr, layout, seg, ga)

@@ -26,7 +26,7 @@ from sims.optim import TrustRatio
 from sims.params import ParamLayout
 from sims.participation import Participation
 
-from local_adaptive_steps import assert_step, steps_against_reference
+from local_adaptive_steps import assert_step, reference_as_step, steps_against_reference
 
 B = 4
 LAYOUT = ParamLayout.from_module(MLP(6, 5, 3))
@@ -329,10 +329,7 @@ def test_engine_kernel_equals_readable_rule(mlp_problem, monkeypatch, name, hype
     for form in ("native", "reference"):
         alg = make_for_problem(name, mlp_problem, **hyper)
         if form == "reference":
-            monkeypatch.setattr(LocalAdaptive, "step", lambda self, theta, g, state, mask,
-                                lr, layout, seg=None, ga=None, owned=False:
-                                self.reference_step(theta, g, state, mask, lr, layout, seg,
-                                                    ga))
+            monkeypatch.setattr(LocalAdaptive, "step", reference_as_step)
         before = _calls()
         out[form] = engine.run(mlp_problem, alg, Participation("fixed", m=3), 3, seeds,
                                eval_every=0)

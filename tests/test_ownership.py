@@ -35,6 +35,7 @@ from sims.models import MLP
 from sims.optim import unscaled_vhat
 from sims.ownership import EVERYTHING, NOTHING, Owned, step_owned
 from sims.params import ParamLayout
+from sims.row_source import RowSource, ServerRows, SlotRows, ZeroRows, materialized
 
 LAYOUT = ParamLayout.from_module(MLP(6, 5, 3))
 R, N = 2, 5                                           # replicas, clients per replica
@@ -127,7 +128,15 @@ def _entries(alg, lstate):
         return [pair for member, st in zip(alg.members, lstate["members"])
                 for pair in _entries(member, st)]
     keys = alg.owned_start_keys()
-    return [(v, k in keys) for k, v in lstate.items() if torch.is_tensor(v)]
+    return [(_backing(v), k in keys) for k, v in lstate.items()
+            if torch.is_tensor(v) or isinstance(v, RowSource)]
+
+
+def _backing(v):
+    """A row source's memory (sims.row_source: the server rows, storage or zero row it
+    reads), so that the checks see what it aliases; a tensor as is."""
+    return {ServerRows: lambda: v.server, SlotRows: lambda: v.storage,
+            ZeroRows: v.zero_row if isinstance(v, ZeroRows) else None}.get(type(v), lambda: v)()
 
 
 def _shares(a, b):
@@ -251,7 +260,7 @@ def _check_first_step(monkeypatch, name, hyper):
     for key in ("c_new", "aux"):
         assert set(got[key]) == set(plain[key])
         for k in plain[key]:
-            assert torch.equal(got[key][k], plain[key][k])
+            assert torch.equal(materialized(got[key][k]), materialized(plain[key][k]))
     a, b = _tensors(_unscaled(got["new"])), _tensors(_unscaled(plain["new"]))
     assert len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
 
@@ -278,19 +287,29 @@ def test_a_false_declaration_is_caught(monkeypatch, name, hyper, key):
 
 @pytest.mark.parametrize("native_on,name,key", [
     (False, "fedlada", "v"),
-    # the C kernel writes no operand in place that shares memory with another (FedLADA's v
-    # and vhat are one tensor): Fed-AMS's server vhat declared, rescaled in place by c2
-    (True, "fed-ams", "vhat")], ids=["torch", "native"])
+    (False, "fed-ams", "vhat"),
+    # the C kernel reads the server's rows as row sources (sims.row_source), which it never
+    # writes, whatever is declared: Fed-AMS's server vhat declared stays as it was
+    (True, "fed-ams", "vhat")], ids=["torch-fedlada", "torch-fed-ams", "native"])
 def test_a_written_cache_is_caught(monkeypatch, native_on, name, key):
     """With the declaration check off, writing the broadcast rows in place still fails the
-    check of the rows (a broadcast entry declared owned)."""
+    check of the rows (a broadcast entry declared owned); the C kernel cannot write them."""
     monkeypatch.setattr(LocalAdaptive, "native_step", native_on)
     alg = make_algorithm(name)
     monkeypatch.setattr(type(alg), "owned_start_keys", lambda self: frozenset({"m", "v", key}))
-    monkeypatch.setitem(globals(), "_shares", lambda a, b: False)
     before = native.calls.get("adaptive_step", 0)
-    with pytest.raises(AssertionError, match=f"broadcast rows '{key}' changed"):
-        _check_first_step(monkeypatch, name, {})
+    if native_on:
+        gen = torch.Generator().manual_seed(5)
+        server, cstate = _server_and_clients(alg, gen)
+        grad = torch.randn(len(REP), LAYOUT.d, generator=gen, dtype=torch.float64)
+        snap = [t.clone() for t in _tensors(server)]
+        got = _chunk(alg, server, cstate, grad, FIRST)
+        assert isinstance(got["new"]["vhat"], torch.Tensor)            # stepped: a new one
+        assert all(torch.equal(t, old) for t, old in zip(_tensors(server), snap))
+    else:
+        monkeypatch.setitem(globals(), "_shares", lambda a, b: False)
+        with pytest.raises(AssertionError, match=f"broadcast rows '{key}' changed"):
+            _check_first_step(monkeypatch, name, {})
     assert (native.calls.get("adaptive_step", 0) > before) == native_on
 
 
@@ -318,13 +337,19 @@ def test_engine_first_steps_in_place_caches_intact(mlp_problem, monkeypatch, nam
     def spy(theta, grad, lstate, bcast, cstate, mask, ctx):
         out = real(theta, grad, lstate, bcast, cstate, mask, ctx)
         if ctx.extra["owned_start"] and mask is None:
-            firsts.append(_shares(out[0], theta))
+            if isinstance(theta, ServerRows):   # the server's rows where they are, stepped
+                firsts.append(torch.is_tensor(out[0])            # into a new tensor
+                              and not _shares(out[0], theta.server))
+            else:
+                firsts.append(_shares(out[0], theta))
         return out
     monkeypatch.setattr(alg, "local_step", spy)
     engine.run(mlp_problem, alg, Participation("fixed", m=3), 3, [0, 1], eval_every=0)
     assert len(firsts) >= 3 and all(firsts)
     assert chunks and any(len(set(c._rep.tolist())) == 2 for c in chunks)
-    assert any(c._rows for c in chunks) != (name == "mimelite")   # it reads server rows
+    # nothing gathered where the step reads server rows (mimelite) or row sources
+    sources = getattr(alg, "takes_row_sources", False)
+    assert any(c._rows for c in chunks) != (name == "mimelite" or sources)
     for c in chunks:
         for k, rows in c._rows.items():
             assert torch.equal(rows, start_rows(c._bcast[k], c._rep)), k

@@ -26,7 +26,7 @@ from sims.participation import Participation
 from fedada2_clients import B, STEPS, kernel_calls
 from fedada2_clients import steps_against_reference as _fedada2_run
 from local_adaptive_steps import assert_step as _assert_step
-from local_adaptive_steps import steps_against_reference
+from local_adaptive_steps import reference_as_step, steps_against_reference
 
 
 # every test with torch's kernels on and the compiled form (opt-in, which goes first where
@@ -200,10 +200,7 @@ def test_engine_fused_equals_readable_rule(mlp_problem, monkeypatch, name, hyper
         alg = make_for_problem(name, mlp_problem, **hyper)
         if form == "reference":
             if isinstance(getattr(alg, "rule", None), LocalAdaptive):
-                monkeypatch.setattr(LocalAdaptive, "step", lambda self, theta, g, state, mask,
-                                    lr, layout, seg=None, ga=None, owned=False:
-                                    self.reference_step(theta, g, state, mask, lr, layout,
-                                                        seg, ga))
+                monkeypatch.setattr(LocalAdaptive, "step", reference_as_step)
             else:
                 monkeypatch.setattr(alg, "local_step", alg.reference_local_step)
         before = sum(torch_fused.calls.values())

@@ -43,7 +43,7 @@ from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _
                      local_adaptive_fast_ok, local_adaptive_step, trust_step,
                      unscaled_vhat)
 from .. import compiled, torch_fused
-from ..deferred_grad import materialized
+from ..row_source import ScaledRows, materialized, materialized_state
 from ..native import adaptive as native_adaptive
 from ..native import enabled as native_enabled
 from ..ownership import Owned
@@ -194,12 +194,23 @@ class LocalAdaptive:
         return {"m": m, "v": v, "vhat": vhat, "n": n, "nm": n if nm is None else nm,
                 "k": torch.zeros_like(n)}           # local steps taken this round
 
-    def corrected_v(self, state) -> torch.Tensor:
+    def corrected_v(self, state):
+        """``v / c2`` (``c2 = 1 - beta2^n``; ``v`` without bias correction) as a message: a
+        :class:`sims.row_source.ScaledRows` (the engine sums ``(1 / c2) v`` per replica without
+        forming it; ``v`` may be the participants' state rows in place)."""
         if not self.bias_correction:
             return state["v"]
-        return state["v"] / (1 - self.beta2 ** state["n"].clamp_min(1).unsqueeze(-1))
+        c2 = 1 - self.beta2 ** state["n"].clamp_min(1).unsqueeze(-1)      # [B, 1]
+        return ScaledRows(state["v"], 1 / c2)
 
-    def step(self, theta, g, state, mask, lr, layout, seg=None, ga=None, owned=False):
+    def reads_row_sources(self) -> bool:
+        """Whether :meth:`step` reads row sources (:mod:`sims.row_source`) where they are and
+        may write the round's delta: where the C kernel takes the step (the condition of
+        :meth:`reads_deferred_grad`)."""
+        return self.reads_deferred_grad()
+
+    def step(self, theta, g, state, mask, lr, layout, seg=None, ga=None, owned=False,
+             delta_from=None):
         """The step; a fast form where one applies (numeric constants), else
         :meth:`reference_step`. In order: the compiled form (:mod:`sims.compiled`, opt-in; one
         in-place pass); the one-pass C kernel (:mod:`sims.native.adaptive`,
@@ -210,7 +221,11 @@ class LocalAdaptive:
         flags, :func:`sims.ownership.step_owned`; a bool: all or nothing). ``ga``: the
         amendment's ``[B, d]`` rows, or :class:`ReplicaRows` (the C kernel and the
         torch-fused step read them from the server rows per replica run; the other forms
-        gather them).
+        gather them). ``theta`` and the state's tensors may be row sources
+        (:mod:`sims.row_source`): the C kernel reads them where they are, every other form
+        gets them materialized. ``delta_from``: the engine's
+        :class:`sims.row_source.DeltaRequest` on a last local step; where the C kernel takes
+        the step it returns ``server - theta'`` and marks the request done.
 
         The C kernel against the torch-fused form (``FEDTOOLKIT_NATIVE=0``, or main before
         the kernel), the issue-16 benchmark (``benchmarks/algorithms_vs_loop.py --threads
@@ -232,6 +247,19 @@ class LocalAdaptive:
         Fed-LAMB 0.272 -> 0.177 s, FedLADA 0.179 -> 0.134 s, LocalAdam 0.135 -> 0.118 s. The
         Fed-EF CNN (``--cnn``, per-client steps of one row): Fed-AMS 0.193 -> 0.185 s a
         round (Fed-SGD 0.165-0.167 s)."""
+        if local_adaptive_fast_ok(self) and self.native_step and theta.device.type == "cpu":
+            # the C kernel reads a DeferredGrad's block where it is (sims.deferred_grad) and
+            # row sources through their addresses (sims.row_source); it may write the delta
+            got = None
+            if not (compiled.enabled() and mask is None):        # (compiled.usable's rule)
+                got = native_adaptive.local_adaptive_step(
+                    self, theta, g, state, lr, layout, replica_rows(ga), Owned.of(owned), mask,
+                    None if delta_from is None else delta_from.rows)
+            if got is not None:
+                if delta_from is not None:
+                    delta_from.done = True
+                return got
+        theta, state = materialized(theta), materialized_state(state)
         if local_adaptive_fast_ok(self):
             owned = Owned.of(owned)
             # the compiled kernel (opt-in) first: in the issue-16 benchmark (with and without
@@ -241,12 +269,6 @@ class LocalAdaptive:
             if compiled.usable(self, mask, theta):
                 got = compiled.fused_local_adaptive_step(self, theta, materialized(g), state,
                                                          lr, gathered(ga), owned, layout)
-                if got is not None:
-                    return got
-            if self.native_step and theta.device.type == "cpu":
-                # the C kernel reads a DeferredGrad's block where it is (sims.deferred_grad)
-                got = native_adaptive.local_adaptive_step(self, theta, g, state, lr, layout,
-                                                          replica_rows(ga), owned, mask)
                 if got is not None:
                     return got
             g = materialized(g)

@@ -34,7 +34,11 @@ Hooks, in the order the engine calls them each round:
     ``grad f_i(y; z) - grad f_i(x; z) + c``); one more gradient per step.
 ``client_message(delta[B, d], lstate, cstate, ctx) -> (message, cstate, aux)``
     What a client sends, given its pseudo-gradient ``delta = theta_start - theta_end``; the
-    new persistent state; ``aux``: per-participant tensors the engine sums per replica.
+    new persistent state; ``aux``: per-participant tensors the engine sums per replica
+    (or :class:`sims.row_source.ScaledRows` / row sources, summed without being formed;
+    :func:`sims.row_source.materialized` gives the tensor). The new state's entries may be
+    the participants' rows in place (:class:`sims.row_source.SlotRows`, from
+    ``cstate.rows(key)`` in the engine): nothing is written back for them.
 ``server_step(server, mean_message[R, d], sums, active[R], ctx) -> (server, metrics)``
     The server update from the mean message over each replica's participants.
 ``uplink_bits(layout)`` / ``downlink_bits(layout)``

@@ -75,6 +75,7 @@ from .. import compiled
 from ..native import frozen as native_frozen
 from ..batching import per_replica, replica_runs
 from ..ownership import step_owned
+from ..row_source import ZeroRows, client_rows, materialized_state, server_rows
 from .base import Algorithm, masked_rows
 
 BIAS_MODES = ("client", "round", "none")
@@ -181,24 +182,37 @@ class FedLAMB(Algorithm):
 
     # ------------------------------------------------------------------ clients
     def local_start(self, bcast, cstate, ctx):
-        theta = bcast["theta"]
-        zeros_b = torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device)
-        m = cstate["m"] if self.persist_m else torch.zeros_like(theta)
+        server, rep = per_replica(bcast, "theta")     # (no gathered copy of the models)
+        B, d, like = len(rep), server.shape[-1], dict(dtype=server.dtype, device=server.device)
+        # where the C kernel takes the steps, row sources (sims.row_source): the clients' m
+        # and v rows in place (written there: no gather, no write-back), the server's vhat
+        # rows, a zero m; else tensors, as the rule is written
+        sources = self.takes_row_sources
+        zeros_b = torch.zeros(B, **like)
+        if self.persist_m:
+            m = client_rows(cstate, "m", sources)
+        else:
+            m = ZeroRows(B, d, **like) if sources else torch.zeros(B, d, **like)
         n = cstate["n"] if self.bias_correction == "client" else zeros_b
         nm = n if self.persist_m else zeros_b        # a restarted m is debiased from 0
         if self.vhat != "local":
-            vhat = bcast["vhat"]
+            vhat = server_rows(bcast, "vhat", sources)
         else:
             vhat = cstate["vhat"].clamp_min(self.eps)                 # vhat_0 = eps
-        v = cstate["v"]
         if self.v_init == "eps":                 # line 2: v_0 = eps, for a first-time client
+            v = cstate["v"]
             v = torch.where((ctx.last_round < 0).unsqueeze(-1), torch.full_like(v, self.eps), v)
+        else:
+            v = client_rows(cstate, "v", sources)
         return LocalAdaptive.start(m, v, vhat, n, nm)
 
     def owned_start_keys(self):
         """``m`` and ``v``: the chunk's gathered client rows (the engine's copies, which no hook
         of this class reads after :meth:`local_start`: :meth:`client_message` builds the new
-        client state from the local state), a zero ``m``, or ``v`` made by ``where``; a
+        client state from the local state), or those rows in place (``SlotRows``: the kernel
+        steps the clients' own state there, which is what the round ends by writing), a zero
+        ``m`` (a ``ZeroRows`` is never written: the step makes a new tensor), or ``v`` made
+        by ``where``; a
         client's own ``vhat`` (``vhat="local"``) made by ``clamp_min``. Not the server's
         ``vhat``: the broadcast rows themselves."""
         return frozenset({"m", "v"} | ({"vhat"} if self.vhat == "local" else set()))
@@ -209,12 +223,19 @@ class FedLAMB(Algorithm):
         it in place (:meth:`LocalAdaptive.reads_deferred_grad`)."""
         return self.rule.reads_deferred_grad()
 
+    @property
+    def takes_row_sources(self) -> bool:
+        """Row sources (:mod:`sims.row_source`) where ``LocalAdaptive.step`` reads them in
+        place (:meth:`LocalAdaptive.reads_row_sources`)."""
+        return self.rule.reads_row_sources()
+
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
         # the trust ratio's per-coordinate layer index is built only where the readable
         # rule needs it (a repeat_interleave over d each step: ~1.5 ms a round here)
         return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout,
-                              owned=step_owned(ctx, self.owned_start_keys()))
+                              owned=step_owned(ctx, self.owned_start_keys()),
+                              delta_from=ctx.extra.get("delta_from"))
 
     def client_message(self, delta, lstate, cstate, ctx):
         v_sent = self.rule.corrected_v(lstate)
@@ -224,7 +245,7 @@ class FedLAMB(Algorithm):
         if self.bias_correction == "client":
             new["n"] = lstate["n"]
         if self.vhat == "local":
-            new["vhat"] = unscaled_vhat(lstate)["vhat"]     # the rule's (not the kernel's)
+            new["vhat"] = unscaled_vhat(materialized_state(lstate))["vhat"]   # the rule's
         aux = {"v": v_sent} if self.vhat != "local" else {}
         return delta, new, aux
 

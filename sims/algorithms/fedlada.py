@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..optim import OptimizerError, _masked, full_like, unscaled_vhat
+from ..optim import OptimizerError, _masked, full_like
 from ..ownership import step_owned
+from ..row_source import ScaledRows, ZeroRows, server_rows
 from .adaptive import (FedOpt, LocalAdaptive, ParticipantTally, ReplicaRows, _affine_sgd,
                        bits, check_common, describe_dataclass, lr_at, mean_of)
 from .base import Algorithm, masked_rows
@@ -272,12 +273,17 @@ class FedLADA(Algorithm):
         return dict(server)
 
     def local_start(self, bcast, cstate, ctx):
-        v = bcast["v"]
-        n = torch.zeros(v.shape[0], dtype=v.dtype, device=v.device)
         # the broadcast rows themselves, no copies: a round's first local step does not own
-        # them and writes none of them (owned_start_keys)
-        return LocalAdaptive.start(torch.zeros_like(v),
-                                   v if self.v_init == "server" else torch.zeros_like(v), v, n)
+        # them and writes none of them (owned_start_keys); where the C kernel takes the
+        # steps, the server's rows where they are and zeros never written (sims.row_source)
+        sources = self.takes_row_sources
+        v = server_rows(bcast, "v", sources)
+        n = torch.zeros(v.shape[0], dtype=v.dtype, device=v.device)
+
+        def zeros():
+            return (ZeroRows(*v.shape, v.dtype, v.device) if sources
+                    else torch.zeros(v.shape, dtype=v.dtype, device=v.device))
+        return LocalAdaptive.start(zeros(), v if self.v_init == "server" else zeros(), v, n)
 
     def owned_start_keys(self):
         """``m`` (zeros made in :meth:`local_start`), and ``v`` where it starts at zero; not
@@ -291,17 +297,28 @@ class FedLADA(Algorithm):
         it in place (:meth:`LocalAdaptive.reads_deferred_grad`)."""
         return self.rule.reads_deferred_grad()
 
+    @property
+    def takes_row_sources(self) -> bool:
+        """Row sources (:mod:`sims.row_source`) where ``LocalAdaptive.step`` reads them in
+        place (:meth:`LocalAdaptive.reads_row_sources`)."""
+        return self.rule.reads_row_sources()
+
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
         ga = ReplicaRows(bcast, "ga") if self.amended else None    # not gathered (issue 16)
         return self.rule.step(theta, grad, lstate, mask, lr, ctx.layout, ga=ga,
-                              owned=step_owned(ctx, self.owned_start_keys()))
+                              owned=step_owned(ctx, self.owned_start_keys()),
+                              delta_from=ctx.extra.get("delta_from"))
 
     def client_message(self, delta, lstate, cstate, ctx):
-        aux = {"vhat": unscaled_vhat(lstate)["vhat"]}     # the rule's (not the kernel's)
+        # the rule's vhat (not the kernel's scaled one) and g_a = delta / (lr K) as scaled
+        # rows, summed per replica without forming them (sims.row_source.ScaledRows)
+        scale = lstate.get("vhat_scale")
+        vhat = lstate["vhat"]
+        aux = {"vhat": vhat if scale is None else ScaledRows(vhat, 1 / scale)}
         if self.amended:
             lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
-            aux["ga"] = delta / (lr * lstate["k"].clamp_min(1).unsqueeze(-1))
+            aux["ga"] = ScaledRows(delta, 1 / (lr * lstate["k"].clamp_min(1).unsqueeze(-1)))
         return delta, cstate, aux
 
     def server_step(self, server, mean_message, sums, active, ctx):

@@ -29,7 +29,11 @@
  * state (copied where the output is another tensor; their vhat scale kept, 1 if none).
  * g_blk (optional): row i's columns [blk_lo, blk_hi) of g are read from g_blk[i] (a
  * contiguous block, sims.deferred_grad: a gradient block never copied into g); with a trust
- * ratio the block is whole layers.
+ * ratio the block is whole layers. Row tables (each optional, sims.row_source): row i of
+ * theta, m, v, vhat (inputs) and of m_out, v_out is th_tab[i], m_tab[i], ... instead of the base
+ * pointer's row i (a server row, a shared zero row, a client's own state row); srv_tab
+ * (optional) makes the output the round's delta, out = srv_tab[i] - theta' (the masked rows
+ * too: srv - theta).
  * The specialised loops (mode x coupled x amended x decoupled) keep the options' branches out
  * of the inner loops. */
 #include <string.h>
@@ -40,10 +44,13 @@ enum { ADA_AMS_STEP = 0, ADA_AMS_ROUND = 1, ADA_ADAM = 2 };
 #define ADA_INLINE static inline __attribute__((always_inline))
 
 /* the arguments of one row's loops, as the dispatcher names them */
-#define ADA_ROW_ARGS o, th, gi, mo, mi, vo, vi, vho, vhi, gai, lo, hi, b1, cb1, b2, cb2, wdt, \
-                     fin, epsr, km, au, aga, awd
+#define ADA_ROW_ARGS o, th, gi, mo, mi, vo, vi, vho, vhi, gai, sv, lo, hi, b1, cb1, b2, cb2,  \
+                     wdt, fin, epsr, km, au, aga, awd
 #define ADA_ROW_CASE(SUF, M, C, A, D) \
-    case M * 8 + C * 4 + A * 2 + D: ada_row_##SUF(M, C, A, D, ADA_ROW_ARGS); break;
+    case M * 8 + C * 4 + A * 2 + D:                                                        \
+        if (sv) ada_row_##SUF(M, C, A, D, 1, ADA_ROW_ARGS);                                 \
+        else ada_row_##SUF(M, C, A, D, 0, ADA_ROW_ARGS);                                    \
+        break;
 #define ADA_C2(SUF, M, C, A) ADA_ROW_CASE(SUF, M, C, A, 0) ADA_ROW_CASE(SUF, M, C, A, 1)
 #define ADA_C4(SUF, M, C) ADA_C2(SUF, M, C, 0) ADA_C2(SUF, M, C, 1)
 #define ADA_C8(SUF, M) ADA_C4(SUF, M, 0) ADA_C4(SUF, M, 1)
@@ -52,6 +59,16 @@ enum { ADA_AMS_STEP = 0, ADA_AMS_ROUND = 1, ADA_ADAM = 2 };
     case M * 2 + C: ada_layer_u_##SUF(M, C, scratch, sq, lamt, ADA_ROW_ARGS); break;
 #define ADA_U_CASES(SUF) ADA_U_CASE(SUF, 0, 0) ADA_U_CASE(SUF, 0, 1) ADA_U_CASE(SUF, 1, 0) \
                          ADA_U_CASE(SUF, 1, 1) ADA_U_CASE(SUF, 2, 0) ADA_U_CASE(SUF, 2, 1)
+
+#define ADA_TRUST_CASE(SUF, A, D, X)                                                       \
+    case A * 4 + D * 2 + X:                                                                \
+        ada_trust_out_##SUF(A, D, X, o + lo, th + lo, scratch, a_, svl, len, fu, lamt, aga,\
+                            awd);                                                          \
+        break;
+#define ADA_TRUST_CASES(SUF)                                                                \
+    ADA_TRUST_CASE(SUF, 0, 0, 0) ADA_TRUST_CASE(SUF, 0, 0, 1) ADA_TRUST_CASE(SUF, 0, 1, 0)  \
+    ADA_TRUST_CASE(SUF, 0, 1, 1) ADA_TRUST_CASE(SUF, 1, 0, 0) ADA_TRUST_CASE(SUF, 1, 0, 1)  \
+    ADA_TRUST_CASE(SUF, 1, 1, 0) ADA_TRUST_CASE(SUF, 1, 1, 1)
 
 #define ADAPTIVE_STEP(T, SUF, SQRT)                                                          \
 /* one element's u; writes m', v' (and vhat') */                                             \
@@ -73,8 +90,9 @@ ADA_INLINE T ada_u_##SUF(const int mode, const int wdc, int64_t j, const T *th, 
 }                                                                                            \
 /* columns [lo, hi) of one row without a trust ratio */                                      \
 ADA_INLINE void ada_row_##SUF(const int mode, const int wdc, const int amend, const int wdd, \
-                              T *o, const T *th, const T *g, T *mo, const T *m, T *vo,       \
-                              const T *v, T *vho, const T *vh, const T *ga, int64_t lo,      \
+                              const int dlt, T *o, const T *th, const T *g, T *mo,           \
+                              const T *m, T *vo, const T *v, T *vho, const T *vh,            \
+                              const T *ga, const T *sv, int64_t lo,                          \
                               int64_t hi, T b1, T cb1, T b2, T cb2, T wd, T fin, T epsr,     \
                               T km, T au, T aga, T awd) {                                    \
     NATIVE_IVDEP                                                                             \
@@ -85,7 +103,7 @@ ADA_INLINE void ada_row_##SUF(const int mode, const int wdc, const int amend, co
         T r = t - au * u;                                                                    \
         if (amend) r = r - aga * ga[j];                                                      \
         if (wdd) r = r - awd * t;                                                            \
-        o[j] = r;                                                                            \
+        o[j] = dlt ? sv[j] - r : r;                                                          \
     }                                                                                        \
 }                                                                                            \
 /* columns [lo, hi) of one row (a layer): u into scratch[0, hi - lo) (m, v, vhat written)  \
@@ -94,9 +112,10 @@ ADA_INLINE void ada_row_##SUF(const int mode, const int wdc, const int amend, co
 ADA_INLINE void ada_layer_u_##SUF(const int mode, const int wdc, T *restrict scratch,        \
                                   double *restrict sq, T lam, T *o, const T *th, const T *g, \
                                   T *mo, const T *m, T *vo, const T *v, T *vho, const T *vh, \
-                                  const T *ga, int64_t lo, int64_t hi, T b1, T cb1, T b2,    \
-                                  T cb2, T wd, T fin, T epsr, T km, T au, T aga, T awd) {    \
-    (void)o; (void)ga; (void)au; (void)aga; (void)awd;                                       \
+                                  const T *ga, const T *sv, int64_t lo, int64_t hi, T b1,    \
+                                  T cb1, T b2, T cb2, T wd, T fin, T epsr, T km, T au, T aga,\
+                                  T awd) {                                                   \
+    (void)o; (void)ga; (void)sv; (void)au; (void)aga; (void)awd;                             \
     double at[NATIVE_LANES] = {0}, au2[NATIVE_LANES] = {0}, aw[NATIVE_LANES] = {0};          \
     int64_t j = lo;                                                                          \
     for (; j + NATIVE_LANES <= hi; j += NATIVE_LANES) {                                      \
@@ -124,17 +143,18 @@ ADA_INLINE void ada_layer_u_##SUF(const int mode, const int wdc, T *restrict scr
     for (int k = 0; k < NATIVE_LANES; ++k) { st += at[k]; su += au2[k]; sw += aw[k]; }       \
     sq[0] = st; sq[1] = su; sq[2] = sw;                                                      \
 }                                                                                            \
-/* a layer's step from u in scratch: out = theta + fu (u + lam theta) - aga g_a - awd theta */ \
-ADA_INLINE void ada_trust_out_##SUF(const int amend, const int wdd, T *o, const T *th,       \
-                                    const T *restrict u, const T *ga, int64_t n, T fu, T lam,\
-                                    T aga, T awd) {                                          \
+/* a layer's step from u in scratch: out = theta + fu (u + lam theta) - aga g_a - awd theta \
+ * (sv: out = sv - that, the delta) */                                                       \
+ADA_INLINE void ada_trust_out_##SUF(const int amend, const int wdd, const int dlt, T *o,     \
+                                    const T *th, const T *restrict u, const T *ga,           \
+                                    const T *sv, int64_t n, T fu, T lam, T aga, T awd) {     \
     NATIVE_IVDEP                                                                             \
     for (int64_t j = 0; j < n; ++j) {                                                        \
         T t = th[j];                                                                         \
         T r = t + fu * (u[j] + lam * t);                                                     \
         if (amend) r = r - aga * ga[j];                                                      \
         if (wdd) r = r - awd * t;                                                            \
-        o[j] = r;                                                                            \
+        o[j] = dlt ? sv[j] - r : r;                                                          \
     }                                                                                        \
 }                                                                                            \
 void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *m,          \
@@ -147,7 +167,10 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
                          int64_t nlayers, const int64_t *offsets, int64_t phi,               \
                          double phi_min, double phi_max, double lam, T *scratch_all,         \
                          int64_t scratch_len, int64_t nthreads, const T *const *g_blk,       \
-                         int64_t blk_lo, int64_t blk_hi) {                                   \
+                         int64_t blk_lo, int64_t blk_hi, const T *const *th_tab,             \
+                         const T *const *m_tab, const T *const *v_tab, T *const *mo_tab,     \
+                         T *const *vo_tab, const T *const *vh_tab,                           \
+                         const T *const *srv_tab) {                                          \
     const T b1 = (T)b1d, cb1 = (T)(1.0 - b1d), b2 = (T)b2d, cb2 = (T)(1.0 - b2d);            \
     const T wdt = (T)wdd_, lamt = (T)lam;                                                    \
     const int wdc = wdd_ != 0.0 && wd_coupled, wdd = wdd_ != 0.0 && !wd_coupled;             \
@@ -156,13 +179,22 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
     for (int64_t i = 0; i < rows; ++i) {                                                     \
         double sq[3] = {0.0, 0.0, 0.0};          /* this row's layer sums (trust) */         \
         T *scratch = scratch_all ? scratch_all + NATIVE_THREAD * scratch_len : 0;            \
+        int64_t at = i * d;                                                                  \
+        T *o = out + at, *mo = mo_tab ? mo_tab[i] : m_out + at;                              \
+        T *vo = vo_tab ? vo_tab[i] : v_out + at;                                             \
+        const T *th = th_tab ? th_tab[i] : theta + at, *g_row = g + at;                      \
+        const T *mi = m_tab ? m_tab[i] : m + at, *vi = v_tab ? v_tab[i] : v + at;            \
+        const T *sv = srv_tab ? srv_tab[i] : 0;                                              \
+        const T *vhi = vh_tab ? vh_tab[i] : (vh ? vh + at : 0);                              \
         if (row_mask && !row_mask[i]) {          /* a masked row keeps theta and its state */ \
-            int64_t at = i * d;                                                              \
             size_t size = (size_t)d * sizeof(T);                                             \
-            if (out + at != theta + at) memcpy(out + at, theta + at, size);                  \
-            if (m_out + at != m + at) memcpy(m_out + at, m + at, size);                      \
-            if (v_out + at != v + at) memcpy(v_out + at, v + at, size);                      \
-            if (vh_out && vh_out + at != vh + at) memcpy(vh_out + at, vh + at, size);        \
+            if (sv) {                                                                        \
+                NATIVE_IVDEP                                                                 \
+                for (int64_t j = 0; j < d; ++j) o[j] = sv[j] - th[j];                        \
+            } else if (o != th) memcpy(o, th, size);                                         \
+            if (mo != mi) memcpy(mo, mi, size);                                              \
+            if (vo != vi) memcpy(vo, vi, size);                                              \
+            if (vh_out && vh_out + at != vhi) memcpy(vh_out + at, vhi, size);                \
             if (scale_out) scale_out[i] = scale_in ? scale_in[i] : (T)1;                     \
             continue;                                                                        \
         }                                                                                    \
@@ -180,13 +212,9 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
         const T fin = (T)f, km = (T)k, epsr = (T)e;                                          \
         double lri = lr_rows ? (double)lr_rows[i] : lr;                                      \
         const T au = (T)(lri * alpha), aga = (T)(lri * (1.0 - alpha)), awd = (T)(lri * wdd_);\
-        int64_t at = i * d;                                                                  \
-        T *o = out + at, *mo = m_out + at, *vo = v_out + at;                                 \
-        const T *th = theta + at, *g_row = g + at, *mi = m + at, *vi = v + at;               \
         /* columns [blk_lo, blk_hi) of g: the row's own block (g_blk[i]) where given */      \
         const T *g_in = g_blk ? g_blk[i] - blk_lo : g_row;                                   \
         T *vho = vh_out ? vh_out + at : 0;                                                   \
-        const T *vhi = vh ? vh + at : 0;                                                     \
         const T *gai = ga ? ga + i * ga_stride : 0;                                          \
         if (nlayers == 0) {      /* the row in three column runs: before, in, after the block */\
             const int64_t cut[4] = {0, g_blk ? blk_lo : 0, g_blk ? blk_hi : 0, d};           \
@@ -206,15 +234,8 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
                                        lam != 0.0 ? sq[2] : sq[1], sq[1]);                   \
             const T fu = (T)(-lri * alpha * ratio);                                          \
             const T *a_ = gai ? gai + lo : 0;                                                \
-            if (amend) {                                                                     \
-                if (wdd) ada_trust_out_##SUF(1, 1, o + lo, th + lo, scratch, a_, len, fu,    \
-                                             lamt, aga, awd);                                \
-                else ada_trust_out_##SUF(1, 0, o + lo, th + lo, scratch, a_, len, fu, lamt,  \
-                                         aga, awd);                                          \
-            } else if (wdd) ada_trust_out_##SUF(0, 1, o + lo, th + lo, scratch, a_, len, fu, \
-                                                lamt, aga, awd);                             \
-            else ada_trust_out_##SUF(0, 0, o + lo, th + lo, scratch, a_, len, fu, lamt, aga, \
-                                     awd);                                                   \
+            const T *svl = sv ? sv + lo : 0;                                                 \
+            switch ((int)(amend * 4 + wdd * 2 + (sv != 0))) { ADA_TRUST_CASES(SUF) }         \
         }                                                                                    \
     }                                                                                        \
 }

@@ -43,6 +43,7 @@ import torch
 
 from ..algorithms.adaptive import ParticipantTally
 from ..algorithms.base import Algorithm
+from ..row_source import materialized
 from .accounting import EpsilonCurve
 
 #: Entropy tag that separates the DP noise stream from the engine's ``[seed, t]`` draws.
@@ -175,7 +176,8 @@ class Private(Algorithm, ParticipantTally):
     def client_message(self, delta, lstate, cstate, ctx):
         msg, cstate, aux = self.inner.client_message(delta, lstate, cstate, ctx)
         self._tally_add(ctx)
-        if math.isfinite(self.clip):
+        if math.isfinite(self.clip):             # (clipped per row: the rows formed first)
+            msg, aux = materialized(msg), {k: materialized(v) for k, v in aux.items()}
             keys = sorted(aux)
             f = clip_factors([msg, *(aux[k] for k in keys)], self.clip)
             msg = msg * f.view(-1, *([1] * (msg.dim() - 1))).to(msg.dtype)

@@ -35,6 +35,7 @@ import torch
 
 from ..batching import replica_runs
 from ..deferred_grad import DeferredGrad
+from ..row_source import ServerRows
 from .linear_stack import _logit_grad, relu_backward
 
 try:                                    # oneDNN's plain-layout matmul (CPU builds with MKL-DNN)
@@ -207,8 +208,45 @@ def stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Tensor, w:
     per-client oneDNN products (else the tensor, as without)."""
     B = theta.shape[0]
     use = use_onednn(theta, onednn)
-    return _grad(_layers(list(layout.unflatten(theta).values())), *_inputs(x, B), y, w,
-                 _Out(layout, B, theta), use, defer)
+    if isinstance(theta, ServerRows):
+        layers = _server_layers(theta, layout, x.shape[1], use)
+    else:
+        layers = _layers(list(layout.unflatten(theta).values()))
+    return _grad(layers, *_inputs(x, B), y, w, _Out(layout, B, theta), use, defer)
+
+
+class _ClientViews:
+    """``W[rep[c]]`` for client ``c``: a server weight ``W[R, out, in]`` per client without the
+    ``[B, out, in]`` copy, for the per-client oneDNN products (:func:`per_client_forward`)."""
+
+    def __init__(self, W: torch.Tensor, rep: list):
+        self.W, self.rep = W, rep
+        self.shape = torch.Size((len(rep), *W.shape[1:]))
+
+    def __getitem__(self, c):
+        return self.W[self.rep[c]]
+
+    def __len__(self):
+        return len(self.rep)
+
+
+def _server_layers(theta: ServerRows, layout, b: int, onednn: bool):
+    """The layers at a :class:`sims.row_source.ServerRows` ``theta`` (a round's first local
+    step, each row its replica's server model): the first weight, where its forward takes one
+    oneDNN product per client, read per client from the server rows (:class:`_ClientViews`:
+    the same products on the same values, so the same bits as at the gathered copy; the
+    first layer needs no input gradient); every other tensor gathered per participant (the
+    MLP's: 2k floats a client)."""
+    server, rep = theta.server, theta.rep
+    params = list(layout.unflatten(server).values())
+    first = params[0]
+    if onednn and onednn_big(b * first.shape[-2] * first.shape[-1]):
+        weights = [_ClientViews(first, rep.tolist())]
+    else:
+        weights = [first.index_select(0, rep)]
+    weights += [W.index_select(0, rep) for W in params[2::2]]
+    biases = [bias.index_select(0, rep) for bias in params[1::2]]
+    return [_Weights(W, bias) for W, bias in zip(weights, biases)]
 
 
 def stack_grad_pair(theta: torch.Tensor, server: torch.Tensor, rep: torch.Tensor, layout,

@@ -22,6 +22,7 @@ from torch.func import functional_call, grad, vmap
 
 from ..batching import start_minus, start_rows
 from ..params import ParamLayout
+from ..row_source import materialized
 from .gram_sgd import ClientGram, gram_sgd_delta
 from .linear_stack import (is_linear_stack, linear_stack_grad, linear_stack_logits,
                            linear_stack_sgd_, linear_stack_sgd_delta)
@@ -172,11 +173,20 @@ class NeuralProblem:
         ``defer`` (the engine passes it where the algorithm takes it, :attr:`defers_grad`):
         the fast MLP gradient may come as a :class:`sims.deferred_grad.DeferredGrad`."""
         x, y, w = self.minibatch(payload)
+        if self.fast_path and self.fast_grad:     # theta may be ServerRows (stack_grad)
+            return stack_grad(theta, self.layout, x, y, w, defer=defer)
+        theta = materialized(theta)
         if self.fast_path:
-            if self.fast_grad:
-                return stack_grad(theta, self.layout, x, y, w, defer=defer)
             return linear_stack_grad(theta, self.layout, x, y, w)[0]
         return self._batched_grad(theta, x, y, w)
+
+    @property
+    def grad_reads_server_rows(self) -> bool:
+        """Whether :meth:`stoch_grad` takes a :class:`sims.row_source.ServerRows` ``theta``
+        without gathering its ``[B, d]`` copy (the fast MLP gradient,
+        :func:`sims.problems.mlp_grad.stack_grad`; the engine then hands a first local step
+        the server models where they are)."""
+        return self.fast_path and self.fast_grad
 
     def stoch_grad_pair(self, theta: torch.Tensor, server: torch.Tensor, rep: torch.Tensor,
                         clients: torch.Tensor, payload: torch.Tensor, at_start: bool = False):
