@@ -8,6 +8,7 @@ import torch
 
 from sims import engine, native
 from sims.algorithms.adaptive import LocalAdaptive
+from sims.algorithms.fed_lamb import MimeLite
 from sims.algorithms.registry import make_for_problem
 from sims.deferred_grad import DeferredGrad, materialized
 from sims.models import MLP
@@ -121,12 +122,12 @@ def test_full_preconditioner_reads_the_block_where_it_is(name, onednn_calls):
 
 
 @pytest.mark.parametrize("name", ["fed-ams", "fed-lamb", "fedlada", "localadam", "mimelite",
-                                  "dja", "joint-adaptive", "fedadaadam", "fedadaadagrad",
+                                  "mimelite-lamb", "dja", "joint-adaptive", "fedadaadam", "fedadaadagrad",
                                   "fedada2", "fedada2-adam", "fedada2-blend"])
 def test_engine_runs_equal_with_and_without_deferral(name, onednn_calls, monkeypatch):
     """Whole runs (unequal clients, partial participation): deferral changes no bit. The
-    algorithms that take it were handed DeferredGrads; the others (MimeLite, FedAda2-blend,
-    FedAda2's SM3-II clients, whose forms would copy the block late) never."""
+    algorithms that take it were handed DeferredGrads; the others (FedAda2-blend, FedAda2's
+    SM3-II clients, whose forms would copy the block late) never."""
     handed = []
     real = engine._run_clients
 
@@ -164,17 +165,23 @@ def test_engine_runs_equal_with_and_without_deferral(name, onednn_calls, monkeyp
 
 def test_asked_for_only_where_read_in_place(monkeypatch):
     """Fed-AMS / FedLADA ask for a deferred gradient only while the C kernel (which reads it
-    in place) is on and the compiled form off; FedAda2's full preconditioner only while
-    torch's kernels are on; SM3-II, the blend and MimeLite never (they would copy late)."""
+    in place) is on and the compiled form off; MimeLite likewise (its frozen C kernel);
+    FedAda2's full preconditioner only while torch's kernels are on; SM3-II and the blend
+    never (they would copy late)."""
     from sims import compiled, torch_fused
     from sims.algorithms.registry import make_algorithm
     takes = lambda n: make_algorithm(n).takes_deferred_grad       # noqa: E731
     assert takes("fed-ams") and takes("fedlada") and takes("fedadaadagrad") and takes("dja")
-    assert not (takes("fedada2") or takes("fedada2-blend") or takes("mimelite"))
+    assert takes("mimelite") and takes("mimelite-lamb")
+    assert not (takes("fedada2") or takes("fedada2-blend"))
     monkeypatch.setattr(LocalAdaptive, "native_step", False)
     assert not takes("fed-ams") and not takes("localadam")
     monkeypatch.undo()
-    for switch, on, name in ((compiled, True, "fed-lamb"), (torch_fused, False, "dja")):
+    monkeypatch.setattr(MimeLite, "native_frozen", False)
+    assert not takes("mimelite")
+    monkeypatch.undo()
+    for switch, on, name in ((compiled, True, "fed-lamb"), (compiled, True, "mimelite"),
+                             (torch_fused, False, "dja")):
         was = switch.enabled()
         try:
             switch.enable(on)

@@ -198,7 +198,8 @@ def _run(prob, name, sources_on, monkeypatch, seeds=(0, 1), **hyper):
 @needs_native
 @pytest.mark.parametrize("name,hyper", [("fed-ams", {}), ("fed-lamb", {}), ("fedlada", {}),
                                         ("localadam", {}), ("fed-ams", {"persist_m": False}),
-                                        ("fedlada", {"v_init": "zero"})])
+                                        ("fedlada", {"v_init": "zero"}), ("mimelite", {}),
+                                        ("mimelite-lamb", {})])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_engine_runs_with_and_without_row_sources_agree(mlp_problem, monkeypatch, name, hyper,
                                                         dtype):
@@ -219,3 +220,28 @@ def test_engine_runs_with_and_without_row_sources_agree(mlp_problem, monkeypatch
     for k in off.client_state:
         assert torch.equal(on.client_state[k], off.client_state[k]), k
     assert not torch.equal(on.server["theta"][0], prob.init_theta(0).to(on.server["theta"]))
+
+
+@needs_native
+@pytest.mark.parametrize("trust", [None, TrustRatio("clip", 1e-3, 10.0, 0.0),
+                                   TrustRatio("clip", 1e-3, 10.0, 0.1)])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_frozen_kernel_from_server_rows_and_writing_the_delta(dtype, trust):
+    """MimeLite's frozen step (sims.native.frozen) from the server rows where they are, and
+    writing the delta: the same bits as from the gathered copy, and as server - theta'."""
+    from sims.batching import replica_runs
+    from sims.native.frozen import frozen_step
+    c = _case(dtype, seed=4)
+    g = _gen(5)
+    m, p, q = (torch.rand(2, c["d"], generator=g, dtype=dtype) + 0.1 for _ in range(3))
+    runs = replica_runs(c["rep"])
+    args = (c["grad"], m, p, q, runs, 0.05, 0.9, 0.999)
+    kw = dict(trust=trust, layout=LAYOUT)
+    start = ServerRows(c["server"], c["rep"])
+    gathered = frozen_step(materialized(start), *args, **kw)
+    assert torch.equal(frozen_step(start, *args, **kw), gathered)
+    delta = frozen_step(start, *args, delta_from=start, **kw)
+    assert torch.equal(delta, start_minus(c["server"], c["rep"], gathered))
+    theta = gathered.clone()                   # a later step, in place, writing the delta
+    want = start_minus(c["server"], c["rep"], frozen_step(theta.clone(), *args, **kw))
+    assert torch.equal(frozen_step(theta, *args, out=theta, delta_from=start, **kw), want)

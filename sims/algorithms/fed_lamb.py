@@ -75,7 +75,10 @@ from .. import compiled
 from ..native import frozen as native_frozen
 from ..batching import per_replica, replica_runs
 from ..ownership import step_owned
-from ..row_source import ZeroRows, client_rows, materialized_state, server_rows
+from ..deferred_grad import DeferredGrad
+from ..native import enabled as native_enabled
+from ..row_source import (RowSource, ZeroRows, client_rows, materialized, materialized_state,
+                          server_rows)
 from .base import Algorithm, masked_rows
 
 BIAS_MODES = ("client", "round", "none")
@@ -398,6 +401,21 @@ class MimeLite(Algorithm):
         float64 (several steps, several replicas, masks, per-row rates, LAMB, whole engine
         runs) by ``tests/test_mime_fast_step.py``."""
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
+        request = ctx.extra.get("delta_from")
+        if (isinstance(theta, RowSource) or request is not None) and mask is None \
+                and self.takes_row_sources:
+            # the C kernel from the server rows where they are, or writing the delta
+            got = self._frozen_step_fast(theta, g, bcast, None, lr, ctx.layout, anchor,
+                                         owned=step_owned(ctx).theta,
+                                         delta_from=None if request is None else request.rows)
+            if got is not None:
+                if request is not None:
+                    request.done = True
+                return got
+        theta = materialized(theta)
+        if isinstance(g, DeferredGrad) and not (self.fast_frozen and self._frozen_fast_ok()
+                                                and self.native_frozen):
+            g = g.materialize()             # (only the C kernel reads a deferred block)
         if self.base_rule is not None and compiled.frozen_usable(self.base_rule, mask, theta):
             frozen, c = self._compiled_operands(bcast, anchor is not None)
             got = compiled.fused_frozen_step(self.base_rule, theta, g, frozen, lr, anchor, c,
@@ -466,7 +484,24 @@ class MimeLite(Algorithm):
         self._frozen_cache = (key, tuple(weakref.ref(t) for t in srcs), versions, terms)
         return terms
 
-    def _frozen_step_fast(self, theta, g, bcast, mask, lr, layout, anchor=None, owned=False):
+    @property
+    def takes_row_sources(self) -> bool:
+        """Row sources (:mod:`sims.row_source`): a round's first step reads the server
+        models where they are and the last writes the delta, where the C kernel takes the
+        step (:mod:`sims.native.frozen`; the opt-in compiled form off). Mime's anchor
+        gradient keeps the engine from handing them (``needs_anchor_grad``)."""
+        return (self.fast_frozen and self.native_frozen and self._frozen_fast_ok()
+                and native_enabled() and not compiled.enabled())
+
+    @property
+    def takes_deferred_grad(self) -> bool:
+        """A :class:`sims.deferred_grad.DeferredGrad` where the C kernel reads its block in
+        place (:attr:`takes_row_sources`' condition; the first step's gradient, kept as
+        ``gx``, is materialized: one copy a round where every step had one)."""
+        return self.takes_row_sources
+
+    def _frozen_step_fast(self, theta, g, bcast, mask, lr, layout, anchor=None, owned=False,
+                          delta_from=None):
         """Fast form of :meth:`_frozen_step_reference` for an AMSGrad / Adam base (``eps``
         inside the root, no bias correction; :meth:`_frozen_fast_ok`). With ``P = b2 v +
         eps`` and ``Q = vhat + eps`` of the frozen state (:meth:`_frozen_terms`, once per
@@ -509,9 +544,14 @@ class MimeLite(Algorithm):
             p, q = self._frozen_terms(src["s_v"], src["s_vhat"] if r.amsgrad else None)
             got = native_frozen.frozen_step(
                 theta, g, src["s_m"], p, q, runs, lr, b1, b2, anchor=anchor, c=src.get("c"),
-                trust=self.trust, layout=layout, out=theta if in_place else None)
+                trust=self.trust, layout=layout,
+                out=theta if in_place and torch.is_tensor(theta) else None,
+                delta_from=delta_from)
             if got is not None:
                 return got if mask is None else _masked(mask, got, theta)
+        if isinstance(theta, RowSource) or delta_from is not None:
+            return None                     # (the caller's tensor form from here)
+        g = materialized(g)
         blocks = self._frozen_blocks(theta.device.type, B, theta[0].nbytes, runs)
         if blocks is None:                                  # several replicas off the CPU
             src = {k: bcast[k] for k in keys}               # gathered [B, d] rows
@@ -575,8 +615,9 @@ class MimeLite(Algorithm):
         if not bool(first.any()):           # no row at its first step: gx stays (no pass)
             gx = lstate["gx"]
         elif mask is None and bool(first.all()):    # every row at its first step
-            gx = grad
+            gx = grad = materialized(grad)
         else:
+            grad = materialized(grad)
             gx = _masked(mask, torch.where(first.unsqueeze(-1), grad, lstate["gx"]),
                          lstate["gx"])
         new_state = {"k": lstate["k"] + (1 if mask is None else mask.to(theta.dtype)), "gx": gx}

@@ -48,6 +48,7 @@ from pathlib import Path
 
 import torch
 
+from ..deferred_grad import DeferredGrad
 from ..locks import RunLock
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -231,3 +232,17 @@ def threads() -> int:
 
 def count(name: str) -> None:
     calls[name] = calls.get(name, 0) + 1
+
+
+def block_table(g, theta, layout, trust: bool):
+    """``(flat, table, lo, hi)`` for a :class:`sims.deferred_grad.DeferredGrad` whose block
+    the kernel can read where it is (each row's part contiguous, ``theta``'s dtype, the
+    block's length; with a trust ratio the block one layer), ``table`` the rows' part
+    addresses (int64); else the gradient materialized and no table."""
+    if not isinstance(g, DeferredGrad):
+        return g, None, 0, 0
+    parts = g.parts_for(theta)
+    if parts is None or (trust and g.block not in layout.slices):
+        return g.materialize(), None, 0, 0
+    table = torch.tensor([p.data_ptr() for p in parts], dtype=torch.int64)
+    return g.flat, table, g.block.start or 0, g.block.stop

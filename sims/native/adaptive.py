@@ -46,10 +46,9 @@ import ctypes
 import torch
 
 from ..batching import replica_runs
-from ..deferred_grad import DeferredGrad
 from ..ownership import NOTHING
 from ..row_source import RowSource, ServerRows, SlotRows, ZeroRows
-from . import count, kernel, ptr, rate, rows_of, threads, usable
+from . import block_table, count, kernel, ptr, rate, rows_of, threads, usable
 from .frozen import trust_args
 
 MODES = {("amsgrad", "step"): 0, ("amsgrad", "round"): 1, ("adam", "step"): 2,
@@ -58,20 +57,6 @@ _I64, _F64, _P = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
 ARGTYPES = ([_P] * 10 + [_I64, _I64, _I64] + [_P] * 6 + [_F64, _I64, _I64]
             + [_F64] * 5 + [_I64, _I64, _P, _I64, _F64, _F64, _F64, _P, _I64, _I64]
             + [_P, _I64, _I64] + [_P] * 7)
-
-
-def _block_table(g, theta, layout, trust: bool):
-    """``(flat, table, lo, hi)`` for a :class:`sims.deferred_grad.DeferredGrad` whose block
-    the kernel can read where it is (each row's part contiguous, ``theta``'s dtype, the
-    block's length; with a trust ratio the block one layer), ``table`` the rows' part
-    addresses (int64); else the gradient materialized and no table."""
-    if not isinstance(g, DeferredGrad):
-        return g, None, 0, 0
-    parts = g.parts_for(theta)
-    if parts is None or (trust and g.block not in layout.slices):
-        return g.materialize(), None, 0, 0
-    table = torch.tensor([p.data_ptr() for p in parts], dtype=torch.int64)
-    return g.flat, table, g.block.start or 0, g.block.stop
 
 
 def _writable(x, mine: bool, others) -> torch.Tensor:
@@ -113,14 +98,14 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, 
     one rate per row; ``owned`` a :class:`sims.ownership.Owned` (None: nothing); ``mask``
     (``[B]`` bool, None: every row): the rows that step, the others keeping ``theta`` and
     their state. ``g`` may be a :class:`sims.deferred_grad.DeferredGrad`: its block is read
-    where it is (:func:`_block_table`). ``theta``, ``m``, ``v`` and ``vhat`` may be row
+    where it is (:func:`sims.native.block_table`). ``theta``, ``m``, ``v`` and ``vhat`` may be row
     sources (:mod:`sims.row_source`: the server's rows, zeros, the participants' own state
     rows, read through address tables; an owned :class:`~sims.row_source.SlotRows` ``m`` or
     ``v`` is written in place and handed back as it is). ``delta_from`` (a
     :class:`~sims.row_source.ServerRows`): the first return is the round's delta
     ``server - theta'`` instead of ``theta'`` (the engine's last step)."""
     B, d = theta.shape
-    g, g_table, blk_lo, blk_hi = _block_table(g, theta, layout, rule.trust is not None)
+    g, g_table, blk_lo, blk_hi = block_table(g, theta, layout, rule.trust is not None)
     mask_u8 = None
     if mask is not None:
         if mask.dtype != torch.bool or mask.shape != (B,) or mask.device.type != "cpu":

@@ -84,7 +84,8 @@ static inline double trust_ratio(int64_t phi, double phi_min, double phi_max,
  * trust_acc: adds theta's, u's and w = u + lam theta's squares over n entries to the three
  * rows of NATIVE_LANES partial sums (a kernel calls it on each small block of u right after
  * writing it, while the block is in the L1 cache); trust_apply: the ratio from the sums,
- * then the step over the whole layer (out may be theta: every sum is taken before);
+ * then the step over the whole layer (out may be theta: every sum is taken before; srv not
+ * null: out = srv - the step's result, a round's delta);
  * trust_layer: both on a whole layer. */
 #define NATIVE_TRUST_LAYER(T, SUF)                                                     \
 static inline void trust_acc_##SUF(double acc[3][NATIVE_LANES], const T *th,          \
@@ -108,13 +109,19 @@ static inline void trust_acc_##SUF(double acc[3][NATIVE_LANES], const T *th,    
 static inline void trust_apply_##SUF(T *out, const T *th, const T *restrict u,        \
                                      int64_t n, double acc[3][NATIVE_LANES], double lr,\
                                      int64_t phi, double phi_min, double phi_max,      \
-                                     double lam) {                                     \
+                                     double lam, const T *srv) {                       \
     double sq[3] = {0.0, 0.0, 0.0};                                                    \
     for (int r = 0; r < 3; ++r)                                                        \
         for (int k = 0; k < NATIVE_LANES; ++k) sq[r] += acc[r][k];                     \
     T f = (T)(-lr * trust_ratio(phi, phi_min, phi_max, sq[0], sq[2], sq[1]));          \
     const T l = (T)lam;                                                                \
-    if (lam != 0.0)                                                                    \
+    if (srv) {                          /* the delta: srv - the stepped theta */         \
+        if (lam != 0.0)                                                                \
+            for (int64_t j = 0; j < n; ++j)                                            \
+                out[j] = srv[j] - (th[j] + f * (u[j] + l * th[j]));                    \
+        else                                                                           \
+            for (int64_t j = 0; j < n; ++j) out[j] = srv[j] - (th[j] + f * u[j]);      \
+    } else if (lam != 0.0)                                                             \
         for (int64_t j = 0; j < n; ++j) out[j] = th[j] + f * (u[j] + l * th[j]);       \
     else                                                                               \
         for (int64_t j = 0; j < n; ++j) out[j] = th[j] + f * u[j];                     \
@@ -124,7 +131,7 @@ static inline void trust_layer_##SUF(T *out, const T *th, const T *restrict u,  
                                      double phi_max, double lam) {                     \
     double acc[3][NATIVE_LANES] = {{0}};                                               \
     trust_acc_##SUF(acc, th, u, n, lam);                                               \
-    trust_apply_##SUF(out, th, u, n, acc, lr, phi, phi_min, phi_max, lam);             \
+    trust_apply_##SUF(out, th, u, n, acc, lr, phi, phi_min, phi_max, lam, 0);          \
 }
 NATIVE_TRUST_LAYER(float, f32)
 NATIVE_TRUST_LAYER(double, f64)
