@@ -15,10 +15,18 @@ import ctypes
 
 import torch
 
-from . import count, kernel, ptr, threads, usable
+from . import count, kernel, library, ptr, threads, usable
 
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
 ARGTYPES = [_P, _P, _I64, _I64, _I64, _I64, _P, _I64]
+
+
+def workspace(nt: int, n: int) -> torch.Tensor:
+    """The kernels' scratch for ``nt`` threads and rows of ``n``: per thread, room for ``n``
+    (rounded up to even) + 16 int32 candidate indices and as many keys of up to 8 bytes
+    (``topk.c``'s ``topk_ws``); only the pages of the candidates a row collects are
+    touched."""
+    return torch.empty(nt * (n + 18) * 2, dtype=torch.int64)
 
 
 def topk_keep(x: torch.Tensor, out: torch.Tensor, sl: slice, k: int):
@@ -32,9 +40,11 @@ def topk_keep(x: torch.Tensor, out: torch.Tensor, sl: slice, k: int):
     if (sl.step or 1) != 1 or not 0 <= start <= stop <= d:
         return None
     n, nt = stop - start, threads()
-    cand = torch.empty(nt * max(n, 1), dtype=torch.int64)
+    if n >= 2 ** 31:
+        return None
+    ws = workspace(nt, n)                # held while the kernel runs
     fn = kernel("topk_keep", x.dtype, ARGTYPES)
-    fn(ptr(out, start), ptr(x, start), B, n, d, int(k), ptr(cand), nt)
+    fn(ptr(out, start), ptr(x, start), B, n, d, int(k), ptr(ws), nt)
     count("topk_keep")
     return out
 
@@ -54,11 +64,38 @@ def ef_topk(delta: torch.Tensor, error: torch.Tensor, blocks, ks, outs) -> bool:
     B, d = delta.shape
     if sum(sl.stop - sl.start for sl in blocks) != d:
         return False
-    nt = threads()
-    cand = torch.empty(nt * max(sl.stop - sl.start for sl in blocks), dtype=torch.int64)
+    nt, widest = threads(), max(sl.stop - sl.start for sl in blocks)
+    if widest >= 2 ** 31:
+        return False
+    ws = workspace(nt, widest)
     fn = kernel("ef_topk", delta.dtype, EF_ARGTYPES)
     for sl, k in zip(blocks, ks):
         fn(*(ptr(t, sl.start) for t in (target, msg, err, delta, error)), B,
-           sl.stop - sl.start, d, int(k), ptr(cand), nt)
+           sl.stop - sl.start, d, int(k), ptr(ws), nt)
     count("ef_topk")
     return True
+
+
+def configure(simd: bool | None = None, sampling: bool | None = None) -> bool | None:
+    """For the tests: the kernels' AVX-512 forms used or not (``simd``), the sampled
+    threshold taken where it applies or never (``sampling``: every row then histograms its
+    whole first 11 bits), for this process; None leaves a setting as it is. Returns whether
+    the AVX-512 forms are compiled in (None: no library). Every setting selects the same."""
+    lib = library()
+    if lib is None:
+        return None
+    fn = lib.topk_config
+    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(fn(-1 if simd is None else int(bool(simd)),
+                   -1 if sampling is None else int(bool(sampling))))
+
+
+def misled_rows() -> int:
+    """Rows so far whose sampled threshold let fewer than ``k`` entries through (each then
+    took the whole-row histogram instead): 0 on Fed-EF's deltas in the benchmark."""
+    lib = library()
+    if lib is None:
+        return 0
+    fn = lib.topk_misled_rows
+    fn.argtypes, fn.restype = [], ctypes.c_int64
+    return int(fn())
