@@ -128,3 +128,16 @@ def test_every_form_selects_the_same(dtype):
         native_topk.configure(simd=True, sampling=True)
     for other in got[1:]:
         assert all(torch.equal(a, b) for a, b in zip(got[0], other))
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_long_rows_split_over_threads_agree(threads, monkeypatch):
+    """Rows split over OpenMP threads (each its own workspace): the same bits as one."""
+    layout = ParamLayout(("w", "v"), ((60, 400), (900,)))
+    g = torch.Generator().manual_seed(13)
+    x = _rows(layout.d, torch.float32, g)
+    e = torch.randn(x.shape, generator=g)
+    one = [t.nan_to_num(7.0) for t in error_feedback(TopK(0.01), x, e, layout)]
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    many = [t.nan_to_num(7.0) for t in error_feedback(TopK(0.01), x, e, layout)]
+    assert all(torch.equal(a, b) for a, b in zip(one, many))
