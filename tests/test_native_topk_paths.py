@@ -28,9 +28,12 @@ def form(request):
     native_topk.configure(simd=True, sampling=True)
 
 
-pytestmark = pytest.mark.skipif(SIMD is None, reason="no C kernels")
-with_forms = pytest.mark.parametrize("form", FORMS, indirect=True,
-                                     ids=[f"simd{int(a)}-sample{int(b)}" for a, b in FORMS])
+needs_kernel = pytest.mark.skipif(SIMD is None, reason="C kernels off or not built")
+
+
+def with_forms(test):
+    return needs_kernel(pytest.mark.parametrize(
+        "form", FORMS, indirect=True, ids=[f"simd{int(a)}-sample{int(b)}" for a, b in FORMS])(test))
 
 
 def _sample_positions(n):
@@ -111,6 +114,7 @@ def test_error_feedback_on_long_rows_is_the_rule(form, dtype):
     assert torch.equal(res.nan_to_num(7.0), (target - msg).nan_to_num(7.0))
 
 
+@needs_kernel
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_every_form_selects_the_same(dtype):
     """The four forms, on the same long rows: the same messages and residuals."""
@@ -130,6 +134,7 @@ def test_every_form_selects_the_same(dtype):
         assert all(torch.equal(a, b) for a, b in zip(got[0], other))
 
 
+@needs_kernel
 @pytest.mark.parametrize("threads", [2, 3])
 def test_long_rows_split_over_threads_agree(threads, monkeypatch):
     """Rows split over OpenMP threads (each its own workspace): the same bits as one."""
@@ -141,3 +146,22 @@ def test_long_rows_split_over_threads_agree(threads, monkeypatch):
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
     many = [t.nan_to_num(7.0) for t in error_feedback(TopK(0.01), x, e, layout)]
     assert all(torch.equal(a, b) for a, b in zip(one, many))
+
+
+@pytest.mark.parametrize("native_on", [True, False])
+def test_error_feedback_torch_form_is_the_rule(native_on, monkeypatch):
+    """With the C kernel off (TopK.native False; FEDTOOLKIT_NATIVE=0 runs this with the
+    library off too) Fed-EF's error feedback takes the torch form: x + e, top_indices and a
+    scatter, target - msg; on tie-free long rows it is the same rule, and where the kernel
+    is on, the same bits as the kernel's."""
+    layout = ParamLayout(("w", "v"), ((60, 400), (900,)))
+    g = torch.Generator().manual_seed(14)
+    x = torch.randn(4, layout.d, generator=g, dtype=torch.float64)
+    e = torch.randn(4, layout.d, generator=g, dtype=torch.float64) * 0.1
+    monkeypatch.setattr(TopK, "native", native_on)
+    before = native.calls.get("ef_topk", 0)
+    target, msg, res = error_feedback(TopK(0.01), x, e, layout)
+    assert (native.calls.get("ef_topk", 0) > before) == (native_on and SIMD is not None)
+    assert torch.equal(target, x + e) and torch.equal(res, target - msg)
+    for sl, size in zip(layout.slices, layout.sizes):
+        _check(target, msg, sl, kept_count(0.01, size))
