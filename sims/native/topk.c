@@ -12,9 +12,10 @@
  * A row's selection finds a key hi and a tie list: the kept entries are those with key >= hi
  * and the first `need` indices of the tie list (entries below hi, in index order). Steps:
  *
- *  1. Sample (topk_sample_lo). 128 evenly spaced runs of 16 entries (one cache line of
- *     float32 each, prefetched together) give the key lo that 3/2 k S / n + 3 sqrt(k S / n)
- *     + 16 of the S = 2048 sampled keys reach: about 2 k entries of the row reach it.
+ *  1. Sample (topk_sample_lo). 128 evenly spaced runs of 16 entries (64 bytes of float32
+ *     each; all their lines requested at once, the next row's while this one is worked on)
+ *     give the key lo that 3/2 k S / n + 3 sqrt(k S / n) + 16 of the S = 2048 sampled keys
+ *     reach: about 2-3 k entries of the row reach it (Fed-EF's TopK-0.01 rows: ~3 k).
  *  2. Collect (topk_collect), in the pass that reads the row anyway (ef_topk: the one
  *     computing target = delta + error), the indices and keys of the entries with key >= lo,
  *     in index order: 16 entries at a time, a vector compare and, with AVX-512, a compress
@@ -27,7 +28,8 @@
  *     they all share (so the first step already splits them finely), until those left in the
  *     k-th largest one's bucket are all taken or share every bit.
  *
- * The write pass then sets every entry from the comparison with hi (vectorized) and the tie
+ * The write pass then sets every entry from the comparison with hi (vectorized; ef_topk's
+ * message and residual with streaming stores where AVX-512 is compiled in) and the tie
  * list's first `need` afterwards. The selection is the same whichever way steps 1-3 go (the
  * tests force each). Times: sims/native/topk.py. */
 #include <string.h>
