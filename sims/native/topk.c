@@ -196,9 +196,13 @@ static U topk_radix_##SUF(int32_t *idx, U *keys, int64_t m, int64_t *need, U pre
         uint32_t b = mask;                       /* the bucket of the left-th largest */\
         while (hist[b] < left) left -= hist[b--];                                      \
         prefix = (prefix << w) | b;                                                    \
-        int64_t mm = 0;                          /* its members, in index order */     \
-        for (int64_t c = 0; c < m; ++c)                                                \
-            if ((keys[c] >> shift) == prefix) { idx[mm] = idx[c]; keys[mm++] = keys[c]; }\
+        int64_t mm = 0;              /* its members, in index order (no branch: mm <= c) */\
+        for (int64_t c = 0; c < m; ++c) {                                              \
+            U kc = keys[c];                                                            \
+            idx[mm] = idx[c];                                                          \
+            keys[mm] = kc;                                                             \
+            mm += (kc >> shift) == prefix;                                             \
+        }                                                                              \
         m = mm;                                                                        \
     }                                                                                  \
     *need = left;                                                                      \
