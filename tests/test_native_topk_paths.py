@@ -1,6 +1,6 @@
 """TopK's C kernel on rows long enough for its sampled threshold (sims/native/topk.c steps
-1-4), in every form: AVX-512 compares on and off, sampling on and off (every row then
-histograms its whole first bits). Each form keeps exactly the k largest magnitudes with ties
+1-4), in every form: AVX-512, AVX2 or no vector forms (as many as are compiled in),
+sampling on and off (every row then histograms its whole first bits). Each form keeps exactly the k largest magnitudes with ties
 lowest index first (the readable rule: a stable sort, tests/test_native_topk._check), and
 Fed-EF's one-kernel error feedback gives target = x + e, that selection of it, and
 target - msg bit for bit."""
@@ -15,9 +15,8 @@ from sims.native import topk as native_topk
 from sims.params import ParamLayout
 from test_native_topk import _check, _with_sentinels
 
-SIMD = native_topk.configure() if native.library() is not None else None
-FORMS = [(simd, sampling) for simd, sampling in itertools.product((True, False), (True, False))
-         if SIMD or not simd]
+SIMD = native_topk.configure() if native.library() is not None else None   # level built
+FORMS = list(itertools.product(range((SIMD or 0) + 1), (True, False)))
 
 
 @pytest.fixture
@@ -25,7 +24,7 @@ def form(request):
     simd, sampling = request.param
     native_topk.configure(simd=simd, sampling=sampling)
     yield simd, sampling
-    native_topk.configure(simd=True, sampling=True)
+    native_topk.configure(simd=SIMD, sampling=True)
 
 
 needs_kernel = pytest.mark.skipif(SIMD is None, reason="C kernels off or not built")
@@ -33,7 +32,7 @@ needs_kernel = pytest.mark.skipif(SIMD is None, reason="C kernels off or not bui
 
 def with_forms(test):
     return needs_kernel(pytest.mark.parametrize(
-        "form", FORMS, indirect=True, ids=[f"simd{int(a)}-sample{int(b)}" for a, b in FORMS])(test))
+        "form", FORMS, indirect=True, ids=[f"simd{a}-sample{int(b)}" for a, b in FORMS])(test))
 
 
 def _sample_positions(n):
@@ -129,7 +128,7 @@ def test_every_form_selects_the_same(dtype):
             got.append([t.nan_to_num(7.0) for t in error_feedback(TopK(0.02), x, e, layout)]
                        + [TopK(0.02)(x, layout).nan_to_num(7.0)])
     finally:
-        native_topk.configure(simd=True, sampling=True)
+        native_topk.configure(simd=SIMD, sampling=True)
     for other in got[1:]:
         assert all(torch.equal(a, b) for a, b in zip(got[0], other))
 

@@ -18,8 +18,9 @@
  *     reach: about 2-3 k entries of the row reach it (Fed-EF's TopK-0.01 rows: ~3 k).
  *  2. Collect (topk_collect), in the pass that reads the row anyway (ef_topk: the one
  *     computing target = delta + error), the indices and keys of the entries with key >= lo,
- *     in index order: 16 entries at a time, a vector compare and, with AVX-512, a compress
- *     of the indices and keys that pass (no branch on the data); else one by one.
+ *     in index order: 16 entries at a time, a vector compare and a compress of the
+ *     indices and keys that pass (no branch on the data) with AVX-512, or with AVX2 (float32)
+ *     through a table of permutations; else one by one.
  *  3. If fewer than k were collected (the sample misled), or the row is short or k above
  *     about 10% of it, the whole row's first 11 bits are histogrammed instead (4
  *     interleaved counts: equal neighbours do not wait on each other's increments) and the
@@ -47,21 +48,24 @@
 /* a workspace row: room for n candidates and a group's slack (the compress stores 16) */
 #define TOPK_WS_ROW(n) (TOPK_EVEN(n) + TOPK_GROUP)
 
-static int topk_simd = 1;            /* the AVX-512 forms where compiled in */
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+#define TOPK_LEVEL 2                 /* the vector forms compiled in: AVX-512 (and AVX2) */
+#elif defined(__AVX2__)
+#define TOPK_LEVEL 1                 /* AVX2 */
+#else
+#define TOPK_LEVEL 0                 /* none: one entry at a time */
+#endif
+static int topk_simd = TOPK_LEVEL;   /* the vector forms used (topk_config) */
 static int topk_sampling = 1;        /* steps 1-2 where they apply */
 static int64_t topk_misled = 0;      /* rows where step 2 collected fewer than k */
 
-/* For the tests: the vector forms used or not (simd), steps 1-2 taken where they apply or
- * never (sampling), this process; -1 leaves a setting as it is. Returns whether the vector
- * forms are compiled in. */
+/* For the tests: the vector forms used up to level simd (2 AVX-512, 1 AVX2, 0 none; no
+ * more than compiled in), steps 1-2 taken where they apply or never (sampling), this
+ * process; -1 leaves a setting as it is. Returns the level compiled in. */
 int topk_config(int simd, int sampling) {
-    if (simd >= 0) topk_simd = simd != 0;
+    if (simd >= 0) topk_simd = simd < TOPK_LEVEL ? simd : TOPK_LEVEL;
     if (sampling >= 0) topk_sampling = sampling != 0;
-#if defined(__AVX512F__) && defined(__AVX512VL__)
-    return 1;
-#else
-    return 0;
-#endif
+    return TOPK_LEVEL;
 }
 
 /* How many rows so far fell back from step 2 to step 3 (the sample misled). */
@@ -74,9 +78,10 @@ int64_t topk_misled_rows(void) {
 
 static inline int topk_top_bit(uint64_t v) { return 63 - __builtin_clzll(v); }  /* v > 0 */
 
-#if defined(__AVX512F__) && defined(__AVX512VL__)
+#if TOPK_LEVEL >= 1
 #include <immintrin.h>
-#define TOPK_HAVE_SIMD 1
+#endif
+#if TOPK_LEVEL >= 2
 /* Step 2 on the group at j: v = a[j..j+16) (+ b[j..j+16), stored at t + j, when b is
  * given); the indices and keys of the entries with key >= lo stored at idx + m, keys + m
  * (compressed: 16 stored, the passing ones first); returns m + their count. */
@@ -155,12 +160,54 @@ TOPK_EF_WRITE_SIMD(double, uint64_t, f64, 8, __m512d, __mmask8, _mm512_loadu_pd,
                    _mm512_set1_epi64, _mm512_maskz_mov_pd, _mm512_mask_sub_pd,
                    _mm512_stream_pd, 0x8000000000000000ull)
 #else
-#define TOPK_HAVE_SIMD 0
 #define topk_ef_write_simd_f32(t, msg, err, n, hi) 0
 #define topk_ef_write_simd_f64(t, msg, err, n, hi) 0
 #define topk_group_simd_f32(t, a, b, j, lo, idx, keys, m) (m)
 #define topk_group_simd_f64(t, a, b, j, lo, idx, keys, m) (m)
 #endif
+
+#if TOPK_LEVEL >= 1
+/* Step 2 on the group at j with AVX2 (float32 only; float64 takes the entries one by
+ * one): as topk_group_simd_f32, 8 entries a compare, compressed through a table of the
+ * 256 masks' permutations (built when the library loads). */
+#define TOPK_AVX2_f32 1
+static uint8_t topk_perm8[256][8];
+__attribute__((constructor)) static void topk_perm8_init(void) {
+    for (int mask = 0; mask < 256; ++mask) {
+        int m = 0;
+        for (int r = 0; r < 8; ++r)
+            if (mask >> r & 1) topk_perm8[mask][m++] = (uint8_t)r;
+        while (m < 8) topk_perm8[mask][m++] = 0;
+    }
+}
+static inline int64_t topk_group_avx2_f32(float *t, const float *a, const float *b,
+                                          int64_t j, uint32_t lo, int32_t *idx,
+                                          uint32_t *keys, int64_t m) {
+    const __m256i abs_bits = _mm256_set1_epi32(0x7fffffff);
+    const __m256i below = _mm256_set1_epi32((int)(lo - 1));    /* keys < 2^31: signed */
+    for (int h = 0; h < 2; ++h, j += 8) {
+        __m256 v = _mm256_loadu_ps(a + j);
+        if (b) {
+            v = _mm256_add_ps(v, _mm256_loadu_ps(b + j));
+            _mm256_storeu_ps(t + j, v);
+        }
+        __m256i kk = _mm256_and_si256(_mm256_castps_si256(v), abs_bits);
+        int pass = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(kk, below)));
+        __m256i perm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)topk_perm8[pass]));
+        __m256i at = _mm256_add_epi32(_mm256_set1_epi32((int)j),
+                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_storeu_si256((__m256i *)(idx + m), _mm256_permutevar8x32_epi32(at, perm));
+        _mm256_storeu_si256((__m256i *)(keys + m), _mm256_permutevar8x32_epi32(kk, perm));
+        m += __builtin_popcount((unsigned)pass);
+    }
+    return m;
+}
+#else
+#define TOPK_AVX2_f32 0
+#define topk_group_avx2_f32(t, a, b, j, lo, idx, keys, m) (m)
+#endif
+#define TOPK_AVX2_f64 0
+#define topk_group_avx2_f64(t, a, b, j, lo, idx, keys, m) (m)
 
 #define TOPK_KERNELS(T, U, KEYBITS, SUF)                                               \
 /* this thread's workspace: TOPK_WS_ROW(n) int32 indices, then as many keys */          \
@@ -244,9 +291,12 @@ static inline int64_t topk_collect_##SUF(T *restrict t, const T *restrict a,    
                                          const T *restrict b, int64_t n, U lo,         \
                                          int32_t *idx, U *keys) {                      \
     int64_t m = 0, j = 0;                                                              \
-    if (TOPK_HAVE_SIMD && topk_simd)                                                   \
+    if (topk_simd >= 2)                                                                \
         for (; j + TOPK_GROUP <= n; j += TOPK_GROUP)                                   \
             m = topk_group_simd_##SUF(t, a, b, j, lo, idx, keys, m);                   \
+    else if (topk_simd == 1 && TOPK_AVX2_##SUF)                                        \
+        for (; j + TOPK_GROUP <= n; j += TOPK_GROUP)                                   \
+            m = topk_group_avx2_##SUF(t, a, b, j, lo, idx, keys, m);                   \
     for (; j < n; ++j) {                                                               \
         T v = a[j];                                                                    \
         if (b) t[j] = v = v + b[j];                                                    \
@@ -304,7 +354,12 @@ static void topk_row_##SUF(T *out, const T *x, int64_t n, int64_t k, int32_t *id
     if (k <= 0) { memset(out, 0, (size_t)n * sizeof(T)); return; }                     \
     int64_t need;                                                                      \
     U hi = topk_select_##SUF(NULL, x, NULL, n, k, idx, keys, &need);                   \
-    for (int64_t j = 0; j < n; ++j) out[j] = topk_key_##SUF(x[j]) >= hi ? x[j] : (T)0; \
+    for (int64_t j = 0; j < n; ++j) {            /* as bits, as in ef_row */          \
+        U vb;                                                                          \
+        memcpy(&vb, x + j, sizeof vb);                                                 \
+        vb &= -(U)(topk_key_##SUF(x[j]) >= hi);                                        \
+        memcpy(out + j, &vb, sizeof vb);                                               \
+    }                                                                                  \
     for (int64_t c = 0; c < need; ++c) out[idx[c]] = x[idx[c]];  /* ties: lowest first */\
 }                                                                                      \
 void topk_keep_##SUF(T *out, const T *x, int64_t rows, int64_t n, int64_t ld,          \
@@ -331,12 +386,15 @@ static void ef_row_##SUF(T *restrict t, T *restrict msg, T *restrict err,       
         for (int64_t j = 0; j < n; ++j) t[j] = dl[j] + er[j];                          \
         if (k >= n) hi = 0;                                                            \
     }                                                                                  \
-    int64_t j0 = TOPK_HAVE_SIMD && topk_simd ? topk_ef_write_simd_##SUF(t, msg, err, n, hi) : 0;\
+    int64_t j0 = topk_simd >= 2 ? topk_ef_write_simd_##SUF(t, msg, err, n, hi) : 0;   \
     for (int64_t j = j0; j < n; ++j) {                                                 \
-        T v = t[j];                                                                    \
-        int keep = topk_key_##SUF(v) >= hi;                                            \
-        msg[j] = keep ? v : (T)0;                                                      \
-        err[j] = keep ? v - v : v;                                                     \
+        T v = t[j], z = v - v;       /* selected as bits: the loop vectorizes (a float */\
+        U vb, zb;                    /* select does not, under IEEE exception rules) */ \
+        memcpy(&vb, &v, sizeof vb);                                                    \
+        memcpy(&zb, &z, sizeof zb);                                                    \
+        U keep = -(U)(topk_key_##SUF(v) >= hi), mb = vb & keep, eb = (zb & keep) | (vb & ~keep);\
+        memcpy(msg + j, &mb, sizeof mb);                                               \
+        memcpy(err + j, &eb, sizeof eb);                                               \
     }                                                                                  \
     for (int64_t c = 0; c < need; ++c) {                                               \
         int64_t j = idx[c];                                                            \

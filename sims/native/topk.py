@@ -6,8 +6,9 @@ it compresses, and :func:`ef_topk` for Fed-EF's error feedback around it (``targ
 scatter. Each row's threshold comes from a sample (2,048 entries in 128 runs) that sets a
 key about 2 ``k`` entries reach; the pass that reads the row anyway (for :func:`ef_topk`
 the one computing ``target``) collects those entries with a vector compare and compress,
-and radix selection among them gives the exact ``k``-th magnitude; one more pass writes
-the message and the residual (streaming stores) from ``target`` while it is in the cache.
+(AVX-512, else AVX2, else one by one), and radix selection among them gives the exact
+``k``-th magnitude; one more pass writes the message and the residual (streaming stores
+with AVX-512) from ``target`` while it is in the cache.
 Where the sample misleads (fewer than ``k`` collected: :func:`misled_rows`), the row's
 whole first 11 bits are histogrammed instead; the selection is the same either way, and
 ties at the ``k``-th magnitude are kept lowest index first (the torch form's choice among
@@ -17,8 +18,9 @@ Measured on Fed-EF's TopK-0.01 of ``25 x 159,010`` float32 (the issue-16 benchma
 messages, layers 784x200, 200, 200x10, 10), one thread, the kernel alone, fastest of 30
 calls rotating over 4 input sets (so each call's inputs come from memory), interleaved with
 the former kernel (whole-row histogram, a pass writing the message, one for the residual):
-:func:`ef_topk` 5.5 ms -> 2.3 ms (without the AVX-512 forms 3.9 ms; without sampling
-4.3 ms); :func:`topk_keep` 3.7 ms -> 1.5 ms (the torch form, :func:`sims.compress.
+:func:`ef_topk` 5.5 ms -> 2.3 ms (with the AVX2 forms instead of AVX-512 2.8 ms, with
+neither 4.5 ms, without sampling 4.3 ms: :func:`configure`); :func:`topk_keep` 3.7 ms ->
+1.5-1.6 ms (the torch form, :func:`sims.compress.
 top_indices` and a scatter: 9.3-10.6 ms). Reading ``delta`` and ``error`` and writing the
 three outputs is 5 streams of 16 MB, about 1.4 ms here. In the benchmark's engine rounds
 :func:`ef_topk` takes 2.5-3.1 ms a round (6.3 ms before), the rest being page faults on
@@ -91,18 +93,19 @@ def ef_topk(delta: torch.Tensor, error: torch.Tensor, blocks, ks, outs) -> bool:
     return True
 
 
-def configure(simd: bool | None = None, sampling: bool | None = None) -> bool | None:
-    """For the tests: the kernels' AVX-512 forms used or not (``simd``), the sampled
-    threshold taken where it applies or never (``sampling``: every row then histograms its
-    whole first 11 bits), for this process; None leaves a setting as it is. Returns whether
-    the AVX-512 forms are compiled in (None: no library). Every setting selects the same."""
+def configure(simd: int | None = None, sampling: bool | None = None) -> int | None:
+    """For the tests: the kernels' vector forms used up to level ``simd`` (2: AVX-512, 1:
+    AVX2, 0: none; no more than compiled in), the sampled threshold taken where it applies
+    or never (``sampling``: every row then histograms its whole first 11 bits), for this
+    process; None leaves a setting as it is. Returns the level compiled in (None: no
+    library). Every setting selects the same."""
     lib = library()
     if lib is None:
         return None
     fn = lib.topk_config
     fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(fn(-1 if simd is None else int(bool(simd)),
-                   -1 if sampling is None else int(bool(sampling))))
+    return int(fn(-1 if simd is None else int(simd),
+                  -1 if sampling is None else int(bool(sampling))))
 
 
 def misled_rows() -> int:
