@@ -10,6 +10,10 @@ from sims.native.topk import topk_keep
 from sims.params import ParamLayout
 
 
+needs_kernel = pytest.mark.skipif(native.library() is None,
+                                  reason="C kernels off (FEDTOOLKIT_NATIVE=0) or not built")
+
+
 def _check(x, out, sl, k):
     """out[:, sl] keeps exactly k entries of x per row (x's values), every kept magnitude
     >= every dropped one, ties at the k-th magnitude the lowest indices; columns outside
@@ -29,6 +33,7 @@ def _with_sentinels(x):
     return torch.full_like(x, float("nan"))
 
 
+@needs_kernel
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("n,k", [(1, 1), (5, 2), (17, 16), (300, 3), (4000, 40), (4000, 4000),
                                  (2049, 1)])
@@ -43,6 +48,7 @@ def test_keeps_the_k_largest_lowest_index_among_ties(dtype, n, k):
         _check(x, out, slice(0, n), k)
 
 
+@needs_kernel
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_special_values_and_layer_offsets(dtype):
     """inf, -inf, NaN (ranked above inf, as torch.topk ranks it), -0.0 and denormals, in a
@@ -62,6 +68,7 @@ def test_special_values_and_layer_offsets(dtype):
         assert torch.isnan(out[:, :10]).all() and torch.isnan(out[:, 90:]).all()
 
 
+@needs_kernel
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_rows_split_over_threads_agree(threads, monkeypatch):
     g = torch.Generator().manual_seed(9)
@@ -71,6 +78,7 @@ def test_rows_split_over_threads_agree(threads, monkeypatch):
     assert torch.equal(topk_keep(x, torch.empty_like(x), slice(0, 5000), 100), one)
 
 
+@needs_kernel
 @pytest.mark.parametrize("scope", ["layer", "model"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_compressor_forms_agree(scope, dtype, monkeypatch):
@@ -100,6 +108,7 @@ def test_unusable_inputs_fall_back():
                                torch.full((3,), 5))
 
 
+@needs_kernel
 @pytest.mark.parametrize("scope", ["layer", "model"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_error_feedback_in_one_kernel_equals_the_three_steps(scope, dtype, monkeypatch):
@@ -130,6 +139,7 @@ def test_error_feedback_in_one_kernel_equals_the_three_steps(scope, dtype, monke
     assert torch.equal(sign[1], Sign()(x + e, layout))
 
 
+@needs_kernel
 @pytest.mark.parametrize("name", ["fed-ef-sgd", "fed-ef-ams"])
 def test_fed_ef_runs_equal_with_the_fused_error_feedback(name, monkeypatch):
     """Whole Fed-EF runs (TopK-0.01, error feedback) with the one-kernel error feedback and

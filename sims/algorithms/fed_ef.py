@@ -121,7 +121,8 @@ class FedEF(Algorithm):
         error = cstate["error"]
         if self.restart_period is not None and ctx.t >= self.restart_start:
             stale = ctx.last_round < ctx.t - self.restart_period
-            error = torch.where(stale.unsqueeze(-1), torch.zeros_like(error), error)
+            if bool(stale.any()):       # zeroed rows in one pass; none stale: no pass
+                error = error.masked_fill(stale.unsqueeze(-1), 0.0)
         target, msg, residual = error_feedback(self.compressor, delta, error, ctx.layout,
                                                ctx.uniforms)
         return msg, {"error": residual}, {"compress_in": target}

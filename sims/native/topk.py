@@ -1,13 +1,30 @@
 """TopK sparsification of each row of a layer in C (``topk.c``; :mod:`sims.native`).
 
 :class:`sims.compress.TopK` calls :func:`topk_keep` on each layer of the ``[B, d]`` vectors
-it compresses: radix selection of the ``k``-th magnitude on the floats' bit patterns, then
-one pass writing the kept entries and zeros, with no sort, no index tensors and no scatter.
-Ties at the ``k``-th magnitude are kept lowest index first (the torch form's choice among
-ties is unspecified). Measured on Fed-EF's TopK-0.01 of ``25 x 159,010`` float32 (the
-issue-16 benchmark's messages), one thread: 3.3 ms against 9.3-10.6 ms for the torch form
-(:func:`sims.compress.top_indices` and a scatter); the first histogram keeps 4 interleaved
-counts (4.1 ms with one: equal neighbours waited on each other's increments).
+it compresses, and :func:`ef_topk` for Fed-EF's error feedback around it (``target = delta
++ error``, the message, the residual: Alg. 2 lines 11-12): no sort, no index tensors, no
+scatter. Each row's threshold comes from a sample (2,048 entries in 128 runs) that sets a
+key about 2 ``k`` entries reach; the pass that reads the row anyway (for :func:`ef_topk`
+the one computing ``target``) collects those entries with a vector compare and compress,
+(AVX-512, else AVX2, else one by one), and radix selection among them gives the exact
+``k``-th magnitude; one more pass writes the message and the residual (streaming stores
+with AVX-512) from ``target`` while it is in the cache.
+Where the sample misleads (fewer than ``k`` collected: :func:`misled_rows`), the row's
+whole first 11 bits are histogrammed instead; the selection is the same either way, and
+ties at the ``k``-th magnitude are kept lowest index first (the torch form's choice among
+ties is unspecified).
+
+Measured on Fed-EF's TopK-0.01 of ``25 x 159,010`` float32 (the issue-16 benchmark's
+messages, layers 784x200, 200, 200x10, 10), one thread, the kernel alone, fastest of 30
+calls rotating over 4 input sets (so each call's inputs come from memory), interleaved with
+the former kernel (whole-row histogram, a pass writing the message, one for the residual):
+:func:`ef_topk` 5.5 ms -> 2.3 ms (with the AVX2 forms instead of AVX-512 2.8 ms, with
+neither 4.5 ms, without sampling 4.3 ms: :func:`configure`); :func:`topk_keep` 3.7 ms ->
+1.5-1.6 ms (the torch form, :func:`sims.compress.
+top_indices` and a scatter: 9.3-10.6 ms). Reading ``delta`` and ``error`` and writing the
+three outputs is 5 streams of 16 MB, about 1.4 ms here. In the benchmark's engine rounds
+:func:`ef_topk` takes 2.5-3.1 ms a round (6.3 ms before), the rest being page faults on
+its fresh outputs and what the engine left in the cache; no row misled there.
 """
 from __future__ import annotations
 
@@ -15,10 +32,18 @@ import ctypes
 
 import torch
 
-from . import count, kernel, ptr, threads, usable
+from . import count, kernel, library, ptr, threads, usable
 
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
 ARGTYPES = [_P, _P, _I64, _I64, _I64, _I64, _P, _I64]
+
+
+def workspace(nt: int, n: int) -> torch.Tensor:
+    """The kernels' scratch for ``nt`` threads and rows of ``n``: per thread, room for ``n``
+    (rounded up to even) + 16 int32 candidate indices and as many keys of up to 8 bytes
+    (``topk.c``'s ``topk_ws``); only the pages of the candidates a row collects are
+    touched."""
+    return torch.empty(nt * (n + 18) * 2, dtype=torch.int64)
 
 
 def topk_keep(x: torch.Tensor, out: torch.Tensor, sl: slice, k: int):
@@ -32,9 +57,11 @@ def topk_keep(x: torch.Tensor, out: torch.Tensor, sl: slice, k: int):
     if (sl.step or 1) != 1 or not 0 <= start <= stop <= d:
         return None
     n, nt = stop - start, threads()
-    cand = torch.empty(nt * max(n, 1), dtype=torch.int64)
+    if n >= 2 ** 31:
+        return None
+    ws = workspace(nt, n)                # held while the kernel runs
     fn = kernel("topk_keep", x.dtype, ARGTYPES)
-    fn(ptr(out, start), ptr(x, start), B, n, d, int(k), ptr(cand), nt)
+    fn(ptr(out, start), ptr(x, start), B, n, d, int(k), ptr(ws), nt)
     count("topk_keep")
     return out
 
@@ -54,11 +81,39 @@ def ef_topk(delta: torch.Tensor, error: torch.Tensor, blocks, ks, outs) -> bool:
     B, d = delta.shape
     if sum(sl.stop - sl.start for sl in blocks) != d:
         return False
-    nt = threads()
-    cand = torch.empty(nt * max(sl.stop - sl.start for sl in blocks), dtype=torch.int64)
+    nt, widest = threads(), max(sl.stop - sl.start for sl in blocks)
+    if widest >= 2 ** 31:
+        return False
+    ws = workspace(nt, widest)
     fn = kernel("ef_topk", delta.dtype, EF_ARGTYPES)
     for sl, k in zip(blocks, ks):
         fn(*(ptr(t, sl.start) for t in (target, msg, err, delta, error)), B,
-           sl.stop - sl.start, d, int(k), ptr(cand), nt)
+           sl.stop - sl.start, d, int(k), ptr(ws), nt)
     count("ef_topk")
     return True
+
+
+def configure(simd: int | None = None, sampling: bool | None = None) -> int | None:
+    """For the tests: the kernels' vector forms used up to level ``simd`` (2: AVX-512, 1:
+    AVX2, 0: none; no more than compiled in), the sampled threshold taken where it applies
+    or never (``sampling``: every row then histograms its whole first 11 bits), for this
+    process; None leaves a setting as it is. Returns the level compiled in (None: no
+    library). Every setting selects the same."""
+    lib = library()
+    if lib is None:
+        return None
+    fn = lib.topk_config
+    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return int(fn(-1 if simd is None else int(simd),
+                  -1 if sampling is None else int(bool(sampling))))
+
+
+def misled_rows() -> int:
+    """Rows so far whose sampled threshold let fewer than ``k`` entries through (each then
+    took the whole-row histogram instead): 0 on Fed-EF's deltas in the benchmark."""
+    lib = library()
+    if lib is None:
+        return 0
+    fn = lib.topk_misled_rows
+    fn.argtypes, fn.restype = [], ctypes.c_int64
+    return int(fn())
