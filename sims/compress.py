@@ -35,6 +35,7 @@ import torch
 
 from .native import topk as native_topk
 from .params import ParamLayout
+from .row_source import SlotRows, materialized
 
 SCOPES = ("layer", "model")
 
@@ -119,17 +120,30 @@ def top_indices(a: torch.Tensor, k: int) -> torch.Tensor:
     return torch.where(pick < k * s, in_block, pick - k * s + nb * s)
 
 
-def error_feedback(compressor, x: torch.Tensor, error: torch.Tensor, layout: ParamLayout,
-                   u=None):
+def error_feedback(compressor, x: torch.Tensor, error, layout: ParamLayout, u=None,
+                   zero=None):
     """Fed-EF Alg. 2 lines 11-12 (and Alg. 3's server side): ``target = x + error``, the
     message ``C(target)`` and the new error ``target - C(target)``, as ``(target, message,
     residual)``; a compressor with a ``with_error`` form (:meth:`TopK.with_error`: one C
-    call, two passes over each row) computes the three at once, bit for bit the same."""
+    call, two passes over each row) computes the three at once, bit for bit the same.
+
+    ``error`` is a ``[B, d]`` tensor or the participants' own error rows where they are (a
+    :class:`sims.row_source.SlotRows`): where the ``with_error`` form takes those, it reads
+    them and writes the residual over them in place, and the residual returned is that
+    ``SlotRows`` itself; anywhere else they are gathered (:func:`~sims.row_source.
+    materialized`) and the residual is a new tensor. ``zero`` (``[B]`` bool, None: no row):
+    rows whose error counts as zeros (error restarting, Sec. 5.4): a tensor ``error`` is
+    ``masked_fill``-ed, row sources are read as the shared zero row there."""
+    if zero is not None and torch.is_tensor(error):
+        error, zero = error.masked_fill(zero.unsqueeze(-1), 0.0), None
     fused = getattr(compressor, "with_error", None)
     if fused is not None and u is None:
-        got = fused(x, error, layout)
+        got = fused(x, error, layout, zero)
         if got is not None:
             return got
+    error = materialized(error)
+    if zero is not None:
+        error = error.masked_fill(zero.unsqueeze(-1), 0.0)
     target = x + error
     msg = compressor(target, layout, u)
     return target, msg, target - msg
@@ -176,19 +190,23 @@ class TopK:
             out[:, sl].scatter_(1, idx, block.gather(1, idx))
         return out
 
-    def with_error(self, x: torch.Tensor, error: torch.Tensor, layout: ParamLayout):
+    def with_error(self, x: torch.Tensor, error, layout: ParamLayout, zero=None):
         """:func:`error_feedback`'s ``(target, message, residual)`` through one C kernel
         (:func:`sims.native.topk.ef_topk`: ``x + error`` while the selection's candidates
         are collected, then message and residual per row while it is in the cache; the same
         bits as the three steps with the C selection; 2.3 ms against 5.5 ms for the former
         kernel on the issue-16 benchmark's messages, measured in :mod:`sims.native.topk`);
-        None where it does not apply."""
+        None where it does not apply. ``error`` a tensor or a row source; a
+        :class:`~sims.row_source.SlotRows` gets the residual in place (returned as it is);
+        ``zero`` as :func:`error_feedback` says."""
         if not (self.native and x.dim() == 2 and x.device.type == "cpu"):
             return None
         blocks = _blocks(layout, self.scope)
-        outs = tuple(torch.empty_like(x) for _ in range(3))
+        target, msg = torch.empty_like(x), torch.empty_like(x)
+        err = error if isinstance(error, SlotRows) else torch.empty_like(x)
         ks = [kept_count(self.k, size) for size in blocks.sizes]
-        return outs if native_topk.ef_topk(x, error, blocks.slices, ks, outs) else None
+        outs = (target, msg, err)
+        return outs if native_topk.ef_topk(x, error, blocks.slices, ks, outs, zero) else None
 
     def bits(self, layout: ParamLayout) -> int:
         blocks = _blocks(layout, self.scope)

@@ -209,6 +209,11 @@ static inline int64_t topk_group_avx2_f32(float *t, const float *a, const float 
 #define TOPK_AVX2_f64 0
 #define topk_group_avx2_f64(t, a, b, j, lo, idx, keys, m) (m)
 
+/* ef_topk's row i of error / err: through the table of row addresses where one is given
+ * (tab[i] + col elements: a row source's rows, e.g. the participants' own error rows, or a
+ * shared zero row), else row i of the strided tensor p (p already at the block's column) */
+#define TOPK_ROW(T, p, tab, i, ld, col) ((tab) ? (T *)(intptr_t)(tab)[i] + (col) : (p) + (i) * (ld))
+
 #define TOPK_KERNELS(T, U, KEYBITS, SUF)                                               \
 /* this thread's workspace: TOPK_WS_ROW(n) int32 indices, then as many keys */          \
 static inline int32_t *topk_ws_##SUF(void *ws, int64_t n) {                            \
@@ -375,10 +380,11 @@ void topk_keep_##SUF(T *out, const T *x, int64_t rows, int64_t n, int64_t ld,   
 /* Error feedback around TopK (Fed-EF Alg. 2 lines 11-12), two passes over a row: target \
  * = delta + error written as step 2 reads it, then msg = TopK(target) and err = target  \
  * - msg (t - t where kept: 0, or NaN for inf as the subtraction gives) from target,     \
- * still in the cache. */                                                              \
-static void ef_row_##SUF(T *restrict t, T *restrict msg, T *restrict err,              \
-                         const T *restrict dl, const T *restrict er, int64_t n,        \
-                         int64_t k, int32_t *idx, U *keys) {                           \
+ * still in the cache. err may be er itself (the residual written over the error in      \
+ * place): every entry of er is read (steps 1-3) before the write pass writes err, so    \
+ * neither is restrict. */                                                             \
+static void ef_row_##SUF(T *restrict t, T *restrict msg, T *err, const T *restrict dl, \
+                         const T *er, int64_t n, int64_t k, int32_t *idx, U *keys) {   \
     int64_t need = 0;                                                                  \
     U hi = (U)1 << KEYBITS;                      /* above every key: none kept */       \
     if (k > 0 && k < n) hi = topk_select_##SUF(t, dl, er, n, k, idx, keys, &need);     \
@@ -404,14 +410,17 @@ static void ef_row_##SUF(T *restrict t, T *restrict msg, T *restrict err,       
 }                                                                                      \
 void ef_topk_##SUF(T *target, T *msg, T *err, const T *delta, const T *error,          \
                    int64_t rows, int64_t n, int64_t ld, int64_t k, void *ws,           \
-                   int64_t nthreads) {                                                 \
+                   int64_t nthreads, const int64_t *er_tab, const int64_t *err_tab,    \
+                   int64_t col) {                                                      \
     _Pragma("omp parallel for schedule(static) num_threads(nthreads) if(nthreads > 1)")\
     for (int64_t i = 0; i < rows; ++i) {                                               \
         int32_t *idx = topk_ws_##SUF(ws, n);                                           \
         if (i + 1 < rows)                                                              \
-            topk_prefetch_sample_##SUF(delta + (i + 1) * ld, error + (i + 1) * ld, n); \
-        ef_row_##SUF(target + i * ld, msg + i * ld, err + i * ld, delta + i * ld,      \
-                     error + i * ld, n, k, idx, (U *)(idx + TOPK_WS_ROW(n)));          \
+            topk_prefetch_sample_##SUF(delta + (i + 1) * ld,                           \
+                                       TOPK_ROW(T, error, er_tab, i + 1, ld, col), n); \
+        ef_row_##SUF(target + i * ld, msg + i * ld, TOPK_ROW(T, err, err_tab, i, ld, col),\
+                     delta + i * ld, TOPK_ROW(T, error, er_tab, i, ld, col), n, k, idx, \
+                     (U *)(idx + TOPK_WS_ROW(n)));                                     \
     }                                                                                  \
 }
 TOPK_KERNELS(float, uint32_t, 31, f32)

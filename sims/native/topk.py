@@ -32,6 +32,7 @@ import ctypes
 
 import torch
 
+from ..row_source import RowSource, SlotRows, ZeroRows, row_addresses
 from . import count, kernel, library, ptr, threads, usable
 
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
@@ -66,29 +67,70 @@ def topk_keep(x: torch.Tensor, out: torch.Tensor, sl: slice, k: int):
     return out
 
 
-EF_ARGTYPES = [_P] * 5 + [_I64, _I64, _I64, _I64, _P, _I64]
+EF_ARGTYPES = [_P] * 5 + [_I64, _I64, _I64, _I64, _P, _I64, _P, _P, _I64]
 
 
-def ef_topk(delta: torch.Tensor, error: torch.Tensor, blocks, ks, outs) -> bool:
+def _backing(x):
+    """The tensor a row source's rows live in (a :class:`SlotRows`' storage, a
+    :class:`ZeroRows`' shared zero row), for the checks; a tensor itself; None for another
+    row source (not taken here)."""
+    if isinstance(x, SlotRows):
+        return x.storage
+    if isinstance(x, ZeroRows):
+        return x.zero_row()
+    return x if torch.is_tensor(x) else None
+
+
+def ef_topk(delta: torch.Tensor, error, blocks, ks, outs, zero=None) -> bool:
     """Error feedback around TopK over the column blocks ``blocks`` (slices tiling ``d``)
     keeping ``ks[b]`` per row of block ``b``: into ``outs = (target, msg, err)`` (``[B, d]``
     each) ``target = delta + error``, ``msg = TopK(target)`` (:func:`topk_keep`'s selection),
-    ``err = target - msg``. False (nothing written) when the kernels cannot take them."""
+    ``err = target - msg``. False (nothing written) when the kernels cannot take them.
+
+    ``error`` may be a row source (:mod:`sims.row_source`: a :class:`SlotRows` of the
+    participants' own error rows, a :class:`ZeroRows`) read through a table of row
+    addresses, and ``err`` a :class:`SlotRows` written through one: ``err`` may be the very
+    rows ``error`` reads (the residual written over the error in place; the kernel reads a
+    row's every entry before it writes any). ``zero`` (``[B]`` bool, None: no row): the
+    rows whose error reads as zeros instead (Fed-EF's error restarting), their table entries
+    pointing at :class:`ZeroRows`' shared zero row."""
     target, msg, err = outs
-    if delta.dim() != 2 or any(t.shape != delta.shape for t in (error, *outs)) \
-            or not usable(delta, error, *outs):
+    B, d = delta.shape if delta.dim() == 2 else (0, 0)
+    er_in, err_out = _backing(error), _backing(err)
+    if delta.dim() != 2 or er_in is None or err_out is None \
+            or any(t.shape != delta.shape for t in (error, *outs)) \
+            or not usable(delta, er_in, target, msg, err_out):
         return False
-    B, d = delta.shape
+    if isinstance(err, RowSource) and not isinstance(err, SlotRows):
+        return False                                  # (only own rows are written)
+    fresh = [p.untyped_storage().data_ptr() for p in (delta, target, msg)]
+    if isinstance(err, SlotRows):
+        if err_out.untyped_storage().data_ptr() in fresh:
+            return False
+        if isinstance(error, SlotRows) and error.storage.data_ptr() == err.storage.data_ptr() \
+                and not err.same_rows(error.storage, error.slot):
+            return False                              # other rows of the same storage
+    if zero is not None and (zero.dtype != torch.bool or zero.shape != (B,)):
+        return False
     if sum(sl.stop - sl.start for sl in blocks) != d:
         return False
     nt, widest = threads(), max(sl.stop - sl.start for sl in blocks)
     if widest >= 2 ** 31:
         return False
+    er_tab = None
+    if isinstance(error, RowSource) or zero is not None:
+        er_tab = row_addresses(error)
+        if zero is not None:
+            at_zero = ZeroRows(B, d, delta.dtype, delta.device).zero_row().data_ptr()
+            er_tab = torch.where(zero.cpu(), at_zero, er_tab)
+    err_tab = err.addresses() if isinstance(err, SlotRows) else None
     ws = workspace(nt, widest)
     fn = kernel("ef_topk", delta.dtype, EF_ARGTYPES)
     for sl, k in zip(blocks, ks):
-        fn(*(ptr(t, sl.start) for t in (target, msg, err, delta, error)), B,
-           sl.stop - sl.start, d, int(k), ptr(ws), nt)
+        c = sl.start
+        fn(ptr(target, c), ptr(msg, c), None if err_tab is not None else ptr(err, c),
+           ptr(delta, c), None if er_tab is not None else ptr(error, c), B,
+           sl.stop - sl.start, d, int(k), ptr(ws), nt, ptr(er_tab), ptr(err_tab), c)
     count("ef_topk")
     return True
 
