@@ -32,7 +32,10 @@
  * The write pass then sets every entry from the comparison with hi (vectorized; ef_topk's
  * message and residual with streaming stores where AVX-512 is compiled in) and the tie
  * list's first `need` afterwards. The selection is the same whichever way steps 1-3 go (the
- * tests force each). Times: sims/native/topk.py. */
+ * tests force each). ef_topk reads a row of the error, and writes one of the residual,
+ * through a table of row addresses where one is given (Fed-EF's error rows where they are
+ * in the client state, the residual over them in place; TOPK_ROW). Times:
+ * sims/native/topk.py. */
 #include <string.h>
 #include "native.h"
 
