@@ -134,6 +134,11 @@ def test_table_reads_and_writes_in_every_combination(dtype):
     assert all(torch.equal(a.nan_to_num(7.0), b) for a, b in zip(got, want))
     assert torch.equal(other[slot].nan_to_num(7.0), want[2])
     assert torch.isnan(other[[1, 3, 5, 6]]).all()
+    # a plain tensor written over in place (err is error: the kernel's in-place stores)
+    mine = e.clone()
+    got = _table(x, mine, mine)
+    assert all(torch.equal(a.nan_to_num(7.0), b)
+               for a, b in zip((*got, mine), _strided(x, e)))
 
 
 @needs_kernel
