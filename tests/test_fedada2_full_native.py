@@ -278,3 +278,20 @@ def test_engine_kernel_on_off_and_reference_agree(mlp_problem, monkeypatch, name
         torch.testing.assert_close(out[form]["theta"], out["reference"]["theta"], **TOL)
         for key, val in out["reference"]["opt"].items():
             torch.testing.assert_close(out[form]["opt"][key], val, **TOL)
+
+
+@pytest.mark.parametrize("name", ["dja", "fedada2-adam"])
+def test_threads_give_the_same_bits(monkeypatch, name):
+    """The kernel's rows split over two threads (its address tables and deferred parts read
+    per row) give the bits of one thread."""
+    monkeypatch.setattr(JointAdaptive, "native_step", True)
+    threads = torch.get_num_threads()
+    out = []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            out.append(_round(make_algorithm(name), monkeypatch, "native", LATE_MASKS,
+                              block=BLOCKS["cuts-rows"], protocol=True, seed=11))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(out[0], out[1])

@@ -167,18 +167,20 @@ class JointAdaptive(Algorithm):
     then ``delta_i = x_{t-1} - x_{i,K}``; server: ``x_t = x_{t-1} - eta rule(mean delta)``.
 
     :meth:`reference_local_step` is this rule as written; :meth:`local_step` takes its fast
-    forms, each held to it in float64 by the tests: the SM3-II step with ``z = 1`` in one C
-    pass (:meth:`_native_rows_step`, :mod:`sims.native.sm3`; masks too:
-    ``tests/test_fedada2_fast_step.py``, ``tests/test_sm3_cover.py``), torch's fused CPU
-    kernels on lists of rows (:meth:`_kernel_rows_step`; full preconditioner, and SM3-II with
-    ``z = 1`` where the C kernels are off: ``tests/test_torch_fused.py``,
-    ``tests/test_fedada2_fast_step.py``), the opt-in compiled
+    forms, each held to it in float64 by the tests: the SM3-II and the full-preconditioner
+    step with ``z = 1`` in one C pass (:meth:`_native_rows_step`, :mod:`sims.native.sm3`;
+    masks, the round's start and the deferred gradient read where they are:
+    ``tests/test_fedada2_fast_step.py``, ``tests/test_fedada2_full_native.py``,
+    ``tests/test_sm3_cover.py``), torch's fused CPU kernels on lists of rows
+    (:meth:`_kernel_rows_step`; both preconditioners where the C kernels are off:
+    ``tests/test_torch_fused.py``, ``tests/test_fedada2_fast_step.py``), the opt-in compiled
     kernels (:mod:`sims.compiled`) and the eager :func:`sims.optim.sm3_adagrad_step` /
     :func:`sims.optim.sm3_adam_step` (``tests/test_fast_adaptive.py``).
     """
     name = "joint-adaptive"
-    #: the SM3-II client step through the C kernel (:mod:`sims.native.sm3`) where it applies
-    #: (:meth:`_native_rule`) and is built (False: torch's fused kernels / the eager forms)
+    #: the SM3-II / full-preconditioner client step through the C kernel
+    #: (:mod:`sims.native.sm3`) where it applies (:meth:`_native_rule`) and is built (False:
+    #: torch's fused kernels / the eager forms)
     native_step: ClassVar[bool] = True
     eta: float = 0.01
     eta_l: float = 0.01
@@ -607,9 +609,9 @@ class JointAdaptive(Algorithm):
         """The AdaGrad / Adam client step (full or SM3-II preconditioner, ``z = 1``) through
         torch's fused CPU kernels, every row at once (:meth:`_kernel_rows_step`), in place on
         the engine's owned state; None where the rule is not the kernels'
-        (:meth:`_kernel_rule`), for an SGD client, a mask or per-replica constants. SM3-II
-        comes here only where the C kernel (:meth:`_native_step`, tried first) is off or
-        not built.
+        (:meth:`_kernel_rule`), for an SGD client, a mask or per-replica constants. Both
+        preconditioners come here only where the C kernel (:meth:`_native_step`, tried
+        first) is off or not built.
 
         The full preconditioner goes before :meth:`_compiled_full_step`, by measurement: one
         thread, the issue-16 benchmark's ``[25, 159010]`` float32 step, fastest of 20, AdaGrad
@@ -984,9 +986,11 @@ class FedAda2Blend(JointAdaptive):
         their ``where`` passes a step); held to it in float64 by
         ``tests/test_fedada2_fast_step.py``.
 
-        An SM3-II member with ``z = 1`` (:meth:`JointAdaptive._native_rule`) steps its rows
-        in place in the chunk's ``theta`` and its own state in one C pass
-        (:meth:`JointAdaptive._native_rows_step`); a member whose rule is torch's fused
+        An SM3-II or full-preconditioner member with ``z = 1``
+        (:meth:`JointAdaptive._native_rule`) steps its rows in place in the chunk's ``theta``
+        and its own state in one C pass (:meth:`JointAdaptive._native_rows_step`; its
+        ``local_start`` row sources read where they are when it has every row, materialized
+        for a subset); a member whose rule is torch's fused
         kernels' (SGD, AdaGrad / Adam with the full or SM3-II preconditioner, ``z = 1``:
         :meth:`JointAdaptive._kernel_rule`) through row lists
         (:meth:`JointAdaptive._kernel_rows_step`): no rows gathered or written back, and with

@@ -1,9 +1,9 @@
-/* FedAda2's client step with the SM3-II preconditioner (FedAda2 Alg. 4 with z = 1; the
- * client AdaGrad of Alg. 2 / 9 or Adam of Alg. 6 / 7) in one pass per (row, layer)
- * (sims.algorithms.fedada2.JointAdaptive._native_step; wrapper and rule check:
- * sims/native/sm3.py). For each entry j of a layer whose cover sets are the indices of its
- * axes (sims.optim.SM3Cover: a matrix's rows and columns; a vector's singletons), with mu
- * the row's cover accumulators:
+/* FedAda2's client step with the SM3-II or the full preconditioner (FedAda2 Alg. 4 with
+ * z = 1, Alg. 8 / 10 with z = 1; the client AdaGrad of Alg. 2 / 9 or Adam of Alg. 6 / 7) in
+ * one pass per (row, layer) (sims.algorithms.fedada2.JointAdaptive._native_step; wrapper and
+ * rule check: sims/native/sm3.py). For each entry j of a layer whose cover sets are the
+ * indices of its axes (sims.optim.SM3Cover: a matrix's rows and columns; a vector's
+ * singletons), with mu the row's cover accumulators:
  *
  *   prev = min over the sets S_r containing j of mu_r     (a vector: its own mu_j)
  *   nu   = prev + g^2                  AdaGrad
@@ -18,15 +18,24 @@
  * A layer with axes (n_0, .., n_{k-1}) is walked as n_0 ... n_{k-2} "prefix rows" of n_{k-1}
  * entries: the prefix row's minimum over its k-1 accumulators is one number, the last axis'
  * accumulators and the layer's new maxima (a scratch of the layer's accumulators) stay in
- * the cache, the prefix row's maximum is a register. A vector (k = 1; and every layer of the full preconditioner,
- * sims.optim.SM3Cover(full=True)) writes nu straight into its accumulators. So a step reads
- * g, theta (Adam: m) and the accumulators once and writes theta (m), the accumulators and,
- * when asked (nu_out not null), nu: nothing else goes through memory.
+ * the cache, the prefix row's maximum is a register. A vector (k = 1; and every layer of the
+ * full preconditioner, sims.optim.SM3Cover(full=True), whose nu is its mu) writes nu
+ * straight into its accumulators. So a step reads g, theta (Adam: m) and the accumulators
+ * once and writes theta (m), the accumulators and, when asked (nu_out not null), nu:
+ * nothing else goes through memory.
  *
  * Outputs may be their inputs (theta_out = theta, m_out = m, mu_out = mu: in place). rows
  * (optional): the indices of the rows to step (the others are not touched); step_size,
  * rsqrt_c2 (optional) one value per listed row. NaN: the maxima propagate a NaN nu as
- * sims.optim.SM3Cover.cover_max_nonneg does (theta is NaN then in any case). */
+ * sims.optim.SM3Cover.cover_max_nonneg does (theta is NaN then in any case).
+ *
+ * Inputs read where they are (issue 16; sims/row_source.py, sims/deferred_grad.py):
+ * theta_tab, m_tab, mu_tab (optional): row r of theta / m / mu is at the address tab[r]
+ * (a replica's server row, one shared zero row: never written) instead of base + r * width;
+ * g_blk (optional): row r's columns [blk_lo, blk_hi) of g are read from g_blk[r] (the
+ * gradient product's own output, never copied into g); delta_tab (optional): theta_out's
+ * row r gets delta_tab[r] - theta' (the round's delta from its start row) instead of
+ * theta'. */
 #include <string.h>
 
 #include "native.h"
