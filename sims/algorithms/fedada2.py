@@ -472,22 +472,24 @@ class JointAdaptive(Algorithm):
         The full preconditioner (every layer a vector, :class:`sims.optim.SM3Cover` with
         ``full=True``) alone was measured about as fast through torch's fused kernels (one
         thread, ``[25, 159010]`` float32, in place, caches flushed, fastest of 15: C 1.24 /
-        2.04 ms, torch 1.20 / 1.73 ms for AdaGrad / Adam; the C loop now 1.3 / 1.6-1.7 ms);
+        2.04 ms, torch 1.20 / 1.73 ms for AdaGrad / Adam; the C loop now 1.15-1.2 / 1.6-1.7 ms);
         in the round the C kernel wins by what it spares around the step
         (:meth:`_native_rows_step`: the deferred gradient block read where it is, no ``nu``
         written, the round's start read from the server's rows and one zero row, no gathered
         server models in :meth:`local_start`). The issue-16 benchmark's rounds, one process,
-        the kernel on and off interleaved (fastest round of 6, three repeats; split medians):
-        joint-adaptive 63.4 / 68.1 ms (local step 15.7 / 17.7 ms, the rest 5.3 / 6.2 ms),
-        FedAdaAdagrad 64.2 / 68.3 ms, DJA 64.4 / 69.5 ms (15.9 / 17.6, 5.3 / 7.7), FedAdaAdam
-        66.6 / 68.1 ms (22.2 / 23.8, 5.4 / 6.7); ``benchmarks/algorithms_vs_loop.py
-        --threads 1 --repeats 3``, three runs each before and after, alternated, load ~2:
-        ``speedup_vs_loop`` of DJA / joint-adaptive / FedAdaAdagrad / FedAdaAdam 1.81-1.90 /
-        1.79-1.92 / 1.81-1.99 / 1.96-2.08x before, 1.91-1.95 / 1.93-1.97 / 1.94-1.96 /
-        1.96-2.06x after (local step 17.4-17.6 -> 15.6-15.8 ms, the rest 6.9-8.4 -> 5.2-5.3
-        ms a round). SM3-II reading the deferred block where it is: within the noise of the
-        same measurement (FedAda2 60.9 / 60.7 ms with and without, FedAda2-Adam 64.6 /
-        66.6 ms)."""
+        the kernel on and off interleaved (fastest round of 6, three repeats; split medians;
+        load < 1): joint-adaptive 61.0 / 63.6 ms (local step 14.2 / 15.9 ms, the rest 4.8 /
+        5.8 ms), FedAdaAdagrad 61.7 / 62.4 ms (14.3 / 15.6, 4.9 / 5.8), DJA 60.4 / 67.1 ms
+        (14.3 / 16.4, 4.9 / 7.3), FedAdaAdam 65.5 / 68.5 ms (19.0 / 21.4, 4.7 / 6.2).
+        ``benchmarks/algorithms_vs_loop.py --threads 1 --repeats 3``, before and after this
+        change, two runs each, alternated, load < 1: ``speedup_vs_loop`` of DJA /
+        joint-adaptive / FedAdaAdagrad / FedAdaAdam 1.79, 1.79 / 1.78, 1.85 / 1.80, 1.82 /
+        1.90, 2.09x before, 2.08, 1.90 / 2.05, 2.01 / 1.98, 1.99 / 2.15, 2.14x after (local
+        step 17.9-18.2 -> 14.4-15.2 ms, the rest 6.9-8.5 -> 4.9-5.3 ms a round; FedAda2 /
+        FedAda2-Adam / FedAda2-blend, which read their start and (not the blend) the deferred
+        block the same way, 74.5 / 78.0 / 78.3 -> 63.5 / 68.2 / 72.0 ms). SM3-II reading the
+        deferred block where it is: within the noise (FedAda2 60.9 / 60.7 ms with and
+        without, FedAda2-Adam 64.6 / 66.6 ms, fastest rounds, one process)."""
         return (self.native_step and self.precond in ("sm3-ii", "full") and self._every_step
                 and not self.local_warmup)
 

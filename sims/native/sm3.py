@@ -20,15 +20,15 @@ zero ``m``, DJA's server statistic as the server's rows per replica, the server 
 round's ``delta = start - theta'`` in place of ``theta'`` (the row-source engine
 protocol's last step). For the full preconditioner that is where the kernel wins: its step
 alone is about as fast as torch's fused kernel (``25 x 159,010`` float32, one thread,
-caches flushed, fastest of 40: AdaGrad 1.3 ms against 1.1-1.2 ms, Adam 1.6-1.7 against
-1.7-1.8 ms), but in the round it spares what surrounds torch's kernel (the zero fills of
+caches flushed, fastest of 40: AdaGrad 1.15-1.2 ms against 1.1-1.2 ms, Adam 1.6-1.7
+against 1.7-1.8 ms), but in the round it spares what surrounds torch's kernel (the zero fills of
 the start, DJA's gathered and twice copied server statistic, each row split around the
-deferred block into a list of pieces): the issue-16 benchmark's rounds, one process, the C kernel
-on and off interleaved (fastest round of 6, three repeats, split medians): joint-adaptive
-63.4 against 68.1 ms (local step 15.7 / 17.7 ms, the rest of the round 5.3 / 6.2 ms),
-FedAdaAdagrad 64.2 / 68.3, DJA 64.4 / 69.5 (15.9 / 17.6, 5.3 / 7.7), FedAdaAdam 66.6 /
-68.1 (22.2 / 23.8, 5.4 / 6.7). The row walk (``sm3_row``) is inlined: called, it cost the
-SM3-II Adam step 0.25 ms.
+deferred block into a list of pieces): the issue-16 benchmark's rounds, one process, the
+C kernel on and off interleaved (fastest round of 6, three repeats, split medians, load
+< 1): joint-adaptive 61.0 against 63.6 ms (local step 14.2 / 15.9 ms, the rest of the round
+4.8 / 5.8 ms), DJA 60.4 / 67.1 (14.3 / 16.4, 4.9 / 7.3), FedAdaAdam 65.5 / 68.5 (19.0 /
+21.4, 4.7 / 6.2). The row walk (``sm3_row``) is inlined: called, it cost the SM3-II Adam
+step 0.25 ms; the loops take 256-bit vectors (``sm3.c``: 0.1-0.15 ms a step less here).
 
 Measured on the issue-16 benchmark's ``25 x 159,010`` float32 (MLP 784-200-10), one
 thread, in place, caches flushed before each call, fastest of 15: AdaGrad 1.3 ms, Adam
