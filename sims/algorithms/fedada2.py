@@ -480,7 +480,9 @@ class JointAdaptive(Algorithm):
         the kernel on and off interleaved (fastest round of 6, three repeats; split medians;
         load < 1): joint-adaptive 61.0 / 63.6 ms (local step 14.2 / 15.9 ms, the rest 4.8 /
         5.8 ms), FedAdaAdagrad 61.7 / 62.4 ms (14.3 / 15.6, 4.9 / 5.8), DJA 60.4 / 67.1 ms
-        (14.3 / 16.4, 4.9 / 7.3), FedAdaAdam 65.5 / 68.5 ms (19.0 / 21.4, 4.7 / 6.2).
+        (14.3 / 16.4, 4.9 / 7.3), FedAdaAdam 65.5 / 68.5 ms (19.0 / 21.4, 4.7 / 6.2); eight
+        on/off pairs in alternating order, the round's fastest of 5: off minus on, median
+        (range) joint-adaptive 3.4 (1.4-5.7) ms, DJA 6.4 (0.1-13.7), FedAdaAdam 4.2 (3.0-6.6).
         ``benchmarks/algorithms_vs_loop.py --threads 1 --repeats 3``, before and after this
         change, two runs each, alternated, load < 1: ``speedup_vs_loop`` of DJA /
         joint-adaptive / FedAdaAdagrad / FedAdaAdam 1.79, 1.79 / 1.78, 1.85 / 1.80, 1.82 /
