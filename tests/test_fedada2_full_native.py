@@ -295,3 +295,41 @@ def test_threads_give_the_same_bits(monkeypatch, name):
     finally:
         torch.set_num_threads(threads)
     assert torch.equal(out[0], out[1])
+
+
+@pytest.mark.parametrize("full", [True, False], ids=["full", "sm3-ii"])
+@pytest.mark.parametrize("adam", [False, True], ids=["adagrad", "adam"])
+def test_wrapper_reads_every_operand_form_alike(full, adam):
+    """:func:`sims.native.sm3.sm3_step` on row sources (server rows per replica, client-state
+    slots, one zero row) and on a deferred gradient gives the bits of the step on the
+    gathered tensors; ``delta_from`` a tensor or a row source gives ``start - theta'``."""
+    from sims.native import sm3
+    from sims.optim import SM3Cover
+    from sims.row_source import SlotRows
+    assert native.library() is not None, native.failure()
+    cover = SM3Cover(LAYOUT, full=full)
+    gen = torch.Generator().manual_seed(13)
+    server = torch.randn(R, LAYOUT.d, generator=gen, dtype=torch.float64)
+    storage = torch.rand(2 * B, cover.size, generator=gen, dtype=torch.float64)
+    slot = torch.tensor([7, 0, 3, 9, 4, 11])
+    g = torch.randn(B, LAYOUT.d, generator=gen, dtype=torch.float64)
+    c1 = torch.linspace(0.2, 0.9, B, dtype=torch.float64) if adam else None
+
+    def step(theta, mu, m, grad, delta_from=None):
+        out = torch.empty(B, LAYOUT.d, dtype=torch.float64)
+        mu_out = torch.empty(B, cover.size, dtype=torch.float64)
+        m_out = torch.empty(B, LAYOUT.d, dtype=torch.float64) if adam else None
+        assert sm3.sm3_step(cover, theta, grad, mu, 0.05, 1e-3, m=m, c1=c1, c2=c1,
+                            theta_out=out, mu_out=mu_out, m_out=m_out,
+                            delta_from=delta_from)
+        return out, mu_out, m_out
+    zero_m = ZeroRows(B, LAYOUT.d, torch.float64, "cpu") if adam else None
+    want = step(start_rows(server, REP), storage[slot], materialized(zero_m), g)
+    got = step(ServerRows(server, REP), SlotRows(storage, slot), zero_m,
+               _deferred(g, BLOCKS["cuts-rows"]))
+    for x, y in zip(got, want):
+        assert (x is None and y is None) or torch.equal(x, y)
+    start = start_rows(server, REP)
+    for delta_from in (start, ServerRows(server, REP)):
+        delta = step(start, storage[slot], materialized(zero_m), g, delta_from)[0]
+        assert torch.equal(delta, start - want[0])

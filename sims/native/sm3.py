@@ -52,7 +52,7 @@ import weakref
 import torch
 
 from ..deferred_grad import DeferredGrad
-from ..row_source import RowSource
+from ..row_source import RowSource, ServerRows, SlotRows, ZeroRows, row_addresses
 from . import count, kernel, ptr, threads, usable
 
 MAX_AXES = 8                     # sm3.c's SM3_MAX_AXES
@@ -102,12 +102,13 @@ def _backing(x):
         return x
     if isinstance(x, DeferredGrad):
         return x.flat
-    for name in ("server", "storage"):
-        t = getattr(x, name, None)
-        if t is not None:
-            return t
-    zero = getattr(x, "zero_row", None)
-    return zero() if zero is not None else None
+    if isinstance(x, ServerRows):
+        return x.server
+    if isinstance(x, SlotRows):
+        return x.storage
+    if isinstance(x, ZeroRows):
+        return x.zero_row()
+    return None
 
 
 def _rows_ok(x, B: int, width: int) -> bool:
@@ -151,8 +152,9 @@ def applies(cover, theta, *operands) -> bool:
     if theta.dim() != 2 or theta.shape[1] != cover.layout.d or layer_desc(cover) is None:
         return False
     backing = [_backing(x) for x in (theta, *operands)]
-    if any(b is None for b in backing) or not all(_rows_ok(x, theta.shape[0], x.shape[1])
-                                  for x in (theta, *operands) if isinstance(x, RowSource)):
+    sources = [x for x in (theta, *operands) if isinstance(x, RowSource)]
+    if (any(b is None for b in backing)
+            or not all(_rows_ok(x, theta.shape[0], x.shape[1]) for x in sources)):
         return False
     return usable(*backing)
 
@@ -213,11 +215,7 @@ def sm3_step(cover, theta, g, mu, lr: float, eps: float, *, m=None, beta1: float
     fn = kernel("sm3_step", theta_out.dtype, ARGTYPES)
     (th_b, th_t), (mu_b, mu_t) = _arg(theta), _arg(mu)
     m_b, m_t = _arg(m) if adam else (None, None)
-    dl_t = None
-    if delta_from is not None:
-        dl_t = (delta_from.addresses() if isinstance(delta_from, RowSource)
-                else delta_from.data_ptr() + torch.arange(B, dtype=torch.int64) * d
-                * delta_from.element_size()).contiguous()
+    dl_t = None if delta_from is None else row_addresses(delta_from).contiguous()
     nt = threads()
     scratch = None                          # a layer's maxima, per thread (matrices only)
     if any(len(shape) > 1 for _, shape, _ in cover.blocks):
