@@ -95,11 +95,17 @@ def test_step_on_deferred_equals_step_on_materialized(name, native_on, onednn_ca
         assert torch.equal(runs[True][1][k], runs[False][1][k]), k
 
 
+@pytest.mark.parametrize("native_on", [True, False], ids=["native", "torch"])
 @pytest.mark.parametrize("name", ["dja", "fedadaadam", "fedada2"])
-def test_full_preconditioner_reads_the_block_where_it_is(name, onednn_calls):
-    """FedAda2's full-preconditioner clients (torch's fused kernels on row lists) step on the
-    deferred gradient with each row split around its block, never materializing it, and
-    give the bits of a step on the materialized one; SM3-II (FedAda2) materializes."""
+def test_full_preconditioner_reads_the_block_where_it_is(name, onednn_calls, native_on,
+                                                         monkeypatch):
+    """FedAda2's clients step on the deferred gradient without materializing it and give the
+    bits of a step on the materialized one: through the C kernel (:mod:`sims.native.sm3`,
+    the rows' block addresses; SM3-II and the full preconditioner), and with it off the full
+    preconditioner through torch's fused kernels on row lists (each row split around its
+    block); SM3-II then materializes."""
+    from sims.algorithms.fedada2 import JointAdaptive
+    monkeypatch.setattr(JointAdaptive, "native_step", native_on)
     prob = _problem(MLP(784, hidden=6), dtype=torch.float32)
     alg = make_for_problem(name, prob)
     B = len(SIZES)
@@ -115,7 +121,7 @@ def test_full_preconditioner_reads_the_block_where_it_is(name, onednn_calls):
         lstate = alg.local_start(rows, {}, ctx)
         results[defer] = alg.local_step(theta.clone(), g, lstate, rows, {}, None, ctx)
         if defer:
-            assert (g.parts is not None) == (name != "fedada2")
+            assert (g.parts is not None) == (native_on or name != "fedada2")
     assert torch.equal(results[True][0], results[False][0])
     for k in results[False][1]:
         assert torch.equal(results[True][1][k], results[False][1][k]), k
@@ -126,8 +132,8 @@ def test_full_preconditioner_reads_the_block_where_it_is(name, onednn_calls):
                                   "fedada2", "fedada2-adam", "fedada2-blend"])
 def test_engine_runs_equal_with_and_without_deferral(name, onednn_calls, monkeypatch):
     """Whole runs (unequal clients, partial participation): deferral changes no bit. The
-    algorithms that take it were handed DeferredGrads; the others (FedAda2-blend, FedAda2's
-    SM3-II clients, whose forms would copy the block late) never."""
+    algorithms that take it were handed DeferredGrads; the others (FedAda2-blend, whose
+    forms would copy the block late) never."""
     handed = []
     real = engine._run_clients
 
@@ -166,26 +172,34 @@ def test_engine_runs_equal_with_and_without_deferral(name, onednn_calls, monkeyp
 def test_asked_for_only_where_read_in_place(monkeypatch):
     """Fed-AMS / FedLADA ask for a deferred gradient only while the C kernel (which reads it
     in place) is on and the compiled form off; MimeLite likewise (its frozen C kernel);
-    FedAda2's full preconditioner only while torch's kernels are on; SM3-II and the blend
-    never (they would copy late)."""
+    FedAda2's clients while their C kernel is on (SM3-II and the full preconditioner), the
+    full preconditioner also while torch's kernels are on; the blend never (it would copy
+    late)."""
     from sims import compiled, torch_fused
+    from sims.algorithms.fedada2 import JointAdaptive
     from sims.algorithms.registry import make_algorithm
     takes = lambda n: make_algorithm(n).takes_deferred_grad       # noqa: E731
     assert takes("fed-ams") and takes("fedlada") and takes("fedadaadagrad") and takes("dja")
     assert takes("mimelite") and takes("mimelite-lamb")
-    assert not (takes("fedada2") or takes("fedada2-blend"))
+    assert takes("fedada2") and takes("fedada2-adam")
+    assert not takes("fedada2-blend")
     monkeypatch.setattr(LocalAdaptive, "native_step", False)
     assert not takes("fed-ams") and not takes("localadam")
+    monkeypatch.setattr(JointAdaptive, "native_step", False)
+    assert not takes("fedada2") and takes("dja")
     monkeypatch.undo()
     monkeypatch.setattr(MimeLite, "native_frozen", False)
     assert not takes("mimelite")
     monkeypatch.undo()
     for switch, on, name in ((compiled, True, "fed-lamb"), (compiled, True, "mimelite"),
-                             (torch_fused, False, "dja")):
+                             (torch_fused, False, "fedada2")):
         was = switch.enabled()
         try:
             switch.enable(on)
-            assert not takes(name)
+            assert takes(name) == (switch is torch_fused)      # the C kernel reads it
+            monkeypatch.setattr(JointAdaptive, "native_step", False)
+            assert not takes(name) and (switch is compiled or not takes("dja"))
+            monkeypatch.undo()
         finally:
             switch.enable(was)
     assert takes("fed-ams") and takes("dja")

@@ -6,7 +6,8 @@ cover's ``cover_min`` into the kernel's ``v``, ``cover_max`` after), every test 
 kernel on and off (the autouse ``sm3_kernel`` fixture), each checking which kernel ran
 (``sims.native.calls``, ``sims.torch_fused.calls``): matrix, 3-axis and vector layers,
 AdaGrad and Adam accumulators (bias correction on and off, DJA's server init with its two
-counts, eps values), the full preconditioner (torch's kernel either way), rows at different
+counts, eps values), the full preconditioner (the C kernel too where it is on: more in
+``tests/test_fedada2_full_native.py``), rows at different
 step counts, a subset of rows (masked rows, owned and not), a round's first step (inputs not
 owned: left alone) and later ones (owned: in place); FedAda2-blend with mixed and uniform
 strategies, step budgets, masks and a member that must gather its rows; whole engine runs
@@ -43,11 +44,12 @@ CLIENTS = [("fedada2", {}), ("fedada2-adam", {}), ("fedada2-adam", {"bias_correc
            ("fedada2", {"client": "adam", "server": "adam"}),
            ("fedada2", {"eps": 1e-8}), ("fedada2-adam", {"eps": 0.3, "beta2": 0.9}),
            ("joint-adaptive", {}), ("fedadaadam", {})]
-#: SM3-II clients torch's kernels do not take (DJA's Adam debiases m and nu by two counts):
-#: the C kernel, else the eager form
+#: clients torch's kernels do not take (DJA's Adam debiases m and nu by two counts): the C
+#: kernel, else the eager form
 C_ONLY = [("fedada2-adam", {"init": "server", "server": "adam"}),
-          ("fedada2-adam", {"init": "server", "server": "adam", "beta1": 0.0})]
-FULL = {"joint-adaptive", "fedadaadam"}             # full preconditioner: torch's kernels
+          ("fedada2-adam", {"init": "server", "server": "adam", "beta1": 0.0}),
+          ("fedadaadam", {"init": "server"})]
+FULL = {"joint-adaptive", "fedadaadam"}             # full preconditioner
 
 
 # every test with torch's kernels on and the compiled form off, both restored after
@@ -68,8 +70,9 @@ def sm3_kernel(request, monkeypatch):
 
 def _ran(before, sm3_kernel, sm3: bool, steps: int, torch_rule: bool = True):
     """Checks the kernel calls since ``before`` (:func:`kernel_calls`): ``steps`` through the
-    C kernel for an SM3-II client with it on, else ``steps`` through torch's (none where its
-    rule does not hold: ``torch_rule`` False)."""
+    C kernel for a client of its rule (``sm3``: SM3-II or, since it takes it too, the full
+    preconditioner) with it on, else ``steps`` through torch's (none where its rule does not
+    hold: ``torch_rule`` False)."""
     t, n = (a - b for a, b in zip(kernel_calls(), before))
     c = sm3 and sm3_kernel == "native"
     assert (n, t) == ((steps, 0) if c else (0, steps if torch_rule else 0))
@@ -85,7 +88,7 @@ def test_client_step_equals_reference(layout, name, hyper, sm3_kernel):
     before = kernel_calls()
     steps_against_reference(alg, layout, torch.Generator().manual_seed(len(name)),
                             grads=torch.Generator().manual_seed(1))
-    _ran(before, sm3_kernel, name not in FULL, 3, (name, hyper) not in C_ONLY)
+    _ran(before, sm3_kernel, True, 3, (name, hyper) not in C_ONLY)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -149,7 +152,7 @@ def test_rows_step_on_a_subset_equals_masked_reference(layout, name, hyper, owne
 
 @pytest.mark.parametrize("owned", [False, True])
 @pytest.mark.parametrize("layout", ["mlp", "tensor", "vector"])
-@pytest.mark.parametrize("name,hyper", [c for c in CLIENTS + C_ONLY if c[0] not in FULL])
+@pytest.mark.parametrize("name,hyper", CLIENTS + C_ONLY)
 def test_native_rows_step_on_a_subset_equals_masked_reference(layout, name, hyper, owned,
                                                               sm3_kernel):
     """``_native_rows_step`` (the C kernel) on a subset of rows; with the kernel off (the
@@ -231,8 +234,8 @@ def _blend_run(alg, layout, clients, masks, gen):
     ("adagrad,adam,sm3-adam,sgd,sm3-adagrad", "2,5,3,1,4"),       # step budgets
 ])
 def test_blend_mixed_strategies_equal_reference(monkeypatch, strategies, steps, sm3_kernel):
-    """The SM3 members through the C kernel where it is on (torch's kernels otherwise), the
-    full ones through torch's, each on its own rows in place."""
+    """The adaptive members (SM3-II and full) through the C kernel where it is on (torch's
+    kernels otherwise), each on its own rows in place."""
     layout = LAYOUTS["mlp"]
     alg = FedAda2Blend(eta=0.05, strategies=strategies, steps=steps)
     _no_gather(monkeypatch)
@@ -243,8 +246,7 @@ def test_blend_mixed_strategies_equal_reference(monkeypatch, strategies, steps, 
     _blend_run(alg, layout, clients, masks, torch.Generator().manual_seed(5))
     t, n = (a - b for a, b in zip(kernel_calls(), before))
     assert (n > 0) == (sm3_kernel == "native")
-    full = {"adagrad", "adam"} & set(strategies.split(","))
-    assert t > 0 if (sm3_kernel == "torch" or full) else t == 0
+    assert (t > 0) == (sm3_kernel == "torch")
 
 
 @pytest.mark.parametrize("strategies", ["sm3-adagrad,sm3-adam,sgd", "sm3-adam", "sgd,adam"])
@@ -260,7 +262,7 @@ def test_blend_uniform_strategy_equals_reference(monkeypatch, strategies, sm3_ke
     before = kernel_calls()
     _blend_run(alg, layout, clients, [None, None, torch.tensor([True, False, True, True])],
                torch.Generator().manual_seed(6))
-    _ran(before, sm3_kernel, strategies != "sgd,adam", 3)      # one member, 3 steps
+    _ran(before, sm3_kernel, True, 3)      # one member, 3 steps
 
 
 def test_blend_member_outside_the_kernels_gathers_its_rows():
@@ -279,8 +281,9 @@ def test_blend_member_outside_the_kernels_gathers_its_rows():
 
 def test_blend_with_a_broken_kernel_falls_back(monkeypatch, sm3_kernel):
     """A torch kernel that fails its probe is found before anything is written: the members
-    it would step then take the gathered eager form (the SM3 members the C kernel where it
-    is on), and the result is still the readable one."""
+    it would step then take the gathered eager form, and the result is still the readable
+    one. With the C kernel on, it takes every adaptive member (SM3-II and full: 3 members x
+    3 steps) and torch's Adam kernel is never probed."""
     monkeypatch.setattr(torch, "_fused_adam_", lambda *a, **kw: None)
     alg = FedAda2Blend(eta=0.05, strategies="sm3-adagrad,sm3-adam,adam,sgd")
     before = kernel_calls()
@@ -288,8 +291,8 @@ def test_blend_with_a_broken_kernel_falls_back(monkeypatch, sm3_kernel):
         warnings.simplefilter("ignore")
         _blend_run(alg, LAYOUTS["mlp"], torch.arange(8), [None, None, None],
                    torch.Generator().manual_seed(8))
-    assert not torch_fused.enabled()
-    assert kernel_calls()[1] - before[1] == (6 if sm3_kernel == "native" else 0)
+    assert torch_fused.enabled() == (sm3_kernel == "native")
+    assert kernel_calls()[1] - before[1] == (9 if sm3_kernel == "native" else 0)
 
 
 # ------------------------------------------------------------------------------ priority

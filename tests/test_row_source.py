@@ -199,7 +199,9 @@ def _run(prob, name, sources_on, monkeypatch, seeds=(0, 1), **hyper):
 @pytest.mark.parametrize("name,hyper", [("fed-ams", {}), ("fed-lamb", {}), ("fedlada", {}),
                                         ("localadam", {}), ("fed-ams", {"persist_m": False}),
                                         ("fedlada", {"v_init": "zero"}), ("mimelite", {}),
-                                        ("mimelite-lamb", {})])
+                                        ("mimelite-lamb", {}), ("dja", {}),
+                                        ("joint-adaptive", {}), ("fedadaadam", {}),
+                                        ("fedada2", {}), ("fedada2-adam", {})])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_engine_runs_with_and_without_row_sources_agree(mlp_problem, monkeypatch, name, hyper,
                                                         dtype):

@@ -17,6 +17,7 @@ import torch
 
 from sims import engine, torch_fused
 from sims.algorithms.adaptive import LocalAdaptive
+from sims.algorithms.fedada2 import JointAdaptive
 from sims.algorithms.registry import make_algorithm, make_for_problem
 from sims.models import MLP
 from sims.optim import TrustRatio, unscaled_vhat
@@ -36,10 +37,13 @@ pytestmark = pytest.mark.usefixtures("torch_kernels_eager")
 
 @pytest.fixture(autouse=True)
 def torch_fused_before_native(monkeypatch):
-    """LocalAdaptive's one-pass C kernel (:mod:`sims.native.adaptive`, which goes first where
-    it is built) off: these tests hold torch's kernel to the rule; the C kernel's own tests,
-    and its turns with this one, are in ``tests/test_native_adaptive.py``."""
+    """LocalAdaptive's and FedAda2's one-pass C kernels (:mod:`sims.native.adaptive`,
+    :mod:`sims.native.sm3`, which go first where they are built) off: these tests hold
+    torch's kernel to the rule; the C kernels' own tests, and their turns with this one, are
+    in ``tests/test_native_adaptive.py``, ``tests/test_fedada2_fast_step.py`` and
+    ``tests/test_fedada2_full_native.py``."""
     monkeypatch.setattr(LocalAdaptive, "native_step", False)
+    monkeypatch.setattr(JointAdaptive, "native_step", False)
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +63,8 @@ FEDADA2_KERNEL = [("dja", {}), ("joint-adaptive", {}), ("fedadaadagrad", {}),
 
 @pytest.mark.parametrize("name,hyper", FEDADA2_KERNEL)
 def test_fedada2_full_preconditioner_kernel_equals_reference(layout, name, hyper):
-    """torch's kernel, never the SM3-II C kernel (:mod:`sims.native.sm3`, on by default),
-    which the full preconditioner does not take (measured no faster)."""
+    """torch's kernel (the C kernel, :mod:`sims.native.sm3`, off here: it goes first where
+    it is on)."""
     alg = make_algorithm(name, **hyper)
     before = kernel_calls()
     assert _fedada2_run(alg, layout, torch.Generator().manual_seed(len(name))) == 3
@@ -81,7 +85,7 @@ def test_fedada2_other_rules_fall_back(layout, name, hyper, mask, row_rate):
         alg.eta_l = torch.tensor([[0.01], [0.02], [0.005], [0.03]], dtype=torch.float64)
     gen = torch.Generator().manual_seed(11)
     assert _fedada2_run(alg, layout, gen, torch.tensor([True, False, True, True])
-                        if mask else None) == 0             # nor the C kernel (SM3-II only)
+                        if mask else None) == 0             # nor the C kernel (off here)
 
 
 def _local_run(rule, layout, gen, mask=None, lr=0.05, nm=None):
@@ -221,8 +225,8 @@ def test_engine_fused_equals_readable_rule(mlp_problem, monkeypatch, name, hyper
 
 def test_blend_full_members_take_the_kernel(mlp_problem, monkeypatch):
     """FedAda2-blend's full AdaGrad / Adam members step their own rows through the kernels
-    (in place on the chunk's rows; the SM3-II member through the C kernel,
-    :mod:`sims.native.sm3`) and equal the masked readable form."""
+    (in place on the chunk's rows; the SM3-II member too, the C kernel being off here: with
+    it on, ``tests/test_fedada2_fast_step.py``) and equal the masked readable form."""
     from sims.algorithms.fedada2 import FedAda2Blend
     out = {}
     for form in ("fast", "reference"):
@@ -232,7 +236,8 @@ def test_blend_full_members_take_the_kernel(mlp_problem, monkeypatch):
         before = kernel_calls()
         out[form] = engine.run(mlp_problem, alg, Participation("fixed", m=4), 3, [0],
                                eval_every=0).server["theta"]
-        assert all((a > b) == (form == "fast") for a, b in zip(kernel_calls(), before))
+        t, n = (a - b for a, b in zip(kernel_calls(), before))
+        assert (t > 0) == (form == "fast") and n == 0
     torch.testing.assert_close(out["fast"], out["reference"], rtol=1e-10, atol=1e-12)
 
 

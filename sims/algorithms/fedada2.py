@@ -68,9 +68,11 @@ from typing import ClassVar
 
 import torch
 
-from .. import compiled, torch_fused
-from ..deferred_grad import DeferredGrad, materialized
+from .. import compiled, native, torch_fused
+from ..batching import per_replica
+from ..deferred_grad import DeferredGrad
 from ..native import sm3 as native_sm3
+from ..row_source import RowSource, ServerRows, ZeroRows, materialized
 from ..ownership import Owned, step_owned
 from ..optim import OptimizerError, SM3Cover, _masked, sm3_adagrad_step, sm3_adam_step
 from .adaptive import (FedOpt, bits, check_common, describe_dataclass, server_rule,
@@ -107,6 +109,24 @@ def _row_parts(grad, theta):
     (:meth:`~sims.deferred_grad.DeferredGrad.parts_for`); else None."""
     parts = grad.parts_for(theta) if isinstance(grad, DeferredGrad) else None
     return None if parts is None else (grad.block, parts)
+
+
+def _plain(st: dict) -> tuple[dict, frozenset]:
+    """``(state, made)``: the local state with every :class:`sims.row_source.RowSource`
+    (:meth:`JointAdaptive.local_start`'s, for the C kernel) materialized, an entry that is
+    another's row source (the full preconditioner's ``nu``, which is ``mu``) the same tensor
+    as that one's, and the keys so made (new tensors, the caller's to write). A state without
+    row sources is returned as it is."""
+    if not any(isinstance(v, RowSource) for v in st.values()):
+        return st, frozenset()
+    made, out = {}, {}
+    for key, val in st.items():
+        if isinstance(val, RowSource):
+            if id(val) not in made:
+                made[id(val)] = val.materialize()
+            val = made[id(val)]
+        out[key] = val
+    return out, frozenset(k for k, v in st.items() if isinstance(v, RowSource))
 
 
 def _split_rows(x: torch.Tensor, block: slice, pieces: list | None = None) -> list:
@@ -147,18 +167,20 @@ class JointAdaptive(Algorithm):
     then ``delta_i = x_{t-1} - x_{i,K}``; server: ``x_t = x_{t-1} - eta rule(mean delta)``.
 
     :meth:`reference_local_step` is this rule as written; :meth:`local_step` takes its fast
-    forms, each held to it in float64 by the tests: the SM3-II step with ``z = 1`` in one C
-    pass (:meth:`_native_rows_step`, :mod:`sims.native.sm3`; masks too:
-    ``tests/test_fedada2_fast_step.py``, ``tests/test_sm3_cover.py``), torch's fused CPU
-    kernels on lists of rows (:meth:`_kernel_rows_step`; full preconditioner, and SM3-II with
-    ``z = 1`` where the C kernels are off: ``tests/test_torch_fused.py``,
-    ``tests/test_fedada2_fast_step.py``), the opt-in compiled
+    forms, each held to it in float64 by the tests: the SM3-II and the full-preconditioner
+    step with ``z = 1`` in one C pass (:meth:`_native_rows_step`, :mod:`sims.native.sm3`;
+    masks, the round's start and the deferred gradient read where they are:
+    ``tests/test_fedada2_fast_step.py``, ``tests/test_fedada2_full_native.py``,
+    ``tests/test_sm3_cover.py``), torch's fused CPU kernels on lists of rows
+    (:meth:`_kernel_rows_step`; both preconditioners where the C kernels are off:
+    ``tests/test_torch_fused.py``, ``tests/test_fedada2_fast_step.py``), the opt-in compiled
     kernels (:mod:`sims.compiled`) and the eager :func:`sims.optim.sm3_adagrad_step` /
     :func:`sims.optim.sm3_adam_step` (``tests/test_fast_adaptive.py``).
     """
     name = "joint-adaptive"
-    #: the SM3-II client step through the C kernel (:mod:`sims.native.sm3`) where it applies
-    #: (:meth:`_native_rule`) and is built (False: torch's fused kernels / the eager forms)
+    #: the SM3-II / full-preconditioner client step through the C kernel
+    #: (:mod:`sims.native.sm3`) where it applies (:meth:`_native_rule`) and is built (False:
+    #: torch's fused kernels / the eager forms)
     native_step: ClassVar[bool] = True
     eta: float = 0.01
     eta_l: float = 0.01
@@ -263,27 +285,67 @@ class JointAdaptive(Algorithm):
 
     # ------------------------------------------------------------------ clients
     def local_start(self, bcast, cstate, ctx):
-        theta = bcast["theta"]
-        B = theta.shape[0]
-        state = {"k": torch.zeros(B, dtype=theta.dtype, device=theta.device)}
+        """``k = 0``, the preconditioner's start (zeros, or DJA's server statistic: ``mu``
+        its cover maxima, ``nu`` their cover minima) and Adam's ``m = 0``. Where the C kernel
+        takes the steps (:meth:`_starts_as_rows`) these are :mod:`sims.row_source` rows read
+        where they are (:meth:`_start_rows`), else new tensors. The server models are read
+        per replica (never gathered here: the engine's ``bcast["theta"]`` would copy them)."""
+        server, rep = per_replica(bcast, "theta")
+        B = len(rep)
+        state = {"k": torch.zeros(B, dtype=server.dtype, device=server.device)}
         if self.client == "sgd":
             return state
         cover = self.cover(ctx.layout)
+        if self._starts_as_rows(cover, server):
+            return {**state, **self._start_rows(cover, bcast, B, server)}
+        like = dict(dtype=server.dtype, device=server.device)
         if self.init == "server":
             mu = cover.cover_max(bcast["pre"])
             nu = cover.cover_min(mu)
         else:
-            mu = torch.zeros(B, cover.size, dtype=theta.dtype, device=theta.device)
-            nu = torch.zeros_like(theta)
+            mu = torch.zeros(B, cover.size, **like)
+            nu = torch.zeros(B, server.shape[1], **like)
         state.update(mu=mu, nu=nu)
         if self.client == "adam":
-            state["m"] = torch.zeros_like(theta)
+            state["m"] = torch.zeros(B, server.shape[1], **like)
         return state
+
+    def _starts_as_rows(self, cover, server) -> bool:
+        """Whether :meth:`local_start` hands the C kernel its start as row sources: its rule
+        (:meth:`_native_rule`) and the kernels built for these tensors."""
+        return (self._native_rule() and native_sm3.layer_desc(cover) is not None
+                and native.usable(server))
+
+    def _start_rows(self, cover, bcast, B, server) -> dict:
+        """The preconditioner's and ``m``'s start as :mod:`sims.row_source` rows, no ``[B, d]``
+        tensor made (issue 16): zeros as :class:`~sims.row_source.ZeroRows` (one shared zero
+        row); DJA's server statistic ``v`` ``[R, d]`` as :class:`~sims.row_source.ServerRows`
+        (each participant its replica's row; SM3-II: the cover maxima and minima of the ``R``
+        rows, the same values as of the gathered ones). The full preconditioner's ``nu`` is
+        its ``mu`` (the same source). Never written: the first step writes new tensors."""
+        dtype, device = server.dtype, server.device
+        full = self.precond == "full"
+        if self.init == "server":
+            pre, rep = per_replica(bcast, "pre")
+            if full:
+                mu = nu = ServerRows(pre.contiguous(), rep)
+            else:
+                mu_r = cover.cover_max(pre).contiguous()
+                mu = ServerRows(mu_r, rep)
+                nu = ServerRows(cover.cover_min(mu_r).contiguous(), rep)
+        else:
+            mu = ZeroRows(B, cover.size, dtype, device)
+            nu = mu if full else ZeroRows(B, server.shape[1], dtype, device)
+        out = {"mu": mu, "nu": nu}
+        if self.client == "adam":
+            out["m"] = ZeroRows(B, server.shape[1], dtype, device)
+        return out
 
     def owned_start_keys(self):
         """Every tensor :meth:`local_start` hands out is made there: zeros, or (DJA) the cover
         maxima of the server's preconditioner and their cover minima (new tensors, never the
-        broadcast rows ``bcast["pre"]``)."""
+        broadcast rows ``bcast["pre"]``). Its row sources (:meth:`_start_rows`) are never
+        written, whatever this says: a step writes their new rows into new tensors."""
         return frozenset({"mu", "nu", "m"})
 
     def _accumulate(self, cover, mu, g2):
@@ -299,10 +361,9 @@ class JointAdaptive(Algorithm):
         return mu, cover.cover_min(mu)
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
-        if self.local_warmup:                 # the rate changes step by step: the readable rule
-            return self.reference_local_step(theta, materialized(grad), lstate, bcast, cstate,
-                                             mask, ctx)
-        # the SM3-II step in one C pass (_native_step, sims.native.sm3) first; then torch's
+        # the SM3-II or full-preconditioner step in one C pass (_native_step,
+        # sims.native.sm3) first: it reads a DeferredGrad (sims.deferred_grad) and
+        # local_start's row sources (sims.row_source) where they are; then torch's
         # fused kernels (_torch_fused_step: in place, no compile; the full preconditioner,
         # and SM3-II with the cover around the kernel where the C kernels are off); the
         # opt-in compiled kernel (_compiled_full_step, FEDTOOLKIT_COMPILE) where neither
@@ -310,12 +371,18 @@ class JointAdaptive(Algorithm):
         # preconditioners (README, "Every algorithm": FedAda2 / FedAda2-Adam / blend 2.58x /
         # 2.75x / 2.37x of fused Fed-SGD with torch's kernels, 2.82x / 3.28x / 4.19x when the
         # compiled SM3-II kernel went first)
-        # a DeferredGrad (sims.deferred_grad) is read where it is only by the full
-        # preconditioner's row lists (_kernel_rows_step); every other form gets the tensor
-        # (the SM3-II C kernel is tried only where its rule holds)
-        forms = ([self._native_step] if self._native_rule() else []) + [
-            self._torch_fused_step, self._compiled_full_step]
-        for form in forms:
+        if self._native_rule():
+            got = self._native_step(theta, grad, lstate, mask, ctx)
+            if got is not None:
+                return got
+        # every other form gets plain tensors: row sources materialized (new tensors)
+        lstate, theta = _plain(lstate)[0], materialized(theta)
+        if self.local_warmup:                 # the rate changes step by step: the readable rule
+            return self.reference_local_step(theta, materialized(grad), lstate, bcast, cstate,
+                                             mask, ctx)
+        # a DeferredGrad is read where it is by the full preconditioner's row lists
+        # (_kernel_rows_step); every other form gets the tensor
+        for form in (self._torch_fused_step, self._compiled_full_step):
             parts_ok = form == self._torch_fused_step and self.precond != "sm3-ii"
             got = form(theta, grad if parts_ok else materialized(grad), lstate, mask, ctx)
             if got is not None:
@@ -371,84 +438,161 @@ class JointAdaptive(Algorithm):
 
     @property
     def takes_deferred_grad(self) -> bool:
-        """A :class:`sims.deferred_grad.DeferredGrad` is read where it is only by the full
+        """A :class:`sims.deferred_grad.DeferredGrad` is read where it is by the C kernel
+        (:meth:`_native_step`: each row's block through its address) and by the full
         preconditioner's row lists through torch's kernels (:meth:`_kernel_rows_step`):
         asked for there only; any other form would copy its block late, from memory
-        (measured: the SM3-II step 10 ms a round slower)."""
-        return (self.precond != "sm3-ii" and self.client != "sgd" and not self.local_warmup
-                and self._kernel_rule() and torch_fused.enabled())
+        (measured: the SM3-II step through torch's kernels 10 ms a round slower)."""
+        if self.client == "sgd" or self.local_warmup:
+            return False
+        if self._native_rule() and native.library() is not None:
+            return True
+        return (self.precond != "sm3-ii" and self._kernel_rule() and torch_fused.enabled())
+
+    @property
+    def takes_row_sources(self) -> bool:
+        """The engine may hand the round's first step ``theta`` as a
+        :class:`sims.row_source.ServerRows` (the server models, not copied) and the last step
+        ``ctx.extra["delta_from"]``, where the step then writes the round's ``delta`` (and
+        marks the request done): the protocol of :mod:`sims.row_source`, taken by
+        the C kernel (:meth:`_native_step`); every other form materializes ``theta`` and
+        leaves ``delta`` to the engine."""
+        return (self.client != "sgd" and self._native_rule()
+                and native.library() is not None)
 
     def _native_rule(self) -> bool:
         """Whether the client step is :mod:`sims.native.sm3`'s rule: AdaGrad / Adam with the
-        SM3-II preconditioner updated at every step (``z = 1``, no freezing, no clipping, no
-        warm-up) and numeric constants, with or without bias correction (one count for
-        ``m`` and another for ``nu``: DJA's ``k + t`` too), where :attr:`native_step` is on.
-        The full preconditioner stays on torch's fused kernels, measured as fast or faster
-        (one thread, ``[25, 159010]`` float32, in place, caches flushed, fastest of 15: C
-        1.24 / 2.04 ms, torch 1.20 / 1.73 ms for AdaGrad / Adam)."""
-        return (self.native_step and self.precond == "sm3-ii" and self._every_step
+        SM3-II or the full preconditioner updated at every step (``z = 1``, no freezing, no
+        clipping, no warm-up) and numeric constants, with or without bias correction (one
+        count for ``m`` and another for ``nu``: DJA's ``k + t`` too), where
+        :attr:`native_step` is on.
+
+        The full preconditioner (every layer a vector, :class:`sims.optim.SM3Cover` with
+        ``full=True``) alone was measured about as fast through torch's fused kernels (one
+        thread, ``[25, 159010]`` float32, in place, caches flushed, fastest of 15: C 1.24 /
+        2.04 ms, torch 1.20 / 1.73 ms for AdaGrad / Adam; the C loop now 1.15-1.2 / 1.6-1.7 ms);
+        in the round the C kernel wins by what it spares around the step
+        (:meth:`_native_rows_step`: the deferred gradient block read where it is, no ``nu``
+        written, the round's start read from the server's rows and one zero row, no gathered
+        server models in :meth:`local_start`). The issue-16 benchmark's rounds, one process,
+        the kernel on and off interleaved (fastest round of 6, three repeats; split medians;
+        load < 1): joint-adaptive 61.0 / 63.6 ms (local step 14.2 / 15.9 ms, the rest 4.8 /
+        5.8 ms), FedAdaAdagrad 61.7 / 62.4 ms (14.3 / 15.6, 4.9 / 5.8), DJA 60.4 / 67.1 ms
+        (14.3 / 16.4, 4.9 / 7.3), FedAdaAdam 65.5 / 68.5 ms (19.0 / 21.4, 4.7 / 6.2); eight
+        on/off pairs in alternating order, the round's fastest of 5: off minus on, median
+        (range) joint-adaptive 3.4 (1.4-5.7) ms, DJA 6.4 (0.1-13.7), FedAdaAdam 4.2 (3.0-6.6).
+        ``benchmarks/algorithms_vs_loop.py --threads 1 --repeats 3``, before and after this
+        change, two runs each, alternated, load < 1: ``speedup_vs_loop`` of DJA /
+        joint-adaptive / FedAdaAdagrad / FedAdaAdam 1.79, 1.79 / 1.78, 1.85 / 1.80, 1.82 /
+        1.90, 2.09x before, 2.08, 1.90 / 2.05, 2.01 / 1.98, 1.99 / 2.15, 2.14x after (local
+        step 17.9-18.2 -> 14.4-15.2 ms, the rest 6.9-8.5 -> 4.9-5.3 ms a round; FedAda2 /
+        FedAda2-Adam / FedAda2-blend, which read their start and (not the blend) the deferred
+        block the same way, 74.5 / 78.0 / 78.3 -> 63.5 / 68.2 / 72.0 ms). SM3-II reading the
+        deferred block where it is: within the noise (FedAda2 60.9 / 60.7 ms with and
+        without, FedAda2-Adam 64.6 / 66.6 ms, fastest rounds, one process)."""
+        return (self.native_step and self.precond in ("sm3-ii", "full") and self._every_step
                 and not self.local_warmup)
 
     def _native_step(self, theta, grad, lstate, mask, ctx):
-        """The SM3-II client step through :meth:`_native_rows_step` (a mask: its rows), into
-        ``theta`` where the engine owns it, else into a new tensor (a mask: a copy, its other
-        rows as they were); None where :meth:`_native_rule` does not hold or the kernel cannot
-        take the tensors (nothing written)."""
-        if not self._native_rule() or theta.dim() != 2 or not theta.is_contiguous():
+        """The SM3-II / full-preconditioner client step through :meth:`_native_rows_step` (a
+        mask: its rows), into ``theta`` where the engine owns it, else into a new tensor (a
+        mask: a copy, its other rows as they were); None where :meth:`_native_rule` does not
+        hold or the kernel cannot take the operands (nothing written).
+
+        ``theta`` may be a :class:`sims.row_source.RowSource` (the engine's first step under
+        :attr:`takes_row_sources`: the server models, read where they are), ``grad`` a
+        :class:`sims.deferred_grad.DeferredGrad`, the state :meth:`local_start`'s row
+        sources. With ``ctx.extra["delta_from"]`` (the engine's last step: a
+        :class:`sims.row_source.DeltaRequest` over the round's start rows) the result is the
+        round's ``delta = start - theta'`` for every row, written in the same pass (a masked
+        row, finished earlier: its ``start - theta``), and the request is marked done."""
+        source = isinstance(theta, RowSource)
+        if (not self._native_rule() or theta.dim() != 2
+                or not (source or theta.is_contiguous())):
             return None
-        if not native_sm3.applies(self.cover(ctx.layout), theta, grad,
-                                  *(lstate[k] for k in self._native_keys())):
-            return None
+        # (the kernel's wrapper checks the operands before anything is written: a new `out`
+        # made here is all a decline costs)
+        request = ctx.extra.get("delta_from")          # the engine's last step
+        delta_from = None if request is None else request.rows
         owned = step_owned(ctx, self.owned_start_keys())
         rows = None if mask is None else mask.nonzero().squeeze(-1)
-        if owned.theta:
+        if owned.theta and not source:
             out = theta
-        else:
-            out = torch.empty_like(theta) if rows is None else theta.clone()
+        elif rows is None:
+            out = torch.empty(theta.shape, dtype=theta.dtype, device=theta.device)
+        else:                               # the rows not stepped as they were
+            out = theta.materialize() if source else theta.clone()
         new = self._native_rows_step(theta if rows is None else out, grad, lstate, rows, owned,
-                                     ctx, out=out)
-        return None if new is None else (out, new)
+                                     ctx, out=out, delta_from=delta_from)
+        if new is None:
+            return None
+        if delta_from is not None:
+            if rows is not None and len(rows) < len(mask):     # finished rows: start - theta
+                rest = (~mask).nonzero().squeeze(-1)
+                start = materialized(delta_from)     # (a ServerRows: its rows gathered)
+                out.index_copy_(0, rest, start.index_select(0, rest)
+                                - out.index_select(0, rest))
+            request.done = True
+        return out, new
 
     def _native_keys(self) -> tuple:
-        """The local state's tensors the C kernel reads and writes."""
-        return ("mu", "nu", "m") if self.client == "adam" else ("mu", "nu")
+        """The local state's tensors the C kernel reads and writes (the full
+        preconditioner's ``nu`` is its ``mu``: not written)."""
+        keys = ("mu",) if self.precond == "full" else ("mu", "nu")
+        return keys + ("m",) if self.client == "adam" else keys
 
-    def _native_rows_step(self, theta, grad, st, rows, owned, ctx, out=None):
-        """One SM3-II client step of the rows ``rows`` (``[n]`` indices; None: every row) in
-        one C pass (:func:`sims.native.sm3.sm3_step`, rule in ``sims/native/sm3.c``): the
-        fast form of :meth:`reference_local_step` where :meth:`_native_rule` holds, held to
-        it in float64 by ``tests/test_fedada2_fast_step.py``. The contract of
-        :meth:`_kernel_rows_step`: ``theta`` (the caller's to write) gets its rows ``rows``
-        stepped in place (``out``: into that ``[B, d]`` tensor instead, its other rows left
-        alone), ``owned`` says which of ``st``'s tensors may be written; returns the new state
-        (rows outside ``rows`` as they were), or None (nothing written) when the kernel is
-        not built or cannot take these tensors.
+    def _native_rows_step(self, theta, grad, st, rows, owned, ctx, out=None, delta_from=None):
+        """One SM3-II or full-preconditioner client step of the rows ``rows`` (``[n]``
+        indices; None: every row) in one C pass (:func:`sims.native.sm3.sm3_step`, rule in
+        ``sims/native/sm3.c``): the fast form of :meth:`reference_local_step` where
+        :meth:`_native_rule` holds, held to it in float64 by
+        ``tests/test_fedada2_fast_step.py`` and ``tests/test_fedada2_full_native.py``. The
+        contract of :meth:`_kernel_rows_step`: ``theta`` (the caller's to write) gets its
+        rows ``rows`` stepped in place (``out``: into that ``[B, d]`` tensor instead, its other
+        rows left alone), ``owned`` says which of ``st``'s tensors may be written; returns the
+        new state (rows outside ``rows`` as they were), or None (nothing written) when the
+        kernel is not built or cannot take these operands. ``delta_from``: ``out``'s stepped
+        rows get ``delta_from - theta'`` (:meth:`_native_step`).
 
-        Each (row, layer) is one loop: ``nu = cover_min(mu) + g^2`` (Adam: ``b2 cover_min(mu)
-        + (1 - b2) g^2`` and ``m``), the step, and the new ``mu = cover_max(nu)`` in registers
-        and a cache-resident scratch; ``nu`` is written too, the state carrying it (read by
-        the readable rule and, with ``z > 1``, by the next step; with ``z = 1`` nothing reads
-        it). Passes over the rows (Adam / AdaGrad): 4 / 3 reads (``g``, ``theta``, ``m``,
-        the small ``mu``), 3 / 2 writes (``theta``, ``m``, ``nu``). Measured, one thread, the
-        issue-16 benchmark's ``[25, 159010]`` float32, in place, caches flushed, fastest of
-        15: AdaGrad 1.3 ms, Adam 2.0 ms (without writing ``nu``: 0.9 / 1.6 ms) against 2.3 /
-        3.1 ms for torch's kernel with the cover around it (:meth:`_kernel_rows_step`); the
-        benchmark's local step (``benchmarks/algorithms_vs_loop.py --threads 1``, one run)
-        of FedAda2 / FedAda2-Adam / FedAda2-blend went from 28.7 / 33.9 / 34.1 to 16.2 /
-        24.6 / 21.3 ms a round, 2.31 / 2.60 / 2.40x of fused Fed-SGD to 1.97 / 2.18 /
-        2.17x."""
-        if not self._native_rule():
+        Read where they are: ``grad`` a :class:`sims.deferred_grad.DeferredGrad` (each row's
+        block through its address); ``theta`` and every row of the state a
+        :class:`sims.row_source.RowSource` (:meth:`local_start`'s zeros and server rows,
+        through per-row address tables; a subset of rows has them materialized first, its
+        other rows' state being theirs).
+
+        SM3-II: each (row, layer) is one loop: ``nu = cover_min(mu) + g^2`` (Adam: ``b2
+        cover_min(mu) + (1 - b2) g^2`` and ``m``), the step, and the new ``mu =
+        cover_max(nu)`` in registers and a cache-resident scratch; ``nu`` is written too, the
+        state carrying it (read by the readable rule and, with ``z > 1``, by the next step;
+        with ``z = 1`` nothing reads it). Passes over the rows (Adam / AdaGrad): 4 / 3 reads
+        (``g``, ``theta``, ``m``, the small ``mu``), 3 / 2 writes (``theta``, ``m``, ``nu``).
+        Measured, one thread, the issue-16 benchmark's ``[25, 159010]`` float32, in place,
+        caches flushed, fastest of 15: AdaGrad 1.3 ms, Adam 2.0 ms (without writing ``nu``:
+        0.9 / 1.6 ms) against 2.3 / 3.1 ms for torch's kernel with the cover around it
+        (:meth:`_kernel_rows_step`); the benchmark's local step
+        (``benchmarks/algorithms_vs_loop.py --threads 1``, one run) of FedAda2 /
+        FedAda2-Adam / FedAda2-blend went from 28.7 / 33.9 / 34.1 to 16.2 / 24.6 / 21.3 ms a
+        round, 2.31 / 2.60 / 2.40x of fused Fed-SGD to 1.97 / 2.18 / 2.17x.
+
+        The full preconditioner (every layer a vector): ``nu = mu + g^2`` (Adam ``b2 mu + (1 -
+        b2) g^2``) written into ``mu`` itself, ``nu`` the same tensor (``mu = nu = v``, as the
+        torch form's state): reads ``g``, ``theta``, ``mu`` (Adam ``m``), writes ``theta``,
+        ``mu`` (``m``), the rule's 5 / 7 streams."""
+        if not self._native_rule() or isinstance(out if out is not None else theta, RowSource):
             return None
         cover = self.cover(ctx.layout)
         owned = Owned.of(owned)
+        if rows is not None:                # the other rows' state must be in the outputs
+            st, made = _plain(st)
+            owned = owned.plus(*made)
         adam = self.client == "adam"
         keys = self._native_keys()
         out = theta if out is None else out
-        if not native_sm3.applies(cover, theta, grad, out, *(st[k] for k in keys)):
-            return None
 
         def written(key):                   # the tensor st[key]'s new rows go into
             t = st[key]
+            if isinstance(t, RowSource):    # read where it is, never written (rows None)
+                return torch.empty(t.shape, dtype=t.dtype, device=t.device)
             if owned(key):
                 return t
             return torch.empty_like(t) if rows is None else t.clone()
@@ -458,7 +602,7 @@ class JointAdaptive(Algorithm):
             k = kr = st["k"] + 1
         else:
             k = st["k"].index_add(0, rows, torch.ones(len(rows), dtype=st["k"].dtype,
-                                                      device=theta.device))
+                                                      device=out.device))
             kr = k.index_select(0, rows)
         c1 = c2 = None
         if adam and self.bias_correction:
@@ -467,9 +611,12 @@ class JointAdaptive(Algorithm):
         ok = native_sm3.sm3_step(cover, theta, grad, st["mu"], self.eta_l, self.eps,
                                  m=st["m"] if adam else None, beta1=self.beta1,
                                  beta2=self.beta2, c1=c1, c2=c2, rows=rows, theta_out=out,
-                                 mu_out=new["mu"], m_out=new.get("m"), nu_out=new["nu"])
+                                 mu_out=new["mu"], m_out=new.get("m"), nu_out=new.get("nu"),
+                                 delta_from=delta_from)
         if not ok:
             return None
+        if "nu" not in keys:                # the full preconditioner: nu is mu
+            new["nu"] = new["mu"]
         new["k"] = k
         return new
 
@@ -477,9 +624,9 @@ class JointAdaptive(Algorithm):
         """The AdaGrad / Adam client step (full or SM3-II preconditioner, ``z = 1``) through
         torch's fused CPU kernels, every row at once (:meth:`_kernel_rows_step`), in place on
         the engine's owned state; None where the rule is not the kernels'
-        (:meth:`_kernel_rule`), for an SGD client, a mask or per-replica constants. SM3-II
-        comes here only where the C kernel (:meth:`_native_step`, tried first) is off or
-        not built.
+        (:meth:`_kernel_rule`), for an SGD client, a mask or per-replica constants. Both
+        preconditioners come here only where the C kernel (:meth:`_native_step`, tried
+        first) is off or not built.
 
         The full preconditioner goes before :meth:`_compiled_full_step`, by measurement: one
         thread, the issue-16 benchmark's ``[25, 159010]`` float32 step, fastest of 20, AdaGrad
@@ -531,7 +678,8 @@ class JointAdaptive(Algorithm):
         maxima 1 read (the large layer's second reduction reads from the cache); a subset of rows adds writing ``nu`` back (1
         read, 1 write)."""
         B = theta.shape[0]
-        owned = Owned.of(owned)
+        st, made = _plain(st)               # local_start's row sources as new tensors
+        owned = Owned.of(owned).plus(*made)
         idx = range(B) if rows is None else rows.tolist()
         sm3 = self.precond == "sm3-ii"
         parts = _row_parts(grad, theta) if rows is None and not sm3 and \
@@ -652,6 +800,7 @@ class JointAdaptive(Algorithm):
 
     def reference_local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         """The rule as written in the class docstring (the fast form is tested against it)."""
+        theta, lstate = materialized(theta), _plain(lstate)[0]   # row sources as tensors
         k = lstate["k"] + 1
         new = {"k": k}
         if self.client == "sgd":
@@ -794,6 +943,7 @@ class FedAda2Blend(JointAdaptive):
     """
     name = "fedada2-blend"
     takes_deferred_grad = False     # its members' forms read the whole tensor
+    takes_row_sources = False       # its theta is written row group by row group
     strategies: str = "sm3-adagrad,sm3-adam,sgd"
     weights: str | None = None
     steps: str | None = None
@@ -828,8 +978,8 @@ class FedAda2Blend(JointAdaptive):
         return frozenset()
 
     def local_start(self, bcast, cstate, ctx):
-        theta = bcast["theta"]
-        return {"k": torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device),
+        server, rep = per_replica(bcast, "theta")           # not the gathered rows
+        return {"k": torch.zeros(len(rep), dtype=server.dtype, device=server.device),
                 "members": [m.local_start(bcast, cstate, ctx) for m in self.members]}
 
     def _rows(self, lstate, mask, ctx):
@@ -851,9 +1001,11 @@ class FedAda2Blend(JointAdaptive):
         their ``where`` passes a step); held to it in float64 by
         ``tests/test_fedada2_fast_step.py``.
 
-        An SM3-II member with ``z = 1`` (:meth:`JointAdaptive._native_rule`) steps its rows
-        in place in the chunk's ``theta`` and its own state in one C pass
-        (:meth:`JointAdaptive._native_rows_step`); a member whose rule is torch's fused
+        An SM3-II or full-preconditioner member with ``z = 1``
+        (:meth:`JointAdaptive._native_rule`) steps its rows in place in the chunk's ``theta``
+        and its own state in one C pass (:meth:`JointAdaptive._native_rows_step`; its
+        ``local_start`` row sources read where they are when it has every row, materialized
+        for a subset); a member whose rule is torch's fused
         kernels' (SGD, AdaGrad / Adam with the full or SM3-II preconditioner, ``z = 1``:
         :meth:`JointAdaptive._kernel_rule`) through row lists
         (:meth:`JointAdaptive._kernel_rows_step`): no rows gathered or written back, and with
@@ -886,6 +1038,7 @@ class FedAda2Blend(JointAdaptive):
                 new = member._kernel_rows_step(new_theta, grad, st, some,
                                                step_owned(ctx, member.owned_start_keys()), ctx)
             if new is None:                 # rows gathered (nothing was written above)
+                st = _plain(st)[0]
                 sub = dataclasses.replace(ctx, replica=ctx.replica[idx], clients=ctx.clients[idx],
                                           last_round=ctx.last_round[idx], uniforms=None)
                 th, sst = member.local_step(new_theta.index_select(0, idx),
