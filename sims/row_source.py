@@ -35,6 +35,7 @@ from __future__ import annotations
 import torch
 
 from .batching import start_rows
+from .deferred_grad import DeferredGrad
 
 
 class RowSource:
@@ -164,6 +165,24 @@ class DeltaRequest:
 
     def __init__(self, rows: ServerRows):
         self.rows, self.done = rows, False
+
+
+def backing(x):
+    """The tensor whose memory a kernel reads for ``x`` (its dtype, device and contiguity are
+    what the kernels check): a tensor itself; a row source's rows (the server's ``[R, ...]``
+    rows, the client-state storage, the shared zero row); a
+    :class:`sims.deferred_grad.DeferredGrad`'s flat tensor; None for anything else."""
+    if torch.is_tensor(x):
+        return x
+    if isinstance(x, DeferredGrad):
+        return x.flat
+    if isinstance(x, ServerRows):
+        return x.server
+    if isinstance(x, SlotRows):
+        return x.storage
+    if isinstance(x, ZeroRows):
+        return x.zero_row()
+    return None
 
 
 def is_row_source(x) -> bool:

@@ -262,3 +262,19 @@ def write_cifar100(root, n_train=20, n_test=4):
                        {"data": rng.integers(0, 256, (n_test, 3072), dtype=np.uint8),
                         "fine_labels": list(range(n_test))})
     write_cifar_pickle(d / "meta", {"fine_label_names": [f"c{i}".encode() for i in range(100)]})
+
+
+def assert_same_runs(a, b, metrics: bool = False) -> None:
+    """Two engine results (``sims.engine.run``) bit for bit: every server leaf and the client
+    state; ``metrics``: every metric too but the clocks."""
+    for k in b.server:
+        for x, y in zip(torch.utils._pytree.tree_leaves(a.server[k]),
+                        torch.utils._pytree.tree_leaves(b.server[k])):
+            assert torch.equal(x, y), k
+    assert set(a.client_state) == set(b.client_state)
+    for k in b.client_state:
+        assert torch.equal(a.client_state[k], b.client_state[k]), k
+    if metrics:
+        assert set(a.metrics) == set(b.metrics)
+        for k in set(b.metrics) - {"wall_time", "probe_time"}:
+            assert np.array_equal(a.metrics[k], b.metrics[k], equal_nan=True), k

@@ -25,7 +25,7 @@ from sims.privacy.mechanism import Private
 from sims.problems import NeuralProblem
 from sims.probes.observer import Probe
 from sims.row_source import SlotRows, ZeroRows
-from conftest import random_dataset
+from conftest import assert_same_runs, random_dataset
 from test_native_topk import _check
 from test_native_topk_paths import FORMS, SIMD, _rows, form, with_forms  # noqa: F401
 
@@ -293,16 +293,7 @@ def _restarts(out, S):
 
 
 def _same_runs(on, off):
-    for k in off.server:
-        for a, b in zip(torch.utils._pytree.tree_leaves(on.server[k]),
-                        torch.utils._pytree.tree_leaves(off.server[k])):
-            assert torch.equal(a, b), k
-    assert set(on.client_state) == set(off.client_state)
-    for k in off.client_state:
-        assert torch.equal(on.client_state[k], off.client_state[k]), k
-    assert set(on.metrics) == set(off.metrics)
-    for k in set(off.metrics) - {"wall_time", "probe_time"}:             # (clocks)
-        assert np.array_equal(on.metrics[k], off.metrics[k], equal_nan=True), k
+    assert_same_runs(on, off, metrics=True)
 
 
 CASES = {

@@ -20,7 +20,7 @@ from sims.params import ParamLayout
 from sims.participation import Participation
 from sims.problems import NeuralProblem
 from sims.problems.mlp_grad import stack_grad
-from conftest import random_dataset
+from conftest import assert_same_runs, random_dataset
 from sims.row_source import (DeltaRequest, ScaledRows, ServerRows, SlotRows, ZeroRows,
                              materialized, materialized_state, row_addresses)
 
@@ -214,13 +214,7 @@ def test_engine_runs_with_and_without_row_sources_agree(mlp_problem, monkeypatch
     assert subtracted_off > 0
     if dtype == "float32":              # equal clients: every chunk's last step wrote it
         assert subtracted_on == 0
-    for k in off.server:
-        for a, b in zip(torch.utils._pytree.tree_leaves(on.server[k]),
-                        torch.utils._pytree.tree_leaves(off.server[k])):
-            assert torch.equal(a, b), k
-    assert set(on.client_state) == set(off.client_state)
-    for k in off.client_state:
-        assert torch.equal(on.client_state[k], off.client_state[k]), k
+    assert_same_runs(on, off)
     assert not torch.equal(on.server["theta"][0], prob.init_theta(0).to(on.server["theta"]))
 
 

@@ -47,7 +47,7 @@ import torch
 
 from ..batching import replica_runs
 from ..ownership import NOTHING
-from ..row_source import RowSource, ServerRows, SlotRows, ZeroRows
+from ..row_source import RowSource, ServerRows, SlotRows, backing
 from . import block_table, count, kernel, ptr, rate, rows_of, threads, usable
 from .frozen import trust_args
 
@@ -74,18 +74,6 @@ def _writable(x, mine: bool, others) -> torch.Tensor:
         if not any(o is not None and o.untyped_storage().data_ptr() == p for o in others):
             return x
     return torch.empty_like(x, memory_format=torch.contiguous_format)
-
-
-def _backing(x):
-    """The tensor ``x``'s rows live in (a row source's server rows, storage or zero row; a
-    tensor itself), for the kernels' checks and the aliasing test; None as is."""
-    if isinstance(x, ServerRows):
-        return x.server
-    if isinstance(x, SlotRows):
-        return x.storage
-    if isinstance(x, ZeroRows):
-        return x.zero_row()
-    return x
 
 
 def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, mask=None,
@@ -146,7 +134,7 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, 
     if delta_from is not None and (not isinstance(delta_from, ServerRows)
                                    or delta_from.shape != theta.shape):
         return None
-    rows_in = [_backing(x) for x in (theta, m, v, vhat if mode != 2 else None, delta_from)]
+    rows_in = [backing(x) for x in (theta, m, v, vhat if mode != 2 else None, delta_from)]
     if not usable(*rows_in, g, ga_t, lr_rows, scale_in, n, nm):
         return None
     bc = rule.bias_correction
@@ -154,7 +142,7 @@ def local_adaptive_step(rule, theta, g, state, lr, layout, ga=None, owned=None, 
     reads = [*rows_in[:4], g, ga_t, lr_rows, n, nm, scale_in, rows_in[4]]
 
     def others(i, *outs):                   # every operand but input i, and the outputs so far
-        return reads[:i] + reads[i + 1:] + [_backing(o) for o in outs]
+        return reads[:i] + reads[i + 1:] + [backing(o) for o in outs]
     out = _writable(theta, own.theta, others(0))
     m_out = _writable(m, own("m"), others(1, out))
     v_out = _writable(v, own("v"), others(2, out, m_out))

@@ -52,7 +52,7 @@ import weakref
 import torch
 
 from ..deferred_grad import DeferredGrad
-from ..row_source import RowSource, ServerRows, SlotRows, ZeroRows, row_addresses
+from ..row_source import RowSource, backing, row_addresses
 from . import count, kernel, ptr, threads, usable
 
 MAX_AXES = 8                     # sm3.c's SM3_MAX_AXES
@@ -94,23 +94,6 @@ def _describe(cover):
     return torch.tensor(out, dtype=torch.int64), layers
 
 
-def _backing(x):
-    """The tensor whose memory the kernel reads for ``x``: a tensor itself; a row source's
-    rows (:mod:`sims.row_source`: the server's ``[R, ...]`` rows, the shared zero row, the
-    client-state storage); a deferred gradient's flat tensor. None for anything else."""
-    if torch.is_tensor(x):
-        return x
-    if isinstance(x, DeferredGrad):
-        return x.flat
-    if isinstance(x, ServerRows):
-        return x.server
-    if isinstance(x, SlotRows):
-        return x.storage
-    if isinstance(x, ZeroRows):
-        return x.zero_row()
-    return None
-
-
 def _rows_ok(x, B: int, width: int) -> bool:
     """Whether the kernel can read ``x`` as ``[B, width]`` rows: a contiguous tensor of that
     shape, or a row source of it whose rows are each contiguous (read through its address
@@ -118,7 +101,7 @@ def _rows_ok(x, B: int, width: int) -> bool:
     if torch.is_tensor(x):
         return x.shape == (B, width) and x.is_contiguous()
     if isinstance(x, RowSource):
-        t = _backing(x)
+        t = backing(x)
         return (tuple(x.shape) == (B, width) and t is not None and t.shape[-1] == width
                 and (width <= 1 or t.stride(-1) == 1) and x.device.type == "cpu")
     return False
@@ -151,7 +134,7 @@ def applies(cover, theta, *operands) -> bool:
     all float32 or all float64."""
     if theta.dim() != 2 or theta.shape[1] != cover.layout.d or layer_desc(cover) is None:
         return False
-    backing = [_backing(x) for x in (theta, *operands)]
+    backing = [backing(x) for x in (theta, *operands)]
     sources = [x for x in (theta, *operands) if isinstance(x, RowSource)]
     if (any(b is None for b in backing)
             or not all(_rows_ok(x, theta.shape[0], x.shape[1]) for x in sources)):
@@ -202,7 +185,7 @@ def sm3_step(cover, theta, g, mu, lr: float, eps: float, *, m=None, beta1: float
     g_blk = _part_table(g, theta_out) if isinstance(g, DeferredGrad) else None
     g_flat = g.flat if g_blk is not None else (g.materialize() if isinstance(g, DeferredGrad)
                                                else g)
-    if not usable(g_flat, *outs, *(_backing(x) for x, _ in reads)):
+    if not usable(g_flat, *outs, *(backing(x) for x, _ in reads)):
         return False
     blk_lo, blk_hi = (g.block.start or 0, g.block.stop) if g_blk is not None else (0, 0)
     idx = None if rows is None else rows.to(torch.int64).contiguous()

@@ -41,7 +41,7 @@ import ctypes
 
 import torch
 
-from ..row_source import RowSource, SlotRows, ZeroRows, row_addresses
+from ..row_source import RowSource, SlotRows, ZeroRows, backing, row_addresses
 from . import count, kernel, library, ptr, threads, usable
 
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
@@ -79,17 +79,6 @@ def topk_keep(x: torch.Tensor, out: torch.Tensor, sl: slice, k: int):
 EF_ARGTYPES = [_P] * 5 + [_I64, _I64, _I64, _I64, _P, _I64, _P, _P, _I64]
 
 
-def _backing(x):
-    """The tensor a row source's rows live in (a :class:`SlotRows`' storage, a
-    :class:`ZeroRows`' shared zero row), for the checks; a tensor itself; None for another
-    row source (not taken here)."""
-    if isinstance(x, SlotRows):
-        return x.storage
-    if isinstance(x, ZeroRows):
-        return x.zero_row()
-    return x if torch.is_tensor(x) else None
-
-
 def ef_topk(delta: torch.Tensor, error, blocks, ks, outs, zero=None) -> bool:
     """Error feedback around TopK over the column blocks ``blocks`` (slices tiling ``d``)
     keeping ``ks[b]`` per row of block ``b``: into ``outs = (target, msg, err)`` (``[B, d]``
@@ -105,7 +94,7 @@ def ef_topk(delta: torch.Tensor, error, blocks, ks, outs, zero=None) -> bool:
     pointing at :class:`ZeroRows`' shared zero row."""
     target, msg, err = outs
     B, d = delta.shape if delta.dim() == 2 else (0, 0)
-    er_in, err_out = _backing(error), _backing(err)
+    er_in, err_out = backing(error), backing(err)
     if delta.dim() != 2 or er_in is None or err_out is None \
             or any(t.shape != delta.shape for t in (error, *outs)) \
             or not usable(delta, er_in, target, msg, err_out):
