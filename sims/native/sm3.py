@@ -130,16 +130,16 @@ def applies(cover, theta, *operands) -> bool:
     """Whether :func:`sm3_step` can take ``cover`` and these operands (``theta`` ``[B, d]``
     first): the kernels built, the cover's layers described (:func:`layer_desc`), every
     tensor read (a :class:`sims.row_source.RowSource`'s or a
-    :class:`sims.deferred_grad.DeferredGrad`'s own, :func:`_backing`) contiguous on the CPU,
-    all float32 or all float64."""
+    :class:`sims.deferred_grad.DeferredGrad`'s own, :func:`sims.row_source.backing`)
+    contiguous on the CPU, all float32 or all float64."""
     if theta.dim() != 2 or theta.shape[1] != cover.layout.d or layer_desc(cover) is None:
         return False
-    backing = [backing(x) for x in (theta, *operands)]
+    memory = [backing(x) for x in (theta, *operands)]
     sources = [x for x in (theta, *operands) if isinstance(x, RowSource)]
-    if (any(b is None for b in backing)
+    if (any(b is None for b in memory)
             or not all(_rows_ok(x, theta.shape[0], x.shape[1]) for x in sources)):
         return False
-    return usable(*backing)
+    return usable(*memory)
 
 
 def sm3_step(cover, theta, g, mu, lr: float, eps: float, *, m=None, beta1: float = 0.9,
