@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import os
 from pathlib import Path
 
 import numpy as np
@@ -278,3 +279,13 @@ def assert_same_runs(a, b, metrics: bool = False) -> None:
         assert set(a.metrics) == set(b.metrics)
         for k in set(b.metrics) - {"wall_time", "probe_time"}:
             assert np.array_equal(a.metrics[k], b.metrics[k], equal_nan=True), k
+
+
+def require_native() -> None:
+    """For a test of the C kernels (:mod:`sims.native`): skipped where they are turned off
+    (``FEDTOOLKIT_NATIVE=0``: the torch forms are what runs then, and the rest of the suite
+    tests those); where they are on they must build (a failed build fails the test)."""
+    from sims import native
+    if os.environ.get("FEDTOOLKIT_NATIVE", "1") == "0" or not native.enabled():
+        pytest.skip("the C kernels are turned off (FEDTOOLKIT_NATIVE=0)")
+    assert native.library() is not None, native.failure()

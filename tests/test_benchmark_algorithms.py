@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import load_benchmark
+from conftest import load_benchmark, require_native
 from sims.algorithms.registry import list_algorithms
 
 
@@ -83,6 +83,7 @@ def test_ab_measures_both(bench, flag, form, names):
     """``--torch-fused-ab`` / ``--native-ab``: each algorithm also with that fast form off
     (torch's fused kernels, the C kernels), left on afterwards; its gain is the ratio of the
     two seconds it prints (one repeat: exact)."""
+    require_native()
     is_on = bench.SWITCHES[form][0]
     was = is_on()
     out = quick(bench, "--algorithms", names, flag)

@@ -17,6 +17,7 @@ from sims.participation import Participation
 from sims.problems.mlp_grad import onednn_available, stack_grad
 
 from test_generic_grad_fast import SIZES, _payload, _problem, _thetas
+from conftest import require_native
 
 pytestmark = pytest.mark.skipif(not onednn_available(torch.zeros(1)),
                                 reason="no oneDNN on this build")
@@ -67,6 +68,8 @@ def test_step_on_deferred_equals_step_on_materialized(name, native_on, onednn_ca
                                                       monkeypatch):
     """Three steps of each rule on the deferred gradient and on its materialized copy:
     the same bits; with the C kernel on, the block was read where it is (never copied)."""
+    if native_on:
+        require_native()
     monkeypatch.setattr(LocalAdaptive, "native_step", native_on)
     prob = _problem(MLP(784, hidden=6), dtype=torch.float32)
     rule = LocalAdaptive(**RULES[name])
@@ -104,6 +107,8 @@ def test_full_preconditioner_reads_the_block_where_it_is(name, onednn_calls, nat
     the rows' block addresses; SM3-II and the full preconditioner), and with it off the full
     preconditioner through torch's fused kernels on row lists (each row split around its
     block); SM3-II then materializes."""
+    if native_on:
+        require_native()
     from sims.algorithms.fedada2 import JointAdaptive
     monkeypatch.setattr(JointAdaptive, "native_step", native_on)
     prob = _problem(MLP(784, hidden=6), dtype=torch.float32)
@@ -175,6 +180,7 @@ def test_asked_for_only_where_read_in_place(monkeypatch):
     FedAda2's clients while their C kernel is on (SM3-II and the full preconditioner), the
     full preconditioner also while torch's kernels are on; the blend never (it would copy
     late)."""
+    require_native()
     from sims import compiled, torch_fused
     from sims.algorithms.fedada2 import JointAdaptive
     from sims.algorithms.registry import make_algorithm

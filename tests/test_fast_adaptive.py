@@ -19,6 +19,7 @@ from sims.algorithms.adaptive import LocalAdaptive
 from sims.models import MLP
 from sims.optim import TrustRatio, layer_norms, layer_norms_fast, trust_step, unscaled_vhat
 from sims.params import ParamLayout
+from conftest import require_native
 
 B = 4
 
@@ -31,7 +32,7 @@ def local_kernel(request, monkeypatch):
     on = request.param == "native"
     monkeypatch.setattr(LocalAdaptive, "native_step", on)
     if on:
-        assert native.library() is not None, native.failure()
+        require_native()
     return request.param
 
 

@@ -32,6 +32,7 @@ from fedada2_clients import assert_states as _assert_states
 from fedada2_clients import client_ctx as _ctx
 from fedada2_clients import client_start as _client_start
 from fedada2_clients import kernel_calls, steps_against_reference
+from conftest import require_native
 
 LAYOUTS = {
     "mlp": ParamLayout.from_module(MLP(6, 5, 3)),                  # matrices and biases
@@ -64,7 +65,7 @@ def sm3_kernel(request, monkeypatch):
     on = request.param == "native"
     monkeypatch.setattr(JointAdaptive, "native_step", on)
     if on:
-        assert native.library() is not None, native.failure()
+        require_native()
     return request.param
 
 

@@ -36,6 +36,7 @@ from sims.models import MLP
 from sims.params import ParamLayout
 from sims.participation import Participation
 from sims.row_source import DeltaRequest, RowSource, ServerRows, ZeroRows, materialized
+from conftest import require_native
 
 pytestmark = pytest.mark.usefixtures("torch_kernels_eager")
 
@@ -67,7 +68,7 @@ def kernel(request, monkeypatch):
     on = request.param == "native"
     monkeypatch.setattr(JointAdaptive, "native_step", on)
     if on:
-        assert native.library() is not None, native.failure()
+        require_native()
     return request.param
 
 
@@ -208,6 +209,7 @@ def test_flags_follow_the_kernel(monkeypatch):
     full preconditioner and SM3-II, ``z = 1``); not where it is off (the full preconditioner
     still takes a deferred gradient through torch's row lists), nor for the blend, a delay or
     a warm-up."""
+    require_native()
     def flags(name, **hyper):
         alg = make_algorithm(name, **hyper)
         return alg.takes_deferred_grad, getattr(alg, "takes_row_sources", False)
@@ -229,6 +231,7 @@ def test_flags_follow_the_kernel(monkeypatch):
 def test_blend_full_member_on_every_row_reads_its_row_sources(monkeypatch):
     """A blend whose every participant is on its full Adam member: the member's whole-tensor
     step reads its zero rows where they are (no state materialized) and equals the rule."""
+    require_native()
     monkeypatch.setattr(JointAdaptive, "native_step", True)
     alg = FedAda2Blend(eta=0.05, strategies="sgd,adam")
     gen = torch.Generator().manual_seed(9)
@@ -264,6 +267,7 @@ def test_engine_kernel_on_off_and_reference_agree(mlp_problem, monkeypatch, name
     off (torch's fused kernels where they take the rule, else the eager forms) and the
     readable local rule: the same trajectory, server statistic included; the kernel ran only
     where on."""
+    require_native()
     out = {}
     for form in ("native", "torch", "reference"):
         monkeypatch.setattr(JointAdaptive, "native_step", form == "native")
@@ -285,6 +289,7 @@ def test_engine_kernel_on_off_and_reference_agree(mlp_problem, monkeypatch, name
 def test_threads_give_the_same_bits(monkeypatch, name):
     """The kernel's rows split over two threads (its address tables and deferred parts read
     per row) give the bits of one thread."""
+    require_native()
     monkeypatch.setattr(JointAdaptive, "native_step", True)
     threads = torch.get_num_threads()
     out = []
@@ -307,7 +312,7 @@ def test_wrapper_reads_every_operand_form_alike(full, adam):
     from sims.native import sm3
     from sims.optim import SM3Cover
     from sims.row_source import SlotRows
-    assert native.library() is not None, native.failure()
+    require_native()
     cover = SM3Cover(LAYOUT, full=full)
     gen = torch.Generator().manual_seed(13)
     server = torch.randn(R, LAYOUT.d, generator=gen, dtype=torch.float64)

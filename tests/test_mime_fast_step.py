@@ -29,7 +29,7 @@ import zlib
 import pytest
 import torch
 
-from conftest import tiny_uneven_problem
+from conftest import require_native, tiny_uneven_problem
 from sims import compiled, engine, native
 from sims.algorithms.base import RoundContext
 from sims.algorithms.fed_lamb import Mime, MimeLAMB, MimeLite, MimeLiteLAMB
@@ -62,7 +62,7 @@ def frozen_kernel(request, monkeypatch):
     on = request.param == "native"
     monkeypatch.setattr(MimeLite, "native_frozen", on)
     if on:
-        assert native.library() is not None, native.failure()
+        require_native()
     return request.param
 
 

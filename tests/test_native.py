@@ -4,13 +4,13 @@ switch, and the row split over threads."""
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import pytest
 import torch
 
 from sims import native
 from sims.native import frozen
+from conftest import require_native
 
 
 @pytest.fixture
@@ -145,6 +145,7 @@ def test_switch_from_the_environment():
 def test_concurrent_builds_make_one_library(fresh, tmp_path):
     """Two processes building into one empty cache at once: both load, one file, no
     temporaries left (the lock and the atomic rename)."""
+    require_native()
     code = textwrap.dedent("""
         from sims import native
         assert native.library() is not None, native.failure()
@@ -162,6 +163,7 @@ def test_concurrent_builds_make_one_library(fresh, tmp_path):
 def test_threads_split_rows_without_changing_a_bit(dtype, monkeypatch):
     """Rows are independent: the step split over 2 or 3 OpenMP threads (each with its own
     trust scratch) equals the one-thread step exactly, with and without a trust ratio."""
+    require_native()
     from sims.optim import TrustRatio
     from sims.params import ParamLayout
     theta, g, m, p, q, runs = _step_inputs(dtype, B=9, d=300)
@@ -183,7 +185,7 @@ def test_threads_split_rows_without_changing_a_bit(dtype, monkeypatch):
 def test_kernels_share_torchs_openmp_runtime():
     """The library's OpenMP is the runtime torch loaded (one thread pool): the process maps
     one libgomp."""
-    assert native.library() is not None, native.failure()
+    require_native()
     maps = open("/proc/self/maps").read().splitlines()
     gomp = {line.split()[-1] for line in maps if "libgomp" in line}
     assert len(gomp) == 1, gomp

@@ -27,6 +27,7 @@ from sims.params import ParamLayout
 from sims.participation import Participation
 
 from local_adaptive_steps import assert_step, reference_as_step, steps_against_reference
+from conftest import require_native
 
 B = 4
 LAYOUT = ParamLayout.from_module(MLP(6, 5, 3))
@@ -49,7 +50,7 @@ pytestmark = pytest.mark.usefixtures("torch_kernels_eager")
 
 @pytest.fixture(autouse=True)
 def kernel_built():
-    assert native.library() is not None, native.failure()
+    require_native()
 
 
 def _calls():

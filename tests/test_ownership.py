@@ -36,6 +36,7 @@ from sims.optim import unscaled_vhat
 from sims.ownership import EVERYTHING, NOTHING, Owned, step_owned
 from sims.params import ParamLayout
 from sims.row_source import ServerRows, SlotRows, materialized
+from conftest import require_native
 
 LAYOUT = ParamLayout.from_module(MLP(6, 5, 3))
 R, N = 2, 5                                           # replicas, clients per replica
@@ -191,6 +192,8 @@ NATIVE = {"fed-ams", "fed-lamb", "fedlada", "localadam"}
 @pytest.mark.parametrize("native_on", [True, False], ids=["native", "torch"])
 @pytest.mark.parametrize("name,hyper", CASES)
 def test_first_step_writes_only_what_is_owned(monkeypatch, name, hyper, native_on):
+    if native_on:
+        require_native()
     monkeypatch.setattr(LocalAdaptive, "native_step", native_on)
 
     def kernels():      # torch's fused kernels and FedAda2's SM3-II C kernel (sims.native.sm3)
@@ -292,6 +295,8 @@ def test_a_false_declaration_is_caught(monkeypatch, name, hyper, key):
 def test_a_written_cache_is_caught(monkeypatch, native_on, name, key):
     """With the declaration check off, writing the broadcast rows in place still fails the
     check of the rows (a broadcast entry declared owned); the C kernel cannot write them."""
+    if native_on:
+        require_native()
     monkeypatch.setattr(LocalAdaptive, "native_step", native_on)
     alg = make_algorithm(name)
     monkeypatch.setattr(type(alg), "owned_start_keys", lambda self: frozenset({"m", "v", key}))

@@ -19,6 +19,7 @@ from sims import native
 from sims.native import sm3
 from sims.optim import SM3Cover, sm3_adagrad_step, sm3_adam_step
 from sims.params import ParamLayout
+from conftest import require_native
 
 
 class _Net(torch.nn.Module):
@@ -84,7 +85,7 @@ def test_types_without_an_integer_view_and_strided_inputs_fall_back(layout):
 
 @pytest.fixture
 def built():
-    assert native.library() is not None, native.failure()
+    require_native()
 
 
 def _kernel_inputs(cover, B, dtype, seed):
