@@ -435,6 +435,24 @@ class LocalAdaptive:
         return _masked(mask, new_theta, theta), new
 
 
+class LocalAdaptiveClients:
+    """For an algorithm whose gradient only reaches ``self.rule``, a :class:`LocalAdaptive`
+    (Fed-LAMB / Fed-AMS, FedLADA / LocalAdam): what it asks the engine for is what the
+    rule's step reads in place."""
+
+    @property
+    def takes_deferred_grad(self) -> bool:
+        """A :class:`sims.deferred_grad.DeferredGrad` where ``LocalAdaptive.step`` reads it
+        in place (:meth:`LocalAdaptive.reads_deferred_grad`)."""
+        return self.rule.reads_deferred_grad()
+
+    @property
+    def takes_row_sources(self) -> bool:
+        """Row sources (:mod:`sims.row_source`) where ``LocalAdaptive.step`` reads them in
+        place (:meth:`LocalAdaptive.reads_row_sources`)."""
+        return self.rule.reads_row_sources()
+
+
 class ReplicaRows:
     """A broadcast entry's participant rows (``bcast[key]``, ``[B, d]``) kept as the server's
     ``[R, d]`` rows and each participant's replica (issue 16): :meth:`add_to_` adds ``a``

@@ -69,8 +69,8 @@ import torch
 
 from ..optim import (AdaptiveRule, OptimizerError, TrustRatio, _is_number, _masked, axpy,
                      full_like, rsqrt_, trust_step, unscaled_vhat)
-from .adaptive import (FedOpt, LocalAdaptive, bits, check_common, describe_dataclass,
-                       lr_at, mean_of)
+from .adaptive import (FedOpt, LocalAdaptive, LocalAdaptiveClients, bits, check_common,
+                       describe_dataclass, lr_at, mean_of)
 from .. import compiled
 from ..native import frozen as native_frozen
 from ..batching import per_replica, replica_runs
@@ -103,7 +103,7 @@ def reading_of(alg) -> str:
 
 
 @dataclass
-class FedLAMB(Algorithm):
+class FedLAMB(LocalAdaptiveClients, Algorithm):
     """Fed-LAMB, MAIN Alg. 2 (decisions in the module docstring).
 
     Client ``i`` in round ``r`` (lines 4-15), ``lr = eta_l lr_decay^r`` (``alpha_r``)::
@@ -219,18 +219,6 @@ class FedLAMB(Algorithm):
         client's own ``vhat`` (``vhat="local"``) made by ``clamp_min``. Not the server's
         ``vhat``: the broadcast rows themselves."""
         return frozenset({"m", "v"} | ({"vhat"} if self.vhat == "local" else set()))
-
-    @property
-    def takes_deferred_grad(self) -> bool:
-        """The gradient only reaches ``LocalAdaptive.step``: a deferred one where that reads
-        it in place (:meth:`LocalAdaptive.reads_deferred_grad`)."""
-        return self.rule.reads_deferred_grad()
-
-    @property
-    def takes_row_sources(self) -> bool:
-        """Row sources (:mod:`sims.row_source`) where ``LocalAdaptive.step`` reads them in
-        place (:meth:`LocalAdaptive.reads_row_sources`)."""
-        return self.rule.reads_row_sources()
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)

@@ -26,8 +26,9 @@ import torch
 from ..optim import OptimizerError, _masked, full_like
 from ..ownership import step_owned
 from ..row_source import ScaledRows, ZeroRows, server_rows
-from .adaptive import (FedOpt, LocalAdaptive, ParticipantTally, ReplicaRows, _affine_sgd,
-                       bits, check_common, describe_dataclass, lr_at, mean_of)
+from .adaptive import (FedOpt, LocalAdaptive, LocalAdaptiveClients, ParticipantTally,
+                       ReplicaRows, _affine_sgd, bits, check_common, describe_dataclass,
+                       lr_at, mean_of)
 from .base import Algorithm, masked_rows
 
 
@@ -206,7 +207,7 @@ class Scaffold(ParticipantTally, Algorithm):
 # ------------------------------------------------------------------------------ FedLADA
 
 @dataclass
-class FedLADA(Algorithm):
+class FedLADA(LocalAdaptiveClients, Algorithm):
     """FedLADA, Alg. 3 (spec 1.4): local AMSGrad amended by the global direction ``g_a``.
 
     Round ``t``; every participant receives ``x^t``, ``v^t`` and ``g_a^t`` and, with
@@ -290,18 +291,6 @@ class FedLADA(Algorithm):
         ``vhat`` nor a ``v`` started from the server's: the broadcast rows ``bcast["v"]``
         themselves (both the same tensor)."""
         return frozenset({"m"} | ({"v"} if self.v_init == "zero" else set()))
-
-    @property
-    def takes_deferred_grad(self) -> bool:
-        """The gradient only reaches ``LocalAdaptive.step``: a deferred one where that reads
-        it in place (:meth:`LocalAdaptive.reads_deferred_grad`)."""
-        return self.rule.reads_deferred_grad()
-
-    @property
-    def takes_row_sources(self) -> bool:
-        """Row sources (:mod:`sims.row_source`) where ``LocalAdaptive.step`` reads them in
-        place (:meth:`LocalAdaptive.reads_row_sources`)."""
-        return self.rule.reads_row_sources()
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         lr = lr_at(self.eta_l, self.lr_decay, ctx.t)
