@@ -35,7 +35,7 @@ from . import _malloc
 from . import checkpoint as _ckpt
 from .algorithms.base import RoundContext
 from .algorithms.per_replica import PerReplica
-from .batching import plan_chunks, start_minus, start_rows
+from .batching import plan_chunks, replica_runs, start_minus, start_rows
 from .participation import Participation
 from .row_source import DeltaRequest, ScaledRows, ServerRows, SlotRows, materialized
 
@@ -508,8 +508,10 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
 def _add_per_replica(total: torch.Tensor, rep: torch.Tensor, v: torch.Tensor) -> None:
     """``total[r] += sum of v[b] over the rows b with rep[b] == r`` (``total`` is ``[R, ...]``;
     ``v`` a tensor, a :class:`sims.row_source.ScaledRows` or a row source).
-    A one-hot product is much faster than ``index_add_`` for few replicas (``index_add_``
-    costs ~1 ms even on tiny float64 tensors); many replicas use ``index_add_``."""
+
+    Each replica's rows are summed on their own (the participants of one replica are
+    consecutive rows, :func:`sims.batching.replica_runs`), so one replica's non-finite values
+    never reach another's total (a one-hot product would: ``0 * nan = nan``)."""
     if isinstance(v, (ScaledRows, SlotRows)):
         # row by row, each scaled in the add (a ScaledRows is never formed) and read where
         # it is (a SlotRows is never gathered): the same order and rounding for both
@@ -523,12 +525,8 @@ def _add_per_replica(total: torch.Tensor, rep: torch.Tensor, v: torch.Tensor) ->
             total[r].add_(row, alpha=a)
         return
     v = materialized(v)
-    R = total.shape[0]
-    if R <= 64:
-        onehot = torch.nn.functional.one_hot(rep, R).T.to(v.dtype)
-        total += (onehot @ v.reshape(len(v), -1)).view_as(total)
-    else:
-        total.index_add_(0, rep, v)
+    for r, rows in replica_runs(rep):
+        total[r] += v[rows].sum(0)
 
 
 def _round_gradient(problem, theta, rep_np, cli_np, counts, max_batch):
