@@ -3,7 +3,7 @@
 Workload: MLP 784-200-10, n = 50 clients of 300 samples (random data with MNIST's shapes),
 m = 25 participants a round, one local epoch of batch 32 (10 steps a client, 250
 client-steps a round). For each algorithm: the engine's seconds per round
-(``sims.engine.run`` with the registry's default hyperparameters); for each whose local
+(``sims.core.engine.run`` with the registry's default hyperparameters); for each whose local
 optimizer ``torch.optim`` has (SGD, Adam, AMSGrad, AdaGrad: :data:`LOOP_OPTIMIZER`), the same
 local work as a plain loop: one ``nn.Module``, each participant loads the global model, makes
 its optimizer afresh and trains one local epoch (the issue's baseline). Full-precision Fed-SGD
@@ -38,7 +38,7 @@ opt-in; key ``compiled``); ``--torch-fused-ab`` also measures each algorithm's e
 with torch's fused optimizer kernels off (:mod:`sims.torch_fused`, on by default;
 ``FEDTOOLKIT_TORCH_FUSED=0`` turns them off for a whole run), interleaved with the run with
 them on (key ``without_torch_fused``: its seconds, ratios and ``gain`` = off / on);
-``--native-ab`` the same with the C kernels off (:mod:`sims.native`, on by default,
+``--native-ab`` the same with the C kernels off (:mod:`sims.accel.native`, on by default,
 ``FEDTOOLKIT_NATIVE=0``; key ``without_native``; key ``native``: the kernels' status);
 ``--quick`` is a
 seconds-long smoke run on a tiny workload (6 clients of 40 samples, 3 a round), for the
@@ -65,11 +65,14 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's sims
-from sims import batching, compiled, engine, native, torch_fused  # noqa: E402
+from sims import compiled, torch_fused
+from sims.core import batching
+from sims.core import engine
+from sims.accel import native  # noqa: E402
 from sims.algorithms.registry import (AlgorithmError, list_algorithms, make_algorithm,  # noqa: E402
                                       make_for_problem)
-from sims.models import CNN, MLP  # noqa: E402
-from sims.participation import Participation  # noqa: E402
+from sims.problems.models import CNN, MLP  # noqa: E402
+from sims.core.participation import Participation  # noqa: E402
 from sims.problems.conv import ConvProblem  # noqa: E402
 from sims.problems.neural import NeuralProblem  # noqa: E402
 
@@ -354,7 +357,7 @@ def uneven_problem(w: dict) -> NeuralProblem:
 
 
 def uneven_measurement(names, w: dict, rounds: int, repeats: int) -> dict:
-    """The engine's chunks by step count (:func:`sims.batching.plan_chunks`, the default)
+    """The engine's chunks by step count (:func:`sims.core.batching.plan_chunks`, the default)
     against lockstep chunks in the round's order (``CHUNK_FILL = 0``, the engine before),
     on :func:`uneven_problem`, interleaved: each algorithm's mean seconds per round over the
     same ``rounds`` rounds (after the first; the participants, and so the work, differ from
@@ -473,7 +476,7 @@ def main(argv=None):
                     help="also each algorithm with torch's fused optimizer kernels off "
                          "(sims.torch_fused), interleaved")
     ap.add_argument("--native-ab", action="store_true",
-                    help="also each algorithm with the C kernels off (sims.native), "
+                    help="also each algorithm with the C kernels off (sims.accel.native), "
                          "interleaved")
     ap.add_argument("--cnn", action="store_true",
                     help="also the Fed-EF CNN: Fed-AMS against Fed-SGD and plain loops")

@@ -29,8 +29,8 @@ Shared flags that do not change results: ``--max-batch`` (the engine's client ch
 ``--plot-only``, ``--quiet``, ``--reuse-stale``, ``--checkpoint-every``, the output folders,
 the device.
 
-Reuse is code-aware (:mod:`sims.runstore`): a saved run is reused only when the code that
-computed it (:func:`sims.identity.code_digest`) is this checkout's, and every reuse is printed
+Reuse is code-aware (:mod:`sims.store.runstore`): a saved run is reused only when the code that
+computed it (:func:`sims.store.identity.code_digest`) is this checkout's, and every reuse is printed
 ("reused N saved runs (from commit X, DATE)"); results of other code are recomputed unless
 ``--reuse-stale``. Each run is computed under a per-run lock (a second process on the same
 ``--out`` waits, then reuses), engine runs checkpoint every ``--checkpoint-every`` seconds
@@ -58,10 +58,10 @@ from typing import Callable
 import pandas as pd
 import torch
 
-from sims import engine
+from sims.core import engine
 from sims.data import DataError
-from sims.results import provenance, tidy
-from sims.runstore import FolderError, RunStore, check_folder
+from sims.store.results import provenance, tidy
+from sims.store.runstore import FolderError, RunStore, check_folder
 
 from . import plotting
 
@@ -225,7 +225,7 @@ def results_dir(entry, cfg) -> Path:
 
 
 def _fingerprint(cfg, run: Run) -> str:
-    """The run's config fingerprint (settings only; :mod:`sims.runstore` joins the code)."""
+    """The run's config fingerprint (settings only; :mod:`sims.store.runstore` joins the code)."""
     blob = json.dumps({"cfg": cfg.run_key(), "run": run.name, "params": run.params,
                        "rounds": run.rounds, "extra": run.extra}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -14,10 +14,10 @@ import torch
 from sims.algorithms.base import RoundContext
 from sims.algorithms.fed_lamb import PRINTED
 from sims.algorithms.registry import make_algorithm
-from sims.optim import layer_norms, layer_segments
-from sims.participation import Participation
-from sims.sweep import Axis, Grid
-from sims.sweep.grid import GridError, parse_axis
+from sims.rules.optim import layer_norms, layer_segments
+from sims.core.participation import Participation
+from sims.experiments.sweep import Axis, Grid
+from sims.experiments.sweep.grid import GridError, parse_axis
 
 from . import common
 from .sweeps import FED_LAMB_TABLE1, select, sweep_run
@@ -182,7 +182,7 @@ class ConsensusObserver:
         return self._replay(view, *prev)
 
     def _replay(self, view, server, cstate):
-        from sims.engine import _stack_payloads
+        from sims.core.engine import _stack_payloads
         alg, problem = view.algorithm, view.problem
         layout, theta_prev = problem.layout, server["theta"]
         dev, dtype = theta_prev.device, theta_prev.dtype
@@ -257,7 +257,7 @@ def consensus_lines(cfg, chosen, df, s: "Setting", rounds: int = 2) -> list[str]
     error against the run's server model."""
     import torch as _torch
 
-    from sims.engine import run
+    from sims.core.engine import run
     from sims.problems.image import build_image_problem
 
     from . import common
@@ -335,7 +335,7 @@ def parse_axes(text) -> list[tuple]:
     """``--axes``: space-separated ``[METHOD.]KEY=SPEC`` -> ``(method or None, key,
     values)``: the values a method's ``KEY`` runs, replacing what ``--grid`` gives (any values,
     Table 1's or beyond it: for pilots; a method not named: every method with ``KEY``).
-    ``KEY=SPEC`` is read by the sweep grid's :func:`sims.sweep.grid.parse_axis` (values or
+    ``KEY=SPEC`` is read by the sweep grid's :func:`sims.experiments.sweep.grid.parse_axis` (values or
     ``log:LO:HI:N``); the method is split off first, since the entry's methods include the
     printed pair, which is no registry name. The values must be numbers."""
     out = []
@@ -433,7 +433,7 @@ def grid_axes(method: str, mode: str, best: dict, sub: dict | None = None,
 
 def method_grid(method: str, mode: str, best: dict, printed_eps=(),
                 sub: dict | None = None, overrides: list | None = None) -> Grid:
-    """The :class:`sims.sweep.Grid` of one method: its registry algorithm, fixed settings
+    """The :class:`sims.experiments.sweep.Grid` of one method: its registry algorithm, fixed settings
     (the printed reading for ``*-printed``) and :func:`grid_axes` (``printed_eps``: a number
     or a sequence, the printed pair's eps axis; empty: the pilot's)."""
     base = base_method(method)
@@ -467,7 +467,7 @@ def dataset_label(name: str, data_dir) -> str:
 def select_best(df, rounds: int):
     """The paper's rule ("we take the model performance with the best alpha and lambda",
     MAIN Sec. 4; SUPP A.2 "such that the best performance is achieved"): the sweep API's
-    ``fed-lamb`` rule (:func:`sims.sweep.select`: highest final test accuracy averaged over
+    ``fed-lamb`` rule (:func:`sims.experiments.sweep.select`: highest final test accuracy averaged over
     seeds; a point any of whose seeds diverged is never selected) within each sweep, i.e. per
     (setting, method) (a point's id names its algorithm and settings, not its problem, so
     sweeps are selected one at a time).
@@ -505,7 +505,7 @@ def select_best(df, rounds: int):
 
 
 def ranking(summary) -> str:
-    """Every competing point of a sweep's :func:`sims.sweep.select` summary, best first: its
+    """Every competing point of a sweep's :func:`sims.experiments.sweep.select` summary, best first: its
     swept values and its score (final test accuracy, mean over seeds); "div" if diverged."""
     keys = [k for k in ("eta_l", "eta", "lam", "eps") if k in summary]
     parts = []

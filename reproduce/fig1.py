@@ -30,9 +30,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import Identity, Sign
-from sims.participation import Participation, ParticipationError
-from sims.synthetic.stats import fmt_interval, seed_interval
+from sims.rules.compress import Identity, Sign
+from sims.core.participation import Participation, ParticipationError
+from sims.experiments.synthetic.stats import fmt_interval, seed_interval
 
 from . import common, fedef_mnist, plotting
 

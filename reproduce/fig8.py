@@ -49,10 +49,10 @@ import numpy as np
 import pandas as pd
 
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import TopK
-from sims.participation import Participation
+from sims.rules.compress import TopK
+from sims.core.participation import Participation
 
-from sims.synthetic.stats import fmt_interval, loglog_slope, seed_interval
+from sims.experiments.synthetic.stats import fmt_interval, loglog_slope, seed_interval
 
 from . import common, fedef_mnist, plotting
 

@@ -31,10 +31,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import TopK
-from sims.participation import Participation
+from sims.rules.compress import TopK
+from sims.core.participation import Participation
 
-from sims.synthetic.stats import fmt_interval, seed_interval
+from sims.experiments.synthetic.stats import fmt_interval, seed_interval
 
 from . import common, fedef_mnist, plotting
 

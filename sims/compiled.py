@@ -1,6 +1,6 @@
 """Optional one-pass (compiled) form of the local AMSGrad / Adam step (issue 16).
 
-The eager fast form :func:`sims.optim.local_adaptive_step` takes ~8 passes over the
+The eager fast form :func:`sims.rules.optim.local_adaptive_step` takes ~8 passes over the
 participants' ``[B, d]`` tensors a step (``m``: 1, ``v``: 2, corrected ``v``: 1, max: 1,
 ``rsqrt``: 1, scaling: 1, step: 1). At the benchmark's width (25 clients x 159,010
 parameters, 16 MB a tensor) the working set is far beyond the caches, so each pass streams
@@ -65,7 +65,7 @@ def _compile(fn):
 
 
 def _trust_update(theta, u, lr, trust):
-    """``theta - lr trust(theta, u)`` (:class:`sims.optim.TrustRatio`) inside a compiled
+    """``theta - lr trust(theta, u)`` (:class:`sims.rules.optim.TrustRatio`) inside a compiled
     kernel, layer by layer on static slices ``trust = (phi, phi_min, phi_max, lam,
     slices)``."""
     phi, phi_min, phi_max, lam, slices = trust
@@ -107,7 +107,7 @@ def _kernel(opts: tuple):
             vhat_new, second = vhat, vc
         rs = torch.rsqrt(second + eps) if eps else torch.rsqrt(second)
         u = m_new * rs / c1 if bc else m_new * rs
-        if trust:                   # Fed-LAMB's layer-wise step (sims.optim.trust_step)
+        if trust:                   # Fed-LAMB's layer-wise step (sims.rules.optim.trust_step)
             m.copy_(m_new)
             v.copy_(v_new)
             if ams and vhat_step:
@@ -159,15 +159,15 @@ def _result(out):
 
 def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned=False,
                               layout=None):
-    """:func:`sims.optim.local_adaptive_step` (no mask) as one compiled in-place pass;
+    """:func:`sims.rules.optim.local_adaptive_step` (no mask) as one compiled in-place pass;
     returns ``(theta, state)`` like it, or None when compiling failed (the caller then takes
     the eager form). ``owned`` (a bool, or a :class:`sims.ownership.Owned`): which of
     ``theta`` and ``state``'s ``m, v, vhat`` may be overwritten (the others are copied
     first). With a trust ratio (Fed-LAMB) the kernel also takes the layer-wise step
     (per-layer norms of ``u`` and ``theta`` on static slices) and writes a new ``theta``. A
     ``vhat`` kept scaled by the torch-fused step is unscaled first
-    (:func:`sims.optim.unscaled_vhat`, a new tensor the kernel may overwrite)."""
-    from .optim import unscaled_vhat
+    (:func:`sims.rules.optim.unscaled_vhat`, a new tensor the kernel may overwrite)."""
+    from .rules.optim import unscaled_vhat
     own = Owned.of(owned)
     ams, vhat_step = rule.rule == "amsgrad", rule.vhat == "step"
     trust = rule.trust is not None
@@ -192,7 +192,7 @@ def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned=False,
     if out is FAILED:
         return None
     if trust:
-        from .optim import axpy
+        from .rules.optim import axpy
         new_theta = out                 # the kernel wrote a new theta
         if rule.alpha != 1:
             new_theta = axpy(new_theta, ga, -(lr * (1 - rule.alpha)))
@@ -205,7 +205,7 @@ def fused_local_adaptive_step(rule, theta, g, state, lr, ga=None, owned=False,
 
 def frozen_usable(rule, mask, theta: torch.Tensor) -> bool:
     """Whether :func:`fused_frozen_step` applies to MimeLite / Mime's base optimizer ``rule``
-    (:class:`sims.optim.AdaptiveRule`): compiled form on, no mask, Adam / AMSGrad with
+    (:class:`sims.rules.optim.AdaptiveRule`): compiled form on, no mask, Adam / AMSGrad with
     numeric constants and no bias correction, a floating ``[B, d]`` on the CPU."""
     return (enabled() and mask is None and rule.kind in ("adam", "amsgrad")
             and not rule.bias_correction and not torch.is_tensor(rule.beta1)
@@ -236,10 +236,10 @@ def fused_frozen_step(rule, theta, g, s: dict, lr, anchor=None, c=None, trust=No
                       layout=None):
     """``theta - lr U(g; s)`` with the frozen server state ``s`` (MimeLite / Mime's local step,
     :meth:`sims.algorithms.fed_lamb.MimeLite._frozen_step`; ``U`` the base rule's direction,
-    :meth:`sims.optim.AdaptiveRule.reference_direction`), for Mime on the corrected
+    :meth:`sims.rules.optim.AdaptiveRule.reference_direction`), for Mime on the corrected
     ``g - anchor + c``, as one compiled pass that writes a new tensor; None when compiling
     failed (the caller then takes the eager form). ``trust`` (a
-    :class:`sims.optim.TrustRatio`, with ``layout``): the LAMB variants' layer-wise step
+    :class:`sims.rules.optim.TrustRatio`, with ``layout``): the LAMB variants' layer-wise step
     ``theta - lr trust(theta, U(g; s))`` instead, in the same kernel."""
     corrected = anchor is not None
     opts = ("frozen", rule.kind == "amsgrad", bool(rule.eps_inside_sqrt), corrected,
@@ -330,7 +330,7 @@ def _sm3_kernel(opts: tuple):
 def fused_sm3_step(cover, theta, g, mu, lr, eps: float, m=None, beta1: float = 0.9,
                    beta2: float = 0.999, c1=None, c2=None):
     """FedAda2's client AdaGrad (``m is None``) or Adam step with the SM3-II preconditioner
-    updated every step (:func:`sims.optim.sm3_adagrad_step` / :func:`sims.optim.sm3_adam_step`
+    updated every step (:func:`sims.rules.optim.sm3_adagrad_step` / :func:`sims.rules.optim.sm3_adam_step`
     with ``sm3_ii``; readable rule ``JointAdaptive.reference_local_step``) as one compiled
     kernel over the cover's static blocks: ``nu = cover_min(mu) + g^2`` (Adam: ``b2 cover_min(mu)
     + (1 - b2) g^2``), ``mu = cover_max(nu)`` and the step. Returns ``(theta, mu, nu)`` /

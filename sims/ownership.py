@@ -1,10 +1,10 @@
 """Which tensors a local step may overwrite in place (issue 16): the engine's contract.
 
 The in-place fast local steps (:mod:`sims.torch_fused`'s kernels, :mod:`sims.compiled`,
-:func:`sims.optim.local_adaptive_step`, the algorithms' ``_torch_fused_step`` forms) write
+:func:`sims.rules.optim.local_adaptive_step`, the algorithms' ``_torch_fused_step`` forms) write
 ``theta`` and the local state into the tensors they are handed when the caller owns them,
 and copy them first (one read and one write of ``[B, d]`` each) when it does not. The engine
-(:func:`sims.engine._run_clients`) says what it owns in ``ctx.extra``, every local step:
+(:func:`sims.core.engine._run_clients`) says what it owns in ``ctx.extra``, every local step:
 
 * ``"owned_theta"`` True: ``theta`` is the engine's own at every step: at a round's first
   step the chunk's fresh copy of the server models (``start_rows``; the broadcast

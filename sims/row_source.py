@@ -19,7 +19,7 @@ kernel reads through). :func:`materialized` gives any of them (and a
 :class:`sims.deferred_grad.DeferredGrad`) as a tensor; :func:`row_addresses` gives a plain
 contiguous ``[B, d]`` tensor's row addresses too, so a kernel takes either through one table.
 
-The engine's side (``sims.engine._run_clients``), for an algorithm whose
+The engine's side (``sims.core.engine._run_clients``), for an algorithm whose
 ``takes_row_sources`` is true:
 
 * the first local step's ``theta`` is a :class:`ServerRows` (the broadcast models, not
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import torch
 
-from .batching import start_rows
+from .core.batching import start_rows
 from .deferred_grad import DeferredGrad
 
 
@@ -132,7 +132,7 @@ class SlotRows(RowSource):
 class ScaledRows:
     """Row ``b`` of ``rows`` (a ``[B, ...]`` tensor or row source) times ``scale[b]``: a
     message the engine sums per replica with the scales in the summing product's weights
-    (``sims.engine._add_per_replica``), never formed (a bias-corrected ``v / c2``, FedLADA's
+    (``sims.core.engine._add_per_replica``), never formed (a bias-corrected ``v / c2``, FedLADA's
     ``delta / (lr K)``: one pass over ``[B, d]`` less a round; the sum's rounding is that of
     ``sum_b scale_b rows_b``)."""
 

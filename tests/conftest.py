@@ -4,7 +4,7 @@ Everything here is tiny and seeded: a float64 quadratic with d = 120, a random 2
 "image" dataset of 62 samples split among 5 clients of unequal sizes (so clients take
 different numbers of local steps), a 784-4-10 MLP on it (d = 3,190) through the fast
 linear-stack path and through the generic ``torch.func`` path, and a CNN from
-:mod:`sims.models` on 6x6 images with dropout 0 (generic path).
+:mod:`sims.problems.models` on 6x6 images with dropout 0 (generic path).
 
 ``engine_vs_reference`` runs the batched engine once for several seeds and the sequential
 reference once per seed and asserts they agree (the core requirement of the suite).
@@ -21,11 +21,11 @@ import pytest
 import torch
 
 from sims.data import Dataset
-from sims.engine import run
-from sims.models import MLP, make_model
+from sims.core.engine import run
+from sims.problems.models import MLP, make_model
 from sims.problems.neural import NeuralProblem
 from sims.problems.quadratic import heterogeneous_quadratic
-from sims.reference import run_fed_ef_reference
+from sims.reference.fed_ef import run_fed_ef_reference
 
 # The test machine has 2 shared cores; torch's intra-op threads spin against other processes
 # there and make small ops 10x slower. One thread keeps the suite fast and its timings stable.
@@ -157,7 +157,7 @@ def mlp_generic(image_data):
 
 @pytest.fixture(scope="session")
 def cnn_problem():
-    """sims.models CNN on 6x6 images (d = 28,426), dropout 0, generic path, float64."""
+    """sims.problems.models CNN on 6x6 images (d = 28,426), dropout 0, generic path, float64."""
     data = random_dataset(sum(CLIENT_SIZES), 6, seed=1)
     model = make_model("cnn", (1, 6, 6), 10, dropout=0.0)
     prob = NeuralProblem(data, unequal_parts(), model, batch_size=4, dtype=torch.float64)
@@ -266,7 +266,7 @@ def write_cifar100(root, n_train=20, n_test=4):
 
 
 def assert_same_runs(a, b, metrics: bool = False) -> None:
-    """Two engine results (``sims.engine.run``) bit for bit: every server leaf and the client
+    """Two engine results (``sims.core.engine.run``) bit for bit: every server leaf and the client
     state; ``metrics``: every metric too but the clocks."""
     for k in b.server:
         for x, y in zip(torch.utils._pytree.tree_leaves(a.server[k]),
@@ -282,10 +282,10 @@ def assert_same_runs(a, b, metrics: bool = False) -> None:
 
 
 def require_native() -> None:
-    """For a test of the C kernels (:mod:`sims.native`): skipped where they are turned off
+    """For a test of the C kernels (:mod:`sims.accel.native`): skipped where they are turned off
     (``FEDTOOLKIT_NATIVE=0``: the torch forms are what runs then, and the rest of the suite
     tests those); where they are on they must build (a failed build fails the test)."""
-    from sims import native
+    from sims.accel import native
     if os.environ.get("FEDTOOLKIT_NATIVE", "1") == "0" or not native.enabled():
         pytest.skip("the C kernels are turned off (FEDTOOLKIT_NATIVE=0)")
     assert native.library() is not None, native.failure()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from sims import native, torch_fused
+from sims import torch_fused
+from sims.accel import native
 from sims.algorithms.base import RoundContext
 from sims.row_source import materialized
 
@@ -53,7 +54,7 @@ def steps_against_reference(alg, layout, gen, mask=None, steps=3, grads=None):
     rule from :func:`client_start`, the gradients drawn from ``grads`` (default: ``gen``);
     checks the first step left its inputs alone and the two agree after every step; returns
     the number of kernel calls made (torch's fused kernels and the C kernel
-    :mod:`sims.native.sm3`; :func:`kernel_calls` tells them apart)."""
+    :mod:`sims.accel.native.sm3`; :func:`kernel_calls` tells them apart)."""
     grads = gen if grads is None else grads
     theta, bcast, st = client_start(alg, layout, gen)
     inputs = (theta.clone(), {k: v.clone() for k, v in st.items()})
@@ -74,5 +75,5 @@ def steps_against_reference(alg, layout, gen, mask=None, steps=3, grads=None):
 
 def kernel_calls() -> tuple[int, int]:
     """``(torch, native)``: the calls so far of torch's fused kernels and of the SM3-II C
-    kernel (:func:`sims.native.sm3.sm3_step`)."""
+    kernel (:func:`sims.accel.native.sm3.sm3_step`)."""
     return sum(torch_fused.calls.values()), native.calls.get("sm3_step", 0)

@@ -4,7 +4,7 @@ of ``rule.step`` against ``rule.reference_step``, the first not owned (its input
 alone), the later ones owned."""
 import torch
 
-from sims.optim import unscaled_vhat
+from sims.rules.optim import unscaled_vhat
 from sims.row_source import materialized, materialized_state
 
 TOL = {"rtol": 1e-12, "atol": 1e-13}

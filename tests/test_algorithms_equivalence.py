@@ -1,5 +1,5 @@
 """The batched engine path of every Fed-LAMB / FedLADA / FedAda2 algorithm equals its plain
-sequential reference (:mod:`sims.reference_algorithms`) in float64, relative error <= 1e-10:
+sequential reference (:mod:`sims.reference.algorithms`) in float64, relative error <= 1e-10:
 final model, every round's train loss and gradient norm, and the server and client state the
 reference exposes. Problems: a small heterogeneous quadratic (equal local steps) and the
 784-4-10 MLP on 5 clients of unequal sizes (clients take 2-5 local steps, so the engine's
@@ -19,12 +19,12 @@ from sims.algorithms.fedada2 import (DirectJoint, FedAda2, FedAda2Adam, FedAda2B
                                      JointNoPrecond)
 from sims.algorithms.fedlada import (FedAdam, FedAdamCM, FedAvg, FedCM, FedLADA, FedProx,
                                      LocalAdam, Scaffold)
-from sims.engine import run
-from sims.models import MLP
-from sims.participation import Participation
+from sims.core.engine import run
+from sims.problems.models import MLP
+from sims.core.participation import Participation
 from sims.problems.neural import NeuralProblem
 from sims.problems.quadratic import heterogeneous_quadratic
-from sims.reference_algorithms import run_reference
+from sims.reference.algorithms import run_reference
 from conftest import random_dataset
 
 

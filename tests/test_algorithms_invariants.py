@@ -27,11 +27,11 @@ from sims.algorithms.fedada2 import DirectJoint, FedAda2, JointNoPrecond
 from sims.algorithms.fedlada import (FedAdam, FedAdamCM, FedAvg, FedCM, FedLADA, LocalAdam,
                                      Scaffold)
 from sims.algorithms.registry import ALGORITHMS, client_memory, make_algorithm
-from sims.engine import run
-from sims.models import MLP
-from sims.optim import AdaptiveRule, Adam, SM3Cover
-from sims.params import ParamLayout
-from sims.participation import Participation
+from sims.core.engine import run
+from sims.problems.models import MLP
+from sims.rules.optim import AdaptiveRule, Adam, SM3Cover
+from sims.core.params import ParamLayout
+from sims.core.participation import Participation
 from sims.problems.quadratic import heterogeneous_quadratic
 from sims.row_source import materialized
 

@@ -8,11 +8,11 @@ import json
 import pandas as pd
 import pytest
 
-from sims import compare
+from sims.experiments import compare
 from sims.algorithms.fed_ef import FedEF
 from sims.algorithms.registry import (ALGORITHMS, AlgorithmError, hyperparameters,
                                       list_algorithms, make_algorithm)
-from sims.compress import TopK
+from sims.rules.compress import TopK
 
 
 def _one_line(exc) -> str:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import load_benchmark
-from sims.models import MLP
+from sims.problems.models import MLP
 from sims.problems.mlp_grad import onednn_available
 
 

@@ -170,7 +170,7 @@ def test_uneven_measures_both_chunkings(bench, monkeypatch):
     """``--uneven``: Dirichlet-sized clients, each algorithm with the engine's chunks by step
     count and with lockstep chunks (``CHUNK_FILL = 0``, restored after); its gain is the
     ratio of the two seconds it prints (one repeat: exact)."""
-    from sims import batching
+    from sims.core import batching
     fill = batching.CHUNK_FILL
     seen = []
     real = bench.engine.run

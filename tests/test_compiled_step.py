@@ -15,13 +15,14 @@ import pytest
 import torch
 
 from conftest import tiny_uneven_problem
-from sims import compiled, engine, torch_fused
+from sims import compiled, torch_fused
+from sims.core import engine
 from sims.algorithms.adaptive import LocalAdaptive
-from sims.optim import AdaptiveRule, TrustRatio
-from sims.params import ParamLayout
+from sims.rules.optim import AdaptiveRule, TrustRatio
+from sims.core.params import ParamLayout
 from sims.algorithms.registry import make_for_problem
-from sims.models import MLP
-from sims.participation import Participation
+from sims.problems.models import MLP
+from sims.core.participation import Participation
 
 needs_compiler = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                                     reason="torch.compile's CPU backend needs a C++ compiler")
@@ -200,7 +201,7 @@ def test_compile_failure_falls_back_to_eager(monkeypatch):
 def test_compiled_sm3_step_equals_eager_form(compiled_on, adam):
     """FedAda2's SM3-II client step (AdaGrad / Adam with bias corrections and per-row rates)
     against the eager fast forms, which ``tests/test_fedada2*.py`` hold to the readable rule."""
-    from sims.optim import SM3Cover, sm3_adagrad_step, sm3_adam_step
+    from sims.rules.optim import SM3Cover, sm3_adagrad_step, sm3_adam_step
     layout = ParamLayout.from_module(MLP(4, 5, 3))
     cover = SM3Cover(layout)
     gen = torch.Generator().manual_seed(3)

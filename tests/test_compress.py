@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from sims import compress as C
-from sims.compress import CompressorError, HeavySign, Identity, Sign, Stoc, TopK, kept_count, make_compressor
-from sims.models import make_model
-from sims.params import ParamLayout
-from sims.reference import reference_compress
+from sims.rules import compress as C
+from sims.rules.compress import CompressorError, HeavySign, Identity, Sign, Stoc, TopK, kept_count, make_compressor
+from sims.problems.models import make_model
+from sims.core.params import ParamLayout
+from sims.reference.fed_ef import reference_compress
 
 # blocks of 63, 3, 1 and 150 coordinates: flooring, a single-coordinate block, a big block
 LAYOUT = ParamLayout(("w", "b", "c", "v"), ((7, 9), (3,), (1,), (150,)))
@@ -409,7 +409,7 @@ def test_module_exports():
 # ----------------------------------------------------------------------------- top_indices
 
 def _check_top(a, k):
-    from sims.compress import top_indices
+    from sims.rules.compress import top_indices
     idx = top_indices(a, k)
     assert idx.shape == (a.shape[0], k)
     assert all(len(set(row.tolist())) == k for row in idx)          # k distinct entries
@@ -441,7 +441,7 @@ def test_top_indices_with_ties_zeros_and_clusters():
 
 
 def test_topk_compressor_uses_the_filter_on_large_layers():
-    from sims import compress
+    from sims.rules import compress
     layout = ParamLayout(("w", "b"), ((40, 200), (40,)))
     k = compress.kept_count(0.01, 8000)
     assert 8000 >= k * compress.TOPK_BLOCK * compress.TOPK_FILTER_RATIO     # filter path taken

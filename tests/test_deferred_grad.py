@@ -6,14 +6,15 @@ algorithms that take it are the same bits with and without deferral."""
 import pytest
 import torch
 
-from sims import engine, native
+from sims.core import engine
+from sims.accel import native
 from sims.algorithms.adaptive import LocalAdaptive
 from sims.algorithms.fed_lamb import MimeLite
 from sims.algorithms.registry import make_for_problem
 from sims.deferred_grad import DeferredGrad, materialized
-from sims.models import MLP
-from sims.optim import TrustRatio
-from sims.participation import Participation
+from sims.problems.models import MLP
+from sims.rules.optim import TrustRatio
+from sims.core.participation import Participation
 from sims.problems.mlp_grad import onednn_available, stack_grad
 
 from test_generic_grad_fast import SIZES, _payload, _problem, _thetas
@@ -103,7 +104,7 @@ def test_step_on_deferred_equals_step_on_materialized(name, native_on, onednn_ca
 def test_full_preconditioner_reads_the_block_where_it_is(name, onednn_calls, native_on,
                                                          monkeypatch):
     """FedAda2's clients step on the deferred gradient without materializing it and give the
-    bits of a step on the materialized one: through the C kernel (:mod:`sims.native.sm3`,
+    bits of a step on the materialized one: through the C kernel (:mod:`sims.accel.native.sm3`,
     the rows' block addresses; SM3-II and the full preconditioner), and with it off the full
     preconditioner through torch's fused kernels on row lists (each row split around its
     block); SM3-II then materializes."""

@@ -1,8 +1,8 @@
-"""The batched engine (sims.engine.run) against the sequential reference
-(sims.reference.run_fed_ef_reference) in float64, for every Fed-EF variant, under full,
+"""The batched engine (sims.core.engine.run) against the sequential reference
+(sims.reference.fed_ef.run_fed_ef_reference) in float64, for every Fed-EF variant, under full,
 fixed-m and Bernoulli participation, on a quadratic, on an MLP (fast linear-stack gradient),
 and on the generic torch.func path (a CNN and an MLP with the fast path off); several seeds
-batched in one run and chunked execution. Also client sampling (sims.participation)."""
+batched in one run and chunked execution. Also client sampling (sims.core.participation)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import HeavySign, Identity, Sign, Stoc, TopK
+from sims.rules.compress import HeavySign, Identity, Sign, Stoc, TopK
 from sims.data import Dataset
-from sims.engine import draw_round, run
-from sims.participation import Participation, ParticipationError
+from sims.core.engine import draw_round, run
+from sims.core.participation import Participation, ParticipationError
 from sims.problems.image import build_image_problem
 
 VARIANTS = {

@@ -1,8 +1,8 @@
 """Fast forms of the local adaptive rules equal their readable references in float64 (issue 16).
 
 ``LocalAdaptive.step`` (Fed-AMS, Fed-LAMB, FedLADA, LocalAdam) dispatches to the C kernel
-(:mod:`sims.native.adaptive`), torch's fused kernel (no mask) or
-:func:`sims.optim.local_adaptive_step`; every test runs with the C kernel on and off, and
+(:mod:`sims.accel.native.adaptive`), torch's fused kernel (no mask) or
+:func:`sims.rules.optim.local_adaptive_step`; every test runs with the C kernel on and off, and
 the step is held here to ``reference_step`` over every
 option (rule, vhat handling, eps, bias correction, amendment, trust ratio, weight decay,
 per-row rates, masks), several steps in a row so the state recursion is covered too.
@@ -14,11 +14,11 @@ import itertools
 import pytest
 import torch
 
-from sims import native
+from sims.accel import native
 from sims.algorithms.adaptive import LocalAdaptive
-from sims.models import MLP
-from sims.optim import TrustRatio, layer_norms, layer_norms_fast, trust_step, unscaled_vhat
-from sims.params import ParamLayout
+from sims.problems.models import MLP
+from sims.rules.optim import TrustRatio, layer_norms, layer_norms_fast, trust_step, unscaled_vhat
+from sims.core.params import ParamLayout
 from conftest import require_native
 
 B = 4
@@ -27,7 +27,7 @@ B = 4
 @pytest.fixture(autouse=True, params=["native", "torch"])
 def local_kernel(request, monkeypatch):
     """Every test twice: ``LocalAdaptive.step`` with its one-pass C kernel first
-    (:mod:`sims.native.adaptive`, built here) and without it (torch's fused kernel, then the
+    (:mod:`sims.accel.native.adaptive`, built here) and without it (torch's fused kernel, then the
     eager form). Returns the name."""
     on = request.param == "native"
     monkeypatch.setattr(LocalAdaptive, "native_step", on)
@@ -126,7 +126,7 @@ def test_trust_step_and_layer_norms_equal_the_readable_rule(layout):
 def test_adaptive_rule_fast_direction_equals_reference(kind, beta1, inside, bc):
     """``AdaptiveRule.direction`` (MimeLite / Mime's frozen base optimizer, the server rules)
     against ``reference_direction``, several steps so the state recursion is covered."""
-    from sims.optim import AdaptiveRule
+    from sims.rules.optim import AdaptiveRule
     rule = AdaptiveRule(0.1, kind, beta1, 0.99, 1e-3, 1e-4, inside, bc)
     gen = torch.Generator().manual_seed(3)
     theta = torch.randn(B, 50, generator=gen, dtype=torch.float64)
@@ -148,7 +148,7 @@ def test_adaptive_rule_fast_direction_equals_reference(kind, beta1, inside, bc):
     ("dja", {"client": "adam", "server": "adam"})])
 def test_fedada2_fast_client_step_equals_reference(layout, name, hyper):
     """FedAda2's client AdaGrad and Adam (SM3-II / SM3-I / full, z = 1) through
-    :func:`sims.optim.sm3_adagrad_step` / :func:`sims.optim.sm3_adam_step` against the
+    :func:`sims.rules.optim.sm3_adagrad_step` / :func:`sims.rules.optim.sm3_adam_step` against the
     readable ``reference_local_step``, with and without a mask."""
     from sims.algorithms.base import RoundContext
     from sims.algorithms.registry import make_algorithm
@@ -173,7 +173,7 @@ def test_fedada2_fast_client_step_equals_reference(layout, name, hyper):
 
 
 def test_cover_min_into_equals_cover_min(layout):
-    from sims.optim import SM3Cover
+    from sims.rules.optim import SM3Cover
     gen = torch.Generator().manual_seed(5)
     for full in (False, True):
         cover = SM3Cover(layout, full=full)

@@ -2,7 +2,7 @@
 
 FedAvg with weight decay (coupled / decoupled) and learning-rate decay, FedProx, FedCM,
 FedAdam(*), Adp-Fed and SCAFFOLD describe their local work as one
-:class:`sims.optim.AffineSGD` (``affine_local_sgd``); the engine then runs it through the
+:class:`sims.rules.optim.AffineSGD` (``affine_local_sgd``); the engine then runs it through the
 problem's fused kernels. Held here in float64 to ``fused=False`` (``stoch_grad`` and the
 readable ``local_step``), with clients of unequal sizes (padded steps), several replicas,
 per-replica hyperparameters, and over several rounds (SCAFFOLD's controls, FedCM's ``g_a``).
@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from sims.algorithms.per_replica import batched_algorithm
+from sims.experiments.sweep.per_replica import batched_algorithm
 from sims.algorithms.registry import make_for_problem
-from sims.engine import run
-from sims.models import MLP
-from sims.optim import AffineSGD
-from sims.participation import Participation
+from sims.core.engine import run
+from sims.problems.models import MLP
+from sims.rules.optim import AffineSGD
+from sims.core.participation import Participation
 from sims.problems.linear_stack import linear_stack_grad, linear_stack_sgd_
 from sims.problems.neural import NeuralProblem
 

@@ -10,11 +10,11 @@ import torch
 
 from sims.algorithms.base import RoundContext
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import HeavySign, Identity, Sign, TopK
-from sims.engine import draw_round, run
-from sims.params import ParamLayout
-from sims.participation import Participation
-from sims.reference import reference_compress, run_fed_ef_reference
+from sims.rules.compress import HeavySign, Identity, Sign, TopK
+from sims.core.engine import draw_round, run
+from sims.core.params import ParamLayout
+from sims.core.participation import Participation
+from sims.reference.fed_ef import reference_compress, run_fed_ef_reference
 
 F64 = torch.float64
 LAYOUT = ParamLayout(("w", "b", "v"), ((6, 5), (4,), (90,)))
@@ -271,7 +271,7 @@ def test_qa2_is_undefined_for_a_replica_without_participants(quad):
 def test_ams_torch_convention_matches_torch_optim_amsgrad():
     """``ams_convention="torch"``: three server steps equal torch.optim.Adam(amsgrad=True)
     fed the mean messages as gradients; the printed reading differs from it."""
-    from sims.optim import OptimizerError
+    from sims.rules.optim import OptimizerError
 
     g = torch.Generator().manual_seed(0)
     theta0 = torch.randn(1, 6, generator=g, dtype=torch.float64)

@@ -1,5 +1,5 @@
 """Fed-EF's error rows read and written where they are (issue 16): TopK's one-kernel error
-feedback (sims.native.topk.ef_topk) reading the participants' error rows through a table of
+feedback (sims.accel.native.topk.ef_topk) reading the participants' error rows through a table of
 row addresses and writing the residual over them in place (sims.row_source.SlotRows), stale
 rows (error restarting) read as the shared zero row. Held to the gathered form bit for bit:
 the kernel's table path against its strided path, the algorithm's message and state, and
@@ -10,20 +10,21 @@ import numpy as np
 import pytest
 import torch
 
-from sims import engine, native
+from sims.core import engine
+from sims.accel import native
 from sims.algorithms import fed_ef as fed_ef_module
 from sims.algorithms.base import RoundContext
 from sims.algorithms.fed_ef import FedEF
 from sims.algorithms.registry import make_for_problem
-from sims.compress import Sign, TopK, error_feedback, kept_count
-from sims.engine import _ClientRows
-from sims.models import MLP
-from sims.native import topk as native_topk
-from sims.params import ParamLayout
-from sims.participation import Participation
+from sims.rules.compress import Sign, TopK, error_feedback, kept_count
+from sims.core.engine import _ClientRows
+from sims.problems.models import MLP
+from sims.accel.native import topk as native_topk
+from sims.core.params import ParamLayout
+from sims.core.participation import Participation
 from sims.privacy.mechanism import Private
 from sims.problems import NeuralProblem
-from sims.probes.observer import Probe
+from sims.experiments.probes.observer import Probe
 from sims.row_source import SlotRows, ZeroRows
 from conftest import assert_same_runs, random_dataset
 from test_native_topk import _check

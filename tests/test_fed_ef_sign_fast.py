@@ -1,11 +1,11 @@
 """Fed-EF's grouped Sign (and heavy-Sign through it), written in place into its output
-(sims.compress._grouped_sign), equals the readable form ``||x_I||_1 / divisor_I * sign(x_I)``
+(sims.rules.compress._grouped_sign), equals the readable form ``||x_I||_1 / divisor_I * sign(x_I)``
 formed per block and copied in, bit for bit, with zeros, a zero block, inf and NaN."""
 import pytest
 import torch
 
-from sims.compress import HeavySign, Sign, TopK, _blocks
-from sims.params import ParamLayout
+from sims.rules.compress import HeavySign, Sign, TopK, _blocks
+from sims.core.params import ParamLayout
 
 LAYOUT = ParamLayout(("w", "b", "v"), ((30, 50), (30,), (700,)))
 

@@ -1,10 +1,10 @@
 """FedAda2's fast client steps (issue 16) equal the readable rule
 (``JointAdaptive.reference_local_step``, ``FedAda2Blend.reference_local_step``) in float64:
-the SM3-II step in one C pass (``JointAdaptive._native_rows_step``, :mod:`sims.native.sm3`)
+the SM3-II step in one C pass (``JointAdaptive._native_rows_step``, :mod:`sims.accel.native.sm3`)
 and through torch's fused kernels on row lists (``JointAdaptive._kernel_rows_step``: the
 cover's ``cover_min`` into the kernel's ``v``, ``cover_max`` after), every test with the C
 kernel on and off (the autouse ``sm3_kernel`` fixture), each checking which kernel ran
-(``sims.native.calls``, ``sims.torch_fused.calls``): matrix, 3-axis and vector layers,
+(``sims.accel.native.calls``, ``sims.torch_fused.calls``): matrix, 3-axis and vector layers,
 AdaGrad and Adam accumulators (bias correction on and off, DJA's server init with its two
 counts, eps values), the full preconditioner (the C kernel too where it is on: more in
 ``tests/test_fedada2_full_native.py``), rows at different
@@ -20,12 +20,15 @@ import warnings
 import pytest
 import torch
 
-from sims import compiled, engine, native, optim, torch_fused
+from sims import compiled, torch_fused
+from sims.core import engine
+from sims.accel import native
+from sims.rules import optim
 from sims.algorithms.fedada2 import FedAda2Blend, JointAdaptive
 from sims.algorithms.registry import make_algorithm, make_for_problem
-from sims.models import MLP
-from sims.params import ParamLayout
-from sims.participation import Participation
+from sims.problems.models import MLP
+from sims.core.params import ParamLayout
+from sims.core.participation import Participation
 
 from fedada2_clients import B, TOL
 from fedada2_clients import assert_states as _assert_states
@@ -59,7 +62,7 @@ pytestmark = pytest.mark.usefixtures("torch_kernels_eager")
 
 @pytest.fixture(autouse=True, params=["native", "torch"])
 def sm3_kernel(request, monkeypatch):
-    """Every test twice: the SM3-II step through the C kernel (:mod:`sims.native.sm3`; it
+    """Every test twice: the SM3-II step through the C kernel (:mod:`sims.accel.native.sm3`; it
     must be built here) and with it off (torch's kernels, else the eager forms). Returns
     the name."""
     on = request.param == "native"
@@ -345,7 +348,7 @@ def test_torch_kernels_go_before_the_compiled_sm3_kernel(monkeypatch, sm3_kernel
 def test_the_c_kernel_goes_first(monkeypatch, sm3_kernel):
     """With torch's kernels and the compiled form on, the SM3-II step takes the C kernel
     (nothing else is called), alone and in the blend; turned off for the process
-    (``sims.native.enable(False)``, as ``FEDTOOLKIT_NATIVE=0``) it takes torch's kernels.
+    (``sims.accel.native.enable(False)``, as ``FEDTOOLKIT_NATIVE=0``) it takes torch's kernels.
     Both equal the readable rule."""
     if sm3_kernel == "torch":
         pytest.skip("the priority with the C kernel on")

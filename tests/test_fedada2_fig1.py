@@ -1,6 +1,6 @@
 """FedAda2 Figures 1-2 and Table 2 (:mod:`reproduce.fedada2_fig1`) at ``--tiny`` scale, the
 seed statistics of :mod:`reproduce.fedada2_common`, and the Table 2 measurement
-(:func:`sims.algorithms.footprint.measure_footprint`) against the paper's formula."""
+(:func:`sims.experiments.footprint.measure_footprint`) against the paper's formula."""
 from __future__ import annotations
 
 import json
@@ -15,10 +15,10 @@ from scipy import stats
 from reproduce import common
 from reproduce import fedada2_common as fc
 from reproduce import fedada2_fig1 as fig1
-from sims.algorithms import fedada2_tables as tables
-from sims.algorithms.footprint import measure_footprint
+from reproduce import fedada2_tables as tables
+from sims.experiments.footprint import measure_footprint
 from sims.algorithms.registry import make_algorithm
-from sims.params import ParamLayout
+from sims.core.params import ParamLayout
 from sims.privacy import dp_epsilon
 
 #: a small two-layer linear model: W1 6x4, b1 6, W2 3x6, b2 3

@@ -1,4 +1,4 @@
-"""FedAda2's client step through the C kernel (:mod:`sims.native.sm3`, issue 16) as the engine
+"""FedAda2's client step through the C kernel (:mod:`sims.accel.native.sm3`, issue 16) as the engine
 drives it, held to the readable rule (``JointAdaptive.reference_local_step``) in float64 at
 1e-12 and in float32 to its rounding: the full preconditioner (``dja``, ``joint-adaptive``,
 ``fedadaadagrad``, ``fedadaadam``; AdaGrad and Adam clients, zero and server init) and
@@ -26,15 +26,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sims import engine, native
+from sims.core import engine
+from sims.accel import native
 from sims.algorithms.base import RoundContext
 from sims.algorithms.fedada2 import FedAda2Blend, JointAdaptive
 from sims.algorithms.registry import make_algorithm, make_for_problem
-from sims.batching import start_rows
+from sims.core.batching import start_rows
 from sims.deferred_grad import DeferredGrad
-from sims.models import MLP
-from sims.params import ParamLayout
-from sims.participation import Participation
+from sims.problems.models import MLP
+from sims.core.params import ParamLayout
+from sims.core.participation import Participation
 from sims.row_source import DeltaRequest, RowSource, ServerRows, ZeroRows, materialized
 from conftest import require_native
 
@@ -306,11 +307,11 @@ def test_threads_give_the_same_bits(monkeypatch, name):
 @pytest.mark.parametrize("full", [True, False], ids=["full", "sm3-ii"])
 @pytest.mark.parametrize("adam", [False, True], ids=["adagrad", "adam"])
 def test_wrapper_reads_every_operand_form_alike(full, adam):
-    """:func:`sims.native.sm3.sm3_step` on row sources (server rows per replica, client-state
+    """:func:`sims.accel.native.sm3.sm3_step` on row sources (server rows per replica, client-state
     slots, one zero row) and on a deferred gradient gives the bits of the step on the
     gathered tensors; ``delta_from`` a tensor or a row source gives ``start - theta'``."""
-    from sims.native import sm3
-    from sims.optim import SM3Cover
+    from sims.accel.native import sm3
+    from sims.rules.optim import SM3Cover
     from sims.row_source import SlotRows
     require_native()
     cover = SM3Cover(LAYOUT, full=full)

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from sims.algorithms.fedada2 import FedAda2, FedAda2Adam, JointNoPrecond
-from sims.engine import run
-from sims.models import MLP
-from sims.participation import Participation
+from sims.core.engine import run
+from sims.problems.models import MLP
+from sims.core.participation import Participation
 from sims.problems.neural import NeuralProblem
 from conftest import random_dataset
 from test_algorithms_equivalence import check

@@ -1,9 +1,9 @@
-"""FedAda2 Tables 3-6 as data (:mod:`sims.algorithms.fedada2_tables`)."""
+"""FedAda2 Tables 3-6 as data (:mod:`reproduce.fedada2_tables`)."""
 from __future__ import annotations
 
 import pytest
 
-from sims.algorithms.fedada2_tables import (METHODS, TABLES, TableError, best, build,
+from reproduce.fedada2_tables import (METHODS, TABLES, TableError, best, build,
                                             build_private)
 from sims.privacy import Private
 
@@ -97,7 +97,7 @@ def test_errors_one_line():
 
 
 def test_settings_cover_every_table_and_follow_the_paper():
-    from sims.algorithms.fedada2_tables import SETTINGS
+    from reproduce.fedada2_tables import SETTINGS
     assert set(SETTINGS) == set(TABLES)
     for s in SETTINGS.values():
         if s["q"] is not None:

@@ -16,8 +16,8 @@ import pytest
 
 from reproduce import common, fig1, fig8, fig9
 from sims.data import dataset_label, paper_dataset
-from sims.synthetic import qa
-from sims.synthetic.stats import seed_interval
+from sims.experiments.synthetic import qa
+from sims.experiments.synthetic.stats import seed_interval
 from test_data import make_mnist_like
 
 

@@ -14,11 +14,11 @@ import torch
 
 from reproduce import common, fedef_cifar, fedef_images, fedef_qa_train
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import TopK
+from sims.rules.compress import TopK
 from sims.data import Dataset
-from sims.engine import run
-from sims.models import make_model
-from sims.participation import Participation
+from sims.core.engine import run
+from sims.problems.models import make_model
+from sims.core.participation import Participation
 from sims.problems.conv import ConvProblem, stratified_test_subset
 from sims.problems.neural import NeuralProblem
 from conftest import write_cifar10

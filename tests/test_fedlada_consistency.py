@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from sims.algorithms.registry import make_algorithm
-from sims.engine import draw_round, run
-from sims.participation import Participation
-from sims.probes.consistency import METRIC, TrackConsistency
+from sims.core.engine import draw_round, run
+from sims.core.participation import Participation
+from sims.experiments.probes.consistency import METRIC, TrackConsistency
 from sims.problems.quadratic import heterogeneous_quadratic
 
 ROUNDS, K, M = 6, 3, 3

@@ -96,8 +96,8 @@ def test_train_accuracy_observer_equals_direct_evaluation():
     import numpy as np
     from torch.func import functional_call
 
-    from sims.engine import run
-    from sims.models import MLP
+    from sims.core.engine import run
+    from sims.problems.models import MLP
     from sims.problems.neural import NeuralProblem
     from conftest import random_dataset, unequal_parts
     prob = NeuralProblem(random_dataset(62, 28, 0), unequal_parts(), MLP(784, hidden=4),

@@ -18,7 +18,7 @@ from reproduce import fedlada_common as fc
 from reproduce import fedlada_cost as fcost
 from sims.data import Dataset
 from sims.problems.conv import ConvProblem
-from sims.models import make_model
+from sims.problems.models import make_model
 
 
 def write_tinyimagenet(root, per_class=4, side=64):

@@ -12,9 +12,9 @@ import torch
 
 from sims.algorithms.fed_lamb import DEFAULT, PRINTED, FedAMS, FedLAMB, reading_of
 from sims.algorithms.registry import AlgorithmError, make_algorithm
-from sims.engine import draw_round, run
-from sims.models import MLP
-from sims.participation import Participation
+from sims.core.engine import draw_round, run
+from sims.problems.models import MLP
+from sims.core.participation import Participation
 from sims.problems.neural import NeuralProblem
 from sims.problems.quadratic import heterogeneous_quadratic
 from conftest import random_dataset, unequal_parts

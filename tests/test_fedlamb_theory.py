@@ -8,10 +8,10 @@ import torch
 from reproduce.fedlamb_common import ConsensusObserver
 from sims.algorithms.fed_lamb import PRINTED, FedAMS, FedLAMB
 from sims.data import load_dataset
-from sims.engine import run
-from sims.models import CifarCNN, MLPDropout, MnistNet, ResNet9GN, make_model
-from sims.params import ParamLayout
-from sims.participation import Participation
+from sims.core.engine import run
+from sims.problems.models import CifarCNN, MLPDropout, MnistNet, ResNet9GN, make_model
+from sims.core.params import ParamLayout
+from sims.core.participation import Participation
 from sims.problems.image import build_image_problem
 
 

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from sims.algorithms.fed_ef import FedEF
-from sims.batching import replica_runs, start_minus, start_rows
-from sims.compress import TopK
-from sims.engine import run
-from sims.models import MLP, LogReg
-from sims.participation import Participation
+from sims.core.batching import replica_runs, start_minus, start_rows
+from sims.rules.compress import TopK
+from sims.core.engine import run
+from sims.problems.models import MLP, LogReg
+from sims.core.participation import Participation
 from sims.problems.neural import NeuralProblem
 
 from conftest import plan_payload, stepwise_sgd_delta

@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from sims.algorithms.registry import make_for_problem
-from sims.engine import run
-from sims.models import MLP
-from sims.participation import Participation
+from sims.core.engine import run
+from sims.problems.models import MLP
+from sims.core.participation import Participation
 from sims.problems import mlp_grad
 from sims.problems.linear_stack import linear_stack_sgd_
 from sims.problems.mlp_grad import onednn_available

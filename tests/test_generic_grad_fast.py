@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from sims.algorithms.registry import make_for_problem
-from sims.engine import run
-from sims.models import MLP, LogReg, MLPDropout
-from sims.participation import Participation
+from sims.core.engine import run
+from sims.problems.models import MLP, LogReg, MLPDropout
+from sims.core.participation import Participation
 from sims.problems import mlp_grad
 from sims.problems.linear_stack import linear_stack_grad
 from sims.problems.mlp_grad import onednn_available, stack_grad, stack_grad_pair
@@ -159,7 +159,7 @@ def test_dropout_model_pair_is_the_two_calls():
 def test_full_grad_sum_equals_summed_full_grads_float64(model, monkeypatch):
     """Mime's round gradient: per replica, one product per layer over all its participants'
     samples (blocks smaller than a replica's samples) == the sum of per-client full_grad."""
-    from sims.batching import start_rows
+    from sims.core.batching import start_rows
     prob = _problem(model())
     server = torch.stack([prob.init_theta(s) for s in range(3)])
     rep = torch.as_tensor([0, 2, 2, 0, 2])          # replica 1 has no participant

@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 from safetensors.torch import save_file
 
-from sims.backbones import VisionTransformer
+from sims.problems.backbones import VisionTransformer
 from sims.data import DataError, class_counts
 from sims.data.gld import GLD_FILES, load_gld23k
 from sims.problems.finetune import (cifar100_parts, finetune_problem,
@@ -96,7 +96,7 @@ def test_gld_features_cached_and_equal_to_direct(tmp_path):
     feats = gld23k_feature_dataset(data, bb, "sha-x", cache_dir=tmp_path / "cache",
                                    batch_size=4, progress=lambda i, n: seen.append(i))
     assert feats.x_train.shape == (6, 16, 1, 1) and feats.num_classes == 3
-    from sims.backbones.vit import prepare_images
+    from sims.problems.backbones.vit import prepare_images
     with torch.no_grad():
         direct = bb.forward_features(prepare_images(data.read(data.train_paths, 32), 32))
     torch.testing.assert_close(feats.x_train.flatten(1), direct, rtol=1e-5, atol=1e-6)

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import TopK
-from sims.engine import run
-from sims.models import MLP, LogReg
-from sims.participation import Participation
+from sims.rules.compress import TopK
+from sims.core.engine import run
+from sims.problems.models import MLP, LogReg
+from sims.core.participation import Participation
 from sims.problems.gram_sgd import ClientGram
 from sims.problems.neural import NeuralProblem
 

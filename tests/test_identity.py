@@ -1,5 +1,5 @@
 """The code identity changes with the source and with numeric package versions."""
-import sims.identity as identity
+import sims.store.identity as identity
 
 
 def test_code_digest_changes_when_a_source_file_changes(tmp_path, monkeypatch):
@@ -31,7 +31,7 @@ def test_code_identity_records_commit_and_digest():
 
 
 def test_code_digest_changes_when_a_c_kernel_changes(tmp_path, monkeypatch):
-    """The C kernels (sims.native) change numerics: their sources are in the digest."""
+    """The C kernels (sims.accel.native) change numerics: their sources are in the digest."""
     pkg = tmp_path / "sims" / "native"
     pkg.mkdir(parents=True)
     (pkg / "k.c").write_text("int f(void) { return 1; }\n")

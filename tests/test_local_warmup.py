@@ -10,12 +10,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sims import engine
+from sims.core import engine
 from sims.algorithms.base import RoundContext
 from sims.algorithms.registry import AlgorithmError, make_algorithm
-from sims.models import MLP
-from sims.params import ParamLayout
-from sims.participation import Participation
+from sims.problems.models import MLP
+from sims.core.params import ParamLayout
+from sims.core.participation import Participation
 from sims.problems.quadratic import heterogeneous_quadratic
 
 LAYOUT = ParamLayout.from_module(MLP(6, hidden=4, num_classes=3))

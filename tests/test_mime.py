@@ -20,11 +20,11 @@ import torch
 from sims.algorithms.base import Algorithm, RoundContext
 from sims.algorithms.fed_lamb import Mime, MimeLAMB, MimeLite, MimeLiteLAMB
 from sims.algorithms.registry import client_memory, make_algorithm
-from sims.engine import run
-from sims.models import MLP
-from sims.optim import SGD
-from sims.params import ParamLayout
-from sims.participation import Participation
+from sims.core.engine import run
+from sims.problems.models import MLP
+from sims.rules.optim import SGD
+from sims.core.params import ParamLayout
+from sims.core.participation import Participation
 from sims.problems.neural import NeuralProblem
 from sims.problems.quadratic import NoiseLaw, QuadraticProblem, heterogeneous_quadratic
 from conftest import random_dataset

@@ -30,14 +30,16 @@ import pytest
 import torch
 
 from conftest import require_native, tiny_uneven_problem
-from sims import compiled, engine, native
+from sims import compiled
+from sims.core import engine
+from sims.accel import native
 from sims.algorithms.base import RoundContext
 from sims.algorithms.fed_lamb import Mime, MimeLAMB, MimeLite, MimeLiteLAMB
 from sims.algorithms.registry import make_for_problem
-from sims.batching import per_replica
-from sims.models import MLP
-from sims.params import ParamLayout
-from sims.participation import Participation
+from sims.core.batching import per_replica
+from sims.problems.models import MLP
+from sims.core.params import ParamLayout
+from sims.core.participation import Participation
 
 CLASSES = {("lite", False): MimeLite, ("lite", True): MimeLiteLAMB,
            ("mime", False): Mime, ("mime", True): MimeLAMB}
@@ -57,7 +59,7 @@ pytestmark = pytest.mark.usefixtures("torch_kernels_eager")
 
 @pytest.fixture(autouse=True, params=["native", "torch"])
 def frozen_kernel(request, monkeypatch):
-    """Every test twice: the fast form through the C kernel (:mod:`sims.native.frozen`; it
+    """Every test twice: the fast form through the C kernel (:mod:`sims.accel.native.frozen`; it
     must be built here) and through its torch passes. Returns the name."""
     on = request.param == "native"
     monkeypatch.setattr(MimeLite, "native_frozen", on)
@@ -228,7 +230,7 @@ def test_fast_frozen_step_on_plain_rows(kind, lamb, masked):
 
 
 def test_per_replica_helper():
-    """``sims.batching.per_replica``: the engine's view hands out the server tensor itself and
+    """``sims.core.batching.per_replica``: the engine's view hands out the server tensor itself and
     the participants' replicas, gathering nothing; a plain dict its rows and ``arange(B)``."""
     gen = torch.Generator().manual_seed(3)
     server = {"theta": _rand(gen, 5, rows=3), "s_m": _rand(gen, 5, rows=3)}
@@ -247,7 +249,7 @@ def test_frozen_blocks_cover_each_row_once_within_its_run(rows):
     """On the CPU the blocks cover the rows in order, each once, each inside one replica's
     run and indexed by that replica, at most ``rows`` rows each; off the CPU one block (the
     replica's row) where the chunk has one replica, else None (gathered rows)."""
-    from sims.batching import replica_runs
+    from sims.core.batching import replica_runs
     alg = MimeLite()
     alg.frozen_block_bytes = rows * 8
     for reps in REPS.values():
@@ -311,7 +313,7 @@ def test_compiled_form_reads_one_replica_per_replica(kind, lamb, reps, monkeypat
 def test_trust_step_in_place_equals_new(phi, lam):
     """``trust_step(..., out=theta)`` (the LAMB variants' owned step) overwrites ``theta``
     with what the readable ``TrustRatio`` gives."""
-    from sims.optim import TrustRatio, trust_step
+    from sims.rules.optim import TrustRatio, trust_step
     layout = _layout()
     gen = torch.Generator().manual_seed(9)
     theta, u = _rand(gen, layout.d), _rand(gen, layout.d)
@@ -325,10 +327,10 @@ def test_trust_step_in_place_equals_new(phi, lam):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_root_power_is_rsqrt_bit_for_bit(dtype):
-    """The fast steps' root ``sims.optim.rsqrt_`` (``pow_(-0.5)``, faster than ``rsqrt_`` on
+    """The fast steps' root ``sims.rules.optim.rsqrt_`` (``pow_(-0.5)``, faster than ``rsqrt_`` on
     the CPU; and the out-of-place ``torch.pow(x, -0.5)`` of the eager AMSGrad step) gives
     ``rsqrt``'s values bit for bit, over the range of ``max(P + (1 - b2) g^2, Q)``."""
-    from sims.optim import rsqrt_
+    from sims.rules.optim import rsqrt_
     x = torch.logspace(-12, 12, 20001, dtype=dtype)
     x = torch.cat([x, x * (1 + torch.finfo(dtype).eps), torch.rand(20001, dtype=dtype)])
     want = torch.rsqrt(x)
@@ -434,7 +436,7 @@ def test_engine_fast_equals_readable(name, base, rows, seeds, max_batch, monkeyp
     the server state per participant; the readable rule does (the count can see it).
     Chunks mix clients of unequal step counts whatever their fill (``CHUNK_FILL = 0``), so
     the masked steps happen."""
-    from sims import batching
+    from sims.core import batching
     monkeypatch.setattr(batching, "CHUNK_FILL", 0.0)
     problem = tiny_uneven_problem()
     out, calls, gathered = {}, [], []

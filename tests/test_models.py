@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from sims.models import CNN, MLP, LogReg, make_model
-from sims.params import ParamLayout
+from sims.problems.models import CNN, MLP, LogReg, make_model
+from sims.core.params import ParamLayout
 from sims.problems.neural import NeuralProblem
 
 F64 = torch.float64

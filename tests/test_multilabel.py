@@ -7,10 +7,10 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from sims.algorithms.fedada2_tables import build_private
+from reproduce.fedada2_tables import build_private
 from sims.data.stackoverflow import StackOverflowData
-from sims.engine import run
-from sims.participation import Participation
+from sims.core.engine import run
+from sims.core.participation import Participation
 from sims.problems.multilabel import MultiLabelLinearProblem, csr_tensors, dense_rows
 from sims.problems.stackoverflow import stackoverflow_problem
 

@@ -1,4 +1,4 @@
-"""sims.native: the C kernels' build (once per machine, cached by a digest, atomic under a
+"""sims.accel.native: the C kernels' build (once per machine, cached by a digest, atomic under a
 lock), the fallback to the torch forms when there is no compiler or the build fails, the
 switch, and the row split over threads."""
 import subprocess
@@ -8,8 +8,8 @@ import textwrap
 import pytest
 import torch
 
-from sims import native
-from sims.native import frozen
+from sims.accel import native
+from sims.accel.native import frozen
 from conftest import require_native
 
 
@@ -109,9 +109,9 @@ def test_failed_build_leaves_no_file_and_falls_back(fresh, tmp_path, monkeypatch
 def test_mimelite_without_kernels_takes_the_torch_form(fresh, monkeypatch):
     """With the kernels off, the algorithm's fast step is the torch passes' and equal."""
     from sims.algorithms.fed_lamb import MimeLite
-    from sims.engine import _ParticipantRows
+    from sims.core.engine import _ParticipantRows
     from sims.algorithms.base import RoundContext
-    from sims.params import ParamLayout
+    from sims.core.params import ParamLayout
     layout = ParamLayout.single(40)
     alg = MimeLite(eta_l=0.1)
     gen = torch.Generator().manual_seed(3)
@@ -164,8 +164,8 @@ def test_threads_split_rows_without_changing_a_bit(dtype, monkeypatch):
     """Rows are independent: the step split over 2 or 3 OpenMP threads (each with its own
     trust scratch) equals the one-thread step exactly, with and without a trust ratio."""
     require_native()
-    from sims.optim import TrustRatio
-    from sims.params import ParamLayout
+    from sims.rules.optim import TrustRatio
+    from sims.core.params import ParamLayout
     theta, g, m, p, q, runs = _step_inputs(dtype, B=9, d=300)
     layout = ParamLayout(("a", "b", "c"), ((10, 20), (50,), (50,)))
     for trust in (None, TrustRatio(lam=0.01)):

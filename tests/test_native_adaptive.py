@@ -1,4 +1,4 @@
-"""The one-pass C kernel of the local AMSGrad / Adam step (``sims.native.adaptive``, issue 16)
+"""The one-pass C kernel of the local AMSGrad / Adam step (``sims.accel.native.adaptive``, issue 16)
 equals the readable rule (``LocalAdaptive.reference_step``) in float64 at 1e-12, several steps
 in a row (the state recursion, the first step not owned and left as it was, later ones owned
 and written in place): AMSGrad with ``vhat`` per step or fixed for the round, Adam; bias
@@ -10,7 +10,7 @@ over OpenMP threads; ``vhat`` kept in the torch-fused step's units across steps 
 kernel, torch's fused kernel and the eager form in turn; what falls back (a
 non-contiguous operand, the kernels off); whole engine runs of Fed-AMS, Fed-LAMB, FedLADA
 and LocalAdam through the kernel against the readable rule. Every kernel step is counted
-(``sims.native.calls``)."""
+(``sims.accel.native.calls``)."""
 from __future__ import annotations
 
 import itertools
@@ -18,13 +18,15 @@ import itertools
 import pytest
 import torch
 
-from sims import engine, native, torch_fused
+from sims import torch_fused
+from sims.core import engine
+from sims.accel import native
 from sims.algorithms.adaptive import LocalAdaptive, ReplicaRows
 from sims.algorithms.registry import make_for_problem
-from sims.models import MLP
-from sims.optim import TrustRatio
-from sims.params import ParamLayout
-from sims.participation import Participation
+from sims.problems.models import MLP
+from sims.rules.optim import TrustRatio
+from sims.core.params import ParamLayout
+from sims.core.participation import Participation
 
 from local_adaptive_steps import assert_step, reference_as_step, steps_against_reference
 from conftest import require_native

@@ -1,13 +1,13 @@
-"""TopK's C kernel (sims.native.topk): the same selection as torch.topk (ties aside), exactly
+"""TopK's C kernel (sims.accel.native.topk): the same selection as torch.topk (ties aside), exactly
 k kept per row, ties at the k-th magnitude lowest index first, special values, any layer
 offset and size; and the compressor's two forms agree."""
 import pytest
 import torch
 
-from sims import native
-from sims.compress import TopK, kept_count
-from sims.native.topk import topk_keep
-from sims.params import ParamLayout
+from sims.accel import native
+from sims.rules.compress import TopK, kept_count
+from sims.accel.native.topk import topk_keep
+from sims.core.params import ParamLayout
 
 
 needs_kernel = pytest.mark.skipif(native.library() is None,
@@ -115,7 +115,7 @@ def test_error_feedback_in_one_kernel_equals_the_three_steps(scope, dtype, monke
     """compress.error_feedback with TopK (Fed-EF Alg. 2 lines 11-12) through the fused C
     kernel gives the bits of ``target = x + e``, the C selection, ``target - msg``; with ties
     too (integer-valued entries)."""
-    from sims.compress import Sign, error_feedback
+    from sims.rules.compress import Sign, error_feedback
     layout = ParamLayout(("w", "b", "v"), ((40, 200), (40,), (3000,)))
     g = torch.Generator().manual_seed(4)
     comp = TopK(0.01, scope=scope)
@@ -144,10 +144,10 @@ def test_error_feedback_in_one_kernel_equals_the_three_steps(scope, dtype, monke
 def test_fed_ef_runs_equal_with_the_fused_error_feedback(name, monkeypatch):
     """Whole Fed-EF runs (TopK-0.01, error feedback) with the one-kernel error feedback and
     with the three steps: the same bits."""
-    from sims import engine
+    from sims.core import engine
     from sims.algorithms.registry import make_for_problem
-    from sims.models import MLP
-    from sims.participation import Participation
+    from sims.problems.models import MLP
+    from sims.core.participation import Participation
     from test_generic_grad_fast import _problem
     out = {}
     for fused in (True, False):

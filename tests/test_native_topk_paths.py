@@ -9,10 +9,10 @@ import itertools
 import pytest
 import torch
 
-from sims import native
-from sims.compress import TopK, error_feedback, kept_count
-from sims.native import topk as native_topk
-from sims.params import ParamLayout
+from sims.accel import native
+from sims.rules.compress import TopK, error_feedback, kept_count
+from sims.accel.native import topk as native_topk
+from sims.core.params import ParamLayout
 from test_native_topk import _check, _with_sentinels
 
 SIMD = native_topk.configure() if native.library() is not None else None   # level built

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sims.algorithms.fed_ef import FedEF
-from sims.optim import SGD, Adam, AMSGrad, OptimizerError, make_rule
+from sims.rules.optim import SGD, Adam, AMSGrad, OptimizerError, make_rule
 
 F64 = torch.float64
 

@@ -12,7 +12,7 @@ local step writes in place: one chunk of two replicas run by hand as the engine 
   undeclared entry hold what they held;
 * the first step copies neither ``theta`` (the step's ``theta`` is the engine's start rows,
   written in place) nor a declared entry (``torch_fused._writable`` clones none of them);
-  LocalAdaptive's algorithms run it with their one-pass C kernel (``sims.native.adaptive``)
+  LocalAdaptive's algorithms run it with their one-pass C kernel (``sims.accel.native.adaptive``)
   on and off;
 * its result (model, local state, message) equals, bit for bit, the same step with nothing
   owned (the flags absent: any other caller's contract).
@@ -24,17 +24,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sims import compiled, native, torch_fused
+from sims import compiled, torch_fused
+from sims.accel import native
 from sims.algorithms.adaptive import LocalAdaptive
 from sims.algorithms.base import Algorithm, RoundContext
-from sims.algorithms.footprint import _rows as footprint_rows
+from sims.experiments.footprint import _rows as footprint_rows
 from sims.algorithms.registry import make_algorithm
-from sims.batching import start_rows
-from sims.engine import _ParticipantRows
-from sims.models import MLP
-from sims.optim import unscaled_vhat
+from sims.core.batching import start_rows
+from sims.core.engine import _ParticipantRows
+from sims.problems.models import MLP
+from sims.rules.optim import unscaled_vhat
 from sims.ownership import EVERYTHING, NOTHING, Owned, step_owned
-from sims.params import ParamLayout
+from sims.core.params import ParamLayout
 from sims.row_source import ServerRows, SlotRows, materialized
 from conftest import require_native
 
@@ -93,7 +94,7 @@ CASES = [("fed-ams", {}), ("fed-ams", {"bias_correction": "none"}),
          ("dja", {"client": "adam", "server": "adam", "bias_correction": False}),
          ("joint-adaptive", {}), ("fedadaadam", {}), ("fedadaadagrad", {}),
          ("fedada2-blend", {"strategies": "adagrad,sm3-adam,adam,sgd"}), ("mimelite", {})]
-#: the cases whose step is not torch's kernels': the eager sims.optim.local_adaptive_step
+#: the cases whose step is not torch's kernels': the eager sims.rules.optim.local_adaptive_step
 #: (m restarted, v not: two bias-correction counts) and Mime's frozen step
 EAGER = {("fed-ams", "persist_m"), ("mimelite", None)}
 
@@ -140,7 +141,7 @@ def _shares(a, b):
 
 
 def _chunk(alg, server, cstate, grad, flags, clones=None):
-    """One chunk as ``sims.engine._run_clients`` runs it: ``local_start`` and one unmasked
+    """One chunk as ``sims.core.engine._run_clients`` runs it: ``local_start`` and one unmasked
     ``local_step`` under ``flags`` (the engine's first-step flags, or none), then
     ``client_message``. Returns what the test checks."""
     bcast = alg.broadcast(server)
@@ -185,7 +186,7 @@ FIRST = {"owned_theta": True, "owned_state": False, "owned_start": True}
 
 
 #: the algorithms whose local step is LocalAdaptive's, which takes the C kernel first
-#: (sims.native.adaptive: it writes in place what is owned, new tensors otherwise)
+#: (sims.accel.native.adaptive: it writes in place what is owned, new tensors otherwise)
 NATIVE = {"fed-ams", "fed-lamb", "fedlada", "localadam"}
 
 
@@ -196,7 +197,7 @@ def test_first_step_writes_only_what_is_owned(monkeypatch, name, hyper, native_o
         require_native()
     monkeypatch.setattr(LocalAdaptive, "native_step", native_on)
 
-    def kernels():      # torch's fused kernels and FedAda2's SM3-II C kernel (sims.native.sm3)
+    def kernels():      # torch's fused kernels and FedAda2's SM3-II C kernel (sims.accel.native.sm3)
         return sum(torch_fused.calls.values()) + native.calls.get("sm3_step", 0)
     before = kernels(), native.calls.get("adaptive_step", 0)
     _check_first_step(monkeypatch, name, hyper)
@@ -324,9 +325,9 @@ def test_engine_first_steps_in_place_caches_intact(mlp_problem, monkeypatch, nam
     """Whole engine runs (two replicas, unequal clients, three rounds): every unmasked first
     step returns the engine's start rows stepped in place (no copy of ``theta``), and every
     chunk's gathered broadcast rows still equal the broadcast they were gathered from."""
-    from sims import engine
+    from sims.core import engine
     from sims.algorithms.registry import make_for_problem
-    from sims.participation import Participation
+    from sims.core.participation import Participation
     chunks, firsts = [], []
 
     class Recording(engine._ParticipantRows):

@@ -1,4 +1,4 @@
-"""The engine's chunks of a round's participants (``sims.batching.plan_chunks``): equal
+"""The engine's chunks of a round's participants (``sims.core.batching.plan_chunks``): equal
 client sizes keep the chunks the engine always made; unequal ones are grouped by local step
 count so a large client does not make a whole chunk run its steps; and a run with unequal
 clients equals the per-client reference whatever the chunking."""
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from sims.batching import CHUNK_FILL, plan_chunks
+from sims.core.batching import CHUNK_FILL, plan_chunks
 
 
 def _flat(chunks):
@@ -50,7 +50,7 @@ def test_a_large_client_gets_its_own_chunk():
 def _uneven_problem():
     """A float64 MLP problem on random 4x4 images: 6 clients of 3 to 40 samples (1 to 10
     local steps of batch 4)."""
-    from sims.models import MLP
+    from sims.problems.models import MLP
     from sims.problems.neural import NeuralProblem
     gen = torch.Generator().manual_seed(0)
     sizes = [40, 3, 21, 7, 36, 12]
@@ -69,14 +69,14 @@ def _uneven_problem():
 def test_unequal_clients_match_the_reference(name, monkeypatch):
     """Clients of 1 to 10 local steps, run in several chunks by step count (two replicas),
     equal the per-client reference loop in float64 (final models, every round's loss)."""
-    from sims import engine
+    from sims.core import engine
     from sims.algorithms.registry import make_for_problem
-    from sims.engine import run
+    from sims.core.engine import run
     made = []
     monkeypatch.setattr(engine, "plan_chunks",
                         lambda *a, **k: made.append(plan_chunks(*a, **k)) or made[-1])
-    from sims.participation import Participation
-    from sims.reference_algorithms import run_reference
+    from sims.core.participation import Participation
+    from sims.reference.algorithms import run_reference
     prob = _uneven_problem()
     steps = [prob.steps_for(c) for c in range(prob.n_clients)]
     assert len(set(steps)) > 3

@@ -10,9 +10,9 @@ import torch
 
 from sims.algorithms.base import Algorithm, RoundContext
 from sims.algorithms.registry import ALGORITHMS, make_algorithm, make_for_problem
-from sims.engine import run
-from sims.params import ParamLayout
-from sims.participation import Participation
+from sims.core.engine import run
+from sims.core.params import ParamLayout
+from sims.core.participation import Participation
 from sims.privacy import (EpsilonCurve, Private, PrivacyError, dp_epsilon,
                           reference_private_mean)
 

@@ -1,4 +1,4 @@
-"""Assumption probes (sims.probes): the probe recovers a quadratic's known constants, costs
+"""Assumption probes (sims.experiments.probes): the probe recovers a quadratic's known constants, costs
 nothing when off and does not change the run, and flags broken premises.
 
 Tolerances (docs/probes.md derives them):
@@ -25,15 +25,15 @@ import pandas as pd
 import pytest
 import torch
 
-from sims import engine
+from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import Identity, TopK
-from sims.participation import Participation
-from sims.probes import (Probe, ProbeError, bounds_from_probe, client_full_grads,
+from sims.rules.compress import Identity, TopK
+from sims.core.participation import Participation
+from sims.experiments.probes import (Probe, ProbeError, bounds_from_probe, client_full_grads,
                          hvp_operator, lanczos_extremes, measured_constants,
                          premise_violations, run_with_probe, setting_from_df, summary,
                          theory_setting)
-from sims.probes.observer import SALT
+from sims.experiments.probes.observer import SALT
 from sims.problems.quadratic import QuadraticProblem, heterogeneous_quadratic
 from theory import bounds as tb
 
@@ -328,7 +328,7 @@ def test_probed_run_resumes_from_a_checkpoint_and_equals_the_uninterrupted_run(t
     """The probe and its staleness tracker keep their state in a checkpoint (the secants need
     the previous probe call's model): a run stopped after round 7 and resumed measures the
     same constants, the secants included, as the run that never stopped."""
-    from sims.checkpoint import Checkpointer
+    from sims.core.checkpoint import Checkpointer
     prob, part = _quad(), Participation("fixed", m=3)
     alg = FedEF(eta=1.0, eta_l=0.01, compressor=TopK(0.25))
     small = dict(n_clients_sampled=4, minibatches=4, hvp_iters=4, hvp_clients=2)

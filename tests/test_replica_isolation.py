@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from sims.algorithms.per_replica import batched_algorithm
+from sims.experiments.sweep.per_replica import batched_algorithm
 from sims.algorithms.registry import ALGORITHMS, hyperparameters, make_algorithm
-from sims.engine import run
-from sims.participation import Participation
+from sims.core.engine import run
+from sims.core.participation import Participation
 
 from test_sweep_replicas import varied_settings
 

@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import sims.results as results
+import sims.store.results as results
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import TopK
-from sims.engine import run
-from sims.participation import Participation
-from sims.results import load_run, provenance, save_run, tidy
+from sims.rules.compress import TopK
+from sims.core.engine import run
+from sims.core.participation import Participation
+from sims.store.results import load_run, provenance, save_run, tidy
 
 
 @pytest.fixture(scope="module")

@@ -26,16 +26,17 @@ import pandas as pd
 import pytest
 import torch
 
-import sims.identity
+import sims.store.identity
 from reproduce import common, plotting
-from sims import compare, engine
+from sims.experiments import compare
+from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
-from sims.checkpoint import Checkpointer
-from sims.compress import Identity, TopK
-from sims.locks import RunLock
-from sims.participation import Participation
+from sims.core.checkpoint import Checkpointer
+from sims.rules.compress import Identity, TopK
+from sims.store.locks import RunLock
+from sims.core.participation import Participation
 from sims.problems.quadratic import heterogeneous_quadratic
-from sims.results import ResultsError, load_run, provenance, save_run
+from sims.store.results import ResultsError, load_run, provenance, save_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -175,11 +176,11 @@ def test_figure_marks_diverged_replicas_without_bending_healthy_curves():
 KILL_CHILD = r"""
 import sys, time, numpy as np, torch
 torch.set_num_threads(1)
-from sims.engine import run
-from sims.checkpoint import Checkpointer
+from sims.core.engine import run
+from sims.core.checkpoint import Checkpointer
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import TopK
-from sims.participation import Participation
+from sims.rules.compress import TopK
+from sims.core.participation import Participation
 from sims.problems.quadratic import heterogeneous_quadratic
 ck = Checkpointer(sys.argv[1], every_rounds=1, key="kill-test")
 q = heterogeneous_quadratic(8, 20, local_steps=2, seed=1, sigma=0.5, x0=1.0)
@@ -303,7 +304,7 @@ def test_finished_run_with_a_final_checkpoint_is_not_run_again(tmp_path):
 
 def test_checkpointer_is_time_based_atomic_and_keyed(tmp_path, monkeypatch):
     clock = [100.0]
-    monkeypatch.setattr("sims.checkpoint.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("sims.core.checkpoint.time.monotonic", lambda: clock[0])
     ck = Checkpointer(tmp_path / "c.pt", every_seconds=60, key="a")
     assert not ck.due(1)
     clock[0] += 61
@@ -407,7 +408,7 @@ def test_truncated_results_file_is_refused_naming_it(tmp_path, capsys):
 
 
 def test_results_are_fsynced_before_the_atomic_rename(tmp_path, monkeypatch):
-    import sims.results as results
+    import sims.store.results as results
     events = []
     real_fsync, real_replace = os.fsync, os.replace
     monkeypatch.setattr(results.os, "fsync", lambda fd: (events.append("fsync"),

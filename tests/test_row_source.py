@@ -8,16 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from sims import engine, native
+from sims.core import engine
+from sims.accel import native
 from sims.algorithms.adaptive import LocalAdaptive
 from sims.algorithms.registry import make_for_problem
-from sims.batching import start_minus
-from sims.models import MLP
-from sims.native.adaptive import local_adaptive_step
-from sims.optim import TrustRatio
+from sims.core.batching import start_minus
+from sims.problems.models import MLP
+from sims.accel.native.adaptive import local_adaptive_step
+from sims.rules.optim import TrustRatio
 from sims.ownership import EVERYTHING, NOTHING, Owned
-from sims.params import ParamLayout
-from sims.participation import Participation
+from sims.core.params import ParamLayout
+from sims.core.participation import Participation
 from sims.problems import NeuralProblem
 from sims.problems.mlp_grad import stack_grad
 from conftest import assert_same_runs, random_dataset
@@ -223,10 +224,10 @@ def test_engine_runs_with_and_without_row_sources_agree(mlp_problem, monkeypatch
                                    TrustRatio("clip", 1e-3, 10.0, 0.1)])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_frozen_kernel_from_server_rows_and_writing_the_delta(dtype, trust):
-    """MimeLite's frozen step (sims.native.frozen) from the server rows where they are, and
+    """MimeLite's frozen step (sims.accel.native.frozen) from the server rows where they are, and
     writing the delta: the same bits as from the gathered copy, and as server - theta'."""
-    from sims.batching import replica_runs
-    from sims.native.frozen import frozen_step
+    from sims.core.batching import replica_runs
+    from sims.accel.native.frozen import frozen_step
     c = _case(dtype, seed=4)
     g = _gen(5)
     m, p, q = (torch.rand(2, c["d"], generator=g, dtype=dtype) + 0.1 for _ in range(3))

@@ -3,9 +3,9 @@
 reduced participant by participant over the integer view, small layers over the whole
 batch, vectors copied, float types without an integer view of their width falling back.
 
-The SM3-II step in one C pass (:func:`sims.native.sm3.sm3_step`, which takes the cover
+The SM3-II step in one C pass (:func:`sims.accel.native.sm3.sm3_step`, which takes the cover
 minimum, the step and the cover maxima per row and layer) on the same covers: equal to the
-eager :func:`sims.optim.sm3_adagrad_step` / :func:`sims.optim.sm3_adam_step` in float64 at
+eager :func:`sims.rules.optim.sm3_adagrad_step` / :func:`sims.rules.optim.sm3_adam_step` in float64 at
 1e-12 (and to rounding in float32), its new accumulators exactly ``cover_max`` of its own
 ``nu`` (a NaN propagated as there), in place and into new tensors, on a subset of rows, on
 several threads as on one, the full cover (every layer a vector); its layer description and
@@ -15,10 +15,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sims import native
-from sims.native import sm3
-from sims.optim import SM3Cover, sm3_adagrad_step, sm3_adam_step
-from sims.params import ParamLayout
+from sims.accel import native
+from sims.accel.native import sm3
+from sims.rules.optim import SM3Cover, sm3_adagrad_step, sm3_adam_step
+from sims.core.params import ParamLayout
 from conftest import require_native
 
 

@@ -1,4 +1,4 @@
-"""Sweeps (sims.sweep): grid specs, resumable cells keyed by code identity, batched grids equal
+"""Sweeps (sims.experiments.sweep): grid specs, resumable cells keyed by code identity, batched grids equal
 to separate runs, failures recorded and retried once, the papers' selection rules, figures and
 the command line."""
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sims.sweep import (Axis, Grid, GridError, SweepSpec, logspace, make_units, parse_axis,
+from sims.experiments.sweep import (Axis, Grid, GridError, SweepSpec, logspace, make_units, parse_axis,
                         run_sweep, select, summarize, write_outputs)
-from sims.sweep import cli, execute
-from sims.sweep.execute import Cell
+from sims.experiments.sweep import cli, execute
+from sims.experiments.sweep.execute import Cell
 
 QUAD = {"problem": "quadratic", "n_clients": 6, "dim": 8, "local_steps": 2, "local_epochs": 1,
         "batch_size": 32, "partition": "shards", "noise": "gaussian", "df": None,
@@ -274,7 +274,7 @@ def test_benchmark_workload_is_the_issues():
     batch 32, one local epoch of 300 samples (10 steps)."""
     from conftest import load_benchmark
     bench = load_benchmark("sweep_batching")
-    from sims.sweep.tables import FED_LAMB_TABLE1
+    from sims.experiments.sweep.tables import FED_LAMB_TABLE1
     s = bench.spec("/tmp/unused", 1, bench.LRS, 3)
     assert bench.LRS == FED_LAMB_TABLE1["fed-lamb"]["eta_l"]
     assert len(s.grid.points()) * len(s.seeds) == 27 and s.participation == "m=25"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sims.sweep import Grid, SweepSpec, ray_init, run_sweep
-from sims.sweep import cli
+from sims.experiments.sweep import Grid, SweepSpec, ray_init, run_sweep
+from sims.experiments.sweep import cli
 
 from test_sweep import QUAD, _values
 

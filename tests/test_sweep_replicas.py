@@ -1,4 +1,4 @@
-"""Per-replica hyperparameters (sims.algorithms.per_replica): grid points that differ in
+"""Per-replica hyperparameters (sims.experiments.sweep.per_replica): grid points that differ in
 numeric hyperparameters run as replicas of one batched engine run and equal separate runs in
 float64 (relative 1e-10), for every registry algorithm, fused local-SGD paths included."""
 from __future__ import annotations
@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from sims.algorithms.per_replica import (MixedReplicaValues, PerReplica, ReplicaAlgorithm,
+from sims.experiments.sweep.per_replica import (MixedReplicaValues, PerReplica, ReplicaAlgorithm,
                                          batched_algorithm, numeric_hyperparameters)
 from sims.algorithms.registry import (ALGORITHMS, AlgorithmError, hyperparameters,
                                       make_algorithm)
-from sims.engine import run
-from sims.models import MLP
-from sims.participation import Participation
+from sims.core.engine import run
+from sims.problems.models import MLP
+from sims.core.participation import Participation
 from sims.problems.neural import NeuralProblem
 
 from conftest import unequal_parts
@@ -144,7 +144,7 @@ def test_batched_algorithm_errors():
 
 def test_per_replica_fused_conv_loop():
     """The convolutional per-client loop's fused local SGD with a rate per replica."""
-    from sims.models import make_model
+    from sims.problems.models import make_model
     from sims.problems.conv import ConvProblem
     from test_fedef_images import _fixture, _parts
     prob = ConvProblem(_fixture(), _parts(), make_model("cnn", (1, 6, 6), 10, dropout=0.0),

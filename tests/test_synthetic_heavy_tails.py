@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from sims.montecarlo import MCMethod, Sampler, Schedule, simulate
-from sims.synthetic import heavy_tails as ht
-from sims.synthetic import tails, torch_threads
+from sims.experiments.montecarlo import MCMethod, Sampler, Schedule, simulate
+from sims.experiments.synthetic import heavy_tails as ht
+from sims.experiments.synthetic import tails, torch_threads
 
 PATHS, ROUNDS = 100_000, 5
 
@@ -121,7 +121,7 @@ def test_hill_estimator_on_known_laws():
 
 
 def test_new_update_rules():
-    from sims.optim import AdaGrad, ClippedSGD
+    from sims.rules.optim import AdaGrad, ClippedSGD
     th = torch.zeros(3, 1, dtype=torch.float64)
     g = torch.tensor([[2.0], [-100.0], [0.1]], dtype=torch.float64)
     rule = AdaGrad(0.5, eps=0.5)

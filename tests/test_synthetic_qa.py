@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-from sims import engine
+from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import TopK
-from sims.participation import Participation
+from sims.rules.compress import TopK
+from sims.core.participation import Participation
 from sims.problems.quadratic import heterogeneous_quadratic
-from sims.synthetic import qa, torch_threads
+from sims.experiments.synthetic import qa, torch_threads
 
 # The spec's own reconstruction (2e4 draws, disjoint 5x220 layout): (q_A^2, q_C^2).
 SPEC = {("gaussian", 2, "topk-0.1"): (0.469, 0.561), ("gaussian", 2, "sign"): (0.427, 0.363),

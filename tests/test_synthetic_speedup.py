@@ -7,7 +7,7 @@ import pytest
 
 from reproduce import common
 from reproduce import speedup as entry
-from sims.synthetic import speedup
+from sims.experiments.synthetic import speedup
 
 
 @pytest.fixture(scope="module")

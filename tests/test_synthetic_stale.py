@@ -5,7 +5,7 @@ import pytest
 
 from reproduce import common
 from reproduce import stale_error as entry
-from sims.synthetic import stats
+from sims.experiments.synthetic import stats
 
 
 @pytest.fixture(scope="module")

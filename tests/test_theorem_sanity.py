@@ -9,10 +9,10 @@ average over rounds t < T of ||grad f(theta_t)||^2, averaged over seeds (the exp
 import math
 
 
-from sims import engine
+from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import TopK
-from sims.participation import Participation
+from sims.rules.compress import TopK
+from sims.core.participation import Participation
 from sims.problems.quadratic import heterogeneous_quadratic
 from theory import bounds
 

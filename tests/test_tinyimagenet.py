@@ -11,7 +11,7 @@ from PIL import Image
 
 from sims.data import DataError, load_dataset
 from sims.data.base import NORMALIZATION
-from sims.models import LeNet, SmoothMLP, gelu_tanh, make_model, smu
+from sims.problems.models import LeNet, SmoothMLP, gelu_tanh, make_model, smu
 
 WNIDS = ["n01443537", "n01629819", "n01641577"]
 COLOURS = {"n01443537": (250, 10, 10), "n01629819": (10, 250, 10), "n01641577": (10, 10, 250)}

@@ -15,14 +15,15 @@ import warnings
 import pytest
 import torch
 
-from sims import engine, torch_fused
+from sims import torch_fused
+from sims.core import engine
 from sims.algorithms.adaptive import LocalAdaptive
 from sims.algorithms.fedada2 import JointAdaptive
 from sims.algorithms.registry import make_algorithm, make_for_problem
-from sims.models import MLP
-from sims.optim import TrustRatio, unscaled_vhat
-from sims.params import ParamLayout
-from sims.participation import Participation
+from sims.problems.models import MLP
+from sims.rules.optim import TrustRatio, unscaled_vhat
+from sims.core.params import ParamLayout
+from sims.core.participation import Participation
 
 from fedada2_clients import B, STEPS, kernel_calls
 from fedada2_clients import steps_against_reference as _fedada2_run
@@ -37,8 +38,8 @@ pytestmark = pytest.mark.usefixtures("torch_kernels_eager")
 
 @pytest.fixture(autouse=True)
 def torch_fused_before_native(monkeypatch):
-    """LocalAdaptive's and FedAda2's one-pass C kernels (:mod:`sims.native.adaptive`,
-    :mod:`sims.native.sm3`, which go first where they are built) off: these tests hold
+    """LocalAdaptive's and FedAda2's one-pass C kernels (:mod:`sims.accel.native.adaptive`,
+    :mod:`sims.accel.native.sm3`, which go first where they are built) off: these tests hold
     torch's kernel to the rule; the C kernels' own tests, and their turns with this one, are
     in ``tests/test_native_adaptive.py``, ``tests/test_fedada2_fast_step.py`` and
     ``tests/test_fedada2_full_native.py``."""
@@ -63,7 +64,7 @@ FEDADA2_KERNEL = [("dja", {}), ("joint-adaptive", {}), ("fedadaadagrad", {}),
 
 @pytest.mark.parametrize("name,hyper", FEDADA2_KERNEL)
 def test_fedada2_full_preconditioner_kernel_equals_reference(layout, name, hyper):
-    """torch's kernel (the C kernel, :mod:`sims.native.sm3`, off here: it goes first where
+    """torch's kernel (the C kernel, :mod:`sims.accel.native.sm3`, off here: it goes first where
     it is on)."""
     alg = make_algorithm(name, **hyper)
     before = kernel_calls()
@@ -263,7 +264,7 @@ def test_priority_with_the_compiled_form_on(layout, monkeypatch):
 
 # ---------------------------------------------------------------- vhat kept in kernel units
 # With bias correction the fused AMSGrad step keeps vhat times c2 = 1 - b2^n (state
-# "vhat_scale"); every other reader unscales it first (sims.optim.unscaled_vhat).
+# "vhat_scale"); every other reader unscales it first (sims.rules.optim.unscaled_vhat).
 
 SCALED = {k: LOCAL_KERNEL[k] for k in ("fed-ams", "fed-lamb", "fed-lamb-lam", "ams-bc-amended")}
 ROW_RATE = torch.tensor([[0.05], [0.01], [0.2], [0.1]], dtype=torch.float64)
@@ -434,7 +435,7 @@ def test_replica_rows_add_equals_the_gathered_rows():
     """FedLADA's amendment from the server rows per replica run equals adding the gathered
     rows (runs out of order, a replica in two runs), and a plain dict of rows works too."""
     from sims.algorithms.adaptive import ReplicaRows
-    from sims.engine import _ParticipantRows
+    from sims.core.engine import _ParticipantRows
     gen = torch.Generator().manual_seed(25)
     server = _rand(gen, 3, 7)
     rep = torch.tensor([2, 2, 0, 1, 1, 0])

@@ -1,4 +1,4 @@
-"""ViT-S/16 (:mod:`sims.backbones`): timm key mapping from a safetensors file, the blocks
+"""ViT-S/16 (:mod:`sims.problems.backbones`): timm key mapping from a safetensors file, the blocks
 against torch's own transformer layer, the feature cache and the linear-head problem."""
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from sims.backbones import (VisionTransformer, ViTClassifier, cached_features,
+from sims.problems.backbones import (VisionTransformer, ViTClassifier, cached_features,
                             linear_head_problem, load_vit_backbone, random_features_dataset,
                             vit_feature_dataset, vit_small_patch16_224)
-from sims.backbones.weights import VIT_WEIGHTS_PATH, resolve_vit_weights
+from sims.problems.backbones.weights import VIT_WEIGHTS_PATH, resolve_vit_weights
 from sims.data import DataError
-from sims.engine import run
+from sims.core.engine import run
 from sims.algorithms.registry import make_algorithm
-from sims.participation import Participation
+from sims.core.participation import Participation
 
 from conftest import random_dataset
 

@@ -20,7 +20,7 @@ Pieces:
 
 * :class:`LocalAdaptive` -- one local AMSGrad / Adam step with the options the papers need:
   the amended correction ``alpha * u + (1 - alpha) * g_a`` (FedLADA Alg. 3), the layer-wise
-  trust ratio (Fed-LAMB Alg. 2 line 13, :class:`sims.optim.TrustRatio`), ``vhat`` updated per
+  trust ratio (Fed-LAMB Alg. 2 line 13, :class:`sims.rules.optim.TrustRatio`), ``vhat`` updated per
   step (AMSGrad) or fixed for the round (Fed-LAMB's server ``vhat``), bias correction on
   copies. It gives Fed-AMS, Fed-LAMB, LocalAdam and FedLADA.
 * :class:`FedOpt` -- local SGD (optionally proximal, FedProx; optionally amended, FedCM) and a
@@ -39,15 +39,15 @@ from typing import ClassVar
 
 import torch
 
-from ..optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _masked, axpy,
+from ..rules.optim import (SGD, AdaptiveRule, AffineSGD, OptimizerError, TrustRatio, _masked, axpy,
                      local_adaptive_fast_ok, local_adaptive_step, trust_step,
                      unscaled_vhat)
 from .. import compiled, torch_fused
 from ..row_source import ScaledRows, materialized, materialized_state
-from ..native import adaptive as native_adaptive
-from ..native import enabled as native_enabled
+from ..accel.native import adaptive as native_adaptive
+from ..accel.native import enabled as native_enabled
 from ..ownership import Owned
-from ..batching import per_replica, replica_runs
+from ..core.batching import per_replica, replica_runs
 from .base import Algorithm, masked_rows
 
 WD_MODES = ("coupled", "decoupled")
@@ -95,7 +95,7 @@ def check_common(alg, alpha_max: float = 1.0) -> None:
 def server_rule(kind: str, lr: float, *, beta1: float = 0.9, beta2: float = 0.99,
                 tau: float = 1e-3, v0: float | None = None, eps_inside_sqrt: bool = False,
                 bias_correction: bool = False):
-    """The server rule on the mean pseudo-gradient: SGD, or :class:`sims.optim.AdaptiveRule`
+    """The server rule on the mean pseudo-gradient: SGD, or :class:`sims.rules.optim.AdaptiveRule`
     (``v0`` defaults to ``tau**2``, Reddi et al.'s and FedAda2's ``v_{-1} >= tau^2``)."""
     if kind not in SERVER_KINDS:
         raise OptimizerError(f"unknown server rule {kind!r}; choose one of {SERVER_KINDS}")
@@ -171,7 +171,7 @@ class LocalAdaptive:
     trust: TrustRatio | None = None
     weight_decay: float = 0.0
     wd_mode: str = "coupled"
-    #: take the one-pass C kernel (:mod:`sims.native.adaptive`) where it is built and applies
+    #: take the one-pass C kernel (:mod:`sims.accel.native.adaptive`) where it is built and applies
     #: (False: the torch forms below it, for tests)
     native_step: ClassVar[bool] = True
     #: the torch-fused step with a trust ratio runs in row blocks of about this many bytes of
@@ -213,9 +213,9 @@ class LocalAdaptive:
              delta_from=None):
         """The step; a fast form where one applies (numeric constants), else
         :meth:`reference_step`. In order: the compiled form (:mod:`sims.compiled`, opt-in; one
-        in-place pass); the one-pass C kernel (:mod:`sims.native.adaptive`,
+        in-place pass); the one-pass C kernel (:mod:`sims.accel.native.adaptive`,
         :attr:`native_step`; every option of the rule, masks too);
-        :meth:`_torch_fused_step`; the eager :func:`sims.optim.local_adaptive_step` (fewer
+        :meth:`_torch_fused_step`; the eager :func:`sims.rules.optim.local_adaptive_step` (fewer
         passes over ``[B, d]`` than the readable rule). ``owned``: what of ``theta`` and the
         state is the caller's to overwrite (a :class:`sims.ownership.Owned` from the engine's
         flags, :func:`sims.ownership.step_owned`; a bool: all or nothing). ``ga``: the
@@ -303,7 +303,7 @@ class LocalAdaptive:
         ``vhat_scale = c2`` (``[B, 1]``, this step's), and the next step rescales it once, in
         place on owned state, by ``c2' / c2`` (a new tensor on a round's first step, where
         ``vhat`` is the broadcast's, never owned); every other reader unscales it first
-        (:func:`sims.optim.unscaled_vhat`).
+        (:func:`sims.rules.optim.unscaled_vhat`).
 
         The amendment (``alpha != 1``) is the kernel at rate ``lr alpha`` and one more pass
         ``- lr (1 - alpha) g_a`` (from the server rows with :class:`ReplicaRows`: ``theta``
@@ -363,7 +363,7 @@ class LocalAdaptive:
         """:meth:`_torch_fused_step` with a trust ratio (Fed-LAMB line 13), one block of rows
         at a time (about :attr:`trust_block_bytes` of each operand): the kernel steps a zeroed
         scratch block at rate ``-1``, leaving ``u = m_c / sqrt(vhat)`` in it, and
-        :func:`sims.optim.trust_step` takes the block's layer-wise step from it (in place on
+        :func:`sims.rules.optim.trust_step` takes the block's layer-wise step from it (in place on
         an owned ``theta``; ``owned`` a :class:`sims.ownership.Owned`, ``vhat`` the one to
         step: ``state["vhat"]`` rescaled, or as is). The scratch block and ``theta``'s block
         stay in the cache between the kernel, the layer norms and the step, so ``u`` never
@@ -408,7 +408,7 @@ class LocalAdaptive:
     def reference_step(self, theta, g, state, mask, lr, layout, seg=None, ga=None):
         """The rule as written in the class docstring (what the fast form is tested
         against). A ``vhat`` kept scaled by the torch-fused step is unscaled first
-        (:func:`sims.optim.unscaled_vhat`)."""
+        (:func:`sims.rules.optim.unscaled_vhat`)."""
         state, ga = unscaled_vhat(state), gathered(ga)
         if self.weight_decay and self.wd_mode == "coupled":
             g = g + self.weight_decay * theta
@@ -459,7 +459,7 @@ class ReplicaRows:
     times them to a ``[B, d]`` tensor one run of equal replicas at a time with the server row
     broadcast (FedLADA's amendment: ``g_a`` read as ``R`` rows instead of a gathered ``[B, d]``
     tensor every local step); :meth:`rows` is the gathered tensor, for the other forms.
-    ``bcast`` is the engine's lazily gathered broadcast (``sims.engine._ParticipantRows``) or a
+    ``bcast`` is the engine's lazily gathered broadcast (``sims.core.engine._ParticipantRows``) or a
     plain dict of rows (then both are ``bcast[key]``)."""
 
     def __init__(self, bcast, key: str):
@@ -469,7 +469,7 @@ class ReplicaRows:
         return self.bcast[self.key]
 
     def server_rows(self):
-        """``(server [R, d], rep [B])`` (:func:`sims.batching.per_replica`) from the engine's
+        """``(server [R, d], rep [B])`` (:func:`sims.core.batching.per_replica`) from the engine's
         view; None for a plain dict of rows."""
         if getattr(self.bcast, "per_replica", None) is None:
             return None
@@ -486,9 +486,9 @@ class ReplicaRows:
 
 
 def replica_rows(ga):
-    """``ga`` for :func:`sims.native.adaptive.local_adaptive_step`: the server's ``[R, d]``
+    """``ga`` for :func:`sims.accel.native.adaptive.local_adaptive_step`: the server's ``[R, d]``
     rows and each participant's replica for a :class:`ReplicaRows` of the engine's view
-    (:func:`sims.batching.per_replica`), else the ``[B, d]`` rows (or None)."""
+    (:func:`sims.core.batching.per_replica`), else the ``[B, d]`` rows (or None)."""
     if isinstance(ga, ReplicaRows):
         got = ga.server_rows()
         return ga.rows() if got is None else got
@@ -626,7 +626,7 @@ class FedOpt(Algorithm):
         return _masked(mask, new, theta), {"k": k}
 
     def affine_local_sgd(self, bcast, cstate, ctx, steps):
-        """:meth:`local_step` over the whole round as one :class:`sims.optim.AffineSGD`
+        """:meth:`local_step` over the whole round as one :class:`sims.rules.optim.AffineSGD`
         (decay ``lr (alpha (wd_coupled + mu) + wd_decoupled)``, shift ``lr alpha mu theta_t -
         lr (1 - alpha) g_a``) for the engine's fused path, and the local state it leaves
         (``k`` = ``steps``, each participant's number of steps); None for a subclass that
@@ -665,7 +665,7 @@ class FedOpt(Algorithm):
 
 
 def _affine_sgd(alg, bcast, mu, alpha, ga, ctx, correction=None) -> AffineSGD:
-    """The :class:`sims.optim.AffineSGD` of local SGD on ``alpha (g + wd_c theta + mu (theta -
+    """The :class:`sims.rules.optim.AffineSGD` of local SGD on ``alpha (g + wd_c theta + mu (theta -
     theta_t) + correction) + (1 - alpha) g_a`` plus decoupled decay ``wd_d`` (FedOpt's and
     SCAFFOLD's local steps, :meth:`FedOpt.local_step`): decay ``lr (alpha (wd_c + mu) +
     wd_d)``, gradient rate ``lr alpha``, shift ``lr alpha mu theta_t - lr alpha correction -

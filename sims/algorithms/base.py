@@ -3,7 +3,7 @@
 An algorithm is an object with the hooks below. Everything is batched: server tensors
 carry a leading replica axis ``R`` (independent seeds of one configuration run side by
 side), client tensors a leading participant axis ``B`` (all participating clients of all
-replicas in this chunk). The engine (:mod:`sims.engine`) owns the round loop, client
+replicas in this chunk). The engine (:mod:`sims.core.engine`) owns the round loop, client
 sampling, data, gathering and scattering of per-client state, and the per-replica means;
 the algorithm owns the update rules.
 
@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..params import ParamLayout
+from ..core.params import ParamLayout
 
 
 @dataclass
@@ -133,9 +133,9 @@ class Algorithm:
         """The local learning rate when local work is plain SGD through the default hooks,
         else None. The engine then lets a problem fuse gradient and update
         (``problem.local_sgd``), which is equal to the step-by-step path. Under per-replica
-        hyperparameters the rate is a :class:`~sims.algorithms.per_replica.PerReplica`,
+        hyperparameters the rate is a :class:`~sims.experiments.sweep.per_replica.PerReplica`,
         which the engine binds to each participant's own rate."""
-        from ..optim import SGD
+        from ..rules.optim import SGD
         cls = type(self)
         if (cls.local_step is Algorithm.local_step and cls.local_start is Algorithm.local_start
                 and type(self.local_rule) is SGD and not self.needs_anchor_grad

@@ -36,8 +36,8 @@ from typing import ClassVar
 
 import torch
 
-from ..compress import Identity, error_feedback
-from ..optim import SGD, Adam, OptimizerError
+from ..rules.compress import Identity, error_feedback
+from ..rules.optim import SGD, Adam, OptimizerError
 from ..row_source import client_rows
 from .base import Algorithm, masked_rows
 
@@ -128,7 +128,7 @@ class FedEF(Algorithm):
         table of row addresses and writes the residual over them in place, the new state
         handing back those rows (the engine writes nothing back); a stale row (error
         restarting) is read as a shared zero row. Anything else (another compressor, the C
-        kernels off, a plain-dict ``cstate``) gathers them as before (:func:`sims.compress.
+        kernels off, a plain-dict ``cstate``) gathers them as before (:func:`sims.rules.compress.
         error_feedback`). Saves a gather and a write-back of ``[B, d]`` a round. Measured on
         the issue-16 benchmark (one thread; machine shared with other jobs): interleaved
         engine runs in one process, in place against gathered (:attr:`error_rows_in_place`),

@@ -34,8 +34,8 @@ an option for the other reading:
 * (d) averages over the round's participants ``D^r``; the server rate ``eta`` is 1 (line 17's
   plain average) unless set;
 * (e) ``phi(z) = min(max(z, 1e-3), 10)`` (``phi="clip"``; bounded as H4 needs, so layers at 0
-  move), ``"identity"`` for the text's suggestion; see :class:`sims.optim.TrustRatio`;
-* (f) a layer is one parameter tensor (weight and bias separately), :mod:`sims.params`;
+  move), ``"identity"`` for the text's suggestion; see :class:`sims.rules.optim.TrustRatio`;
+* (f) a layer is one parameter tensor (weight and bias separately), :mod:`sims.core.params`;
 * (g) local steps per round are set by the problem (epochs or fixed ``K``);
 * ``m`` persists per client across rounds (line 8's ``m_{r-1,i}``), ``persist_m=False``
   restarts it each round (the ablation); ``v`` persists per client (line 10's ``v_{r-1,i}``)
@@ -67,16 +67,16 @@ from typing import ClassVar
 
 import torch
 
-from ..optim import (AdaptiveRule, OptimizerError, TrustRatio, _is_number, _masked, axpy,
+from ..rules.optim import (AdaptiveRule, OptimizerError, TrustRatio, _is_number, _masked, axpy,
                      full_like, rsqrt_, trust_step, unscaled_vhat)
 from .adaptive import (FedOpt, LocalAdaptive, LocalAdaptiveClients, bits, check_common,
                        describe_dataclass, lr_at, mean_of)
 from .. import compiled
-from ..native import frozen as native_frozen
-from ..batching import per_replica, replica_runs
+from ..accel.native import frozen as native_frozen
+from ..core.batching import per_replica, replica_runs
 from ..ownership import step_owned
 from ..deferred_grad import DeferredGrad
-from ..native import enabled as native_enabled
+from ..accel.native import enabled as native_enabled
 from ..row_source import (RowSource, ZeroRows, client_rows, materialized, materialized_state,
                           server_rows)
 from .base import Algorithm, masked_rows
@@ -329,7 +329,7 @@ class MimeLite(Algorithm):
     lr_decay: float = 1.0
     #: take :meth:`_frozen_step_fast` where it applies (False: the readable rule, for tests)
     fast_frozen: ClassVar[bool] = True
-    #: within the fast form, the C kernel (:mod:`sims.native.frozen`) where it is built
+    #: within the fast form, the C kernel (:mod:`sims.accel.native.frozen`) where it is built
     native_frozen: ClassVar[bool] = True
     #: the fast step's row blocks: about this many bytes of each ``[rows, d]`` operand
     #: (3 rows of the benchmark's float32 MLP; 2 MiB: a block's few operands fit the L3)
@@ -432,14 +432,14 @@ class MimeLite(Algorithm):
 
     def _frozen_step_reference(self, theta, g, bcast, mask, lr, layout, anchor=None):
         """The readable rule: ``g - anchor + c`` (Mime, ``c = bcast["c"]``), ``u = U(g; s)``
-        by :meth:`_advance`, then ``theta - lr u`` (LAMB: :func:`sims.optim.trust_step`);
+        by :meth:`_advance`, then ``theta - lr u`` (LAMB: :func:`sims.rules.optim.trust_step`);
         masked rows keep ``theta``. ``s`` and ``c`` are read as ``[B, d]`` rows, gathered per
         participant."""
         frozen = {k[2:]: v for k, v in bcast.items() if k.startswith("s_")}
         if anchor is not None:
             g = (g - anchor).add_(bcast["c"])               # SVRG correction
         u, _ = self._advance(g, frozen)
-        if self.trust is not None:                 # sims.optim.trust_step: the fast form
+        if self.trust is not None:                 # sims.rules.optim.trust_step: the fast form
             return _masked(mask, trust_step(self.trust, theta, u, layout, lr), theta)
         return _masked(mask, axpy(theta, u, -lr), theta)
 
@@ -476,7 +476,7 @@ class MimeLite(Algorithm):
     def takes_row_sources(self) -> bool:
         """Row sources (:mod:`sims.row_source`): a round's first step reads the server
         models where they are and the last writes the delta, where the C kernel takes the
-        step (:mod:`sims.native.frozen`; the opt-in compiled form off). Mime's anchor
+        step (:mod:`sims.accel.native.frozen`; the opt-in compiled form off). Mime's anchor
         gradient keeps the engine from handing them (``needs_anchor_grad``)."""
         return (self.fast_frozen and self.native_frozen and self._frozen_fast_ok()
                 and native_enabled() and not compiled.enabled())
@@ -501,12 +501,12 @@ class MimeLite(Algorithm):
 
         (Adam: no maximum, 4 passes); Mime's ``g = grad - anchor + c`` adds 2 (``c`` cannot
         fold into ``P``: ``g`` enters squared; no torch op adds three tensors). LAMB
-        variants: ``u = num den`` (1 pass) and :func:`sims.optim.trust_step` on the whole
+        variants: ``u = num den`` (1 pass) and :func:`sims.rules.optim.trust_step` on the whole
         ``u`` (two reads for the layer norms, one step pass).
 
         The server state ``m, P, Q`` (and Mime's ``c``) is one row per *replica*: it is read
-        un-gathered (:func:`sims.batching.per_replica`, ``[R, d]``) and each replica's row is
-        broadcast over its participants' rows (:func:`sims.batching.replica_runs`), so a step
+        un-gathered (:func:`sims.core.batching.per_replica`, ``[R, d]``) and each replica's row is
+        broadcast over its participants' rows (:func:`sims.core.batching.replica_runs`), so a step
         streams only ``theta``, ``g`` (and Mime's anchor gradient) from memory, the replica's
         rows staying in the cache (a plain dict of ``[B, d]`` rows: each row its own replica).
         On the CPU the passes run, within each replica's run, on blocks of rows of about
@@ -528,7 +528,7 @@ class MimeLite(Algorithm):
         src = {k: per_replica(bcast, k)[0] for k in keys}          # the server's [R, d]
         runs = replica_runs(per_replica(bcast, "s_m")[1])
         in_place = owned and mask is None
-        if self.native_frozen and theta.device.type == "cpu":   # one C pass (sims.native)
+        if self.native_frozen and theta.device.type == "cpu":   # one C pass (sims.accel.native)
             p, q = self._frozen_terms(src["s_v"], src["s_vhat"] if r.amsgrad else None)
             got = native_frozen.frozen_step(
                 theta, g, src["s_m"], p, q, runs, lr, b1, b2, anchor=anchor, c=src.get("c"),
@@ -576,7 +576,7 @@ class MimeLite(Algorithm):
 
     def _frozen_blocks(self, device_type: str, B: int, row_bytes: int, runs):
         """The fast step's blocks, ``(rows of [B, d], index of the server's [R, d] tensors)``:
-        on the CPU each replica's run (``runs``, :func:`sims.batching.replica_runs`) in blocks
+        on the CPU each replica's run (``runs``, :func:`sims.core.batching.replica_runs`) in blocks
         of about :attr:`frozen_block_bytes` (``row_bytes`` a row), indexed by the replica;
         other devices one block (one launch per pass): the replica's row where the chunk has
         one, else None (the caller then reads the rows gathered per participant)."""

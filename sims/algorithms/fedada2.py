@@ -29,7 +29,7 @@ m/(sqrt(v) + tau)`` is our ``delta = -Delta`` with ``x - eta m/(sqrt(v) + tau)``
 Decisions on the spec's ambiguities (section 6), with the option for the other reading:
 
 * SM3 covers (6.1): rows and columns of matrices, one set per axis index of a tensor, full
-  accumulators for biases (:class:`sims.optim.SM3Cover`); SM3-II is the default (the
+  accumulators for biases (:class:`sims.rules.optim.SM3Cover`); SM3-II is the default (the
   analysed one, "empirically better"), ``precond="sm3-i"`` the authors' code's choice.
 * SM3-Adam has no pseudo-code: the cover accumulators hold an EMA. SM3-I: ``mu_r = b2 mu_r +
   (1 - b2) max_{j in S_r} g_j^2``, ``nu = min_r mu_r`` (the authors' code); SM3-II:
@@ -68,13 +68,14 @@ from typing import ClassVar
 
 import torch
 
-from .. import compiled, native, torch_fused
-from ..batching import per_replica
+from .. import compiled, torch_fused
+from ..accel import native
+from ..core.batching import per_replica
 from ..deferred_grad import DeferredGrad
-from ..native import sm3 as native_sm3
+from ..accel.native import sm3 as native_sm3
 from ..row_source import RowSource, ServerRows, ZeroRows, materialized
 from ..ownership import Owned, step_owned
-from ..optim import OptimizerError, SM3Cover, _masked, sm3_adagrad_step, sm3_adam_step
+from ..rules.optim import OptimizerError, SM3Cover, _masked, sm3_adagrad_step, sm3_adam_step
 from .adaptive import (FedOpt, bits, check_common, describe_dataclass, server_rule,
                        warmup_scale)
 from .base import Algorithm, masked_rows
@@ -168,18 +169,18 @@ class JointAdaptive(Algorithm):
 
     :meth:`reference_local_step` is this rule as written; :meth:`local_step` takes its fast
     forms, each held to it in float64 by the tests: the SM3-II and the full-preconditioner
-    step with ``z = 1`` in one C pass (:meth:`_native_rows_step`, :mod:`sims.native.sm3`;
+    step with ``z = 1`` in one C pass (:meth:`_native_rows_step`, :mod:`sims.accel.native.sm3`;
     masks, the round's start and the deferred gradient read where they are:
     ``tests/test_fedada2_fast_step.py``, ``tests/test_fedada2_full_native.py``,
     ``tests/test_sm3_cover.py``), torch's fused CPU kernels on lists of rows
     (:meth:`_kernel_rows_step`; both preconditioners where the C kernels are off:
     ``tests/test_torch_fused.py``, ``tests/test_fedada2_fast_step.py``), the opt-in compiled
-    kernels (:mod:`sims.compiled`) and the eager :func:`sims.optim.sm3_adagrad_step` /
-    :func:`sims.optim.sm3_adam_step` (``tests/test_fast_adaptive.py``).
+    kernels (:mod:`sims.compiled`) and the eager :func:`sims.rules.optim.sm3_adagrad_step` /
+    :func:`sims.rules.optim.sm3_adam_step` (``tests/test_fast_adaptive.py``).
     """
     name = "joint-adaptive"
     #: the SM3-II / full-preconditioner client step through the C kernel
-    #: (:mod:`sims.native.sm3`) where it applies (:meth:`_native_rule`) and is built (False:
+    #: (:mod:`sims.accel.native.sm3`) where it applies (:meth:`_native_rule`) and is built (False:
     #: torch's fused kernels / the eager forms)
     native_step: ClassVar[bool] = True
     eta: float = 0.01
@@ -362,7 +363,7 @@ class JointAdaptive(Algorithm):
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         # the SM3-II or full-preconditioner step in one C pass (_native_step,
-        # sims.native.sm3) first: it reads a DeferredGrad (sims.deferred_grad) and
+        # sims.accel.native.sm3) first: it reads a DeferredGrad (sims.deferred_grad) and
         # local_start's row sources (sims.row_source) where they are; then torch's
         # fused kernels (_torch_fused_step: in place, no compile; the full preconditioner,
         # and SM3-II with the cover around the kernel where the C kernels are off); the
@@ -390,7 +391,7 @@ class JointAdaptive(Algorithm):
         grad = materialized(grad)
         if (self.client == "adagrad" and self.delay == 1 and not self.clip
                 and not self.freeze_epochs
-                and not torch.is_tensor(self.eps)):          # sims.optim.sm3_adagrad_step
+                and not torch.is_tensor(self.eps)):          # sims.rules.optim.sm3_adagrad_step
             th, mu, nu = sm3_adagrad_step(self.cover(ctx.layout), theta, grad, lstate["mu"],
                                           self.eta_l, self.eps, self.sm3_ii)
             new = {"k": lstate["k"] + 1, "mu": mu, "nu": nu}
@@ -399,7 +400,7 @@ class JointAdaptive(Algorithm):
         if (self.client == "adam" and self.delay == 1 and not self.clip
                 and not self.freeze_epochs
                 and not any(torch.is_tensor(x) for x in (self.eps, self.beta1, self.beta2))):
-            k = lstate["k"] + 1                         # sims.optim.sm3_adam_step
+            k = lstate["k"] + 1                         # sims.rules.optim.sm3_adam_step
             c1 = c2 = None
             if self.bias_correction:
                 updates = k + ctx.t if self.init == "server" else k
@@ -461,13 +462,13 @@ class JointAdaptive(Algorithm):
                 and native.library() is not None)
 
     def _native_rule(self) -> bool:
-        """Whether the client step is :mod:`sims.native.sm3`'s rule: AdaGrad / Adam with the
+        """Whether the client step is :mod:`sims.accel.native.sm3`'s rule: AdaGrad / Adam with the
         SM3-II or the full preconditioner updated at every step (``z = 1``, no freezing, no
         clipping, no warm-up) and numeric constants, with or without bias correction (one
         count for ``m`` and another for ``nu``: DJA's ``k + t`` too), where
         :attr:`native_step` is on.
 
-        The full preconditioner (every layer a vector, :class:`sims.optim.SM3Cover` with
+        The full preconditioner (every layer a vector, :class:`sims.rules.optim.SM3Cover` with
         ``full=True``) alone was measured about as fast through torch's fused kernels (one
         thread, ``[25, 159010]`` float32, in place, caches flushed, fastest of 15: C 1.24 /
         2.04 ms, torch 1.20 / 1.73 ms for AdaGrad / Adam; the C loop now 1.15-1.2 / 1.6-1.7 ms);
@@ -543,7 +544,7 @@ class JointAdaptive(Algorithm):
 
     def _native_rows_step(self, theta, grad, st, rows, owned, ctx, out=None, delta_from=None):
         """One SM3-II or full-preconditioner client step of the rows ``rows`` (``[n]``
-        indices; None: every row) in one C pass (:func:`sims.native.sm3.sm3_step`, rule in
+        indices; None: every row) in one C pass (:func:`sims.accel.native.sm3.sm3_step`, rule in
         ``sims/native/sm3.c``): the fast form of :meth:`reference_local_step` where
         :meth:`_native_rule` holds, held to it in float64 by
         ``tests/test_fedada2_fast_step.py`` and ``tests/test_fedada2_full_native.py``. The
@@ -635,10 +636,10 @@ class JointAdaptive(Algorithm):
         run): 1.09-1.25x faster than with the compiled kernel. SM3-II (the opt-in compiled
         kernel first), same shapes, owned state, caches flushed before each call (as a round's
         gradient work leaves them), fastest of 15: AdaGrad 3.4 ms (eager
-        :func:`sims.optim.sm3_adagrad_step` 5.9 ms), Adam 4.1 ms (eager
-        :func:`sims.optim.sm3_adam_step` 7.7 ms); of which the kernel 1.5 / 2.0 ms,
+        :func:`sims.rules.optim.sm3_adagrad_step` 5.9 ms), Adam 4.1 ms (eager
+        :func:`sims.rules.optim.sm3_adam_step` 7.7 ms); of which the kernel 1.5 / 2.0 ms,
         ``cover_min`` 0.5 ms and ``cover_max`` 1.3-1.8 ms; ``cover_max`` is now
-        :meth:`sims.optim.SM3Cover.cover_max_nonneg` (``nu >= 0``: integer-view maxima, the
+        :meth:`sims.rules.optim.SM3Cover.cover_max_nonneg` (``nu >= 0``: integer-view maxima, the
         large layer participant by participant), 0.77 ms for the first layer where
         ``cover_max`` took 1.8: the benchmark's FedAda2 / FedAda2-Adam local step went from
         37.5 / 43.1 to 26.9 / 33.8 ms a round."""
@@ -673,7 +674,7 @@ class JointAdaptive(Algorithm):
         written into the preconditioner's own buffer, and turns it into this step's ``nu``
         (``cover_min(mu) + g^2``; Adam ``b2 cover_min(mu) + (1 - b2) g^2``) as it steps;
         ``mu = cover_max(nu)`` (each layer's row and column maxima, by
-        :meth:`sims.optim.SM3Cover.cover_max_nonneg`) follows. Passes over the rows (Adam /
+        :meth:`sims.rules.optim.SM3Cover.cover_max_nonneg`) follows. Passes over the rows (Adam /
         AdaGrad): ``cover_min`` 1 write, the kernel 4 / 3 reads and 3 / 2 writes, the cover
         maxima 1 read (the large layer's second reduction reads from the cache); a subset of rows adds writing ``nu`` back (1
         read, 1 write)."""
@@ -1013,7 +1014,7 @@ class FedAda2Blend(JointAdaptive):
         delays, clipping, or any member while those kernels are off) is
         handed its rows gathered, steps them through its own :meth:`JointAdaptive.local_step`
         and has them written back. Per-replica hyperparameters (``[B, 1]`` rows bound to the
-        whole chunk, :mod:`sims.algorithms.per_replica`) take the reference form."""
+        whole chunk, :mod:`sims.experiments.sweep.per_replica`) take the reference form."""
         if any(torch.is_tensor(getattr(member, f.name)) for member in self.members
                for f in dataclasses.fields(member)):
             return self.reference_local_step(theta, grad, lstate, bcast, cstate, mask, ctx)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..optim import OptimizerError, _masked, full_like
+from ..rules.optim import OptimizerError, _masked, full_like
 from ..ownership import step_owned
 from ..row_source import ScaledRows, ZeroRows, server_rows
 from .adaptive import (FedOpt, LocalAdaptive, LocalAdaptiveClients, ParticipantTally,
@@ -161,7 +161,7 @@ class Scaffold(ParticipantTally, Algorithm):
         return _masked(mask, new, theta), new_state
 
     def affine_local_sgd(self, bcast, cstate, ctx, steps):
-        """:meth:`local_step` over the whole round as one :class:`sims.optim.AffineSGD`
+        """:meth:`local_step` over the whole round as one :class:`sims.rules.optim.AffineSGD`
         (decay ``lr wd``, shift ``-lr alpha (c - c_i)``) for the engine's fused path, and the
         local state it leaves; None for option I (it needs the first step's gradient)."""
         if self.control != "II" or type(self).local_step is not Scaffold.local_step:

@@ -5,7 +5,7 @@ Names (``list_algorithms()`` prints them with their papers):
 * Fed-EF (Li & Li; :class:`sims.algorithms.fed_ef.FedEF`): ``fed-ef-sgd``, ``fed-ef-ams``
   (error feedback), ``fed-direct-sgd``, ``fed-direct-ams`` (compression without error
   feedback, Alg. 1), ``fed-sgd`` (full precision, server SGD with ``eta = 1``: FedAvg, also
-  Fed-LAMB's Fed-SGD). ``compressor`` is a :func:`sims.compress.make_compressor` spec
+  Fed-LAMB's Fed-SGD). ``compressor`` is a :func:`sims.rules.compress.make_compressor` spec
   (``"topk-0.01"``, ``"sign"``, ``"hvsign-0.1"``, ``"stoc-2"``, ``"full"``) and ``scope``
   its block (``"layer"`` or ``"model"``).
 * Fed-LAMB family: ``fed-ams``, ``fed-lamb``, ``adp-fed``, ``mimelite``, ``mimelite-lamb``,
@@ -27,8 +27,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
-from ..compress import CompressorError, make_compressor
-from ..optim import OptimizerError
+from ..rules.compress import CompressorError, make_compressor
+from ..rules.optim import OptimizerError
 from .fed_ef import FedEF
 from .fed_lamb import AdpFed, FedAMS, FedLAMB, Mime, MimeLAMB, MimeLite, MimeLiteLAMB
 from .fedada2 import (DirectJoint, FedAda2, FedAda2Adam, FedAda2Blend, FedAdaAdagrad,

@@ -21,7 +21,7 @@ clip=0.1, noise_multiplier=1.0)``) and delegates every hook to it, adding two th
 ``numpy.random.default_rng([s, t, DP_STREAM])`` (:func:`noise_rng`): reproducible from the
 run's seed and round, independent of batching, and a stream of its own (the engine's draws of
 participants and minibatches use ``[s, t]``). The seeds reach ``server_step`` through
-``ctx.extra["seeds"]`` (:func:`sims.engine.run` puts them there).
+``ctx.extra["seeds"]`` (:func:`sims.core.engine.run` puts them there).
 
 ``clip = inf`` and ``noise_multiplier = 0`` leave every message and mean untouched: the run is
 bit-for-bit the wrapped algorithm's (tests hold every registry algorithm to this).
@@ -198,7 +198,7 @@ class Private(Algorithm, ParticipantTally):
         seeds = ctx.extra.get("seeds")
         if seeds is None or len(seeds) != len(mean_message):
             raise PrivacyError("the DP noise needs the run's seeds in ctx.extra['seeds'] "
-                               "(sims.engine.run provides them)")
+                               "(sims.core.engine.run provides them)")
         keys = sorted(sums)
         msg = mean_message.clone()
         out = {k: sums[k].clone() for k in keys}

@@ -29,7 +29,7 @@ gradient, held to stepping through ``stoch_grad`` in tests:
 
 Either may return None to decline (the engine then steps through ``stoch_grad``). ``lr`` is
 a float, or a ``[B, 1]`` tensor with each participant's own rate (a per-replica learning rate
-of a batched grid, :mod:`sims.algorithms.per_replica`).
+of a batched grid, :mod:`sims.experiments.sweep.per_replica`).
 """
 from .neural import NeuralProblem  # noqa: F401
 from .quadratic import NoiseLaw, QuadraticProblem  # noqa: F401

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..batching import start_minus, start_rows
+from ..core.batching import start_minus, start_rows
 from .linear_stack import lr_scale, relu_backward, sgd_step_
 from .mlp_grad import _onednn, onednn_big, use_onednn
 
@@ -85,7 +85,7 @@ def gram_sgd_delta(server: torch.Tensor, rep: torch.Tensor, clients: torch.Tenso
     ``payload[B, S, b]`` holds step ``s``'s sample indices (-1 = padding), ``y`` and ``w``
     (0 = padding) the labels and weights in the same shape; every sample of row ``j`` must
     belong to client ``clients[j]``. The model is a stack of at least two Linear layers
-    with ReLU between them (``sims.models.MLP``).
+    with ReLU between them (``sims.problems.models.MLP``).
 
     The two per-client products with the client's whole data (``X [W_0, b_0]^T`` and
     ``G^T X``) go through oneDNN in float32 on the CPU (the rule and wrapper of

@@ -13,12 +13,12 @@ import numpy as np
 import torch
 
 from ..data import load_dataset, partition, subset_of_clients
-from ..models import make_model
+from .models import make_model
 from .conv import ConvProblem, stratified_test_subset
 from .neural import NeuralProblem
 
 #: Models built as :class:`sims.problems.conv.ConvProblem` (see :func:`build_image_problem`);
-#: ``mnist-cnn``, ``cifar-cnn``, ``resnet9``: Fed-LAMB's nets (spec 3.2, :mod:`sims.models`).
+#: ``mnist-cnn``, ``cifar-cnn``, ``resnet9``: Fed-LAMB's nets (spec 3.2, :mod:`sims.problems.models`).
 CONV_MODELS = ("cnn", "resnet18", "mnist-cnn", "cifar-cnn", "resnet9")
 
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..batching import replica_runs, start_minus, start_rows
+from ..core.batching import replica_runs, start_minus, start_rows
 
 
 def is_linear_stack(model: nn.Module) -> bool:
     """True for modules whose parameters are (weight, bias) pairs of Linear layers applied
-    in order with ReLU between (``sims.models.LogReg`` and ``sims.models.MLP``)."""
-    from ..models import MLP, LogReg
+    in order with ReLU between (``sims.problems.models.LogReg`` and ``sims.problems.models.MLP``)."""
+    from .models import MLP, LogReg
     return type(model) in (LogReg, MLP)
 
 
@@ -112,7 +112,7 @@ def linear_stack_sgd_(theta: torch.Tensor, layout, minibatch, steps: int,
     32 MiB chunk of clients stays in this machine's L3 between steps.)
 
     Local SGD with linear extras (issue 16: weight decay, FedProx's proximal term, SCAFFOLD's
-    and FedCM's corrections, :class:`sims.optim.AffineSGD`): each step is
+    and FedCM's corrections, :class:`sims.rules.optim.AffineSGD`): each step is
     ``theta <- (1 - decay) theta - lr g(theta) + shift``, ``decay`` a number or ``[B, 1]``,
     ``shift`` ``[B, d]``; the decay rides on the weight update (``baddbmm_``'s ``beta``) and
     the shift is one more pass. ``step_mask[B, steps]`` (False: the client takes no step)

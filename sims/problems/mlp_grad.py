@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from ..batching import replica_runs
+from ..core.batching import replica_runs
 from ..deferred_grad import DeferredGrad
 from ..row_source import ServerRows
 from .linear_stack import _logit_grad, relu_backward

@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from ..batching import start_minus, start_rows
-from ..params import ParamLayout
+from ..core.batching import start_minus, start_rows
+from ..core.params import ParamLayout
 from ..row_source import materialized
 from .gram_sgd import ClientGram, gram_sgd_delta
 from .linear_stack import (is_linear_stack, linear_stack_grad, linear_stack_logits,
@@ -52,7 +52,7 @@ class NeuralProblem:
         self.batch_size, self.local_epochs, self.local_steps = batch_size, local_epochs, local_steps
         self.device, self.dtype, self.eval_chunk = torch.device(device), dtype, eval_chunk
         self.model = model.to(self.device, dtype)
-        self.model.train()  # only dropout depends on the mode (no BatchNorm, see sims.models)
+        self.model.train()  # only dropout depends on the mode (no BatchNorm, see sims.problems.models)
         self.layout = ParamLayout.from_module(self.model)
         self.d = self.layout.d
         self.x = dataset.x_train.to(self.device, dtype)
@@ -262,7 +262,7 @@ class NeuralProblem:
     def local_sgd_affine(self, server: torch.Tensor, rep: torch.Tensor, clients,
                          payload: torch.Tensor, step_mask: torch.Tensor, rule):
         """:meth:`local_sgd_delta` for local SGD with linear extras
-        (:class:`sims.optim.AffineSGD`: weight decay, proximal term, SCAFFOLD / FedCM
+        (:class:`sims.rules.optim.AffineSGD`: weight decay, proximal term, SCAFFOLD / FedCM
         corrections), or None. Plain SGD takes :meth:`local_sgd_delta` (the Gram path where
         it is chosen); otherwise gathered copies train in place
         (:func:`linear_stack_sgd_` with ``decay`` and ``shift``)."""
@@ -294,7 +294,7 @@ class NeuralProblem:
         samples; a block's :meth:`stoch_grad` (the mean over its valid samples) is weighted
         by its share of the client's samples. Rows and blocks are sized to keep the gathered
         inputs and the ``[rows, d]`` outputs near the engine's chunk budget."""
-        from .._malloc import CHUNK_BYTES
+        from ..core.malloc import CHUNK_BYTES
         parts = [self.parts[int(c)] for c in clients.tolist()]
         width = max(len(p) for p in parts)
         index = np.full((len(parts), width), -1, dtype=np.int64)

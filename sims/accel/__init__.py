@@ -1,0 +1,1 @@
+"""Acceleration: the fast forms of the update rules, behind one interface."""

@@ -1,0 +1,1 @@
+"""The sequential references: every algorithm written plainly, one client at a time."""

@@ -1,0 +1,3 @@
+"""Results storage: tidy results with provenance (:mod:`.results`), the run store that
+decides what is reused (:mod:`.runstore`), a run's code identity (:mod:`.identity`) and the
+per-run locks (:mod:`.locks`)."""

@@ -1,0 +1,196 @@
+"""Tidy results with provenance, written atomically.
+
+A run's curves become a long table, one row per (run, seed, round, metric), with the run's
+parameters as extra columns, so plotting is a ``groupby``. Every results file has a JSON
+record beside it with the config, seeds, package versions, git commit and wall time.
+Files are written to a temporary name and renamed into place, so an interrupted run never
+leaves a half-written file that a later run could mistake for a result.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+PACKAGES = ("torch", "numpy", "scipy", "sympy", "pandas", "matplotlib", "seaborn")
+
+
+class ResultsError(ValueError):
+    """A saved results file that cannot be trusted (one line, naming the file)."""
+
+
+def tidy(output, run: str, params: dict | None = None) -> pd.DataFrame:
+    """A :class:`sims.core.engine.RunOutput` as a long table (``diverged_at``: the replica's
+    divergence round from ``output.diverged_at``, NaN when it stayed healthy)."""
+    frames = []
+    diverged = getattr(output, "diverged_at", None) or [None] * len(output.seeds)
+    for name, values in output.metrics.items():
+        rounds = output.rounds[name]
+        for r, seed in enumerate(output.seeds):
+            frames.append(pd.DataFrame({"run": run, "seed": seed, "round": rounds,
+                                        "metric": name, "value": values[r],
+                                        "diverged_at": (np.nan if diverged[r] is None
+                                                        else float(diverged[r]))}))
+    df = pd.concat(frames, ignore_index=True)
+    for key, val in (params or {}).items():
+        df[key] = val if np.isscalar(val) or val is None else str(val)
+    return df
+
+
+def git_commit(cwd: str | os.PathLike | None = None) -> str:
+    root = Path(cwd or Path(__file__).resolve().parent)
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                             text=True, timeout=10)
+        commit = out.stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True, timeout=10).stdout
+        return commit + ("-dirty" if dirty.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def versions() -> dict[str, str]:
+    from .identity import package_versions
+    return {**package_versions(PACKAGES), "platform": platform.platform()}
+
+
+def run_context(started: float | None = None) -> dict:
+    """Where and how a run was computed: command line, start time (UTC, ISO 8601), host,
+    torch's intra-op thread count, which fast local-step forms were on (the compiled ones,
+    torch's fused kernels, the C kernels: they change results at the rounding level only),
+    process id, and the GPU libraries that change numerics on a GPU (CUDA, cuDNN, the GPU's
+    name; None on a CPU-only build). The package versions that change numerics everywhere
+    are in the code identity (:mod:`sims.store.identity`)."""
+    import torch
+
+    from .. import compiled, torch_fused
+    from ..accel import native
+    started = time.time() if started is None else started
+    libs = {"cuda": torch.version.cuda, "cudnn": (torch.backends.cudnn.version()
+                                                  if torch.backends.cudnn.is_available() else None),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    return {"command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "host": socket.gethostname(), "threads": torch.get_num_threads(),
+            "compiled_steps": compiled.enabled(),      # sims.compiled (opt-in)
+            "torch_fused_steps": torch_fused.enabled(),  # sims.torch_fused (default on)
+            "native_kernels": native.status(),         # sims.accel.native (default on)
+            "pid": os.getpid(), "device_libraries": libs}
+
+
+def provenance(config, seeds, wall_time: float, extra: dict | None = None,
+               started: float | None = None) -> dict:
+    """The JSON record of a run: config, seeds, package versions, commit, code identity
+    (:func:`sims.store.identity.code_identity`), :func:`run_context` and ``extra``. ``started``
+    (a ``time.time()``) defaults to now minus ``wall_time``."""
+    from .identity import code_identity
+    cfg = asdict(config) if is_dataclass(config) else dict(config)
+    started = time.time() - wall_time if started is None else started
+    return {"config": _jsonable(cfg), "seeds": [int(s) for s in seeds],
+            "versions": versions(), "commit": git_commit(), "code": code_identity(),
+            **run_context(started), "wall_time_s": round(wall_time, 3),
+            **_jsonable(extra or {})}
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return repr(obj)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, fsync it, rename it into place and
+    fsync the folder: ``path`` is either the old file or the whole new one, also after a
+    crash or power loss."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def table_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def save_run(df: pd.DataFrame, record: dict, path: Path) -> None:
+    """Write ``path`` (CSV) and ``path.with_suffix('.json')``; the JSON goes last, and a
+    results file counts as finished only when its JSON record exists. The record gains
+    ``table: {rows, sha256}`` of the CSV as written."""
+    path = Path(path)
+    data = df.to_csv(index=False).encode()
+    record = {**record, "table": {"file": path.name, "rows": int(len(df)),
+                                  "sha256": table_digest(data)}}
+    path.with_suffix(".json").unlink(missing_ok=True)   # the old record no longer vouches
+    atomic_write_bytes(path, data)
+    atomic_write_bytes(path.with_suffix(".json"), json.dumps(record, indent=1).encode())
+
+
+def load_run(path: Path) -> tuple[pd.DataFrame, dict] | None:
+    """A finished run, or None when it is absent or incomplete (no record, or a record that
+    is not JSON). A table that does not match its record's row count and checksum raises
+    :class:`ResultsError` (one line naming the file): it is never read as a result."""
+    path = Path(path)
+    meta = path.with_suffix(".json")
+    if not (path.exists() and meta.exists()):
+        return None
+    try:
+        record = json.loads(meta.read_text())
+        data = path.read_bytes()
+    except (ValueError, OSError):
+        return None
+    table = record.get("table") if isinstance(record, dict) else None
+    if table and table.get("sha256") and table_digest(data) != table["sha256"]:
+        raise ResultsError(f"{path}: the table does not match its record {meta.name} "
+                           "(truncated or edited; checksum differs); delete both files to "
+                           "recompute the run")
+    try:
+        df = pd.read_csv(path)
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        raise ResultsError(f"{path}: cannot read the table ({' '.join(str(exc).split())}); "
+                           "delete it and its record to recompute the run") from None
+    if table and "rows" in table and len(df) != table["rows"]:
+        raise ResultsError(f"{path}: {len(df)} rows, its record {meta.name} says "
+                           f"{table['rows']}; delete both files to recompute the run")
+    return df, record
