@@ -22,8 +22,15 @@ piece saves 9% of the round). Pieces (arms):
 * ``compiled``: the opt-in compiled steps on (compiling in the untimed first round;
   ``gain`` < 1 means the compiled steps were faster).
 
+``--alternate N``: instead, one engine run of ``2 N + 1`` rounds per algorithm and arm
+with the piece switched off and on from round to round (the first round, which builds
+caches, not counted); ``gain`` is the median over the ``N`` adjacent (off, on) pairs of
+their seconds' ratio: the pairs are a fraction of a second apart, so the load of other jobs
+on a shared machine cancels.
+
 Prints one JSON line. ``python benchmarks/pieces_ab.py --old /tmp/old-a1a3221 [--threads
-1] [--repeats 3] [--rounds 4] [--algorithms a,b] [--arms native,row_sources,...]``.
+1] [--repeats 3] [--rounds 4] [--alternate N] [--algorithms a,b] [--arms
+native,row_sources,...]``.
 """
 from __future__ import annotations
 
@@ -51,14 +58,15 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--algorithms", default=",".join(DEFAULT_ALGORITHMS))
     ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--alternate", type=int, default=0,
+                    help="pairs of rounds switched off / on within one run (0: whole runs)")
     args = ap.parse_args(argv)
     old = Path(args.old).resolve()
     if not (old / "sims" / "row_source.py").exists():
         raise SystemExit(f"pieces_ab.py: error: {old} is not a checkout of a1a3221")
     sys.path.insert(0, str(old))
     import torch
-    from sims import compiled, torch_fused
-    from sims.accel import native
+    from sims import compiled, native, torch_fused      # (the a1a3221 layout)
     from sims.algorithms import adaptive, fed_ef, fed_lamb, fedada2
     from sims.problems.neural import NeuralProblem
     sys.path.insert(0, str(old / "benchmarks"))
@@ -128,6 +136,9 @@ def main(argv=None):
     w = bench.WORKLOAD
     problem = bench.make_problem(w)
     load_start = os.getloadavg()
+    if args.alternate:
+        return alternate(args, names, arms, arm_context, bench, problem, w, load_start, torch,
+                         native)
     on = {n: [] for n in names}
     off = {a: {n: [] for n in names} for a in arms}
     for _ in range(args.repeats):
@@ -148,6 +159,50 @@ def main(argv=None):
         "native": native.status(),
         "commit": "a1a3221", "workload": "benchmarks/algorithms_vs_loop.py WORKLOAD",
     }
+    print(json.dumps(out))
+    return out
+
+
+def alternate(args, names, arms, arm_context, bench, problem, w, load_start, torch, native):
+    """The ``--alternate`` measurement (module docstring)."""
+    import numpy as np
+    from sims import engine                            # (the a1a3221 layout)
+    from sims.participation import Participation
+    from sims.algorithms.registry import make_for_problem
+
+    def paired(name, arm):
+        ctx = {"cm": None}
+
+        def progress(t):                    # after round t: switch for round t + 1
+            if ctx["cm"] is not None:
+                ctx["cm"].__exit__(None, None, None)
+                ctx["cm"] = None
+            if t % 2 == 1:                  # rounds 2, 4, ... (1-based) run with it off
+                ctx["cm"] = arm_context(arm)
+                ctx["cm"].__enter__()
+        alg = make_for_problem(name, problem)
+        try:
+            out = engine.run(problem, alg, Participation("fixed", m=w["m"]),
+                             2 * args.alternate + 1, [0], eval_every=0, progress=progress)
+        finally:
+            if ctx["cm"] is not None:
+                ctx["cm"].__exit__(None, None, None)
+        sec = np.diff(np.concatenate([[0.0], out.metrics["wall_time"][0]]))[1:]
+        on, off = sec[1::2], sec[0::2]      # round 2, 4, ... off; 3, 5, ... on
+        n = min(len(on), len(off))
+        return np.median(off[:n] / on[:n]), float(np.median(on)), float(np.median(off))
+
+    gain, sec_on, sec_off = {}, {}, {}
+    for arm in arms:
+        gain[arm], sec_off[arm] = {}, {}
+        for name in names:
+            g, on, off = paired(name, arm)
+            gain[arm][name], sec_off[arm][name] = round(float(g), 3), round(off, 6)
+            sec_on.setdefault(name, round(on, 6))
+    out = {"gain": gain, "seconds_per_round": sec_on, "seconds_per_round_off": sec_off,
+           "pairs": args.alternate, "threads": torch.get_num_threads(),
+           "load_average_start_end": [round(load_start[0], 2), round(os.getloadavg()[0], 2)],
+           "native": native.status(), "commit": "a1a3221", "mode": "alternate"}
     print(json.dumps(out))
     return out
 

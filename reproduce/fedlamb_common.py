@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sims.algorithms.base import RoundContext
+from sims.core.context import RoundContext
 from sims.algorithms.fed_lamb import PRINTED
 from sims.algorithms.registry import make_algorithm
-from sims.rules.optim import layer_norms, layer_segments
+from sims.rules.trust import layer_norms
 from sims.core.participation import Participation
 from sims.experiments.sweep import Axis, Grid
 from sims.experiments.sweep.grid import GridError, parse_axis
@@ -186,7 +186,6 @@ class ConsensusObserver:
         alg, problem = view.algorithm, view.problem
         layout, theta_prev = problem.layout, server["theta"]
         dev, dtype = theta_prev.device, theta_prev.dtype
-        seg = layer_segments(layout, dev)
         lr = alg.eta_l * alg.lr_decay ** (view.t - 1)
         R = theta_prev.shape[0]
         out = {k: np.full(R, math.nan) for k in ("t5_ratio", "t5_steps_ratio", "t5_replay_err")}
@@ -207,12 +206,12 @@ class ConsensusObserver:
             walked = torch.zeros(len(cli), len(layout.sizes), dtype=torch.float64, device=dev)
             for k in range(payload.shape[1]):
                 m = mask[:, k]
-                phi = layer_norms(th, layout, seg).clamp(alg.phi_min, alg.phi_max)
+                phi = layer_norms(th, layout).clamp(alg.phi_min, alg.phi_max)
                 walked += (lr * phi * m.unsqueeze(-1)).double()
                 g = problem.stoch_grad(th, cli, payload[:, k])
                 th, lstate = alg.local_step(th, g, lstate, b_cast, c_state,
                                             None if bool(m.all()) else m, ctx)
-            drift = layer_norms(th - start, layout, seg).double()
+            drift = layer_norms(th - start, layout).double()
             steps = mask.sum(1).double().unsqueeze(-1)
             out["t5_ratio"][r] = float((drift / (lr * steps * alg.phi_max)).max())
             out["t5_steps_ratio"][r] = float((drift / walked.clamp_min(1e-300)).max())

@@ -12,19 +12,19 @@ import numpy as np
 import pytest
 import torch
 
-from sims.algorithms.fed_lamb import (AdpFed, FedAMS, FedLAMB, Mime, MimeLAMB, MimeLite,
-                                      MimeLiteLAMB)
+from sims.algorithms.baselines import (AdpFed, FedAdaGrad, FedAdam, FedAdamCM, FedAvg,
+                                       FedAvgM, FedCM, FedProx, FedYogi, LocalYogi, Mime,
+                                       MimeLite, Scaffold)
+from sims.algorithms.fed_lamb import FedAMS, FedLAMB, MimeLAMB, MimeLiteLAMB
 from sims.algorithms.fedada2 import (DirectJoint, FedAda2, FedAda2Adam, FedAda2Blend,
-                                     FedAdaAdagrad, FedAdaAdam, FedAdaGrad, FedYogi,
-                                     JointNoPrecond)
-from sims.algorithms.fedlada import (FedAdam, FedAdamCM, FedAvg, FedCM, FedLADA, FedProx,
-                                     LocalAdam, Scaffold)
+                                     FedAdaAdagrad, FedAdaAdam, JointNoPrecond)
+from sims.algorithms.fedlada import FedLADA, LocalAdam
 from sims.core.engine import run
 from sims.problems.models import MLP
 from sims.core.participation import Participation
 from sims.problems.neural import NeuralProblem
 from sims.problems.quadratic import heterogeneous_quadratic
-from sims.reference.algorithms import run_reference
+from sims.reference import run_reference
 from conftest import random_dataset
 
 
@@ -54,6 +54,8 @@ def mlp_small():
 ALGORITHMS = {
     # FedLADA family
     "fedavg": lambda n: FedAvg(eta=0.9, eta_l=0.05),
+    "fedavgm": lambda n: FedAvgM(eta=0.9, eta_l=0.05, beta=0.8),
+    "local-yogi": lambda n: LocalYogi(eta_l=0.05),
     "fedprox": lambda n: FedProx(eta_l=0.05, mu=0.3),
     "fedcm-wd-decay": lambda n: FedCM(eta_l=0.05, weight_decay=0.01, lr_decay=0.9),
     "fedcm-decoupled": lambda n: FedCM(eta_l=0.05, weight_decay=0.01, wd_mode="decoupled"),

@@ -3,8 +3,15 @@
 What a client computes is the algorithm's business (:mod:`sims.algorithms.base`); how the
 clients are executed is the engine's. All participating clients of all replicas (independent
 seeds of one configuration) run together as one batch of flat parameter vectors, split in
-chunks of at most ``max_batch`` clients to bound memory. ``sims.reference.fed_ef`` runs the same
+chunks of at most ``max_batch`` clients to bound memory. :mod:`sims.reference` runs the same
 rounds one client at a time with plain code; tests hold this path to it in float64.
+
+Execution: once per run the engine asks :func:`sims.accel.executor` for the run's executor
+(the readable rules, or fast forms planned per rule on the CPU) and hands it to every hook
+as ``ctx.run``. The engine owns the buffers a local step writes: ``theta`` is the chunk's
+own copy of the server models, and from a round's second local step on the local state is
+what the previous step returned (``ctx.owned``); the first step's state is the algorithm's
+``local_start``, which a step never overwrites.
 
 Randomness: round ``t`` of the replica with seed ``s`` draws everything it needs (the
 participants, every participant's minibatches or noise, a stochastic compressor's uniforms)
@@ -31,13 +38,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from . import malloc as _malloc
+from .. import accel
 from . import checkpoint as _ckpt
-from ..algorithms.base import RoundContext
-from ..experiments.sweep.per_replica import PerReplica
+from . import malloc as _malloc
 from .batching import plan_chunks, replica_runs, start_minus, start_rows
+from .context import RoundContext
 from .participation import Participation
-from ..row_source import DeltaRequest, ScaledRows, ServerRows, SlotRows, materialized
 
 
 @dataclass
@@ -147,13 +153,12 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
         checkpoint=None) -> RunOutput:
     """Run ``rounds`` rounds of ``algorithm`` on ``problem`` for every seed, batched.
 
-    With ``fused`` (default), plain local SGD on a problem that offers ``local_sgd_delta``
-    or ``local_sgd`` runs gradient and update fused (for stacks of Linear layers
-    :func:`sims.problems.linear_stack.linear_stack_sgd_delta`), and so does local SGD with
-    linear extras (weight decay, proximal term, SCAFFOLD / FedCM corrections) of an
-    algorithm whose class offers ``affine_local_sgd`` on a problem with ``local_sgd_affine``
-    (:class:`sims.rules.optim.AffineSGD`);
-    ``fused=False`` always steps through ``stoch_grad`` and the algorithm's ``local_step``.
+    With ``fused`` (default), a local round of SGD, plain or with linear terms (weight
+    decay, proximal term, SCAFFOLD / FedCM corrections), runs gradient and update fused on a
+    problem that offers it (``local_sgd_delta``, ``local_sgd_affine``; for stacks of Linear
+    layers :func:`sims.problems.linear_stack.linear_stack_sgd_delta`), where the run's
+    executor plans it (:mod:`sims.accel`); ``fused=False`` always steps through
+    ``stoch_grad`` and the algorithm's ``local_step``.
     ``observers`` are callables ``obs(view: RoundView) -> dict[name, values[R]]`` run every
     ``obs.every`` rounds (default 1) and after the last, and once at ``t = 0`` before the
     first round when ``obs.at_start`` is true (default false); their values become metrics
@@ -185,6 +190,7 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
     device, dtype = theta0.device, theta0.dtype
     if max_batch is None:  # keep a [chunk, d] tensor under glibc's mmap threshold
         max_batch = int(min(4096, max(8, _malloc.CHUNK_BYTES // (d * theta0.element_size()))))
+    executor = accel.executor(problem, device)       # how the rules run: chosen once
     server = algorithm.init_server(theta0)
     cstate = _alloc_client_state(algorithm.client_state_spec(), R, n, d, theta0)
     last_round = torch.full((R, n), -1, dtype=torch.long, device=device)
@@ -258,7 +264,8 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
             uniforms = None
             if all_u is not None:
                 uniforms = torch.as_tensor(all_u[idx], device=device, dtype=dtype)
-            ctx = RoundContext(t, layout, rep, cli, last_round[rep, cli], uniforms)
+            ctx = RoundContext(t, layout, rep, cli, last_round[rep, cli], uniforms,
+                               run=executor)
             if getattr(algorithm, "needs_epoch_steps", False):   # FedAda2 epoch-wise freezing
                 ctx.extra["epoch_steps"] = epoch_steps(problem, cli_np[idx], device)
             _run_clients(problem, algorithm, bcast, cstate, [payloads[i] for i in idx], ctx,
@@ -275,7 +282,8 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
         active = counts_t > 0
         msg = means.pop("message", torch.zeros_like(server["theta"]))
         server_ctx = RoundContext(t, layout, torch.arange(R, device=device), None, None,
-                                  extra={"seeds": seeds})  # per-seed streams (DP noise)
+                                  extra={"seeds": seeds},  # per-seed streams (DP noise)
+                                  run=executor)
         server, extra = algorithm.server_step(server, msg, means, active, server_ctx)
         cum_up += counts * up_bits / n
         cum_down += counts * down_bits / n
@@ -322,7 +330,7 @@ def _numpy(val) -> np.ndarray:
 
 class _ParticipantRows(Mapping):
     """The broadcast gathered per participant (``bcast[k][rep]``), each entry on first use:
-    a fused plain-SGD chunk never reads the gathered server model, so it is never built."""
+    a fused local-SGD chunk never reads the gathered server model, so it is never built."""
 
     def __init__(self, bcast: dict, rep: torch.Tensor):
         self._bcast, self._rep, self._rows = bcast, rep, {}
@@ -337,10 +345,6 @@ class _ParticipantRows(Mapping):
         each replica's row over its participants' rows (:func:`sims.core.batching.per_replica`)."""
         return self._bcast[key], self._rep
 
-    def rows(self, key) -> ServerRows:
-        """The participants' rows of ``key`` where they are (:mod:`sims.row_source`)."""
-        return ServerRows(self._bcast[key], self._rep)
-
     def __iter__(self):
         return iter(self._bcast)
 
@@ -350,10 +354,8 @@ class _ParticipantRows(Mapping):
 
 class _ClientRows(Mapping):
     """The chunk's participants' client state (``cstate[k]``'s rows ``slot`` of ``[R * n,
-    ...]``), each entry gathered on first use; :meth:`rows` hands the rows where they are
-    instead (:class:`sims.row_source.SlotRows`), for a step that reads and writes them in place
-    (then the gathered entry, if also asked for, reads whatever the rows hold at that time:
-    an algorithm takes one or the other for a key)."""
+    ...]``), each entry gathered on first use (a copy: the state itself changes only when the
+    engine writes ``client_message``'s new state back)."""
 
     def __init__(self, cstate: dict, slot: torch.Tensor):
         self._cstate, self._slot, self._rows = cstate, slot, {}
@@ -363,53 +365,11 @@ class _ClientRows(Mapping):
             self._rows[key] = self._cstate[key].flatten(0, 1).index_select(0, self._slot)
         return self._rows[key]
 
-    def rows(self, key) -> SlotRows | None:
-        """The participants' rows of ``key`` in place, or None where the state is not a
-        contiguous ``[R, n, d]`` tensor (whose flattened rows are a view)."""
-        t = self._cstate[key]
-        if t.dim() != 3 or not t.is_contiguous():
-            return None
-        return SlotRows(t.flatten(0, 1), self._slot)
-
     def __iter__(self):
         return iter(self._cstate)
 
     def __len__(self):
         return len(self._cstate)
-
-
-def _fused_delta(problem, server_theta, rep, cli, payload, lr):
-    """``theta_start - theta_end`` of all local steps of plain SGD fused with the gradient,
-    when the problem offers it: ``local_sgd_delta`` works from the server models directly,
-    ``local_sgd`` from gathered copies; None when the problem has neither (or declines)."""
-    if hasattr(problem, "local_sgd_delta"):
-        delta = problem.local_sgd_delta(server_theta, rep, cli, payload, lr)
-        if delta is not None:
-            return delta
-    if hasattr(problem, "local_sgd"):
-        end = problem.local_sgd(start_rows(server_theta, rep), cli, payload, lr)
-        if end is not None:
-            return start_minus(server_theta, rep, end, out=end)
-    return None
-
-
-def _fused_affine(problem, algorithm, bcast, b_cast, c_state, ctx, payload, step_mask):
-    """``(delta, local state)`` of local SGD with linear extras run fused, when the
-    algorithm's class offers ``affine_local_sgd`` (a :class:`sims.rules.optim.AffineSGD` for the
-    round; looked up on the class, so a wrapper that changes ``local_step`` without offering
-    it never reaches its inner algorithm's) and the problem ``local_sgd_affine``; else
-    ``(None, None)``."""
-    if (getattr(type(algorithm), "affine_local_sgd", None) is None
-            or not hasattr(problem, "local_sgd_affine")):
-        return None, None
-    steps = step_mask.sum(1).to(bcast["theta"].dtype)
-    got = algorithm.affine_local_sgd(b_cast, c_state, ctx, steps)
-    if got is None:
-        return None, None
-    rule, lstate = got
-    delta = problem.local_sgd_affine(bcast["theta"], ctx.replica, ctx.clients, payload,
-                                     step_mask, rule)
-    return (None, None) if delta is None else (delta, lstate)
 
 
 def epoch_steps(problem, clients, device) -> torch.Tensor:
@@ -429,50 +389,22 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
     slot = rep * problem.n_clients + cli          # row of (replica, client) in [R * n, ...]
     c_state = _ClientRows(cstate, slot)
     payload, step_mask = _stack_payloads(problem, payloads, device, dtype)
-    lr = algorithm.plain_local_sgd() if fused else None
-    if isinstance(lr, PerReplica):      # a rate per replica: each participant's own, [B, 1]
-        lr = lr.rows(rep, bcast["theta"])
     with torch.no_grad():
-        delta = None if lr is None else _fused_delta(problem, bcast["theta"], rep, cli,
-                                                     payload, lr)
-        lstate = None
-        if delta is None and fused:      # local SGD with linear extras (issue 16)
-            delta, lstate = _fused_affine(problem, algorithm, bcast, b_cast, c_state, ctx,
-                                          payload, step_mask)
-        # Plain SGD through the default hooks (what ``plain_local_sgd`` checks) keeps no
-        # local state; not calling ``local_start`` then also spares building the gathered
-        # server rows that it would be handed.
-        if lstate is None:
-            lstate = {} if delta is not None else algorithm.local_start(b_cast, c_state, ctx)
+        lstate = algorithm.local_start(b_cast, c_state, ctx)
+        delta = None
+        if fused:                   # the whole local round at once, where it is planned
+            rule, lr = algorithm.local_rule_at(ctx)
+            delta = ctx.run.local_round(rule, lr, problem, bcast, b_cast, c_state, ctx,
+                                        payload, step_mask)
+            if delta is not None:
+                lstate = {**lstate, "k": step_mask.sum(1).to(dtype)}
         if delta is None:
-            anchored = getattr(algorithm, "needs_anchor_grad", False)
-            # row sources (sims.row_source): the first step reads the server models where
-            # they are and the last may write the delta, where the algorithm's step and the
-            # problem's gradient read them; else this chunk's own copies of the server models
-            # (b_cast["theta"] stays as it is)
-            sources = (getattr(algorithm, "takes_row_sources", False) and not anchored
-                       and getattr(problem, "grad_reads_server_rows", False))
-            start = ServerRows(bcast["theta"], rep)
-            theta = start if sources else start.materialize()
-            defer = (getattr(algorithm, "takes_deferred_grad", False)
-                     and getattr(problem, "defers_grad", False) and not anchored)
-            request = None
+            theta = start_rows(bcast["theta"], rep)          # the engine's own copy
+            anchored = algorithm.needs_anchor_grad
             for k in range(payload.shape[1]):
                 mask = step_mask[:, k]
-                # what the step may overwrite (sims.ownership): theta always (the copy above,
-                # then what the previous local_step returned) but the server rows themselves;
-                # lstate from the second step on (what the previous step returned); on the
-                # first, local_start's own result, whose fresh entries the algorithm declares
-                # (owned_start_keys)
-                ctx.extra["owned_theta"] = theta is not start
-                request = (DeltaRequest(start) if sources and k == payload.shape[1] - 1
-                           else None)
-                ctx.extra["delta_from"] = request
-                ctx.extra["owned_state"] = k > 0
-                ctx.extra["owned_start"] = k == 0
-                if defer:                   # the algorithm reads a DeferredGrad itself
-                    g = problem.stoch_grad(theta, cli, payload[:, k], defer=True)
-                elif not getattr(algorithm, "needs_anchor_grad", False):
+                ctx.owned = k > 0         # the state is what the previous step returned
+                if not anchored:
                     g = problem.stoch_grad(theta, cli, payload[:, k])
                 elif hasattr(problem, "stoch_grad_pair"):   # both on one gathered minibatch
                     g, ctx.extra["anchor_grad"] = problem.stoch_grad_pair(
@@ -483,18 +415,12 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
                                                                   payload[:, k])
                 theta, lstate = algorithm.local_step(theta, g, lstate, b_cast, c_state,
                                                      None if bool(mask.all()) else mask, ctx)
-            ctx.extra.pop("delta_from", None)
-            if request is not None and request.done:       # the last step wrote the delta
-                delta = theta
-            else:
-                delta = start_minus(bcast["theta"], rep, materialized(theta))
+            ctx.owned = False
+            delta = start_minus(bcast["theta"], rep, theta)
         msg, c_new, aux = algorithm.client_message(delta, lstate, c_state, ctx)
     # the chunk's own view handed back: only entries gathered may have changed
     for k, v in (c_new._rows if c_new is c_state else c_new).items():
         rows = cstate[k].flatten(0, 1)
-        if isinstance(v, SlotRows) and v.same_rows(rows, slot):
-            continue                                # written in place by the local steps
-        v = materialized(v)
         if v.shape == (len(slot), *rows.shape[1:]) and v.dtype == rows.dtype:
             rows.index_copy_(0, slot, v)
         else:                                       # a broadcastable value
@@ -506,25 +432,11 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
 
 
 def _add_per_replica(total: torch.Tensor, rep: torch.Tensor, v: torch.Tensor) -> None:
-    """``total[r] += sum of v[b] over the rows b with rep[b] == r`` (``total`` is ``[R, ...]``;
-    ``v`` a tensor, a :class:`sims.row_source.ScaledRows` or a row source).
+    """``total[r] += sum of v[b] over the rows b with rep[b] == r`` (``total`` is ``[R, ...]``).
 
     Each replica's rows are summed on their own (the participants of one replica are
-    consecutive rows, :func:`sims.core.batching.replica_runs`), so one replica's non-finite values
-    never reach another's total (a one-hot product would: ``0 * nan = nan``)."""
-    if isinstance(v, (ScaledRows, SlotRows)):
-        # row by row, each scaled in the add (a ScaledRows is never formed) and read where
-        # it is (a SlotRows is never gathered): the same order and rounding for both
-        scale = v.scale.tolist() if isinstance(v, ScaledRows) else [1.0] * len(rep)
-        rows = v.rows if isinstance(v, ScaledRows) else v
-        if isinstance(rows, SlotRows):
-            rows = [rows.storage[s] for s in rows.slot.tolist()]
-        else:
-            rows = materialized(rows).unbind(0)
-        for r, row, a in zip(rep.tolist(), rows, scale):
-            total[r].add_(row, alpha=a)
-        return
-    v = materialized(v)
+    consecutive rows, :func:`sims.core.batching.replica_runs`), so one replica's non-finite
+    values never reach another's total (a one-hot product would: ``0 * nan = nan``)."""
     for r, rows in replica_runs(rep):
         total[r] += v[rows].sum(0)
 

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..row_source import materialized
-from ..algorithms.base import RoundContext
+from ..core.context import RoundContext
 
 
 @dataclass(frozen=True)
@@ -51,9 +50,8 @@ class Footprint:
 
 
 def _rows(value) -> list[torch.Tensor]:
-    """The tensors of a (possibly nested) hook output, each with a leading participant axis
-    (a row source or scaled rows, :mod:`sims.row_source`, as the tensor it stands for)."""
-    value = materialized(value)
+    """The tensors of a (possibly nested) hook output, each with a leading participant
+    axis."""
     if torch.is_tensor(value):
         return [value]
     if isinstance(value, dict):

@@ -4,7 +4,7 @@ The round engine (:mod:`sims.core.engine`) draws each replica's randomness with 
 generator, which is right for tens of replicas and far too slow for the 10^5-10^7 paths
 needed to see infinite moments in finite samples (FedAda2 spec section 2.8). This runner
 advances *all* paths of a :class:`~sims.problems.quadratic.QuadraticProblem` at once, as
-one float64 tensor ``[paths, d]`` per method, with the update rules of :mod:`sims.rules.optim`
+one float64 tensor ``[paths, d]`` per method, with the update rules of :mod:`sims.rules`
 (SGD, AdaGrad, ClippedSGD on the clients; SGD with lr 1 = FedAvg averaging, or AdaGrad
 on the server).
 
@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..rules.optim import SGD, AdaGrad, ClippedSGD
+from ..rules.base import Optimizer, check_beta, check_positive, chain
+from ..rules.moments import Adaptive
+from ..rules.terms import ClipByNorm
 
 CHUNK = 1 << 20           # paths per generator stream (fixed: part of the definition)
 
@@ -120,13 +122,35 @@ class Schedule:
         return f"{self.c:g}/{t}" + ("^2" if self.kind == "inv2" else "")
 
 
-RULES = {"sgd": SGD, "adagrad": AdaGrad, "clip": ClippedSGD}
+def sgd(lr: float) -> Optimizer:
+    """``theta - lr g``."""
+    check_positive(lr=lr)
+    return Optimizer(chain(), lr)
+
+
+def adagrad(lr: float, eps: float = 1e-8, beta1: float = 0.0, v0: float = 0.0) -> Optimizer:
+    """AdaGrad with optional momentum, ``v = v + g^2``, ``theta - lr m / (sqrt(v) + eps)``
+    (epsilon outside the root, no bias correction, ``v`` from ``v0``): FedAda2's server SU
+    (spec 1.1) and its client AGDU with ``z = 1`` (Alg. 9); restarted from ``v0 = 0`` every
+    round on a client, a step moves a coordinate by at most ``lr``."""
+    check_positive(lr=lr, eps=eps)
+    check_beta(beta1=beta1)
+    return Optimizer(chain(Adaptive("adagrad", beta1, 0.99, eps, eps_inside=False, v0=v0)), lr)
+
+
+def clipped_sgd(lr: float, clip: float = 1.0) -> Optimizer:
+    """SGD on the gradient clipped to norm at most ``clip`` per path (FedAda2 spec 2.8)."""
+    check_positive(lr=lr)
+    return Optimizer(chain(ClipByNorm(clip)), lr)
+
+
+RULES = {"sgd": sgd, "adagrad": adagrad, "clip": clipped_sgd}
 
 
 @dataclass(frozen=True)
 class MCMethod:
-    """A client rule and a server rule, each an :mod:`sims.rules.optim` rule by name
-    (``sgd``, ``adagrad``, ``clip``) with a learning-rate :class:`Schedule` and keyword
+    """A client rule and a server rule, each a rule by name (:data:`RULES`: ``sgd``,
+    ``adagrad``, ``clip``) with a learning-rate :class:`Schedule` and keyword
     arguments. FedAvg = client ``sgd`` + server ``sgd`` with lr 1."""
     name: str
     client: str = "sgd"

@@ -46,7 +46,6 @@ AUGMENTATIONS = (None, "crop-flip", "crop")
 
 
 class ConvProblem(NeuralProblem):
-    defers_grad = False          # its own stoch_grad: never a DeferredGrad
 
     def __init__(self, dataset, parts, model, *, loop: bool | None = None,
                  augment: str | None = None, pad: int = 4, eval_chunk: int = 512,

@@ -112,7 +112,7 @@ def linear_stack_sgd_(theta: torch.Tensor, layout, minibatch, steps: int,
     32 MiB chunk of clients stays in this machine's L3 between steps.)
 
     Local SGD with linear extras (issue 16: weight decay, FedProx's proximal term, SCAFFOLD's
-    and FedCM's corrections, :class:`sims.rules.optim.AffineSGD`): each step is
+    and FedCM's corrections, :class:`sims.rules.terms.AffineSGD`): each step is
     ``theta <- (1 - decay) theta - lr g(theta) + shift``, ``decay`` a number or ``[B, 1]``,
     ``shift`` ``[B, d]``; the decay rides on the weight update (``baddbmm_``'s ``beta``) and
     the shift is one more pass. ``step_mask[B, steps]`` (False: the client takes no step)

@@ -34,8 +34,6 @@ from __future__ import annotations
 import torch
 
 from ..core.batching import replica_runs
-from ..deferred_grad import DeferredGrad
-from ..row_source import ServerRows
 from .linear_stack import _logit_grad, relu_backward
 
 try:                                    # oneDNN's plain-layout matmul (CPU builds with MKL-DNN)
@@ -133,12 +131,9 @@ def _layers(params, runs=None):
     return [_Weights(W, b, runs) for W, b in zip(params[0::2], params[1::2])]
 
 
-def _weight_grad(dzT: torch.Tensor, hT: torch.Tensor, out: torch.Tensor, onednn: bool,
-                 parts: list | None = None) -> None:
+def _weight_grad(dzT: torch.Tensor, hT: torch.Tensor, out: torch.Tensor, onednn: bool) -> None:
     """``out[c] = dzT[c] hT[c]^T`` (``dzT[B, out, b]``, ``hT[B, in, b]``, ``out`` a view of
-    the flat gradient). ``parts`` (a list): where the products are per-client oneDNN calls,
-    their outputs are appended to it instead of copied into ``out`` (left unwritten:
-    :class:`sims.deferred_grad.DeferredGrad`)."""
+    the flat gradient)."""
     B, n_in, b = hT.shape
     if onednn and onednn_big(b * dzT.shape[1] * n_in):
         # oneDNN reads a transposed view of sample-major inputs as it is (same speed, same
@@ -147,22 +142,15 @@ def _weight_grad(dzT: torch.Tensor, hT: torch.Tensor, out: torch.Tensor, onednn:
         if hT.stride(2) != n_in or hT.stride(1) != 1:
             hT = hT.contiguous()
         for c in range(B):
-            got = _onednn(dzT[c], hT[c])
-            if parts is None:
-                out[c].copy_(got)
-            else:
-                parts.append(got)
+            out[c].copy_(_onednn(dzT[c], hT[c]))
     else:
         torch.bmm(dzT, hT.transpose(1, 2), out=out)
 
 
-def _grad(layers, h: torch.Tensor, hT: torch.Tensor, y, w, out: "_Out",
-          onednn: bool, defer: bool = False):
+def _grad(layers, h: torch.Tensor, hT: torch.Tensor, y, w, out: "_Out", onednn: bool):
     """The gradient of ``sum_s w_s CE_s / sum_s w_s`` into ``out`` (its flat ``[B, d]`` is
     returned) from the first layer's inputs ``h[B, b, in]`` and ``hT`` (the same,
-    feature-major). ``defer``: the first layer's weight gradient, where it comes from
-    per-client oneDNN products, is left in their outputs (a
-    :class:`sims.deferred_grad.DeferredGrad` is returned)."""
+    feature-major)."""
     inputs, pre = [], []
     for i, layer in enumerate(layers):
         inputs.append(hT)
@@ -172,14 +160,11 @@ def _grad(layers, h: torch.Tensor, hT: torch.Tensor, y, w, out: "_Out",
             hT = torch.relu(zT)
     dzT = _logit_grad(zT, y, w / w.sum(1, keepdim=True).clamp_min(1), dim=1)
     views = out.unflattened
-    parts = [] if defer else None
     for i in range(len(layers) - 1, -1, -1):
-        _weight_grad(dzT, inputs[i], views[2 * i], onednn, parts if i == 0 else None)
+        _weight_grad(dzT, inputs[i], views[2 * i], onednn)
         torch.sum(dzT, 2, out=views[2 * i + 1])
         if i > 0:
             dzT = relu_backward(layers[i].input_grad(dzT), pre[i - 1])
-    if parts:                                   # the first weight's columns: slices[0]
-        return DeferredGrad(out.flat, out.first, parts)
     return out.flat
 
 
@@ -195,58 +180,18 @@ class _Out:
     def __init__(self, layout, B, like):
         self.flat = torch.empty((B, layout.d), dtype=like.dtype, device=like.device)
         self.unflattened = list(layout.unflatten(self.flat).values())
-        self.first = layout.slices[0]
 
 
 def stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
-               onednn: bool | None = None, defer: bool = False):
+               onednn: bool | None = None):
     """Per-client gradients ``[B, d]`` at ``theta[B, d]`` of the mean weighted cross-entropy on
     inputs ``x[B, b, ...]``, labels ``y[B, b]``, weights ``w[B, b]`` (0 = padding; all-padding
     rows give 0): :func:`sims.problems.linear_stack.linear_stack_grad` without the losses.
-    ``onednn`` None (default) takes oneDNN by :func:`use_onednn`; False never. ``defer``: a
-    :class:`sims.deferred_grad.DeferredGrad` where the first weight's gradient comes from
-    per-client oneDNN products (else the tensor, as without)."""
+    ``onednn`` None (default) takes oneDNN by :func:`use_onednn`; False never."""
     B = theta.shape[0]
     use = use_onednn(theta, onednn)
-    if isinstance(theta, ServerRows):
-        layers = _server_layers(theta, layout, x.shape[1], use)
-    else:
-        layers = _layers(list(layout.unflatten(theta).values()))
-    return _grad(layers, *_inputs(x, B), y, w, _Out(layout, B, theta), use, defer)
-
-
-class _ClientViews:
-    """``W[rep[c]]`` for client ``c``: a server weight ``W[R, out, in]`` per client without the
-    ``[B, out, in]`` copy, for the per-client oneDNN products (:func:`per_client_forward`)."""
-
-    def __init__(self, W: torch.Tensor, rep: list):
-        self.W, self.rep = W, rep
-        self.shape = torch.Size((len(rep), *W.shape[1:]))
-
-    def __getitem__(self, c):
-        return self.W[self.rep[c]]
-
-    def __len__(self):
-        return len(self.rep)
-
-
-def _server_layers(theta: ServerRows, layout, b: int, onednn: bool):
-    """The layers at a :class:`sims.row_source.ServerRows` ``theta`` (a round's first local
-    step, each row its replica's server model): the first weight, where its forward takes one
-    oneDNN product per client, read per client from the server rows (:class:`_ClientViews`:
-    the same products on the same values, so the same bits as at the gathered copy; the
-    first layer needs no input gradient); every other tensor gathered per participant (the
-    MLP's: 2k floats a client)."""
-    server, rep = theta.server, theta.rep
-    params = list(layout.unflatten(server).values())
-    first = params[0]
-    if onednn and onednn_big(b * first.shape[-2] * first.shape[-1]):
-        weights = [_ClientViews(first, rep.tolist())]
-    else:
-        weights = [first.index_select(0, rep)]
-    weights += [W.index_select(0, rep) for W in params[2::2]]
-    biases = [bias.index_select(0, rep) for bias in params[1::2]]
-    return [_Weights(W, bias) for W, bias in zip(weights, biases)]
+    layers = _layers(list(layout.unflatten(theta).values()))
+    return _grad(layers, *_inputs(x, B), y, w, _Out(layout, B, theta), use)
 
 
 def stack_grad_pair(theta: torch.Tensor, server: torch.Tensor, rep: torch.Tensor, layout,

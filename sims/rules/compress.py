@@ -5,8 +5,9 @@ Every compressor maps a batch of flat vectors ``x`` of shape ``[B, d]`` to ``[B,
 Fed-EF footnote 2) or ``"model"`` (the whole vector as one block).
 
 * :class:`TopK` -- keep exactly ``max(1, floor(k * d_l))`` largest-magnitude entries per block
-  (Fed-EF Sec. 3, footnote 2; exact-count selection, :func:`top_indices`; ties broken
-  arbitrarily).
+  (Fed-EF Sec. 3, footnote 2; exact-count selection; among entries tied at the ``k``-th
+  magnitude the lowest indices are kept, so the selection is one function of the input,
+  whichever form computes it).
 * :class:`Sign` -- grouped sign, ``||x_I||_1 / d_I * sign(x_I)`` per block (Fed-EF Sec. 3).
 * :class:`HeavySign` -- Sign applied after TopK (Fed-EF Definition 2). The scale is ambiguous
   (spec section 2.4): ``scale="kept"`` (default) divides the block's l1 norm by the number of
@@ -29,13 +30,10 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 
-from ..accel.native import topk as native_topk
 from ..core.params import ParamLayout
-from ..row_source import SlotRows, materialized
 
 SCOPES = ("layer", "model")
 
@@ -44,7 +42,8 @@ class CompressorError(ValueError):
     """A nonsensical compressor specification."""
 
 
-def _blocks(layout: ParamLayout, scope: str) -> ParamLayout:
+def layer_blocks(layout: ParamLayout, scope: str) -> ParamLayout:
+    """The compressor's blocks: the layers (``"layer"``) or the whole vector (``"model"``)."""
     if scope not in SCOPES:
         raise CompressorError(f"unknown compressor scope {scope!r}; use one of {SCOPES}")
     return layout if scope == "layer" else layout.whole()
@@ -87,61 +86,24 @@ class Identity:
 
 
 # Rows at least this many times longer than (k x the block width) go through
-# :func:`top_indices`'s block filter; shorter rows call ``torch.topk`` directly.
-TOPK_BLOCK = 8
-TOPK_FILTER_RATIO = 4
+def top_k_keep(block: torch.Tensor, k: int) -> torch.Tensor:
+    """Each row of ``block[B, n]`` with all but its ``k`` largest magnitudes zeroed; among
+    entries tied at the ``k``-th magnitude, the lowest indices are kept."""
+    a = block.abs()
+    kth = a.topk(k, dim=1).values[:, -1:]                       # the k-th largest magnitude
+    above = a > kth
+    tied = a == kth
+    need = k - above.sum(1, keepdim=True)
+    keep = above | (tied & (torch.cumsum(tied, 1) <= need))
+    return torch.where(keep, block, torch.zeros_like(block))
 
 
-def top_indices(a: torch.Tensor, k: int) -> torch.Tensor:
-    """Indices ``[B, k]`` of the ``k`` largest entries of each row of ``a[B, n]``, unsorted.
-
-    The same selection as ``a.topk(k, dim=1)`` (ties aside), ~2.5x faster on the Fed-EF
-    layers (k = 1% of a 156,800-entry layer): cut each row into blocks of
-    :data:`TOPK_BLOCK` entries, keep the ``k`` blocks with the largest maxima, and select
-    among their entries (and the row's tail that fills no whole block). Exact: an entry
-    above the ``k``-th largest value ``v`` lies in a block whose maximum exceeds ``v``, and
-    fewer than ``k`` blocks have one, so all are kept; and the ``k`` kept blocks hold at
-    least ``k`` entries ``>= v`` whenever ``k`` blocks reach ``v`` (else every block that
-    does is kept). Among equal values the choice may differ from ``torch.topk``'s, which is
-    itself unspecified.
-    """
-    B, n = a.shape
-    s = TOPK_BLOCK
-    if n < k * s * TOPK_FILTER_RATIO:
-        return a.topk(k, dim=1, sorted=False).indices
-    nb = n // s
-    maxima = torch.nn.functional.max_pool1d(a.unsqueeze(1), s).squeeze(1)       # [B, nb]
-    blocks = maxima.topk(k, dim=1, sorted=False).indices                        # [B, k]
-    cand = a.unfold(1, s, s).gather(1, blocks.unsqueeze(2).expand(B, k, s)).reshape(B, k * s)
-    if n > nb * s:
-        cand = torch.cat([cand, a[:, nb * s:]], dim=1)
-    pick = cand.topk(k, dim=1, sorted=False).indices
-    in_block = blocks.gather(1, (pick // s).clamp_max(k - 1)) * s + pick % s
-    return torch.where(pick < k * s, in_block, pick - k * s + nb * s)
-
-
-def error_feedback(compressor, x: torch.Tensor, error, layout: ParamLayout, u=None,
-                   zero=None):
+def error_feedback(compressor, x: torch.Tensor, error: torch.Tensor, layout: ParamLayout,
+                   u=None, zero=None):
     """Fed-EF Alg. 2 lines 11-12 (and Alg. 3's server side): ``target = x + error``, the
     message ``C(target)`` and the new error ``target - C(target)``, as ``(target, message,
-    residual)``; a compressor with a ``with_error`` form (:meth:`TopK.with_error`: one C
-    call, two passes over each row) computes the three at once, bit for bit the same.
-
-    ``error`` is a ``[B, d]`` tensor or the participants' own error rows where they are (a
-    :class:`sims.row_source.SlotRows`): where the ``with_error`` form takes those, it reads
-    them and writes the residual over them in place, and the residual returned is that
-    ``SlotRows`` itself; anywhere else they are gathered (:func:`~sims.row_source.
-    materialized`) and the residual is a new tensor. ``zero`` (``[B]`` bool, None: no row):
-    rows whose error counts as zeros (error restarting, Sec. 5.4): a tensor ``error`` is
-    ``masked_fill``-ed, row sources are read as the shared zero row there."""
-    if zero is not None and torch.is_tensor(error):
-        error, zero = error.masked_fill(zero.unsqueeze(-1), 0.0), None
-    fused = getattr(compressor, "with_error", None)
-    if fused is not None and u is None:
-        got = fused(x, error, layout, zero)
-        if got is not None:
-            return got
-    error = materialized(error)
+    residual)``. ``zero`` (``[B]`` bool, None: no row): rows whose error counts as zeros
+    (error restarting, Sec. 5.4)."""
     if zero is not None:
         error = error.masked_fill(zero.unsqueeze(-1), 0.0)
     target = x + error
@@ -160,61 +122,29 @@ class TopK:
     def __post_init__(self):
         if not 0.0 < self.k <= 1.0:
             raise CompressorError(f"TopK fraction k must be in (0, 1], got {self.k}")
-        _blocks(ParamLayout.single(1), self.scope)
+        layer_blocks(ParamLayout.single(1), self.scope)
         _check_index_bits(self.index_bits)
 
     @property
     def name(self) -> str:
         return f"topk-{self.k:g}"
 
-    #: select through the C kernel (:mod:`sims.accel.native.topk`) where it is built
-    native: ClassVar[bool] = True
-
     def __call__(self, x: torch.Tensor, layout: ParamLayout, u=None) -> torch.Tensor:
-        """Each block's ``kept_count`` largest magnitudes kept, the rest zeroed. Two forms,
-        the same selection but for the choice among tied magnitudes: the C kernel
-        (:func:`sims.accel.native.topk.topk_keep`: radix selection, ties lowest index first;
-        ``[B, d]`` float32 / float64 on the CPU) and :func:`top_indices` with a scatter."""
-        blocks = _blocks(layout, self.scope)
-        if self.native and x.dim() == 2 and x.device.type == "cpu":
-            out = torch.empty_like(x)            # every column is written (blocks tile d)
-            for sl, size in zip(blocks.slices, blocks.sizes):
-                if native_topk.topk_keep(x, out, sl, kept_count(self.k, size)) is None:
-                    break
-            else:
-                return out
-        out = torch.zeros_like(x)
+        """Each block's ``kept_count`` largest magnitudes kept, the rest zeroed
+        (:func:`top_k_keep`)."""
+        out = torch.empty_like(x)
+        blocks = layer_blocks(layout, self.scope)
         for sl, size in zip(blocks.slices, blocks.sizes):
-            block = x[:, sl]
-            idx = top_indices(block.abs(), kept_count(self.k, size))
-            out[:, sl].scatter_(1, idx, block.gather(1, idx))
+            out[:, sl] = top_k_keep(x[:, sl], kept_count(self.k, size))
         return out
 
-    def with_error(self, x: torch.Tensor, error, layout: ParamLayout, zero=None):
-        """:func:`error_feedback`'s ``(target, message, residual)`` through one C kernel
-        (:func:`sims.accel.native.topk.ef_topk`: ``x + error`` while the selection's candidates
-        are collected, then message and residual per row while it is in the cache; the same
-        bits as the three steps with the C selection; 2.3 ms against 5.5 ms for the former
-        kernel on the issue-16 benchmark's messages, measured in :mod:`sims.accel.native.topk`);
-        None where it does not apply. ``error`` a tensor or a row source; a
-        :class:`~sims.row_source.SlotRows` gets the residual in place (returned as it is);
-        ``zero`` as :func:`error_feedback` says."""
-        if not (self.native and x.dim() == 2 and x.device.type == "cpu"):
-            return None
-        blocks = _blocks(layout, self.scope)
-        target, msg = torch.empty_like(x), torch.empty_like(x)
-        err = error if isinstance(error, SlotRows) else torch.empty_like(x)
-        ks = [kept_count(self.k, size) for size in blocks.sizes]
-        outs = (target, msg, err)
-        return outs if native_topk.ef_topk(x, error, blocks.slices, ks, outs, zero) else None
-
     def bits(self, layout: ParamLayout) -> int:
-        blocks = _blocks(layout, self.scope)
+        blocks = layer_blocks(layout, self.scope)
         return sum(kept_count(self.k, s) * (32 + _index_cost(self.index_bits, s)) for s in blocks.sizes)
 
     def q2_bound(self, layout: ParamLayout) -> float:
         """Worst case ``1 - min_l k_l / d_l`` (Prop. 3.1 with layer-wise flooring, spec 2.2)."""
-        sizes = _blocks(layout, self.scope).sizes
+        sizes = layer_blocks(layout, self.scope).sizes
         return 1.0 - min(kept_count(self.k, s) / s for s in sizes)
 
 
@@ -240,18 +170,18 @@ class Sign:
     name: str = "sign"
 
     def __post_init__(self):
-        _blocks(ParamLayout.single(1), self.scope)  # validates scope at construction
+        layer_blocks(ParamLayout.single(1), self.scope)  # validates scope at construction
 
     def __call__(self, x: torch.Tensor, layout: ParamLayout, u=None) -> torch.Tensor:
-        return _grouped_sign(x, _blocks(layout, self.scope))
+        return _grouped_sign(x, layer_blocks(layout, self.scope))
 
     def bits(self, layout: ParamLayout) -> int:
-        blocks = _blocks(layout, self.scope)
+        blocks = layer_blocks(layout, self.scope)
         return blocks.d + 32 * len(blocks.sizes)
 
     def q2_bound(self, layout: ParamLayout) -> float:
         """``1 - min_i 1/d_i`` (Fed-EF Prop. 3.1)."""
-        return 1.0 - 1.0 / max(_blocks(layout, self.scope).sizes)
+        return 1.0 - 1.0 / max(layer_blocks(layout, self.scope).sizes)
 
 
 @dataclass(frozen=True)
@@ -277,10 +207,10 @@ class HeavySign:
         divisor = None
         if self.scale == "kept":
             divisor = lambda b: (b != 0).sum(1, keepdim=True).clamp_min(1)  # noqa: E731
-        return _grouped_sign(sparse, _blocks(layout, self.scope), divisor)
+        return _grouped_sign(sparse, layer_blocks(layout, self.scope), divisor)
 
     def bits(self, layout: ParamLayout) -> int:
-        blocks = _blocks(layout, self.scope)
+        blocks = layer_blocks(layout, self.scope)
         return sum(kept_count(self.k, s) * (1 + _index_cost(self.index_bits, s)) + 32
                    for s in blocks.sizes)
 
@@ -290,7 +220,7 @@ class HeavySign:
         as for :meth:`TopK.q2_bound`. With flooring ``k_i / d_i`` can be below ``k`` and the
         printed bound fails (e.g. ``d_i = 2, k = 0.9``, ``scale="full"``, ``x = (1, 1)``:
         ``||C(x) - x||^2 / ||x||^2 = 0.625 > 0.55``). Valid for both scale readings."""
-        sizes = _blocks(layout, self.scope).sizes
+        sizes = layer_blocks(layout, self.scope).sizes
         return 1.0 - min(kept_count(self.k, s) / (s * s) for s in sizes)
 
 
@@ -312,7 +242,7 @@ class Stoc:
     def __post_init__(self):
         if int(self.b) != self.b or self.b < 1:
             raise CompressorError(f"Stoc needs an integer number of bits b >= 1, got {self.b}")
-        _blocks(ParamLayout.single(1), self.scope)
+        layer_blocks(ParamLayout.single(1), self.scope)
 
     @property
     def name(self) -> str:
@@ -323,7 +253,7 @@ class Stoc:
             raise CompressorError("Stoc needs uniforms u of the same shape as x")
         s = 2 ** (self.b - 1)
         out = torch.empty_like(x)
-        for sl in _blocks(layout, self.scope).slices:
+        for sl in layer_blocks(layout, self.scope).slices:
             block = x[:, sl]
             norm = block.norm(dim=1, keepdim=True)
             a = block.abs() / torch.where(norm > 0, norm, torch.ones_like(norm))
@@ -333,7 +263,7 @@ class Stoc:
         return out
 
     def bits(self, layout: ParamLayout) -> int:
-        blocks = _blocks(layout, self.scope)
+        blocks = layer_blocks(layout, self.scope)
         return self.b * blocks.d + 32 * len(blocks.sizes)
 
     def q2_bound(self, layout: ParamLayout) -> float:

@@ -68,15 +68,14 @@ def versions() -> dict[str, str]:
 
 def run_context(started: float | None = None) -> dict:
     """Where and how a run was computed: command line, start time (UTC, ISO 8601), host,
-    torch's intra-op thread count, which fast local-step forms were on (the compiled ones,
-    torch's fused kernels, the C kernels: they change results at the rounding level only),
+    torch's intra-op thread count, which fast local-step forms were on (:mod:`sims.accel`
+    and its C kernels: they change results at the rounding level only),
     process id, and the GPU libraries that change numerics on a GPU (CUDA, cuDNN, the GPU's
     name; None on a CPU-only build). The package versions that change numerics everywhere
     are in the code identity (:mod:`sims.store.identity`)."""
     import torch
 
-    from .. import compiled, torch_fused
-    from ..accel import native
+    from .. import accel
     started = time.time() if started is None else started
     libs = {"cuda": torch.version.cuda, "cudnn": (torch.backends.cudnn.version()
                                                   if torch.backends.cudnn.is_available() else None),
@@ -84,9 +83,7 @@ def run_context(started: float | None = None) -> dict:
     return {"command": " ".join([os.path.basename(sys.executable), *sys.argv]),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "host": socket.gethostname(), "threads": torch.get_num_threads(),
-            "compiled_steps": compiled.enabled(),      # sims.compiled (opt-in)
-            "torch_fused_steps": torch_fused.enabled(),  # sims.torch_fused (default on)
-            "native_kernels": native.status(),         # sims.accel.native (default on)
+            "accel": accel.status(),                   # sims.accel (default on)
             "pid": os.getpid(), "device_libraries": libs}
 
 

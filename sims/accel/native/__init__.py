@@ -1,18 +1,15 @@
-"""One-pass CPU kernels in C for the local steps torch cannot fuse (issue 16).
+"""One-pass CPU kernels in C for the local steps torch cannot fuse.
 
 Each local adaptive step is a few elementwise operations per parameter. In eager torch each
-operation is its own pass over the participants' ``[B, d]`` tensors, and where the operands
-stay in the cache the step is bound by those passes' arithmetic and call overhead (MimeLite's
-frozen AMSGrad step: 5 passes, 3.3 ms on the issue-16 benchmark's ``25 x 159,010`` float32,
-against 1.3 ms as one C loop). torch's own fused optimizer kernels (:mod:`sims.torch_fused`)
-cover plain Adam / AMSGrad / AdaGrad only; the opt-in compiled form (:mod:`sims.compiled`)
-costs seconds of compiling per process and shape. The kernels here are plain C (no torch
-headers), compiled once per machine with the system's C compiler (``$CC``, else ``cc``) in
-about a second and loaded with :mod:`ctypes`; each is written in its own source file beside
-the Python wrapper that checks its rule and returns None where the kernel does not apply:
-:mod:`sims.accel.native.frozen` (MimeLite / Mime and LAMB variants), :mod:`sims.accel.native.adaptive`
-(``LocalAdaptive``: Fed-AMS, Fed-LAMB, LocalAdam, FedLADA), :mod:`sims.accel.native.sm3`
-(FedAda2's SM3-II clients), :mod:`sims.accel.native.topk` (TopK compression).
+operation is its own pass over the participants' ``[B, d]`` tensors; here it is one C loop
+per row. The kernels are plain C (no torch headers), compiled once per machine with the
+system's C compiler (``$CC``, else ``cc``) in about a second and loaded with :mod:`ctypes`;
+each is written in its own source file beside the Python wrapper that checks its operands
+and returns None where the kernel cannot take them: :mod:`.adaptive` (the local AMSGrad /
+Adam step: Fed-AMS, Fed-LAMB, LocalAdam, FedLADA), :mod:`.frozen` (the frozen-state step:
+MimeLite / Mime and their LAMB variants), :mod:`.sm3` (FedAda2's full and SM3-II clients),
+:mod:`.topk` (TopK compression). Which rule each serves is decided in :mod:`sims.accel`
+(the plans); what each measured to save is in ``docs/speed.md``.
 
 * **Build.** Every ``*.c`` in this folder into one shared library, ``-O3 -march=native
   -fno-math-errno`` (``sqrt`` vectorizes; no fast-math: each operation rounds as IEEE says,
@@ -23,20 +20,19 @@ the Python wrapper that checks its rule and returns None where the kernel does n
   file.
 * **Fallback.** No compiler, a failed build or load, or ``FEDTOOLKIT_NATIVE=0``
   (:func:`enable`): :func:`library` returns None, the reason is warned once, and every
-  caller takes its torch form. The results are the same rule up to rounding; the tests hold
-  both to the readable rules in float64.
+  rule takes its readable form.
 * **Threads.** A kernel splits its rows over :func:`threads` (torch's intra-op count)
-  with OpenMP. The library names ``libgomp.so.1``, which torch has already loaded (its own
-  copy), so the kernels run on torch's own thread pool: a second pool beside it would wait
-  for torch's spinning workers (measured: no gain from two Python threads, 1.6 -> 0.95 ms
-  with OpenMP on two cores).
+  with OpenMP on torch's own thread pool (the library names ``libgomp.so.1``, which torch
+  has already loaded).
 
-Tested by ``tests/test_native.py`` (build, cache, fallback, threads) and by each kernel's
-own tests against its readable rule.
+Tested by ``tests/accel/test_native.py`` (build, cache, fallback, threads) and by the
+harness that holds every planned form to its rule (``tests/accel/test_forms.py``).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import hashlib
 import os
 import platform
@@ -48,8 +44,6 @@ from pathlib import Path
 
 import torch
 
-from ...deferred_grad import DeferredGrad
-from ...store.locks import RunLock
 
 SOURCE_DIR = Path(__file__).resolve().parent
 FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-fPIC", "-shared",
@@ -113,13 +107,24 @@ def build_key(cc: str) -> str:
     return h.hexdigest()[:20]
 
 
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive ``flock`` on ``path`` while building (released however the build ends)."""
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def _build(cc: str) -> Path:
     out_dir = cache_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"fedtoolkit_native_{build_key(cc)}.so"
     if target.exists():
         return target
-    with RunLock(out_dir / ".build.lock"):
+    with _locked(out_dir / ".build.lock"):
         if target.exists():                      # another process built it meanwhile
             return target
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
@@ -232,17 +237,3 @@ def threads() -> int:
 
 def count(name: str) -> None:
     calls[name] = calls.get(name, 0) + 1
-
-
-def block_table(g, theta, layout, trust: bool):
-    """``(flat, table, lo, hi)`` for a :class:`sims.deferred_grad.DeferredGrad` whose block
-    the kernel can read where it is (each row's part contiguous, ``theta``'s dtype, the
-    block's length; with a trust ratio the block one layer), ``table`` the rows' part
-    addresses (int64); else the gradient materialized and no table."""
-    if not isinstance(g, DeferredGrad):
-        return g, None, 0, 0
-    parts = g.parts_for(theta)
-    if parts is None or (trust and g.block not in layout.slices):
-        return g.materialize(), None, 0, 0
-    table = torch.tensor([p.data_ptr() for p in parts], dtype=torch.int64)
-    return g.flat, table, g.block.start or 0, g.block.stop

@@ -1,11 +1,11 @@
-/* LocalAdaptive (Fed-AMS, Fed-LAMB, LocalAdam, FedLADA): one local AMSGrad / Adam step in one
- * pass over each row (sims.algorithms.adaptive.LocalAdaptive.reference_step is the rule;
- * wrapper and rule check: sims/native/adaptive.py). Per element, with g' = g + wd theta
- * (coupled decay):
+/* The local AMSGrad / Adam step (Fed-AMS, Fed-LAMB, LocalAdam, FedLADA) in one pass over each
+ * row: the fast form of the client rule chain(Adaptive, TrustRatio?, Amend?) between
+ * weight-decay terms (sims.rules; wrapper: sims/accel/native/adaptive.py, plan:
+ * sims/accel/adaptive.py). Per element, with g' = g + wd theta (coupled decay):
  *
  *   m' = b1 m + (1 - b1) g'                 v' = b2 v + (1 - b2) g'^2
- *   s  = max(vhat fin, v')  -> vhat'         (mode AMS_STEP: AMSGrad, vhat per step)
- *      = vhat fin                            (mode AMS_ROUND: a round-fixed vhat, read only)
+ *   s  = max(vhat, v' vsc)  -> vhat'         (mode AMS_STEP: AMSGrad, vhat per step)
+ *      = vhat                                (mode AMS_ROUND: a round-fixed vhat, read only)
  *      = v'                                  (mode ADAM)
  *   u  = km m' / sqrt(s + eps_r)
  *   out = theta - lr alpha u - lr (1 - alpha) g_a - lr wd theta       (decoupled decay)
@@ -13,29 +13,16 @@
  * (trust: u_l -> ratio_l (u_l + lam theta_l), per layer, native.h's trust_ratio, with u
  * in a layer-sized scratch while it is in the cache). The per-row constants come from the
  * state's counts n, nm (before the step) in double: c1 = 1 - b1^(nm+1), c2 = 1 - b2^(n+1)
- * (1 without bias correction) and vhat's stored scale s_in (sims.optim.unscaled_vhat: the
- * state keeps vhat times s_in; absent: 1):
- *
- *   AMS_STEP with bias correction: vhat kept times s = c2 (rounded to T, written to
- *     scale_out): fin = s / s_in, km = sqrt(s) / c1, eps_r = eps s, since
- *     max(vhat, v'/c2) c2 = max(vhat c2, v') and m'/c1 / sqrt(vhat + eps) with vhat scaled;
- *   AMS_STEP without: fin = 1 / s_in (vhat written in the rule's units), km = 1, eps_r = eps;
- *   AMS_ROUND: fin = 1 / s_in, km = 1 / c1, eps_r = eps;
- *   ADAM: km = sqrt(c2) / c1, eps_r = eps c2 (m'/c1 / sqrt(v'/c2 + eps)).
+ * (1 without bias correction): AMS_STEP vsc = 1 / c2 (the max of the corrected v, Fed-LAMB
+ * Alg. 2 lines 11-12), km = 1 / c1, eps_r = eps; AMS_ROUND vsc = 1, km = 1 / c1, eps_r =
+ * eps; ADAM km = sqrt(c2) / c1, eps_r = eps c2 (m'/c1 / sqrt(v'/c2 + eps)). fin is 1.
  *
  * Outputs may be their own input (in place, element for element); g_a is one row of
  * ga_stride 0 (a server row read by every row of the call) or a row per row (stride d).
  * lr_rows (optional): a rate per row; row_mask (optional): rows with 0 keep theta and their
- * state (copied where the output is another tensor; their vhat scale kept, 1 if none).
- * g_blk (optional): row i's columns [blk_lo, blk_hi) of g are read from g_blk[i] (a
- * contiguous block, sims.deferred_grad: a gradient block never copied into g); with a trust
- * ratio the block is whole layers. Row tables (each optional, sims.row_source): row i of
- * theta, m, v, vhat (inputs) and of m_out, v_out is th_tab[i], m_tab[i], ... instead of the base
- * pointer's row i (a server row, a shared zero row, a client's own state row); srv_tab
- * (optional) makes the output the round's delta, out = srv_tab[i] - theta' (the masked rows
- * too: srv - theta).
- * The specialised loops (mode x coupled x amended x decoupled) keep the options' branches out
- * of the inner loops. */
+ * state (copied where the output is another tensor). The row tables (th_tab, m_tab, ...,
+ * srv_tab) and g_blk are unused (NULL). The specialised loops (mode x coupled x amended x
+ * decoupled) keep the options' branches out of the inner loops. */
 #include <string.h>
 #include "native.h"
 
@@ -45,7 +32,7 @@ enum { ADA_AMS_STEP = 0, ADA_AMS_ROUND = 1, ADA_ADAM = 2 };
 
 /* the arguments of one row's loops, as the dispatcher names them */
 #define ADA_ROW_ARGS o, th, gi, mo, mi, vo, vi, vho, vhi, gai, sv, lo, hi, b1, cb1, b2, cb2,  \
-                     wdt, fin, epsr, km, au, aga, awd
+                     wdt, fin, vsc, epsr, km, au, aga, awd
 #define ADA_ROW_CASE(SUF, M, C, A, D) \
     case M * 8 + C * 4 + A * 2 + D:                                                        \
         if (sv) ada_row_##SUF(M, C, A, D, 1, ADA_ROW_ARGS);                                 \
@@ -74,13 +61,13 @@ enum { ADA_AMS_STEP = 0, ADA_AMS_ROUND = 1, ADA_ADAM = 2 };
 /* one element's u; writes m', v' (and vhat') */                                             \
 ADA_INLINE T ada_u_##SUF(const int mode, const int wdc, int64_t j, const T *th, const T *g,  \
                          T *mo, const T *m, T *vo, const T *v, T *vho, const T *vh, T b1,    \
-                         T cb1, T b2, T cb2, T wd, T fin, T epsr, T km) {                    \
+                         T cb1, T b2, T cb2, T wd, T fin, T vsc, T epsr, T km) {             \
     T gj = g[j];                                                                             \
     if (wdc) gj = gj + wd * th[j];                                                           \
     T mj = b1 * m[j] + cb1 * gj;                                                             \
     T vj = b2 * v[j] + cb2 * gj * gj;                                                        \
     T s;                                                                                     \
-    if (mode == ADA_AMS_STEP) { T h = vh[j] * fin; s = h < vj ? vj : h; }                    \
+    if (mode == ADA_AMS_STEP) { T h = vh[j] * fin, c = vj * vsc; s = h < c ? c : h; }        \
     else if (mode == ADA_AMS_ROUND) s = vh[j] * fin;                                         \
     else s = vj;                                                                             \
     mo[j] = mj;                                                                              \
@@ -93,12 +80,12 @@ ADA_INLINE void ada_row_##SUF(const int mode, const int wdc, const int amend, co
                               const int dlt, T *o, const T *th, const T *g, T *mo,           \
                               const T *m, T *vo, const T *v, T *vho, const T *vh,            \
                               const T *ga, const T *sv, int64_t lo,                          \
-                              int64_t hi, T b1, T cb1, T b2, T cb2, T wd, T fin, T epsr,     \
-                              T km, T au, T aga, T awd) {                                    \
+                              int64_t hi, T b1, T cb1, T b2, T cb2, T wd, T fin, T vsc,      \
+                              T epsr, T km, T au, T aga, T awd) {                            \
     NATIVE_IVDEP                                                                             \
     for (int64_t j = lo; j < hi; ++j) {                                                      \
         T u = ada_u_##SUF(mode, wdc, j, th, g, mo, m, vo, v, vho, vh, b1, cb1, b2, cb2, wd,  \
-                          fin, epsr, km);                                                    \
+                          fin, vsc, epsr, km);                                               \
         T t = th[j];                                                                         \
         T r = t - au * u;                                                                    \
         if (amend) r = r - aga * ga[j];                                                      \
@@ -113,8 +100,8 @@ ADA_INLINE void ada_layer_u_##SUF(const int mode, const int wdc, T *restrict scr
                                   double *restrict sq, T lam, T *o, const T *th, const T *g, \
                                   T *mo, const T *m, T *vo, const T *v, T *vho, const T *vh, \
                                   const T *ga, const T *sv, int64_t lo, int64_t hi, T b1,    \
-                                  T cb1, T b2, T cb2, T wd, T fin, T epsr, T km, T au, T aga,\
-                                  T awd) {                                                   \
+                                  T cb1, T b2, T cb2, T wd, T fin, T vsc, T epsr, T km, T au,\
+                                  T aga, T awd) {                                            \
     (void)o; (void)ga; (void)sv; (void)au; (void)aga; (void)awd;                             \
     double at[NATIVE_LANES] = {0}, au2[NATIVE_LANES] = {0}, aw[NATIVE_LANES] = {0};          \
     int64_t j = lo;                                                                          \
@@ -122,7 +109,7 @@ ADA_INLINE void ada_layer_u_##SUF(const int mode, const int wdc, T *restrict scr
         NATIVE_IVDEP                                                                         \
         for (int k = 0; k < NATIVE_LANES; ++k) {                                             \
             T u = ada_u_##SUF(mode, wdc, j + k, th, g, mo, m, vo, v, vho, vh, b1, cb1, b2,   \
-                              cb2, wd, fin, epsr, km);                                       \
+                              cb2, wd, fin, vsc, epsr, km);                                  \
             T t = th[j + k], w = u + lam * t;                                                \
             scratch[j + k - lo] = u;                                                         \
             at[k] += (double)t * (double)t;                                                  \
@@ -133,7 +120,7 @@ ADA_INLINE void ada_layer_u_##SUF(const int mode, const int wdc, T *restrict scr
     double st = 0.0, su = 0.0, sw = 0.0;                                                     \
     for (; j < hi; ++j) {                                                                    \
         T u = ada_u_##SUF(mode, wdc, j, th, g, mo, m, vo, v, vho, vh, b1, cb1, b2, cb2, wd,  \
-                          fin, epsr, km);                                                    \
+                          fin, vsc, epsr, km);                                               \
         T t = th[j], w = u + lam * t;                                                        \
         scratch[j - lo] = u;                                                                 \
         st += (double)t * (double)t;                                                         \
@@ -160,7 +147,7 @@ ADA_INLINE void ada_trust_out_##SUF(const int amend, const int wdd, const int dl
 void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *m,          \
                          T *v_out, const T *v, T *vh_out, const T *vh, const T *ga,          \
                          int64_t ga_stride, int64_t rows, int64_t d, const T *n,             \
-                         const T *nm, const T *scale_in, T *scale_out, const T *lr_rows,     \
+                         const T *nm, const T *lr_rows,                                      \
                          const uint8_t *row_mask, double lr, int64_t mode, int64_t bc,       \
                          double b1d, double b2d, double eps, double alpha, double wdd_,      \
                          int64_t wd_coupled,                                                 \
@@ -195,21 +182,15 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
             if (mo != mi) memcpy(mo, mi, size);                                              \
             if (vo != vi) memcpy(vo, vi, size);                                              \
             if (vh_out && vh_out + at != vhi) memcpy(vh_out + at, vhi, size);                \
-            if (scale_out) scale_out[i] = scale_in ? scale_in[i] : (T)1;                     \
             continue;                                                                        \
         }                                                                                    \
         double c1 = bc ? 1.0 - pow(b1d, (double)nm[i] + 1.0) : 1.0;                          \
         double c2 = bc ? 1.0 - pow(b2d, (double)n[i] + 1.0) : 1.0;                           \
-        double s_in = scale_in ? (double)scale_in[i] : 1.0;                                  \
-        double f = 1.0 / s_in, k = 1.0 / c1, e = eps;                                        \
-        if (mode == ADA_AMS_STEP && bc) {                                                    \
-            double s = (double)(T)c2;                                                        \
-            scale_out[i] = (T)s;                                                             \
-            f = s / s_in; k = sqrt(s) / c1; e = eps * s;                                     \
-        } else if (mode == ADA_ADAM) {                                                       \
+        double vs = mode == ADA_AMS_STEP ? 1.0 / c2 : 1.0, k = 1.0 / c1, e = eps;            \
+        if (mode == ADA_ADAM) {                                                              \
             k = sqrt(c2) / c1; e = eps * c2;                                                 \
         }                                                                                    \
-        const T fin = (T)f, km = (T)k, epsr = (T)e;                                          \
+        const T fin = (T)1, vsc = (T)vs, km = (T)k, epsr = (T)e;                             \
         double lri = lr_rows ? (double)lr_rows[i] : lr;                                      \
         const T au = (T)(lri * alpha), aga = (T)(lri * (1.0 - alpha)), awd = (T)(lri * wdd_);\
         /* columns [blk_lo, blk_hi) of g: the row's own block (g_blk[i]) where given */      \

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ...algorithms.base import RoundContext
+from ...core.context import RoundContext
 from .estimators import (ProbeError, chunk_rows, client_full_grads, hill, hill_k,
                          hvp_operator, lanczos_extremes)
 
@@ -378,8 +378,8 @@ class Probe:
             start = b_cast["theta"]
             lstate = alg.local_start(b_cast, c_state, ctx)
             end = None
-            lr = alg.plain_local_sgd() if hasattr(alg, "plain_local_sgd") else None
-            if lr is not None and hasattr(problem, "local_sgd"):
+            rule, lr = alg.local_rule_at(ctx)
+            if len(rule) == 0 and hasattr(problem, "local_sgd"):     # plain local SGD
                 end = problem.local_sgd(start, cli, payload, lr)
             th = start.clone() if end is None else end
             for k in range(payload.shape[1] if end is None else 0):

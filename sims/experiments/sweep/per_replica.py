@@ -20,9 +20,9 @@ and no per-algorithm code:
   for the client hooks (``local_start``, ``local_step``, ``client_message``, from
   ``ctx.replica``). Every rule written as ``hyper * tensor[.., d]`` then runs per replica.
   The bound tensor keeps truth tests defined (common answer, or :class:`MixedReplicaValues`).
-* The fused local-SGD paths receive ``plain_local_sgd()``'s :class:`PerReplica` learning
-  rate; the engine binds it to ``[B, 1]`` (:meth:`PerReplica.rows`) and the problems' fused
-  kernels scale each participant's step by its own rate.
+* The fused local-SGD rounds get the client rule and rate from ``local_rule_at`` (a client
+  hook, so bound to ``[B, 1]``) and the problems' fused kernels scale each participant's
+  step by its own rate.
 
 :func:`batched_algorithm` builds the wrapper from a list of per-replica settings (each one
 validated as a separate algorithm first, so a bad value fails with the registry's one-line
@@ -249,7 +249,7 @@ def _plain(obj):
 class ReplicaAlgorithm:
     """``inner`` with its :class:`PerReplica` hyperparameters bound around every hook (see the
     module docstring). Everything else (flags, bit counts, ``client_state_spec``,
-    ``plain_local_sgd``) is the inner algorithm's."""
+    ``local_rule``) is the inner algorithm's."""
 
     def __init__(self, inner, n_replicas: int):
         self.inner = inner
@@ -305,10 +305,8 @@ class ReplicaAlgorithm:
     def local_start(self, bcast, cstate, ctx):
         return self._call("local_start", ctx.replica, bcast, cstate, ctx)
 
-    def affine_local_sgd(self, bcast, cstate, ctx, steps):
-        if not hasattr(type(self.inner), "affine_local_sgd"):
-            return None
-        return self._call("affine_local_sgd", ctx.replica, bcast, cstate, ctx, steps)
+    def local_rule_at(self, ctx):
+        return self._call("local_rule_at", ctx.replica, ctx)
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         return self._call("local_step", ctx.replica, theta, grad, lstate, bcast, cstate, mask,
