@@ -39,7 +39,7 @@ from ..rules.base import OptimizerError, chain
 from ..rules.compress import Identity
 from ..rules.moments import Adaptive
 from ..rules.server import SGD
-from .base import Algorithm, masked_rows
+from .base import Algorithm, check_common, masked_rows
 
 
 AMS_CONVENTIONS = ("paper", "torch")
@@ -65,6 +65,7 @@ class FedEF(Algorithm):
     ams_convention: str = "paper"       # "paper" (Alg. 2 as printed) or "torch" (see below)
 
     def __post_init__(self):
+        check_common(self)
         if self.server not in ("sgd", "amsgrad"):
             raise OptimizerError(f"Fed-EF server must be 'sgd' or 'amsgrad', got {self.server!r}")
         if self.two_way and self.compressor.needs_uniforms:
@@ -73,6 +74,8 @@ class FedEF(Algorithm):
         if self.ams_convention not in AMS_CONVENTIONS:
             raise OptimizerError(f"Fed-EF-AMS convention must be one of {AMS_CONVENTIONS}, "
                                  f"got {self.ams_convention!r}")
+        if self.server == "amsgrad" and not self.eps > 0:
+            raise OptimizerError(f"eps must be positive, got {self.eps}")
         if self.restart_period is not None and self.restart_period < 1:
             raise OptimizerError(f"restart period S must be >= 1, got {self.restart_period}")
         self.local_rule = chain()                      # lines 6-9: local SGD

@@ -149,10 +149,8 @@ class TopK:
 
 
 def _grouped_sign(x: torch.Tensor, blocks: ParamLayout, divisor=None) -> torch.Tensor:
-    """``scale_I * sign(x_I)`` per block with ``scale_I = ||x_I||_1 / divisor_I``. The signs
-    are written into the output's block and scaled there (the same bits as ``scale *
-    sign(x)`` formed apart and copied in: 7.2 -> 2.3 ms on the issue-16 benchmark's
-    ``25 x 159,010`` float32, one thread, fastest of 20)."""
+    """``scale_I * sign(x_I)`` per block with ``scale_I = ||x_I||_1 / divisor_I``, the signs
+    written into the output's block and scaled there."""
     out = torch.empty_like(x)
     for sl in blocks.slices:
         block = x[:, sl]

@@ -38,7 +38,7 @@ from sims.core.participation import Participation
 from sims.problems.quadratic import heterogeneous_quadratic
 from sims.store.results import ResultsError, load_run, provenance, save_run
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def quadratic():

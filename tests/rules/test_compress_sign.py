@@ -1,10 +1,10 @@
-"""Fed-EF's grouped Sign (and heavy-Sign through it), written in place into its output
-(sims.rules.compress._grouped_sign), equals the readable form ``||x_I||_1 / divisor_I * sign(x_I)``
+"""Fed-EF's grouped Sign (and heavy-Sign through it), written into its output block by block
+(sims.rules.compress._grouped_sign), equals the form ``||x_I||_1 / divisor_I * sign(x_I)``
 formed per block and copied in, bit for bit, with zeros, a zero block, inf and NaN."""
 import pytest
 import torch
 
-from sims.rules.compress import HeavySign, Sign, TopK, _blocks
+from sims.rules.compress import HeavySign, Sign, TopK, layer_blocks
 from sims.core.params import ParamLayout
 
 LAYOUT = ParamLayout(("w", "b", "v"), ((30, 50), (30,), (700,)))
@@ -28,7 +28,7 @@ def test_grouped_sign_in_place_is_the_readable_form(scope, dtype):
     x[1, 7] = float("inf")
     x[2, 1600] = float("nan")
     x[3, ::3] = -0.0
-    blocks = _blocks(LAYOUT, scope)
+    blocks = layer_blocks(LAYOUT, scope)
     got = Sign(scope=scope)(x, LAYOUT)
     assert torch.equal(got.nan_to_num(7.0, 8.0, 9.0), _readable(x, blocks).nan_to_num(7.0, 8.0, 9.0))
     for scale in ("kept", "full"):

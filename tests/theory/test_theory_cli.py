@@ -13,7 +13,7 @@ from theory.__main__ import main
 from theory.core import PAPERS, SEVERITIES, STATUSES, run_all
 from theory.report import GENERATE_CMD, README_BEGIN, README_CMD, README_END, render_markdown, render_readme
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "theory_audit.md"
 README = ROOT / "README.md"
 

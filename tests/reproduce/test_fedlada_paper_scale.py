@@ -177,7 +177,7 @@ def test_cost_benchmark_counts_the_mlp_step_exactly():
     import subprocess
     import sys
     from pathlib import Path
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "fedlada_paper_cost.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "fedlada_paper_cost.py"
     done = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
