@@ -12,8 +12,9 @@ reference once per seed and asserts they agree (the core requirement of the suit
 from __future__ import annotations
 
 import math
-import pickle
 import os
+import pickle
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,12 @@ from sims.problems.models import MLP, make_model
 from sims.problems.neural import NeuralProblem
 from sims.problems.quadratic import heterogeneous_quadratic
 from sims.reference.fed_ef import run_fed_ef_reference
+
+# The tests mirror the package tree (tests/core, tests/rules, ...); a test module may import
+# another's helpers by module name (test names are unique across the folders).
+for _folder in sorted(Path(__file__).resolve().parent.iterdir()):
+    if _folder.is_dir() and not _folder.name.startswith((".", "_")):
+        sys.path.insert(1, str(_folder))
 
 # The test machine has 2 shared cores; torch's intra-op threads spin against other processes
 # there and make small ops 10x slower. One thread keeps the suite fast and its timings stable.
@@ -91,18 +98,18 @@ def torch_kernels_eager():
 
 @pytest.fixture
 def onednn_calls(monkeypatch):
-    """Every oneDNN product (``sims.problems.mlp_grad``) counted in the returned list, and
+    """Every oneDNN product (``sims.problems.onednn``) counted in the returned list, and
     the size threshold lowered so every layer, however small, takes it."""
-    from sims.problems import mlp_grad
+    from sims.problems import onednn
     seen = []
-    real = mlp_grad._ONEDNN_LINEAR
+    real = onednn._ONEDNN_LINEAR
 
     def counting(*args):
         seen.append(1)
         return real(*args)
 
-    monkeypatch.setattr(mlp_grad, "_ONEDNN_LINEAR", counting)
-    monkeypatch.setattr(mlp_grad, "ONEDNN_MIN_MACS", 0)
+    monkeypatch.setattr(onednn, "_ONEDNN_LINEAR", counting)
+    monkeypatch.setattr(onednn, "ONEDNN_MIN_MACS", 0)
     return seen
 
 

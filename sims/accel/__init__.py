@@ -37,14 +37,13 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass, fields, is_dataclass
-from typing import Callable
 
 import torch
 
 from ..rules.base import Chain, Readable, READABLE, local_step
 from ..rules.compress import TopK, kept_count, layer_blocks
-from . import native
+from . import adaptive, frozen, mixture, native, sgd, sm3
+from .forms import Plan, numeric  # noqa: F401  (Plan: the planners' result)
 from .native import topk as native_topk
 
 _state = {"enabled": os.environ.get("FEDTOOLKIT_ACCEL", "1") != "0"}
@@ -65,38 +64,17 @@ def status() -> str:
     return "off" if not enabled() else f"on (C kernels: {native.status()})"
 
 
-@dataclass(frozen=True)
-class Plan:
-    """A rule's fast form (module docstring)."""
-    name: str
-    step: Callable | None = None
-    round: Callable | None = None
-
-
-def numeric(obj) -> bool:
-    """Whether a rule's constants are all numbers (no tensor: a per-replica hyperparameter
-    bound to rows takes the readable rule)."""
-    if torch.is_tensor(obj):
-        return False
-    if isinstance(obj, (list, tuple)):
-        return all(numeric(v) for v in obj)
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return all(numeric(getattr(obj, f.name)) for f in fields(obj))
-    return True
-
-
 def plan(rule, problem=None, device="cpu") -> Plan | None:
     """The fast form of ``rule`` (a :class:`sims.rules.base.Chain`) on ``problem`` and
     ``device``, or None: the readable rule."""
-    from . import adaptive, frozen, mixture, sgd, sm3
     if (not enabled() or torch.device(device).type != "cpu" or not isinstance(rule, Chain)
             or not numeric(rule)):
         return None
-    for planner in (sgd.plan, adaptive.plan, frozen.plan, sm3.plan, mixture.plan):
+    for planner in (sgd.plan, adaptive.plan, frozen.plan, sm3.plan):
         got = planner(rule, problem)
         if got is not None:
             return got
-    return None
+    return mixture.plan(rule, problem, plan)
 
 
 class Executor(Readable):

@@ -13,7 +13,7 @@ import functools
 from ..rules.moments import Adaptive
 from ..rules.terms import AddDecayedWeights, Amend
 from ..rules.trust import TrustRatio
-from . import Plan
+from .forms import Plan
 from .native import library
 from .native.adaptive import AdaptiveKernel, adaptive_step
 

@@ -18,7 +18,7 @@ from ..rules.frozen import Frozen
 from ..rules.moments import Adaptive
 from ..rules.terms import SVRG, FirstGradient
 from ..rules.trust import TrustRatio
-from . import Plan
+from .forms import Plan
 from .native import library
 from .native.adaptive import replica_runs
 from .native.frozen import frozen_step

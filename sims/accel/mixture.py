@@ -12,11 +12,11 @@ import torch
 
 from ..rules.base import local_step
 from ..rules.mixture import Mixture
-from . import Plan
+from .forms import Plan
 
 
-def plan(rule, problem) -> Plan | None:
-    from . import plan as plan_of
+def plan(rule, problem, plan_of) -> Plan | None:
+    """The mixture's plan, its members planned by ``plan_of`` (:func:`sims.accel.plan`)."""
     items = list(rule)
     if len(items) != 1 or not isinstance(items[0], Mixture):
         return None

@@ -14,7 +14,7 @@ import functools
 import torch
 
 from ..rules.terms import AddDecayedWeights, AffineSGD, Amend, ControlVariate, Proximal
-from . import Plan
+from .forms import Plan
 
 LINEAR = (AddDecayedWeights, Proximal, Amend, ControlVariate)
 

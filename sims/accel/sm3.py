@@ -13,7 +13,7 @@ import functools
 import torch
 
 from ..rules.sm3 import SM3
-from . import Plan
+from .forms import Plan
 from .native import library
 from .native.sm3 import layer_desc, sm3_step
 
@@ -32,7 +32,7 @@ def plan(rule, problem) -> Plan | None:
 def step(sm3, theta, g, state, lr, mask, info, owned):
     """One step through the kernel (or None: the readable rule)."""
     cover = sm3.cover(info.layout)
-    if layer_desc(cover) is None or (torch.is_tensor(lr) and lr.numel() != 1):
+    if layer_desc(cover) is None:
         return None
     full = sm3.precond == "full"
     rows = None if mask is None else mask.nonzero().squeeze(-1)
@@ -48,6 +48,8 @@ def step(sm3, theta, g, state, lr, mask, info, owned):
     mu_out = out("mu")
     nu_out = None if full else out("nu")
     m_out = out("m") if sm3.adam else None
+    if torch.is_tensor(lr) and lr.numel() > 1:                  # a rate per (stepped) row
+        lr = lr.reshape(-1) if rows is None else lr.reshape(-1).index_select(0, rows)
     c1 = c2 = None
     if sm3.adam and sm3.bias_correction:
         c1 = 1 - sm3.beta1 ** kr

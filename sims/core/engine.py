@@ -84,6 +84,7 @@ class RunOutput:
     server: dict = field(repr=False, default_factory=dict)
     client_state: dict = field(repr=False, default_factory=dict)
     wall_time: float = 0.0
+    forms: dict = field(default_factory=dict)    # fast forms taken (sims.accel): name -> count
 
 
 @dataclass
@@ -321,7 +322,8 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
     metrics, rounds_of = curves.arrays()
     return RunOutput(seeds, metrics, rounds_of, participants,
                      [np.concatenate(s) if s else np.zeros(0) for s in staleness], diverged_at,
-                     server, cstate, time.perf_counter() - started)
+                     server, cstate, time.perf_counter() - started,
+                     dict(getattr(executor, "used", {})))
 
 
 def _numpy(val) -> np.ndarray:
@@ -392,7 +394,7 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
     with torch.no_grad():
         lstate = algorithm.local_start(b_cast, c_state, ctx)
         delta = None
-        if fused:                   # the whole local round at once, where it is planned
+        if fused and not algorithm.needs_anchor_grad:   # the whole round at once, if planned
             rule, lr = algorithm.local_rule_at(ctx)
             delta = ctx.run.local_round(rule, lr, problem, bcast, b_cast, c_state, ctx,
                                         payload, step_mask)

@@ -33,7 +33,7 @@ import torch
 
 from ..core.batching import start_minus, start_rows
 from .linear_stack import lr_scale, relu_backward, sgd_step_
-from .mlp_grad import _onednn, onednn_big, use_onednn
+from .onednn import _onednn, onednn_big, use_onednn
 
 
 class ClientGram:

@@ -170,21 +170,21 @@ def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False, keep=None
 
     Large layers in float32 on the CPU (the MLP's first layer, ``[200, 784] x [784, 32]``)
     run the forward product and the weight update as one oneDNN product per client, by the
-    rule and wrapper of :mod:`sims.problems.mlp_grad` (``onednn``: None follows
-    :func:`sims.problems.mlp_grad.use_onednn`, False is the ``bmm`` reference). Measured
+    rule and wrapper of :mod:`sims.problems.onednn` (``onednn``: None follows
+    :func:`sims.problems.onednn.use_onednn`, False is the ``bmm`` reference). Measured
     there (AMD EPYC, one thread, 25 clients of the MLP 784-200-10, batch 32): forward 1.57 ms
     against 2.68 for ``baddbmm``, update 1.87 ms against 2.19 for ``baddbmm_`` (oneDNN has no
     ``out=``: the product is subtracted); the whole step, with a feature-major copy of the
     inputs (the update's right operand), 4.5 ms against 5.4."""
-    from . import mlp_grad      # the shared oneDNN wrapper and rule (mlp_grad imports this module)
-    use = mlp_grad.use_onednn(hT, onednn)
+    from . import onednn as dnn    # the shared oneDNN wrapper and rule
+    use = dnn.use_onednn(hT, onednn)
     B, b = hT.shape[0], hT.shape[2]
     inputs, pre, big = [], [], []
     for i, (W, bias) in enumerate(zip(weights, biases)):
-        fast = use and mlp_grad.onednn_big(b * W.shape[1] * W.shape[2])
+        fast = use and dnn.onednn_big(b * W.shape[1] * W.shape[2])
         if fast:        # zT[c] = W[c] h[c]^T with h sample-major and hT feature-major, contiguous
             h = hT.transpose(1, 2).contiguous()
-            zT = mlp_grad.per_client_forward(W, bias, h)
+            zT = dnn.per_client_forward(W, bias, h)
             hT = hT.contiguous()
         else:
             zT = torch.baddbmm(bias.unsqueeze(2), W, hT)     # [B, out, b]
@@ -205,7 +205,7 @@ def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False, keep=None
                 biases[i].mul_(keep.view(-1, 1) if tensor else keep)
             dzT = dzT.contiguous()
             for c in range(B):
-                weights[i][c].sub_(mlp_grad._onednn(dzT[c], inputs[i][c]))
+                weights[i][c].sub_(dnn._onednn(dzT[c], inputs[i][c]))
             biases[i].sub_(dzT.sum(2))
         elif keep is None:
             weights[i].baddbmm_(dzT, inputs[i].transpose(1, 2), alpha=-1)

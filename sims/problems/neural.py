@@ -25,7 +25,8 @@ from ..core.params import ParamLayout
 from .gram_sgd import ClientGram, gram_sgd_delta
 from .linear_stack import (is_linear_stack, linear_stack_grad, linear_stack_logits,
                            linear_stack_sgd_, linear_stack_sgd_delta)
-from .mlp_grad import stack_full_grad_sum, stack_grad, stack_grad_pair, use_onednn
+from .mlp_grad import stack_full_grad_sum, stack_grad, stack_grad_pair
+from .onednn import use_onednn
 
 
 class NeuralProblem:

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 import torch
 
-from ..core.params import ParamLayout
 
 SCOPES = ("layer", "model")
 
@@ -42,10 +41,15 @@ class CompressorError(ValueError):
     """A nonsensical compressor specification."""
 
 
-def layer_blocks(layout: ParamLayout, scope: str) -> ParamLayout:
-    """The compressor's blocks: the layers (``"layer"``) or the whole vector (``"model"``)."""
+def check_scope(scope: str) -> None:
     if scope not in SCOPES:
         raise CompressorError(f"unknown compressor scope {scope!r}; use one of {SCOPES}")
+
+
+def layer_blocks(layout: ParamLayout, scope: str) -> ParamLayout:
+    """The compressor's blocks (a :class:`sims.core.params.ParamLayout`): the layers
+    (``"layer"``) or the whole vector (``"model"``)."""
+    check_scope(scope)
     return layout if scope == "layer" else layout.whole()
 
 
@@ -122,7 +126,7 @@ class TopK:
     def __post_init__(self):
         if not 0.0 < self.k <= 1.0:
             raise CompressorError(f"TopK fraction k must be in (0, 1], got {self.k}")
-        layer_blocks(ParamLayout.single(1), self.scope)
+        check_scope(self.scope)
         _check_index_bits(self.index_bits)
 
     @property
@@ -168,7 +172,7 @@ class Sign:
     name: str = "sign"
 
     def __post_init__(self):
-        layer_blocks(ParamLayout.single(1), self.scope)  # validates scope at construction
+        check_scope(self.scope)
 
     def __call__(self, x: torch.Tensor, layout: ParamLayout, u=None) -> torch.Tensor:
         return _grouped_sign(x, layer_blocks(layout, self.scope))
@@ -240,7 +244,7 @@ class Stoc:
     def __post_init__(self):
         if int(self.b) != self.b or self.b < 1:
             raise CompressorError(f"Stoc needs an integer number of bits b >= 1, got {self.b}")
-        layer_blocks(ParamLayout.single(1), self.scope)
+        check_scope(self.scope)
 
     @property
     def name(self) -> str:

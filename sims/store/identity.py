@@ -14,6 +14,8 @@ dirty, the digest's parts); it is recorded in every results file's JSON.
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
 import sys
 from functools import lru_cache
 from importlib import metadata
@@ -63,6 +65,20 @@ def code_digest() -> str:
 
 def code_identity() -> dict:
     """The code identity as recorded beside results (digest, its parts, the git commit)."""
-    from .results import git_commit
     return {"code_digest": code_digest(), "source_hash": source_hash()[:16],
             "numeric_versions": numeric_versions(), "commit": git_commit()}
+
+
+def git_commit(cwd: str | os.PathLike | None = None) -> str:
+    """The checkout's commit (``-dirty`` with uncommitted changes to tracked files), or
+    ``"unknown"`` outside a git checkout."""
+    root = Path(cwd or Path(__file__).resolve().parent)
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                             text=True, timeout=10)
+        commit = out.stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True, timeout=10).stdout
+        return commit + ("-dirty" if dirty.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"

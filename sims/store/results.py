@@ -13,7 +13,6 @@ import json
 import os
 import platform
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from .identity import code_identity, git_commit, package_versions
 
 PACKAGES = ("torch", "numpy", "scipy", "sympy", "pandas", "matplotlib", "seaborn")
 
@@ -48,21 +49,7 @@ def tidy(output, run: str, params: dict | None = None) -> pd.DataFrame:
     return df
 
 
-def git_commit(cwd: str | os.PathLike | None = None) -> str:
-    root = Path(cwd or Path(__file__).resolve().parent)
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10)
-        commit = out.stdout.strip() or "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=root, capture_output=True, text=True, timeout=10).stdout
-        return commit + ("-dirty" if dirty.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def versions() -> dict[str, str]:
-    from .identity import package_versions
     return {**package_versions(PACKAGES), "platform": platform.platform()}
 
 
@@ -92,7 +79,6 @@ def provenance(config, seeds, wall_time: float, extra: dict | None = None,
     """The JSON record of a run: config, seeds, package versions, commit, code identity
     (:func:`sims.store.identity.code_identity`), :func:`run_context` and ``extra``. ``started``
     (a ``time.time()``) defaults to now minus ``wall_time``."""
-    from .identity import code_identity
     cfg = asdict(config) if is_dataclass(config) else dict(config)
     started = time.time() - wall_time if started is None else started
     return {"config": _jsonable(cfg), "seeds": [int(s) for s in seeds],

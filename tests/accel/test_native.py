@@ -1,6 +1,7 @@
 """sims.accel.native: the C kernels' build (once per machine, cached by a digest, atomic under a
-lock), the fallback to the torch forms when there is no compiler or the build fails, the
-switch, and the row split over threads."""
+lock), the fallback to the readable rules when there is no compiler or the build fails, the
+switches, and the row split over threads. What each kernel computes is held to its rule in
+test_forms.py."""
 import subprocess
 import sys
 import textwrap
@@ -106,38 +107,29 @@ def test_failed_build_leaves_no_file_and_falls_back(fresh, tmp_path, monkeypatch
     assert not native.usable(torch.zeros(2, 2))
 
 
-def test_mimelite_without_kernels_takes_the_torch_form(fresh, monkeypatch):
-    """With the kernels off, the algorithm's fast step is the torch passes' and equal."""
-    from sims.algorithms.fed_lamb import MimeLite
-    from sims.core.engine import _ParticipantRows
-    from sims.algorithms.base import RoundContext
-    from sims.core.params import ParamLayout
-    layout = ParamLayout.single(40)
-    alg = MimeLite(eta_l=0.1)
-    gen = torch.Generator().manual_seed(3)
-    server = {"theta": torch.randn(2, 40, generator=gen, dtype=torch.float64),
-              "s_m": torch.randn(2, 40, generator=gen, dtype=torch.float64),
-              "s_v": torch.rand(2, 40, generator=gen, dtype=torch.float64),
-              "s_vhat": torch.rand(2, 40, generator=gen, dtype=torch.float64) + 0.1}
-    rep = torch.tensor([0, 0, 1])
-    theta = torch.randn(3, 40, generator=gen, dtype=torch.float64)
-    g = torch.randn(3, 40, generator=gen, dtype=torch.float64)
-    ctx = RoundContext(1, layout, rep, torch.arange(3), torch.full((3,), -1))
-    results = {}
-    for on in (True, False):
-        native.enable(on)
-        before = native.calls.get("frozen_step", 0)
-        results[on] = alg._frozen_step(theta, g, _ParticipantRows(server, rep), None, ctx)
-        assert (native.calls.get("frozen_step", 0) > before) == on
+def test_without_kernels_no_c_form_is_planned(fresh, monkeypatch):
+    """With the kernels off, the rules they serve take the readable form (no plan), and the
+    run with them off is the readable run."""
+    from sims import accel
+    from sims.algorithms.registry import make_algorithm
+    native.enable(False)
+    for name in ("fed-lamb", "mimelite", "fedada2", "fedada2-blend"):
+        assert accel.plan(make_algorithm(name).local_rule, None, "cpu") is None, name
     assert native.status() == "off"
-    torch.testing.assert_close(results[True], results[False], rtol=1e-12, atol=1e-12)
 
 
 def test_switch_from_the_environment():
-    code = "from sims import native; print(native.enabled(), native.status())"
+    code = "from sims.accel import native; print(native.enabled(), native.status())"
     for value, want in (("0", "False off"), ("1", "True on, not loaded")):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              env={**__import__("os").environ, "FEDTOOLKIT_NATIVE": value},
+                             check=True).stdout.strip()
+        assert out == want
+    code = "from sims import accel; print(accel.enabled(), accel.status())"
+    for value, want in (("0", "False off"), ("1", "True on (C kernels: on, not loaded)")):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={**__import__("os").environ, "FEDTOOLKIT_ACCEL": value,
+                                  "FEDTOOLKIT_NATIVE": "1"},
                              check=True).stdout.strip()
         assert out == want
 
@@ -147,7 +139,7 @@ def test_concurrent_builds_make_one_library(fresh, tmp_path):
     temporaries left (the lock and the atomic rename)."""
     require_native()
     code = textwrap.dedent("""
-        from sims import native
+        from sims.accel import native
         assert native.library() is not None, native.failure()
         print("ok")
     """)
@@ -164,7 +156,7 @@ def test_threads_split_rows_without_changing_a_bit(dtype, monkeypatch):
     """Rows are independent: the step split over 2 or 3 OpenMP threads (each with its own
     trust scratch) equals the one-thread step exactly, with and without a trust ratio."""
     require_native()
-    from sims.rules.optim import TrustRatio
+    from sims.rules.trust import TrustRatio
     from sims.core.params import ParamLayout
     theta, g, m, p, q, runs = _step_inputs(dtype, B=9, d=300)
     layout = ParamLayout(("a", "b", "c"), ((10, 20), (50,), (50,)))

@@ -1,10 +1,13 @@
-"""TopK's C kernel (sims.accel.native.topk): the same selection as torch.topk (ties aside), exactly
-k kept per row, ties at the k-th magnitude lowest index first, special values, any layer
-offset and size; and the compressor's two forms agree."""
+"""TopK's C kernel (sims.accel.native.topk): exactly k kept per row, ties at the k-th
+magnitude lowest index first (the readable compressor's rule), special values, any layer
+offset and size; the run's executor takes it for TopK and Fed-EF's error feedback, and its
+results are the readable compressor's bit for bit."""
 import pytest
 import torch
 
+from sims import accel
 from sims.accel import native
+from sims.rules.base import Readable
 from sims.rules.compress import TopK, kept_count
 from sims.accel.native.topk import topk_keep
 from sims.core.params import ParamLayout
@@ -12,6 +15,7 @@ from sims.core.params import ParamLayout
 
 needs_kernel = pytest.mark.skipif(native.library() is None,
                                   reason="C kernels off (FEDTOOLKIT_NATIVE=0) or not built")
+EX = accel.Executor()             # the executor a run on the CPU gets
 
 
 def _check(x, out, sl, k):
@@ -81,17 +85,17 @@ def test_rows_split_over_threads_agree(threads, monkeypatch):
 @needs_kernel
 @pytest.mark.parametrize("scope", ["layer", "model"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_compressor_forms_agree(scope, dtype, monkeypatch):
-    """Without ties (continuous random entries) the compressor's C form equals its torch
-    form (top_indices and a scatter) exactly; the C form was the one taken."""
+def test_compressor_forms_agree(scope, dtype):
+    """The compressor's C form equals its readable form exactly, with ties too; the C form
+    was the one taken."""
     layout = ParamLayout(("w", "b", "v"), ((40, 200), (40,), (3000,)))
     g = torch.Generator().manual_seed(2)
     x = torch.randn(6, layout.d, generator=g, dtype=dtype)
+    x[0, 100:400] = 0.5                                      # ties at the threshold
     comp = TopK(0.01, scope=scope)
     before = native.calls.get("topk_keep", 0)
-    got = comp(x, layout)
+    got = EX.compress(comp, x, layout)
     assert native.calls.get("topk_keep", 0) > before
-    monkeypatch.setattr(TopK, "native", False)
     want = comp(x, layout)
     assert torch.equal(got, want)
     sizes = layout.sizes if scope == "layer" else (layout.d,)
@@ -111,10 +115,10 @@ def test_unusable_inputs_fall_back():
 @needs_kernel
 @pytest.mark.parametrize("scope", ["layer", "model"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_error_feedback_in_one_kernel_equals_the_three_steps(scope, dtype, monkeypatch):
-    """compress.error_feedback with TopK (Fed-EF Alg. 2 lines 11-12) through the fused C
-    kernel gives the bits of ``target = x + e``, the C selection, ``target - msg``; with ties
-    too (integer-valued entries)."""
+def test_error_feedback_in_one_kernel_equals_the_three_steps(scope, dtype):
+    """Error feedback with TopK (Fed-EF Alg. 2 lines 11-12) through the one C kernel gives
+    the bits of ``target = x + e``, the selection, ``target - msg``; with ties too
+    (integer-valued entries)."""
     from sims.rules.compress import Sign, error_feedback
     layout = ParamLayout(("w", "b", "v"), ((40, 200), (40,), (3000,)))
     g = torch.Generator().manual_seed(4)
@@ -124,18 +128,15 @@ def test_error_feedback_in_one_kernel_equals_the_three_steps(scope, dtype, monke
                  (torch.randint(-3, 4, (5, layout.d), generator=g).to(dtype),
                   torch.randint(-3, 4, (5, layout.d), generator=g).to(dtype))):
         before = native.calls.get("ef_topk", 0)
-        fused = error_feedback(comp, x, e, layout)
+        fused = EX.error_feedback(comp, x, e, layout)
         assert native.calls.get("ef_topk", 0) == before + 1
         target = x + e
         msg = comp(target, layout)
         for got, want in zip(fused, (target, msg, target - msg)):
             assert torch.equal(got, want)
-    monkeypatch.setattr(TopK, "native", False)            # the torch form: three steps
-    before = native.calls.get("ef_topk", 0)
-    target, msg, res = error_feedback(comp, x, e, layout)
-    assert native.calls.get("ef_topk", 0) == before
-    assert torch.equal(target + 0, x + e) and torch.equal(res, target - msg)
-    sign = error_feedback(Sign(), x, e, layout)             # no fused form: three steps
+        for got, want in zip(fused, error_feedback(comp, x, e, layout)):
+            assert torch.equal(got, want)
+    sign = EX.error_feedback(Sign(), x, e, layout)          # no fast form: the three steps
     assert torch.equal(sign[1], Sign()(x + e, layout))
 
 
@@ -152,7 +153,7 @@ def test_fed_ef_runs_equal_with_the_fused_error_feedback(name, monkeypatch):
     out = {}
     for fused in (True, False):
         if not fused:
-            monkeypatch.setattr(TopK, "with_error", lambda *a, **k: None)
+            monkeypatch.setattr(accel.Executor, "error_feedback", Readable.error_feedback)
         prob = _problem(MLP(784, hidden=6), dtype=torch.float32)
         before = native.calls.get("ef_topk", 0)
         res = engine.run(prob, make_for_problem(name, prob), Participation("fixed", m=3), 3,

@@ -1,22 +1,24 @@
-"""TopK's C kernel on rows long enough for its sampled threshold (sims/native/topk.c steps
-1-4), in every form: AVX-512, AVX2 or no vector forms (as many as are compiled in),
-sampling on and off (every row then histograms its whole first bits). Each form keeps exactly the k largest magnitudes with ties
-lowest index first (the readable rule: a stable sort, tests/test_native_topk._check), and
-Fed-EF's one-kernel error feedback gives target = x + e, that selection of it, and
-target - msg bit for bit."""
+"""TopK's C kernel on rows long enough for its sampled threshold (sims/accel/native/topk.c
+steps 1-4), in every form: AVX-512, AVX2 or no vector forms (as many as are compiled in),
+sampling on and off (every row then histograms its whole first bits). Each form keeps
+exactly the k largest magnitudes with ties lowest index first (the readable rule: a stable
+sort, test_topk._check), and Fed-EF's one-kernel error feedback gives target = x + e, that
+selection of it, and target - msg bit for bit."""
 import itertools
 
 import pytest
 import torch
 
+from sims import accel
 from sims.accel import native
 from sims.rules.compress import TopK, error_feedback, kept_count
 from sims.accel.native import topk as native_topk
 from sims.core.params import ParamLayout
-from test_native_topk import _check, _with_sentinels
+from test_topk import _check, _with_sentinels
 
 SIMD = native_topk.configure() if native.library() is not None else None   # level built
 FORMS = list(itertools.product(range((SIMD or 0) + 1), (True, False)))
+EX = accel.Executor()             # the executor a run on the CPU gets
 
 
 @pytest.fixture
@@ -105,7 +107,7 @@ def test_error_feedback_on_long_rows_is_the_rule(form, dtype):
     e[4:7] = torch.randint(-2, 3, (3, layout.d), generator=g).to(dtype)  # ties after the sum
     comp = TopK(0.01)
     before = native.calls.get("ef_topk", 0)
-    target, msg, res = error_feedback(comp, x, e, layout)
+    target, msg, res = EX.error_feedback(comp, x, e, layout)
     assert native.calls.get("ef_topk", 0) == before + 1
     assert torch.equal(target.nan_to_num(7.0), (x + e).nan_to_num(7.0))
     for sl, size in zip(layout.slices, layout.sizes):
@@ -125,8 +127,8 @@ def test_every_form_selects_the_same(dtype):
     try:
         for simd, sampling in FORMS:
             native_topk.configure(simd=simd, sampling=sampling)
-            got.append([t.nan_to_num(7.0) for t in error_feedback(TopK(0.02), x, e, layout)]
-                       + [TopK(0.02)(x, layout).nan_to_num(7.0)])
+            got.append([t.nan_to_num(7.0) for t in EX.error_feedback(TopK(0.02), x, e, layout)]
+                       + [EX.compress(TopK(0.02), x, layout).nan_to_num(7.0)])
     finally:
         native_topk.configure(simd=SIMD, sampling=True)
     for other in got[1:]:
@@ -141,25 +143,24 @@ def test_long_rows_split_over_threads_agree(threads, monkeypatch):
     g = torch.Generator().manual_seed(13)
     x = _rows(layout.d, torch.float32, g)
     e = torch.randn(x.shape, generator=g)
-    one = [t.nan_to_num(7.0) for t in error_feedback(TopK(0.01), x, e, layout)]
+    one = [t.nan_to_num(7.0) for t in EX.error_feedback(TopK(0.01), x, e, layout)]
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
-    many = [t.nan_to_num(7.0) for t in error_feedback(TopK(0.01), x, e, layout)]
+    many = [t.nan_to_num(7.0) for t in EX.error_feedback(TopK(0.01), x, e, layout)]
     assert all(torch.equal(a, b) for a, b in zip(one, many))
 
 
 @pytest.mark.parametrize("native_on", [True, False])
-def test_error_feedback_torch_form_is_the_rule(native_on, monkeypatch):
-    """With the C kernel off (TopK.native False; FEDTOOLKIT_NATIVE=0 runs this with the
-    library off too) Fed-EF's error feedback takes the torch form: x + e, top_indices and a
-    scatter, target - msg; on tie-free long rows it is the same rule, and where the kernel
-    is on, the same bits as the kernel's."""
+def test_error_feedback_readable_form_is_the_rule(native_on):
+    """The readable error feedback (x + e, the lowest-index-among-ties selection, target -
+    msg) and the executor's (the C kernel where it is built; FEDTOOLKIT_NATIVE=0 runs this
+    with the library off) both keep the rule on long rows."""
     layout = ParamLayout(("w", "v"), ((60, 400), (900,)))
     g = torch.Generator().manual_seed(14)
     x = torch.randn(4, layout.d, generator=g, dtype=torch.float64)
     e = torch.randn(4, layout.d, generator=g, dtype=torch.float64) * 0.1
-    monkeypatch.setattr(TopK, "native", native_on)
     before = native.calls.get("ef_topk", 0)
-    target, msg, res = error_feedback(TopK(0.01), x, e, layout)
+    run_ef = EX.error_feedback if native_on else error_feedback
+    target, msg, res = run_ef(TopK(0.01), x, e, layout)
     assert (native.calls.get("ef_topk", 0) > before) == (native_on and SIMD is not None)
     assert torch.equal(target, x + e) and torch.equal(res, target - msg)
     for sl, size in zip(layout.slices, layout.sizes):

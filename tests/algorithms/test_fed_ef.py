@@ -271,7 +271,7 @@ def test_qa2_is_undefined_for_a_replica_without_participants(quad):
 def test_ams_torch_convention_matches_torch_optim_amsgrad():
     """``ams_convention="torch"``: three server steps equal torch.optim.Adam(amsgrad=True)
     fed the mean messages as gradients; the printed reading differs from it."""
-    from sims.rules.optim import OptimizerError
+    from sims.rules.base import OptimizerError
 
     g = torch.Generator().manual_seed(0)
     theta0 = torch.randn(1, 6, generator=g, dtype=torch.float64)

@@ -6,7 +6,7 @@
   default without ``n_clients`` refuses to run (one line) instead of averaging over ``|S|``.
 * ``fedadam``'s default ``tau`` is the paper's 0.1 (``v0 = tau^2 = 1e-2``, Sec. 4.1).
 * Weight decay and the 0.998-style local learning-rate decay are options of all seven methods
-  and agree with the plain sequential reference (:mod:`sims.reference.algorithms`).
+  and agree with the plain sequential reference (:mod:`sims.reference`).
 """
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import torch
 
 from sims.algorithms.registry import make_algorithm
 from sims.core.engine import draw_round, run
-from sims.rules.optim import OptimizerError
+from sims.rules.base import OptimizerError
 from sims.core.participation import Participation
 from sims.problems.quadratic import heterogeneous_quadratic
-from sims.reference.algorithms import run_reference
+from sims.reference import run_reference
 
 N_CLIENTS, M, ROUNDS, ETA_L, K = 20, 2, 30, 0.05, 4
 

@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-from sims.algorithms.base import Algorithm, RoundContext
-from sims.algorithms.fed_lamb import Mime, MimeLAMB, MimeLite, MimeLiteLAMB
+from sims import accel
+from sims.algorithms.baselines import FedAvg, Mime, MimeLite
+from sims.algorithms.fed_lamb import MimeLAMB, MimeLiteLAMB
+from sims.core.context import RoundContext
 from sims.algorithms.registry import client_memory, make_algorithm
 from sims.core.engine import run
 from sims.problems.models import MLP
-from sims.rules.optim import SGD
 from sims.core.params import ParamLayout
 from sims.core.participation import Participation
 from sims.problems.neural import NeuralProblem
@@ -177,16 +178,22 @@ def test_replica_without_participants_keeps_x_s_and_c():
 # ------------------------------------------------------------------------------ engine
 
 def test_mime_never_takes_the_fused_path():
-    assert Mime().plain_local_sgd() is None and MimeLAMB().plain_local_sgd() is None
+    """Mime's rule (SVRG, frozen base) is no SGD round; an algorithm that asks for anchor
+    gradients steps through its rule even when the rule is plain SGD."""
+    ds = random_dataset(40, 28, 0)
+    prob = NeuralProblem(ds, list(np.arange(40).reshape(4, 10)), MLP(784, hidden=4),
+                         batch_size=5, dtype=torch.float64)
+    for alg in (Mime(), MimeLAMB()):
+        got = accel.plan(alg.local_rule, prob)
+        assert got is None or got.round is None
+    assert accel.plan(FedAvg().local_rule, prob).round is not None
 
-    class AnchoredSGD(Algorithm):
-        local_rule = SGD(0.1)
+    class AnchoredSGD(FedAvg):
         needs_anchor_grad = True
-    assert AnchoredSGD().plain_local_sgd() is None
-
-    class PlainSGD(Algorithm):
-        local_rule = SGD(0.1)
-    assert PlainSGD().plain_local_sgd() == 0.1
+    part = Participation("fixed", m=2)
+    forms = [run(prob, alg, part, 1, [0], eval_every=0).forms
+             for alg in (FedAvg(), AnchoredSGD())]
+    assert forms[0].get("sgd-round", 0) > 0 and "sgd-round" not in forms[1]
 
 
 def test_problem_without_full_grad_is_refused():

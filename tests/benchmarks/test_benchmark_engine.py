@@ -9,7 +9,7 @@ import torch
 
 from conftest import load_benchmark
 from sims.problems.models import MLP
-from sims.problems.mlp_grad import onednn_available
+from sims.problems.onednn import onednn_available
 
 
 @pytest.fixture

@@ -76,7 +76,7 @@ def test_unequal_clients_match_the_reference(name, monkeypatch):
     monkeypatch.setattr(engine, "plan_chunks",
                         lambda *a, **k: made.append(plan_chunks(*a, **k)) or made[-1])
     from sims.core.participation import Participation
-    from sims.reference.algorithms import run_reference
+    from sims.reference import run_reference
     prob = _uneven_problem()
     steps = [prob.steps_for(c) for c in range(prob.n_clients)]
     assert len(set(steps)) > 3

@@ -121,12 +121,13 @@ def test_hill_estimator_on_known_laws():
 
 
 def test_new_update_rules():
-    from sims.rules.optim import AdaGrad, ClippedSGD
+    from sims.experiments.montecarlo import adagrad, clipped_sgd
     th = torch.zeros(3, 1, dtype=torch.float64)
     g = torch.tensor([[2.0], [-100.0], [0.1]], dtype=torch.float64)
-    rule = AdaGrad(0.5, eps=0.5)
+    rule = adagrad(0.5, eps=0.5)
     new, st = rule.step(th, g, rule.init(th))
     np.testing.assert_allclose(new.ravel(), -0.5 * g.ravel() / (g.abs().ravel() + 0.5))
     np.testing.assert_allclose(st["v"].ravel(), (g * g).ravel())
-    clipped, _ = ClippedSGD(0.5, clip=1.0).step(th, g, {})
+    clip = clipped_sgd(0.5, clip=1.0)
+    clipped, _ = clip.step(th, g, clip.init(th))
     np.testing.assert_allclose(clipped.ravel(), [-0.5, 0.5, -0.05])

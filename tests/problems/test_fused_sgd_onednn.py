@@ -2,7 +2,7 @@
 (:func:`sims.problems.gram_sgd.gram_sgd_delta`, its two per-client products with the
 client's whole data) and the fused step (:func:`sims.problems.linear_stack.sgd_step_`, a
 large layer's forward product and weight update), by the shared rule and wrapper of
-:mod:`sims.problems.mlp_grad`.
+:mod:`sims.problems.onednn`.
 
 The oneDNN branch (float32 on the CPU only; forced on the tiny test model by lowering the
 size threshold, its calls counted) is held to the float64 reference at float32 rounding;
@@ -19,9 +19,9 @@ from sims.algorithms.registry import make_for_problem
 from sims.core.engine import run
 from sims.problems.models import MLP
 from sims.core.participation import Participation
-from sims.problems import mlp_grad
+from sims.problems import onednn
 from sims.problems.linear_stack import linear_stack_sgd_
-from sims.problems.mlp_grad import onednn_available
+from sims.problems.onednn import onednn_available
 from sims.problems.neural import NeuralProblem
 
 from conftest import plan_payload, stepwise_sgd_delta, unequal_parts
@@ -70,7 +70,7 @@ def test_onednn_branch_matches_float64_reference(image_data, calls, gram_path, m
     assert want.abs().max() > 0
     assert _rel(got, want) < 1e-5
     calls.clear()
-    monkeypatch.setattr(mlp_grad, "ONEDNN_ENABLED", False)    # the bmm reference
+    monkeypatch.setattr(onednn, "ONEDNN_ENABLED", False)    # the bmm reference
     off = prob32.local_sgd_delta(server.float(), rep, clients, payload, 0.3)
     assert not calls and _rel(off, want) < 1e-5
 
@@ -108,9 +108,9 @@ def test_float64_takes_the_reference_bit_for_bit(image_data, calls, monkeypatch)
         prob = _problem(image_data, torch.float64, gram_path)
         payload = plan_payload(prob, CLIENTS)
         args = (_server(prob), torch.as_tensor(REP), torch.as_tensor(CLIENTS), payload, 0.3)
-        monkeypatch.setattr(mlp_grad, "ONEDNN_ENABLED", True)
+        monkeypatch.setattr(onednn, "ONEDNN_ENABLED", True)
         got = prob.local_sgd_delta(*args)
-        monkeypatch.setattr(mlp_grad, "ONEDNN_ENABLED", False)
+        monkeypatch.setattr(onednn, "ONEDNN_ENABLED", False)
         ref = prob.local_sgd_delta(*args)
         assert not calls and torch.equal(got, ref)
 
@@ -121,7 +121,7 @@ def test_float64_takes_the_reference_bit_for_bit(image_data, calls, monkeypatch)
 def test_engine_float32_onednn_on_vs_off(image_data, calls, name, gram_path, monkeypatch):
     out = {}
     for on in (True, False):
-        monkeypatch.setattr(mlp_grad, "ONEDNN_ENABLED", on)
+        monkeypatch.setattr(onednn, "ONEDNN_ENABLED", on)
         prob = _problem(image_data, torch.float32, gram_path)
         assert prob.gram_path == gram_path
         out[on] = run(prob, make_for_problem(name, prob), Participation("fixed", m=3), 3,

@@ -22,9 +22,10 @@ from sims.algorithms.registry import make_for_problem
 from sims.core.engine import run
 from sims.problems.models import MLP, LogReg, MLPDropout
 from sims.core.participation import Participation
-from sims.problems import mlp_grad
+from sims.problems import mlp_grad, onednn
 from sims.problems.linear_stack import linear_stack_grad
-from sims.problems.mlp_grad import onednn_available, stack_grad, stack_grad_pair
+from sims.problems.mlp_grad import stack_grad, stack_grad_pair
+from sims.problems.onednn import onednn_available
 from sims.problems.neural import NeuralProblem
 
 from conftest import random_dataset, unequal_parts
@@ -175,7 +176,7 @@ def test_full_grad_sum_equals_summed_full_grads_float64(model, monkeypatch):
                                          torch.as_tensor(rows), w, block=7)
     assert _rel(small, want[0]) < 1e-12
     if onednn_available(torch.zeros(1)):             # float32 through oneDNN
-        monkeypatch.setattr(mlp_grad, "ONEDNN_MIN_MACS", 0)
+        monkeypatch.setattr(onednn, "ONEDNN_MIN_MACS", 0)
         f32 = mlp_grad.stack_full_grad_sum(server[0].float(), prob.layout,
                                            prob.x.flatten(1).float(), prob.y,
                                            torch.as_tensor(rows), w.float(), block=7)

@@ -13,7 +13,7 @@ from sims.problems.models import MLP
 from sims.core.participation import Participation
 from sims.problems.neural import NeuralProblem
 from conftest import random_dataset
-from test_algorithms_equivalence import check
+from test_equivalence import check
 
 SIZES = (5, 9, 14, 20, 14)                   # batch 4 -> 2, 3, 4, 5, 4 steps per epoch
 

@@ -304,7 +304,7 @@ def test_cifar_refuses_the_gpu_default_on_cpu(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- shared builder
 def test_conv_models_go_through_the_shared_builder():
-    from sims.problems.conv import build_conv_problem
+    from sims.problems.image import build_conv_problem
     from sims.problems.image import build_image_problem
     data = _fixture(side=6, n_train=40, channels=4)
     # 4 x 6 x 6 = 144 = 12^2 input features: guessing channels from the flat size would say 1

@@ -58,12 +58,13 @@ def _describe(cover):
     return torch.tensor(out, dtype=torch.int64), layers
 
 
-def sm3_step(cover, theta, g, mu, lr: float, eps: float, *, m=None, beta1: float = 0.9,
+def sm3_step(cover, theta, g, mu, lr, eps: float, *, m=None, beta1: float = 0.9,
              beta2: float = 0.999, c1=None, c2=None, rows=None, theta_out, mu_out,
              m_out=None, nu_out=None) -> bool:
     """One step of the rows ``rows`` (``[n]`` indices; None: every row) by ``sm3.c``'s rule
     (its header): AdaGrad with ``m`` None, else Adam with the bias corrections ``c1``,
-    ``c2`` (``n`` values, one per stepped row in ``rows``' order; None: off). ``theta``,
+    ``c2`` (``n`` values, one per stepped row in ``rows``' order; None: off); ``lr`` a
+    number or ``n`` rates, one per stepped row. ``theta``,
     ``g``, ``m`` ``[B, d]``, ``mu`` ``[B, cover.size]``; the outputs (contiguous tensors of
     the same shapes; each may be its input, for in place; ``nu_out`` None: ``nu`` not
     written, as for the full preconditioner, whose ``nu`` is ``mu``) get the stepped rows,
@@ -86,8 +87,14 @@ def sm3_step(cover, theta, g, mu, lr: float, eps: float, *, m=None, beta1: float
     idx = None if rows is None else rows.to(torch.int64).contiguous()
     n = B if idx is None else len(idx)
     step = rs2 = None
+    per_row = torch.is_tensor(lr) and lr.numel() > 1
+    if per_row and lr.numel() != n:
+        return False
+    rate = lr.reshape(n).to(torch.float64) if per_row else float(lr)
     if c1 is not None:
-        step = (float(lr) / c1.reshape(n).to(torch.float64)).contiguous()
+        step = (rate / c1.reshape(n).to(torch.float64)).contiguous()
+    elif per_row:
+        step = rate.contiguous()
     if c2 is not None:
         rs2 = c2.reshape(n).to(torch.float64).rsqrt().contiguous()
     fn = kernel("sm3_step", theta_out.dtype, ARGTYPES)
@@ -99,6 +106,7 @@ def sm3_step(cover, theta, g, mu, lr: float, eps: float, *, m=None, beta1: float
         fn(ptr(theta_out), ptr(theta), None, ptr(g), None, 0, 0,
            ptr(m_out), ptr(m), None, ptr(mu_out), ptr(mu), None, ptr(nu_out),
            None, ptr(idx), n, d, cover.size, layers, ptr(desc), ptr(step), ptr(rs2),
-           float(lr), float(eps), int(adam), float(beta1), float(beta2), ptr(scratch), nt)
+           0.0 if per_row else rate, float(eps), int(adam), float(beta1), float(beta2),
+           ptr(scratch), nt)
     count("sm3_step")
     return True

@@ -324,7 +324,8 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
             _run_inprocess(spec, units, save, failed, bar, threads)
         else:
             from .on_ray import run_ray
-            run_ray(spec, units, save, failed, bar, ray_address, workers, threads or 1)
+            run_ray(spec, units, save, failed, bar, ray_address, workers, threads or 1,
+                    payload_of(spec), run_unit)
     finally:
         bar.close()
         _write_failures(spec, failures, [c for c in cells if c not in frames])

@@ -13,12 +13,12 @@ import logging
 import os
 
 from ...store.identity import ROOT, SOURCE_PACKAGES
-from .execute import payload_of, run_unit
 from .grid import GridError
 
 
-def _ray_task(payload, unit, counter, threads):
-    """A unit on a Ray worker: one torch thread, progress to the shared counter."""
+def _ray_task(payload, unit, counter, threads, run_unit):
+    """A unit on a Ray worker (``run_unit``: :func:`sims.experiments.sweep.execute.run_unit`):
+    one torch thread, progress to the shared counter."""
     def progress(n):
         counter.add.remote(n)
     return run_unit(payload, unit, progress=progress, threads=threads)
@@ -82,7 +82,9 @@ def _counter(ray):
     return counter
 
 
-def run_ray(spec, units, save, failed, bar, address, workers, threads):
+def run_ray(spec, units, save, failed, bar, address, workers, threads, payload, run_unit):
+    """The units as Ray tasks (module docstring): ``payload`` what every task needs
+    (:func:`~sims.experiments.sweep.execute.payload_of`), ``run_unit`` what each runs."""
     if not units:
         return
     import ray
@@ -91,8 +93,8 @@ def run_ray(spec, units, save, failed, bar, address, workers, threads):
         counter = _counter(ray)
         gpu = 1 if str(spec.device).startswith("cuda") else 0     # a GPU per task there
         task = ray.remote(num_cpus=1, num_gpus=gpu, max_retries=0)(_ray_task)
-        payload = ray.put(payload_of(spec))
-        pending = {task.remote(payload, u, counter, threads): (u, 0) for u in units}
+        payload = ray.put(payload)
+        pending = {task.remote(payload, u, counter, threads, run_unit): (u, 0) for u in units}
         finished_rounds = 0
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
@@ -105,7 +107,8 @@ def run_ray(spec, units, save, failed, bar, address, workers, threads):
                 except Exception as exc:              # task error or killed worker
                     failed(unit, attempt, exc)
                     if attempt == 0:
-                        pending[task.remote(payload, unit, counter, threads)] = (unit, 1)
+                        pending[task.remote(payload, unit, counter, threads,
+                                            run_unit)] = (unit, 1)
                     continue
                 save(results)
                 finished_rounds += len(unit) * spec.rounds
