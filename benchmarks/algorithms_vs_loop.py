@@ -110,6 +110,8 @@ RULE_STREAMS = {
     "fedada2": 3, "fedada2-adam": 5,
     # the full preconditioner: AdaGrad reads theta, g, v, writes theta, v; Adam adds m
     "dja": 5, "joint-adaptive": 5, "fedadaadagrad": 5, "fedadaadam": 7,
+    # Yogi (Zaheer et al. Alg. 2): read theta, g, m, v; write theta, m, v
+    "local-yogi": 7,
 }   # FedAda2-blend (members of both kinds, rows re-grouped per member) is not modelled
 TWO_GRADIENTS = ("mime", "mime-lamb")     # two gradients per local step: goal 5x, not 2.5x
 GOAL_LOOP, GOAL_FUSED, GOAL_FUSED_TWO = 1.6, 3.0, 5.0

@@ -67,10 +67,12 @@ def status() -> str:
 def plan(rule, problem=None, device="cpu") -> Plan | None:
     """The fast form of ``rule`` (a :class:`sims.rules.base.Chain`) on ``problem`` and
     ``device``, or None: the readable rule."""
-    if (not enabled() or torch.device(device).type != "cpu" or not isinstance(rule, Chain)
-            or not numeric(rule)):
+    if not enabled() or torch.device(device).type != "cpu" or not isinstance(rule, Chain):
         return None
-    for planner in (sgd.plan, adaptive.plan, frozen.plan, sm3.plan):
+    got = sgd.plan(rule, problem)           # (takes per-replica constants: [B, 1] rows)
+    if got is not None or not numeric(rule):
+        return got
+    for planner in (adaptive.plan, frozen.plan, sm3.plan):
         got = planner(rule, problem)
         if got is not None:
             return got

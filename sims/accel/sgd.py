@@ -43,8 +43,13 @@ def affine_of(rule, lr, bcast, cstate) -> AffineSGD:
         elif isinstance(t, Amend):
             a, b = t.alpha * a, t.alpha * b
             c = _add(None if c is None else t.alpha * c, bcast[t.key], 1 - t.alpha)
-    return AffineSGD(lr * a if a != 1 else lr, lr * b if b != 0 else 0.0,
+    return AffineSGD(lr if _equal(a, 1) else lr * a, 0.0 if _equal(b, 0) else lr * b,
                      None if c is None else c * -lr)
+
+
+def _equal(x, value) -> bool:
+    """``x == value`` for a number; False for a tensor (per-replica constants, ``[B, 1]``)."""
+    return not torch.is_tensor(x) and x == value
 
 
 def _add(c, x, factor):

@@ -33,17 +33,14 @@ class Mixture(Transform):
         return mine
 
     def update(self, u, state, theta, info):
+        """Every member's rule on every row, each row keeping its own member's result (and
+        every member's state only on its own rows): the rule as written, not fast."""
         out = torch.zeros_like(u)
         states = []
         for l, (member, st) in enumerate(zip(self.members, state["members"])):
-            idx = self.rows_of(l, info).nonzero().squeeze(-1)
-            if len(idx) == 0:
-                states.append(st)
-                continue
-            sub = {k: v.index_select(0, idx) for k, v in st.items()}
-            u_l, new = member.update(u.index_select(0, idx), sub, theta.index_select(0, idx),
-                                     info.rows(idx))
-            out.index_copy_(0, idx, u_l)
-            states.append({k: (st[k].index_copy(0, idx, new[k]) if k in new else st[k])
-                           for k in st})
+            mine = self.rows_of(l, info).unsqueeze(-1)
+            u_l, new = member.update(u, st, theta, info)
+            out = torch.where(mine, u_l, out)
+            states.append({k: torch.where(mine if st[k].dim() > 1 else mine.squeeze(-1),
+                                          new[k], st[k]) if k in new else st[k] for k in st})
         return out, {"members": states}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from sims.algorithms.base import RoundContext
+from sims.core.context import RoundContext
 from sims.algorithms.fed_ef import FedEF
 from sims.rules.compress import HeavySign, Identity, Sign, TopK
 from sims.core.engine import draw_round, run
@@ -213,7 +213,7 @@ def test_two_way_server_error_identity(server):
     active = torch.tensor([True, False])
     ctx = RoundContext(0, LAYOUT, torch.arange(2), None, None)
     new, _ = alg.server_step(state, msg, {}, active, ctx)
-    U, _ = alg.server_rule.direction(msg, alg.init_server(theta0)["opt"])
+    U, _ = alg.server_rule.update(msg, alg.init_server(theta0)["opt"], theta0, None)
     H = TopK(0.2)(U + state["phi"], LAYOUT)
     assert torch.equal(new["theta"][0], theta0[0] - 0.5 * H[0])          # theta - eta H
     assert torch.equal(new["phi"][0], (U + state["phi"] - H)[0])           # phi + U - H

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from sims.core import engine
-from sims.algorithms.base import RoundContext
+from sims.core.context import RoundContext
 from sims.algorithms.registry import AlgorithmError, make_algorithm
 from sims.problems.models import MLP
 from sims.core.params import ParamLayout
@@ -28,14 +28,13 @@ def _displacements(alg, grads):
     """Each local step's ``theta_k - theta_{k-1}`` over one round of ``B`` participants."""
     rep = torch.zeros(B, dtype=torch.long)
     ctx = RoundContext(0, LAYOUT, rep, torch.arange(B), torch.full((B,), -1))
-    server = alg.init_server(torch.zeros(LAYOUT.d, dtype=torch.float64).unsqueeze(0)[0])
-    bcast = {k: v.unsqueeze(0)[rep] for k, v in alg.broadcast(server).items()}
+    server = alg.init_server(torch.zeros(1, LAYOUT.d, dtype=torch.float64))
+    bcast = {k: v[rep] for k, v in alg.broadcast(server).items()}
     cstate = {k: torch.zeros((B, LAYOUT.d) if kind == "vector" else (B,), dtype=torch.float64)
               for k, kind in alg.client_state_spec().items()}
     lstate = alg.local_start(bcast, cstate, ctx)
     theta, out = bcast["theta"].clone(), []
     for g in grads:
-        ctx.extra["owned_state"] = False
         new, lstate = alg.local_step(theta, g, lstate, bcast, cstate, None, ctx)
         out.append(new - theta)
         theta = new

@@ -252,9 +252,10 @@ def test_fused_local_sgd_equals_step_by_step(mlp_problem):
     """The fused gradient-and-update path (linear stacks, plain local SGD) against stepping
     through stoch_grad and the SGD rule, with unequal client sizes (masked steps)."""
     alg = FedEF(eta=1.0, eta_l=0.05, compressor=TopK(0.1))
-    assert alg.plain_local_sgd() == 0.05
+    assert len(alg.local_rule) == 0 and alg.local_lr(0) == 0.05
     a = run(mlp_problem, alg, Participation("fixed", m=3), 4, [0, 1], eval_every=2)
     b = run(mlp_problem, alg, Participation("fixed", m=3), 4, [0, 1], eval_every=2, fused=False)
+    assert a.forms.get("sgd-round") and "sgd-round" not in b.forms
     err = (a.server["theta"] - b.server["theta"]).abs().max() / b.server["theta"].abs().max()
     assert err <= 1e-12
     assert not torch.equal(a.server["theta"], mlp_problem.init_theta(0).expand(2, -1))

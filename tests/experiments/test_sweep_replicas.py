@@ -89,11 +89,15 @@ def test_per_replica_equals_separate_runs(name, mlp_problem):
     assert isinstance(alg, ReplicaAlgorithm)
     part = Participation.parse("m=2")
     batched = run(mlp_problem, alg, part, 3, list(SEEDS), max_batch=2)
-    fused = make_algorithm(name, **settings[0]).plain_local_sgd() is not None
-    assert (alg.plain_local_sgd() is not None) == fused
     for r, (s, seed) in enumerate(zip(settings, SEEDS)):
         separate = run(mlp_problem, make_algorithm(name, **s), part, 3, [seed], max_batch=2)
         _assert_same(batched, separate, r, name)
+        assert fused(batched) == fused(separate), name       # the fused round kept
+
+
+def fused(out) -> bool:
+    """Whether a run took the fused local-SGD rounds (:mod:`sims.accel.sgd`)."""
+    return any(k.endswith("sgd-round") for k in out.forms)
 
 
 @pytest.mark.parametrize("name", ["fed-sgd", "fed-ef-sgd"])
@@ -101,9 +105,10 @@ def test_per_replica_fused_gram_path(name, gram_problem):
     """The Gram fused kernel (several local steps of every client) with a rate per replica."""
     settings = [{"eta_l": v, "eta": e} for v, e in ((0.05, 1.0), (0.1, 0.5), (0.2, 2.0))]
     alg = batched_algorithm(name, settings)
-    assert isinstance(alg.plain_local_sgd(), PerReplica)
+    assert isinstance(alg.inner.eta_l, PerReplica)
     part = Participation.parse("m=3")
     batched = run(gram_problem, alg, part, 3, list(SEEDS))
+    assert fused(batched)
     for r, (s, seed) in enumerate(zip(settings, SEEDS)):
         _assert_same(batched, run(gram_problem, make_algorithm(name, **s), part, 3, [seed]),
                      r, name)
@@ -112,8 +117,8 @@ def test_per_replica_fused_gram_path(name, gram_problem):
 def test_mixed_structure_reports_the_split(mlp_problem):
     """FedLADA's alpha = 1 keeps no g_a, alpha < 1 does: one batch cannot hold both, and the
     error says which replicas go together."""
-    alg = batched_algorithm("fedlada", [{"alpha": 1.0}, {"alpha": 0.5}, {"alpha": 1.0}])
     with pytest.raises(MixedReplicaValues) as exc:
+        alg = batched_algorithm("fedlada", [{"alpha": 1.0}, {"alpha": 0.5}, {"alpha": 1.0}])
         run(mlp_problem, alg, Participation.parse("m=2"), 1, [0, 1, 2])
     assert exc.value.pattern.tolist() in ([True, False, True], [False, True, False])
 

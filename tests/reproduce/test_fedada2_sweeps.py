@@ -59,12 +59,11 @@ def test_epoch_freezing_changes_the_run_and_zero_freeze_is_the_plain_rule(mlp_ep
 def test_epoch_freezing_update_schedule():
     """Steps 1..k of a client with 3 steps per epoch, 1 frozen epoch: updates in epochs 0, 2,
     4 only; the count is the number of updates so far (ADMU's debiasing exponent)."""
-    from sims.algorithms.base import RoundContext
+    from sims.rules.base import StepInfo
     alg = FedAda2Adam(freeze_epochs=1)
     k = torch.arange(1, 16, dtype=torch.float64)
-    ctx = RoundContext(0, None, torch.zeros(15, dtype=torch.long), torch.zeros(15, dtype=torch.long),
-                       None, extra={"epoch_steps": torch.full((15,), 3)})
-    upd, count = alg._updates(k, ctx)
+    info = StepInfo(k - 1, extra={"epoch_steps": torch.full((15,), 3)})
+    upd, count = alg.sm3.updates(k, info)
     assert upd.tolist() == [True] * 3 + [False] * 3 + [True] * 3 + [False] * 3 + [True] * 3
     assert count.tolist() == [1, 2, 3, 3, 3, 3, 4, 5, 6, 6, 6, 6, 7, 8, 9]
 

@@ -93,14 +93,14 @@ def test_rerun_after_code_change_recomputes(tmp_path, capsys, monkeypatch):
     folder = tmp_path / "res" / "trust_entry"
     assert run_entry(entry, tmp_path) == 0
     first = records(folder)
-    assert len(first) == 2 and all(r["code_digest"] == sims.identity.code_digest()
+    assert len(first) == 2 and all(r["code_digest"] == sims.store.identity.code_digest()
                                    for r in first.values())
     capsys.readouterr()
     assert run_entry(entry, tmp_path) == 0                   # same code: reused, and said
     out = capsys.readouterr().out
     assert "reused 2 saved runs (from commit " in out
     assert records(folder) == first
-    monkeypatch.setattr(sims.identity, "code_digest", lambda: "edited-code")
+    monkeypatch.setattr(sims.store.identity, "code_digest", lambda: "edited-code")
     assert run_entry(entry, tmp_path) == 0                   # other code: recomputed
     out = capsys.readouterr().out
     assert "recomputing 2 saved runs" in out and "reused" not in out
@@ -275,7 +275,7 @@ def test_checkpoint_of_other_code_is_resumed_only_with_reuse_stale(tmp_path, cap
         _interrupt_after(monkeypatch, 3)
         assert run_entry(entry, tmp_path / where, *args) == 130
         monkeypatch.undo()
-    monkeypatch.setattr(sims.identity, "code_digest", lambda: "edited-code")
+    monkeypatch.setattr(sims.store.identity, "code_digest", lambda: "edited-code")
     capsys.readouterr()
     assert run_entry(entry, tmp_path / "strict", *args) == 0
     assert "resuming" not in capsys.readouterr().out            # started again from round 0
@@ -567,13 +567,13 @@ def test_provenance_records_command_start_host_threads_and_versions():
     for key in ("command", "started", "host", "threads", "pid"):
         assert rec[key] not in (None, "")
     assert rec["threads"] == torch.get_num_threads()
-    from sims import compiled
-    assert rec["compiled_steps"] is compiled.enabled()
-    compiled.enable(True)
+    from sims import accel
+    assert rec["accel"] == accel.status()
+    accel.enable(False)
     try:
-        assert provenance({"a": 1}, [0], 2.0)["compiled_steps"] is True
+        assert provenance({"a": 1}, [0], 2.0)["accel"] == "off"
     finally:
-        compiled.enable(False)
-    assert rec["code"]["code_digest"] == sims.identity.code_digest()
+        accel.enable(True)
+    assert rec["code"]["code_digest"] == sims.store.identity.code_digest()
     assert set(rec["code"]["numeric_versions"]) >= {"python", "torch", "numpy", "scipy"}
     assert time.strptime(rec["started"], "%Y-%m-%dT%H:%M:%SZ")

@@ -177,9 +177,9 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
     for c in units_cells:
         settings.append(with_population(name, c.point.settings, problem.n_clients))
     seeds = [c.seed for c in units_cells]
-    alg = batched_algorithm(name, settings)
     started = time.perf_counter()
     try:
+        alg = batched_algorithm(name, settings)   # (a check may see replicas disagree)
         out = engine.run(problem, alg, Participation.parse(payload["participation"]),
                          payload["rounds"], seeds, eval_every=payload["eval_every"],
                          max_batch=payload.get("max_batch"),
