@@ -19,6 +19,8 @@ piece saves 9% of the round). Pieces (arms):
 * ``deferred``: the deferred gradient block off (the problem writes the whole gradient);
 * ``row_sources_deferred``: both off;
 * ``torch_fused``: torch's fused optimizer kernels off, the C kernels on;
+* ``owned_start``: a round's first local step never writes its state in place (every
+  algorithm's ``owned_start_keys`` empty: the step writes new tensors, as now);
 * ``compiled``: the opt-in compiled steps on (compiling in the untimed first round;
   ``gain`` < 1 means the compiled steps were faster).
 
@@ -43,7 +45,7 @@ import sys
 from pathlib import Path
 
 ARMS = ("native", "row_sources", "deferred", "row_sources_deferred", "torch_fused",
-        "compiled")
+        "owned_start", "compiled")
 DEFAULT_ALGORITHMS = ("fed-ef-sgd", "fed-ams", "fed-lamb", "fedlada", "localadam",
                       "mimelite", "mimelite-lamb", "mime", "mime-lamb", "fedada2",
                       "fedada2-adam", "dja", "joint-adaptive", "fedadaadam", "fedadaadagrad",
@@ -131,6 +133,15 @@ def main(argv=None):
             return stack
         if arm == "torch_fused":
             return switched(torch_fused.enabled, torch_fused.enable, False)
+        if arm == "owned_start":
+            from sims.algorithms import base
+            stack = contextlib.ExitStack()
+            for cls in (base.Algorithm, fed_lamb.FedLAMB, fedada2.JointAdaptive,
+                        fedada2.FedAda2Blend, __import__("sims.algorithms.fedlada",
+                                                         fromlist=["x"]).FedLADA):
+                stack.enter_context(patched(cls, "owned_start_keys",
+                                            lambda self: frozenset()))
+            return stack
         return switched(compiled.enabled, compiled.enable, True)
 
     w = bench.WORKLOAD

@@ -34,6 +34,21 @@ for _folder in sorted(Path(__file__).resolve().parent.iterdir()):
     if _folder.is_dir() and not _folder.name.startswith((".", "_")):
         sys.path.insert(1, str(_folder))
 
+#: Whole folders and modules of seconds-long tests (end-to-end entries, processes killed and
+#: resumed, Ray, benchmarks): marked ``slow``, so ``-m "not slow"`` is the fast subset (CI
+#: runs it once more with every fast form off). Single slow tests carry the marker themselves.
+SLOW_PATHS = ("reproduce/", "benchmarks/", "store/test_results_trust.py",
+              "experiments/test_sweep_ray.py", "experiments/test_synthetic_entries.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    here = Path(__file__).resolve().parent
+    for item in items:
+        rel = Path(str(item.fspath)).resolve().relative_to(here).as_posix()
+        if rel.startswith(SLOW_PATHS):
+            item.add_marker(pytest.mark.slow)
+
+
 # The test machine has 2 shared cores; torch's intra-op threads spin against other processes
 # there and make small ops 10x slower. One thread keeps the suite fast and its timings stable.
 torch.set_num_threads(1)

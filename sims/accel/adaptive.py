@@ -1,9 +1,10 @@
-"""The local AMSGrad / Adam step in one C pass (Fed-AMS, Fed-LAMB, FedLADA, LocalAdam).
+"""The local AMSGrad / Adam / Yogi step in one C pass (Fed-AMS, Fed-LAMB, FedLADA, LocalAdam,
+local Yogi).
 
 Planned for a client rule of the form ``[AddDecayedWeights] Adaptive [TrustRatio] [Amend]
 [AddDecayedWeights]`` (at most one weight decay) whose :class:`sims.rules.moments.Adaptive`
 is AMSGrad (``vhat`` per step, the max of the corrected ``v`` when bias-corrected) or Adam,
-with ``eps`` inside the root: :func:`sims.accel.native.adaptive.adaptive_step`. The rows'
+with ``eps`` inside the root, or Yogi with ``eps`` outside: :func:`sims.accel.native.adaptive.adaptive_step`. The rows'
 ``g_a`` is read from the server's rows (one per replica run), not gathered.
 """
 from __future__ import annotations
@@ -31,8 +32,10 @@ def kernel_of(rule) -> tuple | None:
     amend = items.pop(0) if items and isinstance(items[0], Amend) else None
     if items and isinstance(items[0], AddDecayedWeights) and not wd:
         wd, coupled = items.pop(0).weight_decay, False
-    if items or ada.kind not in ("amsgrad", "adam") or (ada.eps and not ada.eps_inside):
+    if items or ada.kind not in ("amsgrad", "adam", "yogi"):
         return None
+    if ada.eps and ada.eps_inside == (ada.kind == "yogi"):
+        return None                     # (eps inside the root for AMSGrad / Adam, outside for Yogi)
     if ada.kind == "amsgrad" and ada.bias_correction and not ada.correct_before_max:
         return None                     # (torch.optim's order: the kernel's is Fed-LAMB's)
     kr = AdaptiveKernel(ada.kind, ada.vhat, ada.beta1, ada.beta2, ada.eps,

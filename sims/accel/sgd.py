@@ -29,31 +29,37 @@ def plan(rule, problem) -> Plan | None:
 
 
 def affine_of(rule, lr, bcast, cstate) -> AffineSGD:
-    """The round's :class:`AffineSGD`: with ``u = a g + b theta + c`` after the rule's terms
-    (composed left to right), ``theta - lr u = (1 - lr b) theta - lr a g - lr c``."""
-    a, b, c = 1.0, 0.0, None
+    """The round's :class:`AffineSGD`: with ``u = a g + b theta + sum_i f_i c_i`` after the
+    rule's terms (composed left to right; ``c_i`` tensors: the round's start model, ``g_a``,
+    ``c - c_i``), ``theta - lr u = (1 - lr b) theta - lr a g - lr sum_i f_i c_i`` (the shift
+    formed in one pass a term)."""
+    a, b, terms = 1.0, 0.0, []
     for t in rule:
         if isinstance(t, AddDecayedWeights):
             b = b + t.weight_decay
         elif isinstance(t, Proximal):
             b = b + t.mu
-            c = _add(c, bcast["theta"], -t.mu)
+            terms.append((-t.mu, bcast["theta"]))
         elif isinstance(t, ControlVariate):
-            c = _add(c, bcast["c"] - cstate["c"], t.alpha)
+            terms.append((t.alpha, bcast["c"] - cstate["c"]))
         elif isinstance(t, Amend):
             a, b = t.alpha * a, t.alpha * b
-            c = _add(None if c is None else t.alpha * c, bcast[t.key], 1 - t.alpha)
-    return AffineSGD(lr if _equal(a, 1) else lr * a, 0.0 if _equal(b, 0) else lr * b,
-                     None if c is None else c * -lr)
+            terms = [(t.alpha * f, c) for f, c in terms] + [(1 - t.alpha, bcast[t.key])]
+    shift = None
+    for f, c in terms:
+        k = -lr * f
+        if shift is None:
+            shift = c * k
+        elif torch.is_tensor(k):
+            shift = torch.addcmul(shift, c, k)
+        else:
+            shift = torch.add(shift, c, alpha=k)
+    return AffineSGD(lr if _equal(a, 1) else lr * a, 0.0 if _equal(b, 0) else lr * b, shift)
 
 
 def _equal(x, value) -> bool:
     """``x == value`` for a number; False for a tensor (per-replica constants, ``[B, 1]``)."""
     return not torch.is_tensor(x) and x == value
-
-
-def _add(c, x, factor):
-    return x * factor if c is None else c + factor * x
 
 
 def local_round(rule, lr, problem, bcast, b_cast, c_state, ctx, payload, step_mask):

@@ -56,6 +56,7 @@ def _rule(theta, g, m, p, q, runs, lr, b1, b2):
     return out
 
 
+@pytest.mark.slow
 def test_builds_once_into_the_cache_and_reuses_it(fresh, monkeypatch):
     lib = native.library()
     assert lib is not None, native.failure()
@@ -77,6 +78,7 @@ def test_builds_once_into_the_cache_and_reuses_it(fresh, monkeypatch):
                                rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_build_key_follows_sources_and_cpu(fresh, tmp_path, monkeypatch):
     cc = native._compiler()
     base = native.build_key(cc)
@@ -98,6 +100,7 @@ def test_no_compiler_falls_back_with_one_warning(fresh, monkeypatch):
     assert not fresh.exists() or not list(fresh.glob("*.so"))
 
 
+@pytest.mark.slow
 def test_failed_build_leaves_no_file_and_falls_back(fresh, tmp_path, monkeypatch):
     _copy_sources(tmp_path, monkeypatch,
                   lambda name, text: text + "\nthis is not C;\n" if name == "frozen.c" else text)
@@ -118,6 +121,7 @@ def test_without_kernels_no_c_form_is_planned(fresh, monkeypatch):
     assert native.status() == "off"
 
 
+@pytest.mark.slow
 def test_switch_from_the_environment():
     code = "from sims.accel import native; print(native.enabled(), native.status())"
     for value, want in (("0", "False off"), ("1", "True on, not loaded")):
@@ -134,6 +138,7 @@ def test_switch_from_the_environment():
         assert out == want
 
 
+@pytest.mark.slow
 def test_concurrent_builds_make_one_library(fresh, tmp_path):
     """Two processes building into one empty cache at once: both load, one file, no
     temporaries left (the lock and the atomic rename)."""

@@ -1,4 +1,4 @@
-/* The local AMSGrad / Adam step (Fed-AMS, Fed-LAMB, LocalAdam, FedLADA) in one pass over each
+/* The local AMSGrad / Adam / Yogi step (Fed-AMS, Fed-LAMB, LocalAdam, FedLADA, local Yogi) in one pass over each
  * row: the fast form of the client rule chain(Adaptive, TrustRatio?, Amend?) between
  * weight-decay terms (sims.rules; wrapper: sims/accel/native/adaptive.py, plan:
  * sims/accel/adaptive.py). Per element, with g' = g + wd theta (coupled decay):
@@ -7,7 +7,8 @@
  *   s  = max(vhat, v' vsc)  -> vhat'         (mode AMS_STEP: AMSGrad, vhat per step)
  *      = vhat                                (mode AMS_ROUND: a round-fixed vhat, read only)
  *      = v'                                  (mode ADAM)
- *   u  = km m' / sqrt(s + eps_r)
+ *   v' = v - (1 - b2) g'^2 sign(v - g'^2), s = v'   (mode YOGI, Zaheer et al. 2018 Alg. 2)
+ *   u  = km m' / sqrt(s + eps_r)                (YOGI: km m' / (sqrt(s) + eps_r))
  *   out = theta - lr alpha u - lr (1 - alpha) g_a - lr wd theta       (decoupled decay)
  *
  * (trust: u_l -> ratio_l (u_l + lam theta_l), per layer, native.h's trust_ratio, with u
@@ -15,82 +16,82 @@
  * state's counts n, nm (before the step) in double: c1 = 1 - b1^(nm+1), c2 = 1 - b2^(n+1)
  * (1 without bias correction): AMS_STEP vsc = 1 / c2 (the max of the corrected v, Fed-LAMB
  * Alg. 2 lines 11-12), km = 1 / c1, eps_r = eps; AMS_ROUND vsc = 1, km = 1 / c1, eps_r =
- * eps; ADAM km = sqrt(c2) / c1, eps_r = eps c2 (m'/c1 / sqrt(v'/c2 + eps)). fin is 1.
+ * eps; ADAM km = sqrt(c2) / c1, eps_r = eps c2 (m'/c1 / sqrt(v'/c2 + eps)); YOGI km =
+ * sqrt(c2) / c1, eps_r = eps sqrt(c2) (m'/c1 / (sqrt(v'/c2) + eps)).
  *
  * Outputs may be their own input (in place, element for element); g_a is one row of
  * ga_stride 0 (a server row read by every row of the call) or a row per row (stride d).
  * lr_rows (optional): a rate per row; row_mask (optional): rows with 0 keep theta and their
- * state (copied where the output is another tensor). The row tables (th_tab, m_tab, ...,
- * srv_tab) and g_blk are unused (NULL). The specialised loops (mode x coupled x amended x
- * decoupled) keep the options' branches out of the inner loops. */
+ * state (copied where the output is another tensor). The specialised loops (mode x coupled
+ * x amended x decoupled) keep the options' branches out of the inner loops. */
 #include <string.h>
 #include "native.h"
 
-enum { ADA_AMS_STEP = 0, ADA_AMS_ROUND = 1, ADA_ADAM = 2 };
+enum { ADA_AMS_STEP = 0, ADA_AMS_ROUND = 1, ADA_ADAM = 2, ADA_YOGI = 3 };
 
 #define ADA_INLINE static inline __attribute__((always_inline))
 
 /* the arguments of one row's loops, as the dispatcher names them */
-#define ADA_ROW_ARGS o, th, gi, mo, mi, vo, vi, vho, vhi, gai, sv, lo, hi, b1, cb1, b2, cb2,  \
-                     wdt, fin, vsc, epsr, km, au, aga, awd
+#define ADA_ROW_ARGS o, th, gi, mo, mi, vo, vi, vho, vhi, gai, lo, hi, b1, cb1, b2, cb2, wdt,  \
+                     vsc, epsr, km, au, aga, awd
 #define ADA_ROW_CASE(SUF, M, C, A, D) \
-    case M * 8 + C * 4 + A * 2 + D:                                                        \
-        if (sv) ada_row_##SUF(M, C, A, D, 1, ADA_ROW_ARGS);                                 \
-        else ada_row_##SUF(M, C, A, D, 0, ADA_ROW_ARGS);                                    \
-        break;
+    case M * 8 + C * 4 + A * 2 + D: ada_row_##SUF(M, C, A, D, ADA_ROW_ARGS); break;
 #define ADA_C2(SUF, M, C, A) ADA_ROW_CASE(SUF, M, C, A, 0) ADA_ROW_CASE(SUF, M, C, A, 1)
 #define ADA_C4(SUF, M, C) ADA_C2(SUF, M, C, 0) ADA_C2(SUF, M, C, 1)
 #define ADA_C8(SUF, M) ADA_C4(SUF, M, 0) ADA_C4(SUF, M, 1)
-#define ADA_CASES(SUF) ADA_C8(SUF, 0) ADA_C8(SUF, 1) ADA_C8(SUF, 2)
+#define ADA_CASES(SUF) ADA_C8(SUF, 0) ADA_C8(SUF, 1) ADA_C8(SUF, 2) ADA_C8(SUF, 3)
 #define ADA_U_CASE(SUF, M, C) \
     case M * 2 + C: ada_layer_u_##SUF(M, C, scratch, sq, lamt, ADA_ROW_ARGS); break;
 #define ADA_U_CASES(SUF) ADA_U_CASE(SUF, 0, 0) ADA_U_CASE(SUF, 0, 1) ADA_U_CASE(SUF, 1, 0) \
-                         ADA_U_CASE(SUF, 1, 1) ADA_U_CASE(SUF, 2, 0) ADA_U_CASE(SUF, 2, 1)
+                         ADA_U_CASE(SUF, 1, 1) ADA_U_CASE(SUF, 2, 0) ADA_U_CASE(SUF, 2, 1) \
+                         ADA_U_CASE(SUF, 3, 0) ADA_U_CASE(SUF, 3, 1)
 
-#define ADA_TRUST_CASE(SUF, A, D, X)                                                       \
-    case A * 4 + D * 2 + X:                                                                \
-        ada_trust_out_##SUF(A, D, X, o + lo, th + lo, scratch, a_, svl, len, fu, lamt, aga,\
-                            awd);                                                          \
+#define ADA_TRUST_CASE(SUF, A, D)                                                          \
+    case A * 2 + D:                                                                        \
+        ada_trust_out_##SUF(A, D, o + lo, th + lo, scratch, a_, len, fu, lamt, aga, awd);  \
         break;
 #define ADA_TRUST_CASES(SUF)                                                                \
-    ADA_TRUST_CASE(SUF, 0, 0, 0) ADA_TRUST_CASE(SUF, 0, 0, 1) ADA_TRUST_CASE(SUF, 0, 1, 0)  \
-    ADA_TRUST_CASE(SUF, 0, 1, 1) ADA_TRUST_CASE(SUF, 1, 0, 0) ADA_TRUST_CASE(SUF, 1, 0, 1)  \
-    ADA_TRUST_CASE(SUF, 1, 1, 0) ADA_TRUST_CASE(SUF, 1, 1, 1)
+    ADA_TRUST_CASE(SUF, 0, 0) ADA_TRUST_CASE(SUF, 0, 1) ADA_TRUST_CASE(SUF, 1, 0)           \
+    ADA_TRUST_CASE(SUF, 1, 1)
 
 #define ADAPTIVE_STEP(T, SUF, SQRT)                                                          \
 /* one element's u; writes m', v' (and vhat') */                                             \
 ADA_INLINE T ada_u_##SUF(const int mode, const int wdc, int64_t j, const T *th, const T *g,  \
                          T *mo, const T *m, T *vo, const T *v, T *vho, const T *vh, T b1,    \
-                         T cb1, T b2, T cb2, T wd, T fin, T vsc, T epsr, T km) {             \
+                         T cb1, T b2, T cb2, T wd, T vsc, T epsr, T km) {                    \
     T gj = g[j];                                                                             \
     if (wdc) gj = gj + wd * th[j];                                                           \
     T mj = b1 * m[j] + cb1 * gj;                                                             \
-    T vj = b2 * v[j] + cb2 * gj * gj;                                                        \
+    T g2 = gj * gj, vj;                                                                      \
+    if (mode == ADA_YOGI) {                                                                  \
+        T dv = v[j] - g2;                                                                    \
+        vj = v[j] - cb2 * g2 * (T)((dv > 0) - (dv < 0));                                     \
+    } else vj = b2 * v[j] + cb2 * g2;                                                        \
     T s;                                                                                     \
-    if (mode == ADA_AMS_STEP) { T h = vh[j] * fin, c = vj * vsc; s = h < c ? c : h; }        \
-    else if (mode == ADA_AMS_ROUND) s = vh[j] * fin;                                         \
+    if (mode == ADA_AMS_STEP) { T h = vh[j], c = vj * vsc; s = h < c ? c : h; }              \
+    else if (mode == ADA_AMS_ROUND) s = vh[j];                                               \
     else s = vj;                                                                             \
     mo[j] = mj;                                                                              \
     vo[j] = vj;                                                                              \
     if (mode == ADA_AMS_STEP) vho[j] = s;                                                    \
+    if (mode == ADA_YOGI) return km * mj / (SQRT(s) + epsr);                                 \
     return km * mj / SQRT(s + epsr);                                                         \
 }                                                                                            \
 /* columns [lo, hi) of one row without a trust ratio */                                      \
 ADA_INLINE void ada_row_##SUF(const int mode, const int wdc, const int amend, const int wdd, \
-                              const int dlt, T *o, const T *th, const T *g, T *mo,           \
-                              const T *m, T *vo, const T *v, T *vho, const T *vh,            \
-                              const T *ga, const T *sv, int64_t lo,                          \
-                              int64_t hi, T b1, T cb1, T b2, T cb2, T wd, T fin, T vsc,      \
-                              T epsr, T km, T au, T aga, T awd) {                            \
+                              T *o, const T *th, const T *g, T *mo, const T *m, T *vo,       \
+                              const T *v, T *vho, const T *vh, const T *ga, int64_t lo,      \
+                              int64_t hi, T b1, T cb1, T b2, T cb2, T wd, T vsc, T epsr,     \
+                              T km, T au, T aga, T awd) {                                    \
     NATIVE_IVDEP                                                                             \
     for (int64_t j = lo; j < hi; ++j) {                                                      \
         T u = ada_u_##SUF(mode, wdc, j, th, g, mo, m, vo, v, vho, vh, b1, cb1, b2, cb2, wd,  \
-                          fin, vsc, epsr, km);                                               \
+                          vsc, epsr, km);                                                    \
         T t = th[j];                                                                         \
         T r = t - au * u;                                                                    \
         if (amend) r = r - aga * ga[j];                                                      \
         if (wdd) r = r - awd * t;                                                            \
-        o[j] = dlt ? sv[j] - r : r;                                                          \
+        o[j] = r;                                                                            \
     }                                                                                        \
 }                                                                                            \
 /* columns [lo, hi) of one row (a layer): u into scratch[0, hi - lo) (m, v, vhat written)  \
@@ -99,17 +100,16 @@ ADA_INLINE void ada_row_##SUF(const int mode, const int wdc, const int amend, co
 ADA_INLINE void ada_layer_u_##SUF(const int mode, const int wdc, T *restrict scratch,        \
                                   double *restrict sq, T lam, T *o, const T *th, const T *g, \
                                   T *mo, const T *m, T *vo, const T *v, T *vho, const T *vh, \
-                                  const T *ga, const T *sv, int64_t lo, int64_t hi, T b1,    \
-                                  T cb1, T b2, T cb2, T wd, T fin, T vsc, T epsr, T km, T au,\
-                                  T aga, T awd) {                                            \
-    (void)o; (void)ga; (void)sv; (void)au; (void)aga; (void)awd;                             \
+                                  const T *ga, int64_t lo, int64_t hi, T b1, T cb1, T b2,    \
+                                  T cb2, T wd, T vsc, T epsr, T km, T au, T aga, T awd) {    \
+    (void)o; (void)ga; (void)au; (void)aga; (void)awd;                                       \
     double at[NATIVE_LANES] = {0}, au2[NATIVE_LANES] = {0}, aw[NATIVE_LANES] = {0};          \
     int64_t j = lo;                                                                          \
     for (; j + NATIVE_LANES <= hi; j += NATIVE_LANES) {                                      \
         NATIVE_IVDEP                                                                         \
         for (int k = 0; k < NATIVE_LANES; ++k) {                                             \
             T u = ada_u_##SUF(mode, wdc, j + k, th, g, mo, m, vo, v, vho, vh, b1, cb1, b2,   \
-                              cb2, wd, fin, vsc, epsr, km);                                  \
+                              cb2, wd, vsc, epsr, km);                                       \
             T t = th[j + k], w = u + lam * t;                                                \
             scratch[j + k - lo] = u;                                                         \
             at[k] += (double)t * (double)t;                                                  \
@@ -120,7 +120,7 @@ ADA_INLINE void ada_layer_u_##SUF(const int mode, const int wdc, T *restrict scr
     double st = 0.0, su = 0.0, sw = 0.0;                                                     \
     for (; j < hi; ++j) {                                                                    \
         T u = ada_u_##SUF(mode, wdc, j, th, g, mo, m, vo, v, vho, vh, b1, cb1, b2, cb2, wd,  \
-                          fin, vsc, epsr, km);                                               \
+                          vsc, epsr, km);                                                    \
         T t = th[j], w = u + lam * t;                                                        \
         scratch[j - lo] = u;                                                                 \
         st += (double)t * (double)t;                                                         \
@@ -130,34 +130,28 @@ ADA_INLINE void ada_layer_u_##SUF(const int mode, const int wdc, T *restrict scr
     for (int k = 0; k < NATIVE_LANES; ++k) { st += at[k]; su += au2[k]; sw += aw[k]; }       \
     sq[0] = st; sq[1] = su; sq[2] = sw;                                                      \
 }                                                                                            \
-/* a layer's step from u in scratch: out = theta + fu (u + lam theta) - aga g_a - awd theta \
- * (sv: out = sv - that, the delta) */                                                       \
-ADA_INLINE void ada_trust_out_##SUF(const int amend, const int wdd, const int dlt, T *o,     \
-                                    const T *th, const T *restrict u, const T *ga,           \
-                                    const T *sv, int64_t n, T fu, T lam, T aga, T awd) {     \
+/* a layer's step from u in scratch: out = theta + fu (u + lam theta) - aga g_a - awd theta */\
+ADA_INLINE void ada_trust_out_##SUF(const int amend, const int wdd, T *o, const T *th,       \
+                                    const T *restrict u, const T *ga, int64_t n, T fu,       \
+                                    T lam, T aga, T awd) {                                   \
     NATIVE_IVDEP                                                                             \
     for (int64_t j = 0; j < n; ++j) {                                                        \
         T t = th[j];                                                                         \
         T r = t + fu * (u[j] + lam * t);                                                     \
         if (amend) r = r - aga * ga[j];                                                      \
         if (wdd) r = r - awd * t;                                                            \
-        o[j] = dlt ? sv[j] - r : r;                                                          \
+        o[j] = r;                                                                            \
     }                                                                                        \
 }                                                                                            \
 void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *m,          \
                          T *v_out, const T *v, T *vh_out, const T *vh, const T *ga,          \
                          int64_t ga_stride, int64_t rows, int64_t d, const T *n,             \
-                         const T *nm, const T *lr_rows,                                      \
-                         const uint8_t *row_mask, double lr, int64_t mode, int64_t bc,       \
-                         double b1d, double b2d, double eps, double alpha, double wdd_,      \
-                         int64_t wd_coupled,                                                 \
-                         int64_t nlayers, const int64_t *offsets, int64_t phi,               \
-                         double phi_min, double phi_max, double lam, T *scratch_all,         \
-                         int64_t scratch_len, int64_t nthreads, const T *const *g_blk,       \
-                         int64_t blk_lo, int64_t blk_hi, const T *const *th_tab,             \
-                         const T *const *m_tab, const T *const *v_tab, T *const *mo_tab,     \
-                         T *const *vo_tab, const T *const *vh_tab,                           \
-                         const T *const *srv_tab) {                                          \
+                         const T *nm, const T *lr_rows, const uint8_t *row_mask, double lr,  \
+                         int64_t mode, int64_t bc, double b1d, double b2d, double eps,       \
+                         double alpha, double wdd_, int64_t wd_coupled, int64_t nlayers,     \
+                         const int64_t *offsets, int64_t phi, double phi_min,                \
+                         double phi_max, double lam, T *scratch_all, int64_t scratch_len,    \
+                         int64_t nthreads) {                                                 \
     const T b1 = (T)b1d, cb1 = (T)(1.0 - b1d), b2 = (T)b2d, cb2 = (T)(1.0 - b2d);            \
     const T wdt = (T)wdd_, lamt = (T)lam;                                                    \
     const int wdc = wdd_ != 0.0 && wd_coupled, wdd = wdd_ != 0.0 && !wd_coupled;             \
@@ -167,18 +161,12 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
         double sq[3] = {0.0, 0.0, 0.0};          /* this row's layer sums (trust) */         \
         T *scratch = scratch_all ? scratch_all + NATIVE_THREAD * scratch_len : 0;            \
         int64_t at = i * d;                                                                  \
-        T *o = out + at, *mo = mo_tab ? mo_tab[i] : m_out + at;                              \
-        T *vo = vo_tab ? vo_tab[i] : v_out + at;                                             \
-        const T *th = th_tab ? th_tab[i] : theta + at, *g_row = g + at;                      \
-        const T *mi = m_tab ? m_tab[i] : m + at, *vi = v_tab ? v_tab[i] : v + at;            \
-        const T *sv = srv_tab ? srv_tab[i] : 0;                                              \
-        const T *vhi = vh_tab ? vh_tab[i] : (vh ? vh + at : 0);                              \
+        T *o = out + at, *mo = m_out + at, *vo = v_out + at;                                 \
+        const T *th = theta + at, *gi = g + at, *mi = m + at, *vi = v + at;                  \
+        const T *vhi = vh ? vh + at : 0;                                                     \
         if (row_mask && !row_mask[i]) {          /* a masked row keeps theta and its state */ \
             size_t size = (size_t)d * sizeof(T);                                             \
-            if (sv) {                                                                        \
-                NATIVE_IVDEP                                                                 \
-                for (int64_t j = 0; j < d; ++j) o[j] = sv[j] - th[j];                        \
-            } else if (o != th) memcpy(o, th, size);                                         \
+            if (o != th) memcpy(o, th, size);                                                \
             if (mo != mi) memcpy(mo, mi, size);                                              \
             if (vo != vi) memcpy(vo, vi, size);                                              \
             if (vh_out && vh_out + at != vhi) memcpy(vh_out + at, vhi, size);                \
@@ -189,34 +177,27 @@ void adaptive_step_##SUF(T *out, const T *theta, const T *g, T *m_out, const T *
         double vs = mode == ADA_AMS_STEP ? 1.0 / c2 : 1.0, k = 1.0 / c1, e = eps;            \
         if (mode == ADA_ADAM) {                                                              \
             k = sqrt(c2) / c1; e = eps * c2;                                                 \
+        } else if (mode == ADA_YOGI) {                                                       \
+            k = sqrt(c2) / c1; e = eps * sqrt(c2);                                           \
         }                                                                                    \
-        const T fin = (T)1, vsc = (T)vs, km = (T)k, epsr = (T)e;                             \
+        const T vsc = (T)vs, km = (T)k, epsr = (T)e;                                         \
         double lri = lr_rows ? (double)lr_rows[i] : lr;                                      \
         const T au = (T)(lri * alpha), aga = (T)(lri * (1.0 - alpha)), awd = (T)(lri * wdd_);\
-        /* columns [blk_lo, blk_hi) of g: the row's own block (g_blk[i]) where given */      \
-        const T *g_in = g_blk ? g_blk[i] - blk_lo : g_row;                                   \
         T *vho = vh_out ? vh_out + at : 0;                                                   \
         const T *gai = ga ? ga + i * ga_stride : 0;                                          \
-        if (nlayers == 0) {      /* the row in three column runs: before, in, after the block */\
-            const int64_t cut[4] = {0, g_blk ? blk_lo : 0, g_blk ? blk_hi : 0, d};           \
-            for (int part = 0; part < 3; ++part) {                                           \
-                int64_t lo = cut[part], hi = cut[part + 1];                                  \
-                if (lo >= hi) continue;                                                      \
-                const T *gi = part == 1 ? g_in : g_row;                                      \
-                switch ((int)(mode * 8 + wdc * 4 + amend * 2 + wdd)) { ADA_CASES(SUF) }      \
-            }                                                                                \
+        if (nlayers == 0) {                                                                  \
+            int64_t lo = 0, hi = d;                                                          \
+            switch ((int)(mode * 8 + wdc * 4 + amend * 2 + wdd)) { ADA_CASES(SUF) }          \
             continue;                                                                        \
         }                                                                                    \
         for (int64_t l = 0; l < nlayers; ++l) {                                              \
             int64_t lo = offsets[l], hi = offsets[l + 1], len = hi - lo;                     \
-            const T *gi = g_blk && lo >= blk_lo && hi <= blk_hi ? g_in : g_row;              \
             switch ((int)(mode * 2 + wdc)) { ADA_U_CASES(SUF) }                              \
             double ratio = trust_ratio(phi, phi_min, phi_max, sq[0],                         \
                                        lam != 0.0 ? sq[2] : sq[1], sq[1]);                   \
             const T fu = (T)(-lri * alpha * ratio);                                          \
             const T *a_ = gai ? gai + lo : 0;                                                \
-            const T *svl = sv ? sv + lo : 0;                                                 \
-            switch ((int)(amend * 4 + wdd * 2 + (sv != 0))) { ADA_TRUST_CASES(SUF) }         \
+            switch ((int)(amend * 2 + wdd)) { ADA_TRUST_CASES(SUF) }                         \
         }                                                                                    \
     }                                                                                        \
 }

@@ -1,9 +1,9 @@
-"""The local AMSGrad / Adam step in one C pass (``adaptive.c``; :mod:`sims.accel.native`).
+"""The local AMSGrad / Adam / Yogi step in one C pass (``adaptive.c``; :mod:`sims.accel.native`).
 
 Per row of the participants' ``[B, d]`` tensors one loop reads ``g, theta, m, v, vhat`` and
-writes ``theta, m, v, vhat`` (AMSGrad; Adam and a round-fixed ``vhat`` write no ``vhat``): the
-rule's 9 streams. Every option of the rule takes it: AMSGrad (``vhat`` per step, the max of
-the corrected ``v``, or fixed for the round) or Adam, bias correction with separate counts
+writes ``theta, m, v, vhat`` (AMSGrad; Adam, Yogi and a round-fixed ``vhat`` write no ``vhat``):
+the rule's 9 streams. Every option of the rule takes it: AMSGrad (``vhat`` per step, the max of
+the corrected ``v``, or fixed for the round), Adam or Yogi (``eps`` outside the root), bias correction with separate counts
 for ``m`` and ``v``, ``eps`` inside the root, coupled or decoupled weight decay, FedLADA's
 amendment (Alg. 3 line 12) with ``g_a`` read from the server's ``[R, d]`` rows (one per
 replica run, never gathered), Fed-LAMB's trust ratio (Alg. 2 line 13, per row and layer with
@@ -22,21 +22,19 @@ from . import count, kernel, ptr, rate, rows_of, threads, usable
 from .frozen import trust_args
 
 MODES = {("amsgrad", "step"): 0, ("amsgrad", "fixed"): 1, ("adam", "step"): 2,
-         ("adam", "fixed"): 2}
+         ("adam", "fixed"): 2, ("yogi", "step"): 3, ("yogi", "fixed"): 3}
 _I64, _F64, _P = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
 # out, theta, g, m_out, m, v_out, v, vh_out, vh, ga, ga_stride, rows, d, n, nm, lr_rows,
 # row_mask, lr, mode, bc, b1, b2, eps, alpha, wd, wd_coupled, nlayers, offsets, phi,
-# phi_min, phi_max, lam, scratch, scratch_len, nthreads, g_blk, blk_lo, blk_hi, th_tab,
-# m_tab, v_tab, mo_tab, vo_tab, vh_tab, srv_tab
+# phi_min, phi_max, lam, scratch, scratch_len, nthreads
 ARGTYPES = ([_P] * 10 + [_I64, _I64, _I64] + [_P] * 4 + [_F64, _I64, _I64]
-            + [_F64] * 5 + [_I64, _I64, _P, _I64, _F64, _F64, _F64, _P, _I64, _I64]
-            + [_P, _I64, _I64] + [_P] * 7)
+            + [_F64] * 5 + [_I64, _I64, _P, _I64, _F64, _F64, _F64, _P, _I64, _I64])
 
 
 @dataclass(frozen=True)
 class AdaptiveKernel:
     """The kernel's constants, read off a client rule by :mod:`sims.accel.adaptive`."""
-    kind: str                 # "amsgrad" or "adam"
+    kind: str                 # "amsgrad", "adam" or "yogi" (eps outside the root)
     vhat: str                 # "step" or "fixed"
     beta1: float
     beta2: float
@@ -91,12 +89,12 @@ def adaptive_step(kr: AdaptiveKernel, theta, g, m, v, vhat, n, nm, lr, layout, g
                 return None
             runs = replica_runs(rep)
     n, nm = rows_of(n, B, dtype), rows_of(nm, B, dtype)
-    ins = (g, m, v) if mode == 2 else (g, m, v, vhat)
+    ins = (g, m, v) if mode >= 2 else (g, m, v, vhat)
     if n is None or nm is None or any(t.shape != theta.shape for t in ins):
         return None
     if not usable(theta, *ins, ga_t, lr_rows, n, nm):
         return None
-    reads = [theta, g, m, v, vhat if mode != 2 else None, ga_t, lr_rows, n, nm]
+    reads = [theta, g, m, v, vhat if mode < 2 else None, ga_t, lr_rows, n, nm]
 
     def others(x, *outs):                   # every operand but x, and the outputs so far
         return [r for r in reads if r is not x] + list(outs)
@@ -110,7 +108,7 @@ def adaptive_step(kr: AdaptiveKernel, theta, g, m, v, vhat, n, nm, lr, layout, g
                float(kr.eps), float(kr.alpha), float(kr.weight_decay), int(kr.coupled))
     nt = threads()
     scratch = torch.empty(nt * scratch_len, dtype=dtype) if scratch_len else None
-    vh_in = vhat if mode != 2 else None
+    vh_in = vhat if mode < 2 else None
     for rep, rows in runs:                  # one call per replica run (its g_a row)
         lo, hi = rows.start, rows.stop
         ga_p = ptr(ga_t, (lo if ga_stride else rep) * d)      # rows of g_a, or its server row
@@ -118,7 +116,7 @@ def adaptive_step(kr: AdaptiveKernel, theta, g, m, v, vhat, n, nm, lr, layout, g
            ptr(m, lo * d), ptr(v_out, lo * d), ptr(v, lo * d), ptr(vh_out, lo * d),
            ptr(vh_in, lo * d), ga_p, ga_stride, hi - lo, d, ptr(n, lo), ptr(nm, lo),
            ptr(lr_rows, lo), ptr(mask_u8, lo), *scalars, *consts, ptr(scratch), scratch_len,
-           nt, None, 0, 0, None, None, None, None, None, None, None)
+           nt)
     count("adaptive_step")
     return out, m_out, v_out, (vh_out if mode == 0 else vhat)
 

@@ -1,7 +1,8 @@
 /* MimeLite / Mime (and their LAMB variants): one local step with the server's base
- * optimizer state frozen (sims.algorithms.fed_lamb.MimeLite._frozen_step; wrapper and rule
- * check: sims/native/frozen.py). With P = b2 v + eps and Q = vhat + eps of the frozen
- * state (one row of the participants' replica, read from the cache by every row):
+ * optimizer state frozen (the rule chain([FirstGradient | SVRG], Frozen(base), [TrustRatio]),
+ * sims.rules; wrapper: sims/accel/native/frozen.py, plan: sims/accel/frozen.py). With
+ * P = b2 v + eps and Q = vhat + eps of the frozen state (one row of the participants'
+ * replica, read from the cache by every row):
  *
  *   g   <- g - anchor + c                     (Mime's SVRG correction; anchor, c optional)
  *   u    = (b1 m + (1 - b1) g) / sqrt(max(P + (1 - b2) g^2, Q))   (Adam base: no Q)
@@ -9,11 +10,7 @@
  *
  * in one pass over each row (LAMB: u into a layer-sized scratch, scratch_len entries a
  * thread, its norms and the step while it is in the cache). out may be theta. lr_rows
- * (optional): a rate per row. Row i of theta is theta + i th_step (th_step 0: every row the
- * same, a server row read where it is, sims.row_source); srv (optional, a server row): out
- * is the round's delta srv - out. g_blk (optional): row i's columns [blk_lo, blk_hi) of g are
- * read from g_blk[i] (sims.deferred_grad; with a trust ratio whole layers). Rows are split
- * over nthreads OpenMP threads. */
+ * (optional): a rate per row. Rows are split over nthreads OpenMP threads. */
 #include "native.h"
 
 #define FROZEN_STEP(T, SUF, SQRT)                                                            \
@@ -30,38 +27,24 @@ void frozen_step_##SUF(T *out, const T *theta, const T *g, const T *anchor, cons
                        const T *lr_rows, double lr, double b1d, double b2d,              \
                        int64_t nlayers, const int64_t *offsets, int64_t phi,             \
                        double phi_min, double phi_max, double lam, T *scratch,           \
-                       int64_t scratch_len, int64_t nthreads, int64_t th_step,           \
-                       const T *srv, const T *const *g_blk, int64_t blk_lo,              \
-                       int64_t blk_hi) {                                                 \
+                       int64_t scratch_len, int64_t nthreads) {                          \
     const T b1 = (T)b1d, cb1 = (T)(1.0 - b1d), cb2 = (T)(1.0 - b2d);                     \
     _Pragma("omp parallel for schedule(static) num_threads(nthreads) if(nthreads > 1)")  \
     for (int64_t i = 0; i < rows; ++i) {                                                 \
         T *o = out + i * d;                                                              \
         T *sc = scratch ? scratch + NATIVE_THREAD * scratch_len : 0;                     \
-        const T *th = theta + i * th_step, *gi = g + i * d;                              \
+        const T *th = theta + i * d, *gi = g + i * d;                                    \
         const T *an = anchor ? anchor + i * d : 0;                                       \
         double lri = lr_rows ? (double)lr_rows[i] : lr;                                  \
-        /* columns [blk_lo, blk_hi) of g: the row's own block (g_blk[i]) where given */  \
-        const T *g_in = g_blk ? g_blk[i] - blk_lo : gi;                                  \
-        if (nlayers == 0) {      /* the row in three column runs: before, in, after it */ \
+        if (nlayers == 0) {                                                              \
             T a = (T)lri;                                                                \
-            const int64_t cut[4] = {0, g_blk ? blk_lo : 0, g_blk ? blk_hi : 0, d};       \
-            for (int part = 0; part < 3; ++part) {                                       \
-                const T *gp = part == 1 ? g_in : gi;                                     \
-                if (srv)                                                                 \
-                    for (int64_t j = cut[part]; j < cut[part + 1]; ++j)                  \
-                        o[j] = srv[j] - (th[j] - a * frozen_u_##SUF(gp[j], an, c, m, p, q,\
-                                                                   j, b1, cb1, cb2));    \
-                else                                                                     \
-                    for (int64_t j = cut[part]; j < cut[part + 1]; ++j)                  \
-                        o[j] = th[j] - a * frozen_u_##SUF(gp[j], an, c, m, p, q, j, b1,  \
-                                                          cb1, cb2);                     \
-            }                                                                            \
+            for (int64_t j = 0; j < d; ++j)                                              \
+                o[j] = th[j] - a * frozen_u_##SUF(gi[j], an, c, m, p, q, j, b1, cb1, cb2);\
             continue;                                                                    \
         }                                                                                \
         for (int64_t l = 0; l < nlayers; ++l) {                                          \
             int64_t lo = offsets[l], n = offsets[l + 1] - lo;                            \
-            const T *gl = g_blk && lo >= blk_lo && lo + n <= blk_hi ? g_in : gi;         \
+            const T *gl = gi;                                                            \
             double acc[3][NATIVE_LANES] = {{0}};                                         \
             for (int64_t b = 0; b < n; b += NATIVE_BLOCK) {  /* u, then its sums in L1 */\
                 int64_t e = b + NATIVE_BLOCK < n ? b + NATIVE_BLOCK : n;                 \
@@ -72,7 +55,7 @@ void frozen_step_##SUF(T *out, const T *theta, const T *g, const T *anchor, cons
                 trust_acc_##SUF(acc, th + lo + b, sc + b, e - b, lam);                   \
             }                                                                            \
             trust_apply_##SUF(o + lo, th + lo, sc, n, acc, lri, phi, phi_min, phi_max,   \
-                              lam, srv ? srv + lo : 0);                                  \
+                              lam);                                                      \
         }                                                                                \
     }                                                                                    \
 }

@@ -18,8 +18,10 @@ from . import count, kernel, ptr, rate, threads, usable
 
 PHI_CODES = {"clip": 0, "identity": 1, "update_norm": 2}
 _I64, _F64, _P = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
+# out, theta, g, anchor, c, m, p, q, rows, d, lr_rows, lr, b1, b2, nlayers, offsets, phi,
+# phi_min, phi_max, lam, scratch, scratch_len, nthreads
 ARGTYPES = ([_P] * 8 + [_I64, _I64, _P, _F64, _F64, _F64, _I64, _P, _I64, _F64, _F64, _F64, _P]
-            + [_I64, _I64, _I64, _P, _P, _I64, _I64])
+            + [_I64, _I64])
 
 
 def layer_offsets(layout) -> torch.Tensor:
@@ -72,6 +74,6 @@ def frozen_step(theta, g, m, p, q, runs, lr, b1: float, b2: float, *, anchor=Non
         fn(ptr(out, lo * d), ptr(theta, lo * d), ptr(g, lo * d), ptr(anchor, lo * d),
            ptr(c, rep * d), ptr(m, rep * d), ptr(p, rep * d), ptr(q, rep * d), rows.stop - lo,
            d, ptr(lr_rows, lo), lr_value, float(b1), float(b2), *consts, ptr(scratch),
-           scratch_len, nt, d, None, None, 0, 0)
+           scratch_len, nt)
     count("frozen_step")
     return out

@@ -1,8 +1,8 @@
 /* FedAda2's client step with the SM3-II or the full preconditioner (FedAda2 Alg. 4 with
  * z = 1, Alg. 8 / 10 with z = 1; the client AdaGrad of Alg. 2 / 9 or Adam of Alg. 6 / 7) in
- * one pass per (row, layer) (sims.algorithms.fedada2.JointAdaptive._native_step; wrapper and
- * rule check: sims/native/sm3.py). For each entry j of a layer whose cover sets are the
- * indices of its axes (sims.optim.SM3Cover: a matrix's rows and columns; a vector's
+ * one pass per (row, layer): the fast form of the client rule sims.rules.sm3.SM3 (plan:
+ * sims/accel/sm3.py; wrapper: sims/accel/native/sm3.py). For each entry j of a layer whose
+ * cover sets are the indices of its axes (sims.rules.sm3.SM3Cover: a matrix's rows and columns; a vector's
  * singletons), with mu the row's cover accumulators:
  *
  *   prev = min over the sets S_r containing j of mu_r     (a vector: its own mu_j)
@@ -19,7 +19,7 @@
  * entries: the prefix row's minimum over its k-1 accumulators is one number, the last axis'
  * accumulators and the layer's new maxima (a scratch of the layer's accumulators) stay in
  * the cache, the prefix row's maximum is a register. A vector (k = 1; and every layer of the
- * full preconditioner, sims.optim.SM3Cover(full=True), whose nu is its mu) writes nu
+ * full preconditioner, sims.rules.sm3.SM3Cover(full=True), whose nu is its mu) writes nu
  * straight into its accumulators. So a step reads g, theta (Adam: m) and the accumulators
  * once and writes theta (m), the accumulators and, when asked (nu_out not null), nu:
  * nothing else goes through memory.
@@ -27,15 +27,8 @@
  * Outputs may be their inputs (theta_out = theta, m_out = m, mu_out = mu: in place). rows
  * (optional): the indices of the rows to step (the others are not touched); step_size,
  * rsqrt_c2 (optional) one value per listed row. NaN: the maxima propagate a NaN nu as
- * sims.optim.SM3Cover.cover_max_nonneg does (theta is NaN then in any case).
- *
- * Inputs read where they are (issue 16; sims/row_source.py, sims/deferred_grad.py):
- * theta_tab, m_tab, mu_tab (optional): row r of theta / m / mu is at the address tab[r]
- * (a replica's server row, one shared zero row: never written) instead of base + r * width;
- * g_blk (optional): row r's columns [blk_lo, blk_hi) of g are read from g_blk[r] (the
- * gradient product's own output, never copied into g); delta_tab (optional): theta_out's
- * row r gets delta_tab[r] - theta' (the round's delta from its start row) instead of
- * theta'. */
+ * sims.rules.sm3.SM3Cover.cover_max_nonneg does (theta is NaN then in any case).
+ */
 #include <string.h>
 
 #include "native.h"
@@ -53,37 +46,29 @@
 
 #define SM3_MAX_AXES 8
 
-/* Row r of a tensor read through an optional address table (sims.row_source.row_addresses:
- * a replica's server row, one shared zero row, ...): tab[r], else base + r * stride. */
-#define SM3_ROW(T, base, tab, r, stride)                                                  \
-    ((tab) ? (const T *)(intptr_t)(tab)[r] : (base) ? (base) + (r) * (stride) : (const T *)0)
-
 /* One piece of a prefix row, q entries (the rule in the header); returns the piece's
  * maximum of nu as the integer view of its bits (nu >= +0: IEEE floats >= +0 order as their
  * bits read as signed integers, so the maxima are integer maxima, which vectorize, and a
- * NaN with its sign bit clear propagates, as in sims.optim.SM3Cover.cover_max_nonneg). vec
+ * NaN with its sign bit clear propagates, as in sims.rules.sm3.SM3Cover.cover_max_nonneg). vec
  * (a vector layer): nu is written to colv (its accumulators, which may be mucol) and no
  * maximum is taken; else colb (the last axis' new maxima, bits) takes the entry-wise
- * maximum. dlt: the output is dl - theta' (the round's delta from its start row dl) instead
- * of theta'. adam, vec, wnu (write nu to nuo) and dlt are constants in each caller: every
+ * maximum. adam, vec and wnu (write nu to nuo) are constants in each caller: every
  * combination is its own loop. ivdep: each output is its input or apart from every input
  * (no dependence across entries: in place is entry by entry). */
-/* the dispatch of sm3_seg_any: case c calls the loop with its bits (adam, vec, wnu) and
- * dlt as constants */
-#define SM3_ARGS tho, thi, g, mo, mi, nuo, mucol, colv, colb, dl, pmin, q, lr, rs2, eps, b1, \
-                 cb1, b2, cb2
-#define SM3_CASE(SUF, c, D) \
-    case c: return sm3_seg_##SUF(SM3_ARGS, (c) >> 2, ((c) >> 1) & 1, (c) & 1, D);
-#define SM3_CASES(SUF, D) SM3_CASE(SUF, 0, D) SM3_CASE(SUF, 1, D) SM3_CASE(SUF, 2, D)          \
-    SM3_CASE(SUF, 3, D) SM3_CASE(SUF, 4, D) SM3_CASE(SUF, 5, D) SM3_CASE(SUF, 6, D)            \
-    SM3_CASE(SUF, 7, D)
+/* the dispatch of sm3_seg_any: case c calls the loop with its bits (adam, vec, wnu) as
+ * constants */
+#define SM3_ARGS tho, thi, g, mo, mi, nuo, mucol, colv, colb, pmin, q, lr, rs2, eps, b1, cb1, \
+                 b2, cb2
+#define SM3_CASE(SUF, c) \
+    case c: return sm3_seg_##SUF(SM3_ARGS, (c) >> 2, ((c) >> 1) & 1, (c) & 1);
+#define SM3_CASES(SUF) SM3_CASE(SUF, 0) SM3_CASE(SUF, 1) SM3_CASE(SUF, 2) SM3_CASE(SUF, 3)      \
+    SM3_CASE(SUF, 4) SM3_CASE(SUF, 5) SM3_CASE(SUF, 6) SM3_CASE(SUF, 7)
 
 #define SM3_SEG(T, I, SUF, SQRT, IMIN)                                                   \
 static inline __attribute__((always_inline)) I                                          \
 sm3_seg_##SUF(T *tho, const T *thi, const T *g, T *mo, const T *mi, T *nuo,             \
-              const T *mucol, T *colv, I *colb, const T *dl, T pmin, int64_t q, T lr,    \
-              T rs2, T eps, T b1, T cb1, T b2, T cb2, const int adam, const int vec,     \
-              const int wnu, const int dlt) {                                            \
+              const T *mucol, T *colv, I *colb, T pmin, int64_t q, T lr, T rs2, T eps,   \
+              T b1, T cb1, T b2, T cb2, const int adam, const int vec, const int wnu) {  \
     I r = IMIN;                                                                          \
     _Pragma("GCC ivdep")                                                                 \
     for (int64_t i = 0; i < q; ++i) {                                                    \
@@ -103,68 +88,29 @@ sm3_seg_##SUF(T *tho, const T *thi, const T *g, T *mo, const T *mi, T *nuo,     
             colb[i] = colb[i] > b ? colb[i] : b;                                         \
             r = r > b ? r : b;                                                           \
         }                                                                                \
-        T th = thi[i] - lr * num / (SQRT(nu) * rs2 + eps);                               \
-        tho[i] = dlt ? dl[i] - th : th;                                                  \
+        tho[i] = thi[i] - lr * num / (SQRT(nu) * rs2 + eps);                             \
     }                                                                                    \
     return r;                                                                            \
 }                                                                                        \
                                                                                          \
 static I sm3_seg_any_##SUF(T *tho, const T *thi, const T *g, T *mo, const T *mi, T *nuo, \
-                           const T *mucol, T *colv, I *colb, const T *dl, T pmin,        \
-                           int64_t q, T lr, T rs2, T eps, T b1, T cb1, T b2, T cb2,      \
-                           int adam, int vec) {                                          \
+                           const T *mucol, T *colv, I *colb, T pmin, int64_t q, T lr,    \
+                           T rs2, T eps, T b1, T cb1, T b2, T cb2, int adam, int vec) {  \
     int c = adam * 4 + vec * 2 + (nuo != 0);                                             \
-    /* the loops: (adam, vec, wnu) as constants, one case each; dlt a loop of its own */ \
-    if (dl) {                                                                            \
-        switch (c) { SM3_CASES(SUF, 1) }                                                 \
-    } else {                                                                             \
-        switch (c) { SM3_CASES(SUF, 0) }                                                 \
-    }                                                                                    \
+    switch (c) { SM3_CASES(SUF) }            /* (adam, vec, wnu) as constants */          \
     return IMIN;                                                                         \
-}                                                                                        \
-                                                                                         \
-/* Entries [at, at + q) of a row (one prefix row of a layer, or a vector layer), cut where   \
- * the gradient's deferred block [blo, bhi) begins and ends: inside it g is read from gin    \
- * (the row's own block output, indexed by the row's column), elsewhere from grow; mucol,    \
- * colv, colb are the segment's (indexed from at). Returns the maximum over the pieces.     \
- * Inlined into its two callers (measured: called, the SM3-II Adam step took 2.05 ms where   \
- * it takes 1.8). */                                                                         \
-static inline __attribute__((always_inline)) I                                          \
-sm3_row_##SUF(T *tho, const T *thi, const T *grow, const T *gin, int64_t blo, int64_t bhi, \
-              T *mo, const T *mi, T *nuo, const T *mucol, T *colv, I *colb, const T *dl,  \
-              T pmin, int64_t at, int64_t q, T lr, T rs2, T eps, T b1, T cb1, T b2, T cb2, \
-              int adam, int vec) {                                                       \
-    int64_t end = at + q;                                                                \
-    int64_t c1 = gin ? (blo < at ? at : blo > end ? end : blo) : end;                    \
-    int64_t c2 = gin ? (bhi < c1 ? c1 : bhi > end ? end : bhi) : end;                    \
-    const int64_t cut[4] = {at, c1, c2, end};                                            \
-    I r = IMIN;                                                                          \
-    for (int part = 0; part < 3; ++part) {                                               \
-        int64_t lo = cut[part], n = cut[part + 1] - lo, o = lo - at;                     \
-        if (n <= 0) continue;                                                            \
-        const T *gs = part == 1 ? gin : grow;                                            \
-        I x = sm3_seg_any_##SUF(tho + lo, thi + lo, gs + lo, mo ? mo + lo : 0,           \
-                                mi ? mi + lo : 0, nuo ? nuo + lo : 0, mucol + o,         \
-                                colv ? colv + o : 0, colb ? colb + o : 0,                \
-                                dl ? dl + lo : 0, pmin, n, lr, rs2, eps, b1, cb1, b2,    \
-                                cb2, adam, vec);                                         \
-        r = r > x ? r : x;                                                               \
-    }                                                                                    \
-    return r;                                                                            \
 }
 
 #define SM3_STEP(T, I, SUF, IMIN)                                                        \
 /* desc: per layer [lo, muoff, k, n_0, .., n_{k-1}] (theta offset, first accumulator,    \
  * axes); scratch: size entries per thread (a layer's new maxima, as bits; null where  \
  * every layer is a vector, none needing it) */                                          \
-void sm3_step_##SUF(T *theta_out, const T *theta, const int64_t *theta_tab, const T *g,  \
-                    const int64_t *g_blk, int64_t blk_lo, int64_t blk_hi, T *m_out,      \
-                    const T *m, const int64_t *m_tab, T *mu_out, const T *mu,            \
-                    const int64_t *mu_tab, T *nu_out, const int64_t *delta_tab,          \
-                    const int64_t *rows, int64_t nrows, int64_t d, int64_t size,         \
-                    int64_t nlayers, const int64_t *desc, const double *step_size,       \
-                    const double *rsqrt_c2, double lr, double eps, int64_t adam,         \
-                    double b1d, double b2d, void *scratch_mem, int64_t nthreads) {       \
+void sm3_step_##SUF(T *theta_out, const T *theta, const T *g, T *m_out, const T *m,     \
+                    T *mu_out, const T *mu, T *nu_out, const int64_t *rows, int64_t nrows, \
+                    int64_t d, int64_t size, int64_t nlayers, const int64_t *desc,        \
+                    const double *step_size, const double *rsqrt_c2, double lr,           \
+                    double eps, int64_t adam, double b1d, double b2d, void *scratch_mem,  \
+                    int64_t nthreads) {                                                   \
     const T b1 = (T)b1d, cb1 = (T)(1.0 - b1d), b2 = (T)b2d, cb2 = (T)(1.0 - b2d);        \
     const T e = (T)eps;                                                                  \
     _Pragma("omp parallel for schedule(static) num_threads(nthreads) if(nthreads > 1)")  \
@@ -172,12 +118,9 @@ void sm3_step_##SUF(T *theta_out, const T *theta, const int64_t *theta_tab, cons
         I *scratch = scratch_mem ? (I *)scratch_mem + NATIVE_THREAD * size : 0;          \
         int64_t r = rows ? rows[ri] : ri;                                                \
         T *tho = theta_out + r * d, *muo = mu_out + r * size;                            \
-        const T *thi = SM3_ROW(T, theta, theta_tab, r, d), *gr = g + r * d;              \
-        const T *gin = g_blk ? (const T *)(intptr_t)g_blk[r] - blk_lo : 0;               \
-        const T *mui = SM3_ROW(T, mu, mu_tab, r, size);                                  \
-        const T *dl = delta_tab ? (const T *)(intptr_t)delta_tab[r] : 0;                 \
+        const T *thi = theta + r * d, *gr = g + r * d, *mui = mu + r * size;             \
         T *mo = adam ? m_out + r * d : 0, *nuo = nu_out ? nu_out + r * d : 0;            \
-        const T *mi = adam ? SM3_ROW(T, m, m_tab, r, d) : 0;                             \
+        const T *mi = adam ? m + r * d : 0;                                              \
         T s = (T)(step_size ? step_size[ri] : lr);                                       \
         T rs2 = (T)(rsqrt_c2 ? rsqrt_c2[ri] : 1.0);                                      \
         const int64_t *L = desc;                                                         \
@@ -187,9 +130,10 @@ void sm3_step_##SUF(T *theta_out, const T *theta, const int64_t *theta_tab, cons
             L += 3 + k;                                                                  \
             int64_t q = dims[k - 1];                                                     \
             if (k == 1) {          /* a vector: nu straight into its accumulators */     \
-                sm3_row_##SUF(tho, thi, gr, gin, blk_lo, blk_hi, mo, mi, nuo, mui + off, \
-                              muo + off, 0, dl, (T)INFINITY, lo, q, s, rs2, e, b1, cb1,  \
-                              b2, cb2, (int)adam, 1);                                    \
+                sm3_seg_any_##SUF(tho + lo, thi + lo, gr + lo, mo ? mo + lo : 0,         \
+                                  mi ? mi + lo : 0, nuo ? nuo + lo : 0, mui + off,       \
+                                  muo + off, 0, (T)INFINITY, q, s, rs2, e, b1, cb1, b2,  \
+                                  cb2, (int)adam, 1);                                    \
                 continue;                                                                \
             }                                                                            \
             int64_t aoff[SM3_MAX_AXES], idx[SM3_MAX_AXES], span = 0, P = 1;              \
@@ -206,10 +150,12 @@ void sm3_step_##SUF(T *theta_out, const T *theta, const int64_t *theta_tab, cons
                     T v = mui[aoff[a] + idx[a]];                                         \
                     pmin = v < pmin ? v : pmin;                                          \
                 }                                                                        \
-                I rmax = sm3_row_##SUF(tho, thi, gr, gin, blk_lo, blk_hi, mo, mi, nuo,   \
-                                       mui + aoff[k - 1], 0, scratch + aoff[k - 1], dl,  \
-                                       pmin, lo + p * q, q, s, rs2, e, b1, cb1, b2, cb2, \
-                                       (int)adam, 0);                                    \
+                int64_t at = lo + p * q;                                                 \
+                I rmax = sm3_seg_any_##SUF(tho + at, thi + at, gr + at,                  \
+                                           mo ? mo + at : 0, mi ? mi + at : 0,           \
+                                           nuo ? nuo + at : 0, mui + aoff[k - 1], 0,     \
+                                           scratch + aoff[k - 1], pmin, q, s, rs2, e,    \
+                                           b1, cb1, b2, cb2, (int)adam, 0);              \
                 for (int64_t a = 0; a < k - 1; ++a) {                                    \
                     I *x = scratch + aoff[a] + idx[a];                                   \
                     *x = rmax > *x ? rmax : *x;                                          \

@@ -21,11 +21,9 @@ from . import count, kernel, ptr, threads, usable
 
 MAX_AXES = 8                     # sm3.c's SM3_MAX_AXES
 _I64, _F64, _P = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
-# theta_out, theta, theta_tab, g, g_blk, blk_lo, blk_hi, m_out, m, m_tab, mu_out, mu, mu_tab,
-# nu_out, delta_tab, rows, nrows, d, size, nlayers, desc, step_size, rsqrt_c2, lr, eps, adam,
-# b1, b2, scratch, nthreads
-ARGTYPES = ([_P] * 5 + [_I64, _I64] + [_P] * 9 + [_I64] * 4
-            + [_P] * 3 + [_F64, _F64, _I64, _F64, _F64, _P, _I64])
+# theta_out, theta, g, m_out, m, mu_out, mu, nu_out, rows, nrows, d, size, nlayers, desc,
+# step_size, rsqrt_c2, lr, eps, adam, b1, b2, scratch, nthreads
+ARGTYPES = ([_P] * 9 + [_I64] * 4 + [_P] * 3 + [_F64, _F64, _I64, _F64, _F64, _P, _I64])
 _descs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -103,9 +101,8 @@ def sm3_step(cover, theta, g, mu, lr, eps: float, *, m=None, beta1: float = 0.9,
     if any(len(shape) > 1 for _, shape, _ in cover.blocks):
         scratch = theta_out.new_empty(nt * max(cover.size, 1))
     if n:
-        fn(ptr(theta_out), ptr(theta), None, ptr(g), None, 0, 0,
-           ptr(m_out), ptr(m), None, ptr(mu_out), ptr(mu), None, ptr(nu_out),
-           None, ptr(idx), n, d, cover.size, layers, ptr(desc), ptr(step), ptr(rs2),
+        fn(ptr(theta_out), ptr(theta), ptr(g), ptr(m_out), ptr(m), ptr(mu_out), ptr(mu),
+           ptr(nu_out), ptr(idx), n, d, cover.size, layers, ptr(desc), ptr(step), ptr(rs2),
            0.0 if per_row else rate, float(eps), int(adam), float(beta1), float(beta2),
            ptr(scratch), nt)
     count("sm3_step")

@@ -1,4 +1,4 @@
-/* TopK sparsification (Fed-EF Sec. 3, footnote 2; wrapper: sims/native/topk.py): each row
+/* TopK sparsification (Fed-EF Sec. 3, footnote 2; wrapper: sims/accel/native/topk.py): each row
  * of a layer keeps its k entries of largest magnitude and zeroes the rest,
  *
  *   out[i, j] = x[i, j] if |x[i, j]| is among row i's k largest magnitudes, else 0,
@@ -32,10 +32,7 @@
  * The write pass then sets every entry from the comparison with hi (vectorized; ef_topk's
  * message and residual with streaming stores where AVX-512 is compiled in) and the tie
  * list's first `need` afterwards. The selection is the same whichever way steps 1-3 go (the
- * tests force each). ef_topk reads a row of the error, and writes one of the residual,
- * through a table of row addresses where one is given (Fed-EF's error rows where they are
- * in the client state, the residual over them in place; TOPK_ROW). Times:
- * sims/native/topk.py. */
+ * tests force each). */
 #include <string.h>
 #include "native.h"
 
@@ -225,11 +222,6 @@ static inline int64_t topk_group_avx2_f32(float *t, const float *a, const float 
 #endif
 #define TOPK_AVX2_f64 0
 #define topk_group_avx2_f64(t, a, b, j, lo, idx, keys, m) (m)
-
-/* ef_topk's row i of error / err: through the table of row addresses where one is given
- * (tab[i] + col elements: a row source's rows, e.g. the participants' own error rows, or a
- * shared zero row), else row i of the strided tensor p (p already at the block's column) */
-#define TOPK_ROW(T, p, tab, i, ld, col) ((tab) ? (T *)(intptr_t)(tab)[i] + (col) : (p) + (i) * (ld))
 
 #define TOPK_KERNELS(T, U, KEYBITS, SUF)                                               \
 /* this thread's workspace: TOPK_WS_ROW(n) int32 indices, then as many keys */          \
@@ -427,16 +419,14 @@ static void ef_row_##SUF(T *restrict t, T *restrict msg, T *err, const T *restri
 }                                                                                      \
 void ef_topk_##SUF(T *target, T *msg, T *err, const T *delta, const T *error,          \
                    int64_t rows, int64_t n, int64_t ld, int64_t k, void *ws,           \
-                   int64_t nthreads, const int64_t *er_tab, const int64_t *err_tab,    \
-                   int64_t col) {                                                      \
+                   int64_t nthreads) {                                                 \
     _Pragma("omp parallel for schedule(static) num_threads(nthreads) if(nthreads > 1)")\
     for (int64_t i = 0; i < rows; ++i) {                                               \
         int32_t *idx = topk_ws_##SUF(ws, n);                                           \
         if (i + 1 < rows)                                                              \
-            topk_prefetch_sample_##SUF(delta + (i + 1) * ld,                           \
-                                       TOPK_ROW(T, error, er_tab, i + 1, ld, col), n); \
-        ef_row_##SUF(target + i * ld, msg + i * ld, TOPK_ROW(T, err, err_tab, i, ld, col),\
-                     delta + i * ld, TOPK_ROW(T, error, er_tab, i, ld, col), n, k, idx, \
+            topk_prefetch_sample_##SUF(delta + (i + 1) * ld, error + (i + 1) * ld, n);  \
+        ef_row_##SUF(target + i * ld, msg + i * ld, err + i * ld, delta + i * ld,       \
+                     error + i * ld, n, k, idx,                                        \
                      (U *)(idx + TOPK_WS_ROW(n)));                                     \
     }                                                                                  \
 }

@@ -53,7 +53,7 @@ def topk_keep(x: torch.Tensor, out: torch.Tensor, sl: slice, k: int):
     return out
 
 
-EF_ARGTYPES = [_P] * 5 + [_I64, _I64, _I64, _I64, _P, _I64, _P, _P, _I64]
+EF_ARGTYPES = [_P] * 5 + [_I64, _I64, _I64, _I64, _P, _I64]
 
 
 def ef_topk(delta: torch.Tensor, error: torch.Tensor, blocks, ks, outs) -> bool:
@@ -76,7 +76,7 @@ def ef_topk(delta: torch.Tensor, error: torch.Tensor, blocks, ks, outs) -> bool:
     for sl, k in zip(blocks, ks):
         c = sl.start
         fn(ptr(target, c), ptr(msg, c), ptr(err, c), ptr(delta, c), ptr(error, c), B,
-           sl.stop - sl.start, d, int(k), ptr(ws), nt, None, None, c)
+           sl.stop - sl.start, d, int(k), ptr(ws), nt)
     count("ef_topk")
     return True
 
