@@ -60,10 +60,10 @@ import torch
 
 from sims import engine
 from sims.interrupts import restore as restore_interrupts
-from sims.checkpoint import interrupted_message
+from sims.checkpoint import interrupted_message, write_failed_message
 from sims.data import DataError
 from sims.data.digest import record_of as data_record
-from sims.results import os_error_text, provenance, tidy
+from sims.results import provenance, tidy
 from sims.runstore import FolderError, RunStore, check_folder
 
 from . import plotting
@@ -532,9 +532,7 @@ def main(entry, argv=None) -> int:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except OSError as exc:                      # a full disk, an unwritable output
-        print(f"error: {os_error_text(exc)}; finished runs are saved (and a run "
-              "in progress keeps its last checkpoint): free the space or fix the folder, then "
-              "run the same command again", file=sys.stderr)
+        print(f"error: {write_failed_message(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         print(interrupted_message(exc, "runs"), file=sys.stderr)

@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -119,22 +117,11 @@ def _decode(node, tensors: dict):
 def write_state(path: Path, state: dict, key: str) -> None:
     """Write ``state`` with ``key`` as a checkpoint file at ``path``, atomically."""
     from safetensors.torch import save_file
-    from .results import fsync_dir, group_readable
+    from .results import atomic_write
     tensors: dict = {}
     skeleton = json.dumps(_encode(state, tensors))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata={"format": FORMAT, "key": key, "skeleton": skeleton})
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        group_readable(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+    atomic_write(path, lambda tmp: save_file(
+        tensors, tmp, metadata={"format": FORMAT, "key": key, "skeleton": skeleton}))
 
 
 def read_header(path: Path) -> dict:
@@ -324,6 +311,15 @@ def check_shape(state: dict, checkpoint, **expected) -> None:
         if state.get(name) != value:
             raise ValueError(f"checkpoint {checkpoint.path} was saved by another run "
                              f"({name} {state.get(name)!r}, this run {value!r}); delete it")
+
+
+def write_failed_message(exc: OSError, unit: str = "runs") -> str:
+    """The console line for a command stopped by an output it cannot write (a full disk, a
+    read-only folder): what is kept, and what to do."""
+    from .results import os_error_text
+    return (f"{os_error_text(exc)}; finished {unit} are saved (and a run in progress keeps "
+            "its last checkpoint): free the space or fix the folder, then run the same "
+            "command again")
 
 
 def interrupted_message(exc: BaseException, unit: str = "runs") -> str:

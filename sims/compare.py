@@ -57,12 +57,12 @@ from . import engine
 from .interrupts import restore as restore_interrupts
 from .algorithms.registry import (AlgorithmError, canonical, client_memory, hyperparameters,
                                   list_algorithms, make_algorithm, with_population)
-from .checkpoint import interrupted_message
+from .checkpoint import interrupted_message, write_failed_message
 from .data import DATASETS, DataError
 from .data.digest import record_of as data_record
 from .models import MODELS
 from .participation import Participation, ParticipationError
-from .results import atomic_write_bytes, os_error_text, provenance, tidy
+from .results import atomic_write_bytes, provenance, tidy
 from .runstore import FolderError, RunStore, check_folder
 
 NOISES = ("gaussian", "student_t", "cauchy", "laplace", "none")
@@ -617,9 +617,7 @@ def main(argv=None) -> int:
         print(f"python -m sims.compare: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except OSError as exc:                      # a full disk, an unwritable output
-        print(f"python -m sims.compare: error: {os_error_text(exc)}; finished "
-              "runs are saved (and a run in progress keeps its last checkpoint): free the "
-              "space or fix the folder, then run the same command again", file=sys.stderr)
+        print(f"python -m sims.compare: error: {write_failed_message(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         print(interrupted_message(exc, "runs"), file=sys.stderr)

@@ -149,17 +149,17 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, fsync it, rename it into place and
-    fsync the folder: ``path`` is either the old file or the whole new one, also after a
-    crash or power loss."""
+def atomic_write(path: Path, write) -> None:
+    """``write(tmp)`` fills a temporary file beside ``path``; it is fsynced, made
+    group-readable, renamed into place and the folder fsynced: ``path`` is either the old
+    file or the whole new one, also after a crash or power loss."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
+        write(tmp)
+        with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         group_readable(tmp)
         os.replace(tmp, path)
@@ -167,6 +167,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """:func:`atomic_write` of ``data``."""
+    atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
 def os_error_text(exc: OSError) -> str:

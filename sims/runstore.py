@@ -176,17 +176,8 @@ class RunStore:
 
     def lock(self, stem: str, label: str | None = None) -> RunLock:
         """The run's lock, taken; when another process holds it, say so and wait."""
-        lock = RunLock(self.folder / ".locks" / f"{stem}.lock")
-        try:
-            taken = lock.acquire(blocking=False)
-        except OSError as exc:
-            raise FolderError(f"{lock.path}: cannot take the run's lock "
-                              f"({exc.strerror or exc})") from None
-        if not taken:
-            self.say(f"run {label or stem}: being computed by another process "
-                     f"({lock.holder()}); waiting for it")
-            lock.acquire()
-        return lock
+        return RunLock(self.folder / ".locks" / f"{stem}.lock").take(
+            f"run {label or stem}", self.say, FolderError)
 
     def checkpointer(self, stem: str, config_fp: str, part: str = "") -> Checkpointer | None:
         """The run's checkpointer (None with ``checkpoint_every`` 0). Its key is the config,

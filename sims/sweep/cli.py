@@ -25,8 +25,8 @@ import sys
 
 from .. import compare
 from ..interrupts import restore as restore_interrupts
-from ..results import ResultsError, os_error_text
-from ..checkpoint import interrupted_message
+from ..results import ResultsError
+from ..checkpoint import interrupted_message, write_failed_message
 from .execute import EXECUTORS, PLANS, SweepSpec, run_sweep
 from .grid import Grid, GridError
 from .outputs import write_outputs
@@ -207,8 +207,8 @@ def main(argv=None) -> int:
                             f"{spec.folder / 'failures.json'})")
         paths = write_outputs(spec, result, rule, by, args.figures, args.reference_acc)
     except (GridError, ResultsError, OSError) as exc:
-        what = (f"{os_error_text(exc)}; finished cells are saved"
-                if isinstance(exc, OSError) else " ".join(str(exc).split()))
+        what = (write_failed_message(exc, "cells") if isinstance(exc, OSError)
+                else " ".join(str(exc).split()))
         print(f"python -m sims.sweep: error: {what}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:

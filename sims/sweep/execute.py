@@ -352,16 +352,8 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
     say = say or (lambda line: print(line, file=sys.stderr))
     plan = choose_plan(plan, spec.device)
     points = spec.grid.check()
-    lock = RunLock(spec.folder / ".locks" / "sweep.lock")
-    try:
-        taken = lock.acquire(blocking=False)
-    except OSError as exc:
-        raise GridError(f"{spec.folder}: cannot take the sweep's lock "
-                        f"({exc.strerror or exc})") from None
-    if not taken:
-        say(f"sweep {spec.name}: being computed by another process ({lock.holder()}); "
-            "waiting for it")
-        lock.acquire()
+    lock = RunLock(spec.folder / ".locks" / "sweep.lock").take(f"sweep {spec.name}", say,
+                                                                GridError)
     try:
         return _run_locked(spec, points, executor, plan, ray_address, workers, threads, quiet,
                            progress, reuse_stale, say)
