@@ -38,6 +38,7 @@ for _folder in sorted(Path(__file__).resolve().parent.iterdir()):
 #: resumed, Ray, benchmarks): marked ``slow``, so ``-m "not slow"`` is the fast subset (CI
 #: runs it once more with every fast form off). Single slow tests carry the marker themselves.
 SLOW_PATHS = ("reproduce/", "benchmarks/", "store/test_results_trust.py",
+              "store/test_hostile_probes.py",
               "experiments/test_sweep_ray.py", "experiments/test_synthetic_entries.py")
 
 
@@ -96,19 +97,6 @@ def tiny_uneven_problem(**kw) -> NeuralProblem:
     parts = list(np.arange(n * per).reshape(n, per))
     parts[0] = parts[0][:13]     # a client with fewer samples: a masked last step
     return NeuralProblem(ds, parts, MLP(16, 8, 3), batch_size=4, dtype=torch.float64, **kw)
-
-
-@pytest.fixture
-def torch_kernels_eager():
-    """torch's fused optimizer kernels on and the compiled steps off for the test, both left
-    as they were found (``pytestmark = pytest.mark.usefixtures("torch_kernels_eager")``)."""
-    from sims import compiled, torch_fused
-    was, was_c = torch_fused.enabled(), compiled.enabled()
-    torch_fused.enable(True)
-    compiled.enable(False)
-    yield
-    torch_fused.enable(was)
-    compiled.enable(was_c)
 
 
 @pytest.fixture

@@ -328,7 +328,7 @@ def test_probed_run_resumes_from_a_checkpoint_and_equals_the_uninterrupted_run(t
     """The probe and its staleness tracker keep their state in a checkpoint (the secants need
     the previous probe call's model): a run stopped after round 7 and resumed measures the
     same constants, the secants included, as the run that never stopped."""
-    from sims.core.checkpoint import Checkpointer
+    from sims.store.checkpoint import Checkpointer
     prob, part = _quad(), Participation("fixed", m=3)
     alg = FedEF(eta=1.0, eta_l=0.01, compressor=TopK(0.25))
     small = dict(n_clients_sampled=4, minibatches=4, hvp_iters=4, hvp_clients=2)

@@ -31,7 +31,7 @@ from reproduce import common, plotting
 from sims.experiments import compare
 from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
-from sims.core.checkpoint import Checkpointer
+from sims.store.checkpoint import Checkpointer
 from sims.rules.compress import Identity, TopK
 from sims.store.locks import RunLock
 from sims.core.participation import Participation
@@ -177,7 +177,7 @@ KILL_CHILD = r"""
 import sys, time, numpy as np, torch
 torch.set_num_threads(1)
 from sims.core.engine import run
-from sims.core.checkpoint import Checkpointer
+from sims.store.checkpoint import Checkpointer
 from sims.algorithms.fed_ef import FedEF
 from sims.rules.compress import TopK
 from sims.core.participation import Participation
@@ -243,7 +243,7 @@ def test_entry_resumes_an_interrupted_run_from_its_checkpoint(tmp_path, capsys, 
     assert run_entry(entry, tmp_path / "cut", *args) == 130
     assert "resumes from its last checkpoint" in capsys.readouterr().err
     monkeypatch.undo()
-    ckpts = list((tmp_path / "cut" / "res" / "trust_entry" / ".checkpoints").glob("*.pt"))
+    ckpts = list((tmp_path / "cut" / "res" / "trust_entry" / ".checkpoints").glob("*.safetensors"))
     assert len(ckpts) == 1                                     # only the latest is kept
     assert run_entry(entry, tmp_path / "cut", *args) == 0
     assert "resuming seeds 0-1 from its checkpoint at round 4" in capsys.readouterr().out
@@ -304,7 +304,7 @@ def test_finished_run_with_a_final_checkpoint_is_not_run_again(tmp_path):
 
 def test_checkpointer_is_time_based_atomic_and_keyed(tmp_path, monkeypatch):
     clock = [100.0]
-    monkeypatch.setattr("sims.core.checkpoint.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("sims.store.checkpoint.time.monotonic", lambda: clock[0])
     ck = Checkpointer(tmp_path / "c.pt", every_seconds=60, key="a")
     assert not ck.due(1)
     clock[0] += 61
