@@ -21,8 +21,8 @@ The forms (what each measured to save, and what was removed: ``docs/speed.md``):
 * :mod:`.sgd` -- local SGD rounds, plain or with weight decay / proximal / amendment /
   control-variate terms, fused with the problem's gradient (``problem.local_sgd_delta``,
   ``local_sgd_affine``: the Gram path, oneDNN products);
-* :mod:`.adaptive` -- the local AMSGrad / Adam step (Fed-AMS, Fed-LAMB, FedLADA, LocalAdam)
-  in one C pass (:mod:`.native.adaptive`);
+* :mod:`.adaptive` -- the local AMSGrad / Adam / Yogi step (Fed-AMS, Fed-LAMB, FedLADA,
+  LocalAdam, local Yogi) in one C pass (:mod:`.native.adaptive`);
 * :mod:`.frozen` -- the frozen-state step of MimeLite / Mime and their LAMB variants in one C
   pass (:mod:`.native.frozen`);
 * :mod:`.sm3` -- FedAda2's full and SM3-II client steps in one C pass (:mod:`.native.sm3`);

@@ -39,8 +39,8 @@ def start_minus(server: torch.Tensor, rep: torch.Tensor, theta: torch.Tensor,
 
 def start_rows(server: torch.Tensor, rep: torch.Tensor) -> torch.Tensor:
     """``server[rep]`` as a new contiguous ``[B, ...]`` tensor, copied run by run from the
-    broadcast (expanded) server row: ~1.3x faster than ``index_select`` for a model's worth
-    of columns."""
+    broadcast (expanded) server row (faster than ``index_select`` for a model's worth of
+    columns: ``docs/speed.md``)."""
     out = torch.empty((len(rep), *server.shape[1:]), dtype=server.dtype, device=server.device)
     for r, rows in replica_runs(rep):
         out[rows].copy_(server[r].expand(rows.stop - rows.start, *server.shape[1:]))

@@ -84,8 +84,7 @@ def linear_stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Ten
     dz.scatter_add_(-1, y.unsqueeze(-1), -torch.ones_like(y, dtype=dz.dtype).unsqueeze(-1))
     dz.mul_(w.unsqueeze(-1))
     # Each layer's gradient is written straight into its slice of the flat output (a view
-    # whose batch stride is d): measured with torch 2.13, one thread, 25 clients of the MLP,
-    # 3.75 ms a step against 4.22 ms for fresh tensors and one concatenation (issue 16).
+    # whose batch stride is d; no concatenation: docs/speed.md).
     out = torch.empty((B, layout.d), dtype=theta.dtype, device=theta.device)
     views = list(layout.unflatten(out).values())
     for i in range(len(weights) - 1, -1, -1):
@@ -162,7 +161,7 @@ def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False, keep=None
 
     Activations are kept feature-major (``[B, features, b]``): every product is then
     ``W @ H`` with the weight as the left operand, ``[out, in] x [in, b]``, which MKL runs
-    ~1.4x faster than ``H @ W^T`` for the first layer's shapes (``[200, 784] x [784, 32]``);
+    faster than ``H @ W^T`` for the first layer's shapes (``docs/speed.md``);
     the weight update ``W -= dZ H^T`` takes ``dZ`` ``[out, b]`` as it comes.
 
     ``keep`` (a number or ``[B, 1]``; None: 1) scales the weights before the update,
@@ -171,11 +170,8 @@ def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False, keep=None
     Large layers in float32 on the CPU (the MLP's first layer, ``[200, 784] x [784, 32]``)
     run the forward product and the weight update as one oneDNN product per client, by the
     rule and wrapper of :mod:`sims.problems.onednn` (``onednn``: None follows
-    :func:`sims.problems.onednn.use_onednn`, False is the ``bmm`` reference). Measured
-    there (AMD EPYC, one thread, 25 clients of the MLP 784-200-10, batch 32): forward 1.57 ms
-    against 2.68 for ``baddbmm``, update 1.87 ms against 2.19 for ``baddbmm_`` (oneDNN has no
-    ``out=``: the product is subtracted); the whole step, with a feature-major copy of the
-    inputs (the update's right operand), 4.5 ms against 5.4."""
+    :func:`sims.problems.onednn.use_onednn`, False is the ``bmm`` reference; oneDNN has no
+    ``out=``: the product is subtracted; measured: ``docs/speed.md``)."""
     from . import onednn as dnn    # the shared oneDNN wrapper and rule
     use = dnn.use_onednn(hT, onednn)
     B, b = hT.shape[0], hT.shape[2]

@@ -8,14 +8,9 @@ readable reference this module is tested against (``z_l = h_{l-1} W_l^T + b_l``,
 ``db_l = sum_s dz_l``, ``dz_{l-1} = (dz_l W_l) * [z_{l-1} > 0]``, no input gradient of the
 first layer, every gradient written into its view of the flat output). Two things differ:
 
-* **Large per-client products through oneDNN.** Measured with torch 2.13 on this project's
-  machine (AMD EPYC, one thread, float32): MKL's ``sgemm`` / ``bmm`` runs at 100-117 GFLOP/s
-  (its non-Intel code path), oneDNN's ``brg_matmul:avx512_core`` (reached through
-  ``torch.ops.mkldnn._linear_pointwise``, plain row-major layouts, no reorder) at 150-250.
-  For the MLP's first layer (``[200, 784] x [784, 32]`` per client, 25 clients) a loop of one
-  oneDNN product per client takes 1.33 ms forward and 1.64 ms for the weight gradient
-  (including the copy into the flat output: the op has no ``out=``) where one ``bmm`` takes
-  2.5 and 2.3 ms; the whole gradient 3.8 ms against 6.1 ms for ``linear_stack_grad``.
+* **Large per-client products through oneDNN** (``torch.ops.mkldnn._linear_pointwise``,
+  plain row-major layouts, no reorder; the op has no ``out=``, so the weight gradient is
+  copied into the flat output; why, measured: ``docs/speed.md``, "oneDNN products").
   Products of fewer than :data:`ONEDNN_MIN_MACS` multiply-adds per client stay one ``bmm``
   (a per-client call costs ~10 us). oneDNN has no float64 matmul on the CPU: float64 (and
   every other device) takes ``bmm`` throughout, held to the reference at 1e-12. The choice
@@ -26,8 +21,7 @@ first layer, every gradient written into its view of the flat output). Two thing
   each layer's forward product and input gradient is one ``[rows * b, in] x [in, out]``
   product per replica (as :func:`sims.problems.linear_stack._one_step_delta` does), and the
   minibatch is gathered once for both gradients (the first layer's transposed inputs are
-  copied once for both); 25 clients of the MLP: 7.3 ms for the pair against 13.2 ms for two
-  ``linear_stack_grad`` calls. Mime's round gradient likewise (:func:`stack_full_grad_sum`).
+  copied once for both; ``docs/speed.md``). Mime's round gradient likewise (:func:`stack_full_grad_sum`).
 """
 from __future__ import annotations
 
@@ -42,8 +36,7 @@ class _Weights:
     rows of each replica run (``W[R, out, in]`` with ``runs`` from :func:`replica_runs`).
     Activations are feature-major (``hT[B, features, b]``), as in
     :func:`sims.problems.linear_stack.sgd_step_`: the forward product is ``W hT`` with the
-    weight as the left operand (oneDNN, 25 clients of the MLP's first layer: 1.33 ms against
-    1.67 ms for ``h W^T``), and ``dZ^T`` comes out contiguous for the weight gradient."""
+    weight as the left operand (the faster order, ``docs/speed.md``), and ``dZ^T`` comes out contiguous for the weight gradient."""
 
     def __init__(self, W, bias, runs=None):
         self.W, self.bias, self.runs = W, bias, runs
@@ -90,8 +83,8 @@ def _weight_grad(dzT: torch.Tensor, hT: torch.Tensor, out: torch.Tensor, onednn:
     the flat gradient)."""
     B, n_in, b = hT.shape
     if onednn and onednn_big(b * dzT.shape[1] * n_in):
-        # oneDNN reads a transposed view of sample-major inputs as it is (same speed, same
-        # bits as a contiguous copy: measured, 25 clients of the first layer, 1.30 ms both)
+        # oneDNN reads a transposed view of sample-major inputs as it is (same bits and speed
+        # as a contiguous copy: docs/speed.md)
         dzT = dzT.contiguous()
         if hT.stride(2) != n_in or hT.stride(1) != 1:
             hT = hT.contiguous()
@@ -124,8 +117,7 @@ def _grad(layers, h: torch.Tensor, hT: torch.Tensor, y, w, out: "_Out", onednn: 
 
 def _inputs(x: torch.Tensor, B: int):
     """The first layer's inputs sample-major ``[B, b, in]`` and feature-major (a transposed
-    view: the products read it as it is; a contiguous copy took ~0.4 ms a step in a round
-    of the issue-16 benchmark)."""
+    view: the products read it as it is; a contiguous copy cost time, ``docs/speed.md``)."""
     h = x.reshape(B, x.shape[1], -1)
     return h, h.transpose(1, 2)
 

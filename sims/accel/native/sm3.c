@@ -35,10 +35,7 @@
 
 /* 256-bit vectors for this file's loops, whatever -march=native prefers: the step's sqrt and
  * division are 512-bit ops split in two on this machine (AMD EPYC, Zen 4), and the loops ran
- * faster at half the width (25 x 159,010 float32, one thread, caches flushed, fastest of
- * 40, three alternated runs: full AdaGrad 1.14-1.23 ms against 1.30-1.31, SM3-II AdaGrad
- * 1.19-1.24 against 1.33-1.46, SM3-II Adam 1.70-1.80 against 1.80-2.05, full Adam
- * 1.63-1.71 against 1.68-1.76); GCC's own tuning for Intel's AVX-512 server cores prefers
+ * faster at half the width (docs/speed.md); GCC's own tuning for Intel's AVX-512 server cores prefers
  * 256 bits too. Elementwise IEEE operations: the same bits at either width. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC target("prefer-vector-width=256")

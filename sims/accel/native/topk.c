@@ -124,15 +124,11 @@ static inline int64_t topk_group_simd_f64(double *t, const double *a, const doub
     return m;
 }
 /* ef_row's write pass (msg = t where key(t) >= hi else 0, err = t - msg), msg with stores
- * that bypass the cache (not read again here; measured 0.3 ms less a call than plain
- * stores), from its first 64-byte aligned entry (the ones before it one by one) to the last
+ * that bypass the cache (not read again here; docs/speed.md), from its first 64-byte aligned entry (the ones before it one by one) to the last
  * whole vector; err likewise where it is a new tensor with msg's alignment, else with plain
  * stores: where err is written over the error in place (err == er, whose lines step 2 has
  * just read) or is aligned otherwise (client-state rows of 159,010 float32 start 8 bytes
- * apart modulo 64: 1 in 8 shares msg's). On the issue-16 benchmark's messages, the error
- * in place: 2.75 ms a call
- * with the rows not co-aligned taken one by one, 2.5 ms with plain vector stores for them,
- * 2.3 ms with plain vector stores for every row in place (streaming err there 2.5 ms).
+ * apart modulo 64: 1 in 8 shares msg's; the choice measured: docs/speed.md).
  * Returns the entry where the rest starts. */
 #define TOPK_EF_WRITE_SIMD(T, U, SUF, LANES, VEC, MASK, LOAD, CAST, CMP, AND, SET1, MOV, SUB, STREAM, STOREU, SIGN) \
 static inline int64_t topk_ef_write_simd_##SUF(const T *t, T *msg, T *err, int64_t n, \
