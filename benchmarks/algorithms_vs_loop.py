@@ -230,7 +230,7 @@ def gradient_seconds(problem, w: dict, pair: bool = False, repeats: int = 3) -> 
     full-batch gradient at the server model, ``full_grad_sum``), on the benchmark's own draw
     of round 0; the fastest of ``repeats`` rounds."""
     draw = engine.draw_round(problem, Participation("fixed", m=w["m"]), False, 0, 0)
-    payload, _ = engine._stack_payloads(problem, draw.payloads, "cpu", torch.float32)
+    payload, _ = engine.stack_payloads(problem, draw.payloads, "cpu", torch.float32)
     clients = torch.as_tensor(draw.clients)
     rep = torch.zeros(len(clients), dtype=torch.long)
     server = problem.init_theta(0).unsqueeze(0)

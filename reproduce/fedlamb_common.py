@@ -182,7 +182,7 @@ class ConsensusObserver:
         return self._replay(view, *prev)
 
     def _replay(self, view, server, cstate):
-        from sims.core.engine import _stack_payloads
+        from sims.core.engine import stack_payloads
         alg, problem = view.algorithm, view.problem
         layout, theta_prev = problem.layout, server["theta"]
         dev, dtype = theta_prev.device, theta_prev.dtype
@@ -198,7 +198,7 @@ class ConsensusObserver:
             rep = torch.full_like(cli, r)
             b_cast = {k: v[rep] for k, v in bcast.items()}
             c_state = {k: v[rep, cli] for k, v in cstate.items()}
-            payload, mask = _stack_payloads(problem, list(view.draws[r].payloads), dev, dtype)
+            payload, mask = stack_payloads(problem, list(view.draws[r].payloads), dev, dtype)
             ctx = RoundContext(view.t - 1, layout, rep, cli, view.last_round_before[rep, cli])
             lstate = alg.local_start(b_cast, c_state, ctx)
             start = b_cast["theta"]

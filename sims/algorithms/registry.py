@@ -114,7 +114,7 @@ def list_algorithms() -> dict[str, str]:
 
 def hyperparameters(name: str) -> dict:
     """The hyperparameters ``name`` accepts, with their defaults."""
-    make = _lookup(name)
+    make = lookup(name)
     if getattr(make, "fed_ef_fields", False):
         out = {k: p.default for k, p in inspect.signature(make).parameters.items()
                if p.kind is p.POSITIONAL_OR_KEYWORD}
@@ -128,11 +128,12 @@ def hyperparameters(name: str) -> dict:
 
 def source_of(name: str) -> str:
     """The module that holds the rule of algorithm ``name``."""
-    make = _lookup(name)
+    make = lookup(name)
     return FedEF.__module__ if getattr(make, "fed_ef_fields", False) else make.__module__
 
 
-def _lookup(name: str):
+def lookup(name: str):
+    """The constructor registered under ``name`` (any spelling :func:`canonical` accepts)."""
     key = canonical(name)
     if key in UNAVAILABLE:
         raise AlgorithmError(f"{key}: {UNAVAILABLE[key]}")
@@ -144,7 +145,7 @@ def _lookup(name: str):
 
 def make_algorithm(name: str, **hyper):
     """Build algorithm ``name`` with hyperparameters ``hyper`` (one-line errors)."""
-    make = _lookup(name)
+    make = lookup(name)
     key = canonical(name)
     valid = hyperparameters(key)
     unknown = sorted(set(hyper) - set(valid))

@@ -136,7 +136,7 @@ def _alloc_client_state(spec: dict, R: int, n: int, d: int, like: torch.Tensor) 
     return out
 
 
-def _stack_payloads(problem, payloads: list[np.ndarray], device, dtype):
+def stack_payloads(problem, payloads: list[np.ndarray], device, dtype):
     """Pad each client's ``[K_i, ...]`` plan to ``[b, K_max, ...]`` and build the step mask."""
     steps = np.array([len(p) for p in payloads])
     k_max = int(steps.max())
@@ -444,7 +444,7 @@ def _run_clients(problem, algorithm, bcast, cstate, payloads, ctx: RoundContext,
     b_cast = _ParticipantRows(bcast, rep)
     slot = rep * problem.n_clients + cli          # row of (replica, client) in [R * n, ...]
     c_state = _ClientRows(cstate, slot)
-    payload, step_mask = _stack_payloads(problem, payloads, device, dtype)
+    payload, step_mask = stack_payloads(problem, payloads, device, dtype)
     with torch.no_grad():
         lstate = algorithm.local_start(b_cast, c_state, ctx)
         delta = None

@@ -8,7 +8,9 @@ engine (every executor form) to these in float64.
   compressors re-implemented naively per vector;
 * :mod:`.baselines` -- FedOpt and its presets, SCAFFOLD, local Yogi, MimeLite and Mime;
 * :mod:`.fed_lamb` -- Fed-LAMB and Fed-AMS; :mod:`.fedlada` -- FedLADA and LocalAdam;
-  :mod:`.fedada2` -- FedAda2's joint adaptivity and blended clients.
+  :mod:`.fedada2` -- FedAda2's joint adaptivity and blended clients;
+* :mod:`.privacy` -- the user-level DP step one participant at a time
+  (:class:`sims.privacy.Private`'s reference).
 
 :func:`run_reference` runs the reference of any algorithm but Fed-EF and returns a
 :class:`~.common.ReferenceRun`: per-round ``train_loss`` and ``grad_norm2`` (round 0 = the

@@ -288,9 +288,9 @@ def test_fused_sgd_round_is_the_rule_stepped(name, rate):
              "c": torch.randn(2, prob.d, generator=gen, dtype=torch.float64)}
     view = EngineView(bcast, rep)
     cstate = {"c": torch.randn(6, prob.d, generator=gen, dtype=torch.float64)}
-    from sims.core.engine import _stack_payloads
+    from sims.core.engine import stack_payloads
     rng = np.random.default_rng(0)
-    payload, step_mask = _stack_payloads(prob, [prob.plan_client(rng, c) for c in range(6)],
+    payload, step_mask = stack_payloads(prob, [prob.plan_client(rng, c) for c in range(6)],
                                          "cpu", torch.float64)
     lr = 0.05 if rate == "one" else torch.linspace(0.01, 0.06, 6,
                                                    dtype=torch.float64).unsqueeze(-1)

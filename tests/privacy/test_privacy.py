@@ -14,8 +14,8 @@ from sims.algorithms.registry import ALGORITHMS, make_algorithm, make_for_proble
 from sims.core.engine import run
 from sims.core.params import ParamLayout
 from sims.core.participation import Participation
-from sims.privacy import (EpsilonCurve, Private, PrivacyError, dp_epsilon,
-                          reference_private_mean)
+from sims.privacy import EpsilonCurve, Private, PrivacyError, dp_epsilon
+from sims.reference.privacy import reference_private_mean
 
 
 # ------------------------------------------------------------------------------ accounting

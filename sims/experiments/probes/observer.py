@@ -345,7 +345,7 @@ class Probe:
         alg, problem = view.algorithm, view.problem
         if not self.compression or getattr(alg, "compressor", None) is None:
             return out                          # nothing compresses: q_C, q_A undefined
-        from ...core.engine import _stack_payloads
+        from ...core.engine import stack_payloads
         theta = view.server["theta"]
         dev, dtype, d = theta.device, theta.dtype, theta.shape[1]
         layout = problem.layout
@@ -372,7 +372,7 @@ class Probe:
             rep, cli = rep_s[lo:hi], cli_s[lo:hi]
             b_cast = {k: v[rep] for k, v in bcast.items()}
             c_state = {k: v[rep, cli] for k, v in view.client_state.items()}
-            payload, mask = _stack_payloads(problem, plans[lo:hi], dev, dtype)
+            payload, mask = stack_payloads(problem, plans[lo:hi], dev, dtype)
             u = None if uni is None else torch.as_tensor(uni[lo:hi], device=dev, dtype=dtype)
             ctx = RoundContext(view.t, layout, rep, cli, view.last_round[rep, cli], u)
             start = b_cast["theta"]

@@ -342,8 +342,8 @@ def _walk(obj, seen=None):
 
 def _field_types(name: str) -> dict[str, str]:
     from ...algorithms.fed_ef import FedEF
-    from ...algorithms.registry import _lookup
-    make = _lookup(name)
+    from ...algorithms.registry import lookup
+    make = lookup(name)
     cls = FedEF if getattr(make, "fed_ef_fields", False) else make
     return {f.name: str(f.type) for f in dataclasses.fields(cls)}
 
@@ -372,7 +372,8 @@ def batched_algorithm(name: str, settings: list[dict]):
     the plain algorithm when they are all equal. Every setting is first built on its own
     (the registry's one-line errors); settings that differ in anything not numeric raise
     :class:`sims.algorithms.registry.AlgorithmError`."""
-    from ...algorithms.registry import AlgorithmError, _lookup, canonical, hyperparameters, make_algorithm
+    from ...algorithms.registry import (AlgorithmError, canonical, hyperparameters, lookup,
+                                       make_algorithm)
     if not settings:
         raise AlgorithmError("batched_algorithm needs at least one setting")
     for s in settings:
@@ -394,5 +395,5 @@ def batched_algorithm(name: str, settings: list[dict]):
     if not any(isinstance(v, PerReplica) for v in merged.values()):
         return make_algorithm(name, **merged)
     # the maker itself: a MixedReplicaValues from a check must reach the caller as such
-    alg = _lookup(name)(**merged)
+    alg = lookup(name)(**merged)
     return ReplicaAlgorithm(alg, len(settings))

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from .mechanism import noise_rng
+from ..privacy.mechanism import noise_rng
 
 
 def reference_private_mean(records: list[dict], clip: float, sigma: float, seed: int, t: int):
