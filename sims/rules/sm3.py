@@ -47,6 +47,8 @@ class SM3Cover:
         self.size = offset
 
     def cover_max(self, x: torch.Tensor) -> torch.Tensor:
+        if self.full:                   # every set a singleton: the max is the entry itself
+            return x
         out = []
         B = x.shape[0]
         for sl, shape, spans in self.blocks:
@@ -60,6 +62,8 @@ class SM3Cover:
         return torch.cat(out, dim=1)
 
     def cover_min(self, mu: torch.Tensor) -> torch.Tensor:
+        if self.full:
+            return mu
         out = []
         B = mu.shape[0]
         for sl, shape, spans in self.blocks:
