@@ -291,11 +291,27 @@ def assert_same_runs(a, b, metrics: bool = False) -> None:
             assert np.array_equal(a.metrics[k], b.metrics[k], equal_nan=True), k
 
 
+def require_accel() -> None:
+    """For a test of what :mod:`sims.accel` plans: skipped where the fast forms are turned off
+    for the run (``FEDTOOLKIT_ACCEL=0``: the readable rules run, and the rest of the suite
+    tests those)."""
+    if os.environ.get("FEDTOOLKIT_ACCEL", "1") == "0":
+        pytest.skip("the fast forms are turned off (FEDTOOLKIT_ACCEL=0)")
+
+
+@pytest.fixture(autouse=True)
+def _accel_marked(request):
+    """Tests marked ``accel`` test the fast forms: skipped with ``FEDTOOLKIT_ACCEL=0``."""
+    if request.node.get_closest_marker("accel") is not None:
+        require_accel()
+
+
 def require_native() -> None:
     """For a test of the C kernels (:mod:`sims.accel.native`): skipped where they are turned off
     (``FEDTOOLKIT_NATIVE=0``: the torch forms are what runs then, and the rest of the suite
     tests those); where they are on they must build (a failed build fails the test)."""
     from sims.accel import native
+    require_accel()
     if os.environ.get("FEDTOOLKIT_NATIVE", "1") == "0" or not native.enabled():
         pytest.skip("the C kernels are turned off (FEDTOOLKIT_NATIVE=0)")
     assert native.library() is not None, native.failure()

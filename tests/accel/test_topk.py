@@ -140,6 +140,7 @@ def test_error_feedback_in_one_kernel_equals_the_three_steps(scope, dtype):
     assert torch.equal(sign[1], Sign()(x + e, layout))
 
 
+@pytest.mark.accel
 @needs_kernel
 @pytest.mark.parametrize("name", ["fed-ef-sgd", "fed-ef-ams"])
 def test_fed_ef_runs_equal_with_the_fused_error_feedback(name, monkeypatch):

@@ -177,6 +177,7 @@ def test_replica_without_participants_keeps_x_s_and_c():
 
 # ------------------------------------------------------------------------------ engine
 
+@pytest.mark.accel
 def test_mime_never_takes_the_fused_path():
     """Mime's rule (SVRG, frozen base) is no SGD round; an algorithm that asks for anchor
     gradients steps through its rule even when the rule is plain SGD."""

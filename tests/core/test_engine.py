@@ -248,6 +248,7 @@ def test_participation_errors(build):
     assert Participation("fixed", m=3).describe() == {"kind": "fixed", "m": 3, "p": None}
 
 
+@pytest.mark.accel
 def test_fused_local_sgd_equals_step_by_step(mlp_problem):
     """The fused gradient-and-update path (linear stacks, plain local SGD) against stepping
     through stoch_grad and the SGD rule, with unequal client sizes (masked steps)."""

@@ -100,6 +100,7 @@ def fused(out) -> bool:
     return any(k.endswith("sgd-round") for k in out.forms)
 
 
+@pytest.mark.accel
 @pytest.mark.parametrize("name", ["fed-sgd", "fed-ef-sgd"])
 def test_per_replica_fused_gram_path(name, gram_problem):
     """The Gram fused kernel (several local steps of every client) with a rate per replica."""

@@ -184,6 +184,7 @@ def test_identity_wrapper_is_the_plain_run(quad, name):
     _same_run(plain, wrapped)
 
 
+@pytest.mark.accel
 @pytest.mark.parametrize("name", ["fedavg", "fedada2", "fed-ef-sgd", "fed-lamb", "fed-ams",
                                   "fedlada", "mimelite"])
 def test_identity_wrapper_takes_the_inner_algorithms_fast_forms(mlp_problem, name):
