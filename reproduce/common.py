@@ -86,6 +86,7 @@ class EntryConfig:
     threads: int = 0               # torch intra-op threads on a CPU (0: torch's default)
     reuse_stale: bool = False      # reuse saved runs computed by other code (and say so)
     checkpoint_every: float = 600.0  # seconds between checkpoints of a running run (0: none)
+    from_ledger: bool = False      # with --plot-only: the committed ledger's results and config
 
     def scale(self) -> None:
         """Apply the ``--full`` / ``--tiny`` presets (entries override)."""
@@ -97,7 +98,7 @@ class EntryConfig:
     def run_key(self) -> dict:
         """The settings a saved run must match to be reused."""
         skip = {"out", "figures", "plot_only", "quiet", "device", "available", "max_batch",
-                "threads", "reuse_stale", "checkpoint_every"}
+                "threads", "reuse_stale", "checkpoint_every", "from_ledger"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
 
@@ -160,6 +161,9 @@ def parse_config(entry, argv=None):
     if cfg.tiny and args.get("figures") is None:
         # a smoke run never replaces the committed figures
         cfg.figures = str(Path(cfg.out) / "figures")
+    if cfg.from_ledger:                 # the settings the ledger's results were computed with
+        from . import ledger
+        ledger.apply_config(entry, cfg)
     validate(cfg, entry)
     return cfg
 
@@ -180,6 +184,8 @@ def validate(cfg: EntryConfig, entry=None) -> None:
         raise EntryError(f"--eval-every must be >= 1, got {cfg.eval_every}")
     if cfg.available and not cfg.plot_only:
         raise EntryError("--available only applies with --plot-only")
+    if cfg.from_ledger and not cfg.plot_only:
+        raise EntryError("--from-ledger only applies with --plot-only")
     try:
         device = torch.device(cfg.device)
     except (RuntimeError, ValueError):
@@ -295,6 +301,10 @@ def execute(entry, cfg, progress=None, say=print) -> pd.DataFrame:
     """Run every unfinished run of ``entry`` and return all results as one table; ``say``
     prints what is reused, recomputed or waited for."""
     set_threads(cfg)
+    if getattr(cfg, "from_ledger", False):
+        from . import ledger
+        check_folders(entry, cfg)
+        return ledger.load_results(entry)
     runs = entry.runs(cfg)
     check_folders(entry, cfg)
     outdir = results_dir(entry, cfg)
@@ -495,13 +505,30 @@ def cached_problem(dataset: str, data_dir: str | None = None, **kw):
     return build_image_problem(dataset, data=cached_dataset(dataset, data_dir), **kw)
 
 
+def check_and_plot(entry, cfg, df):
+    """The check first (its verdicts and regime cards, :mod:`reproduce.verdicts`), then the
+    figures, whose footers carry the scale and the regime of the verdicts
+    (:func:`reproduce.regime.footer_text`): ``(lines, figure paths)``."""
+    from .regime import footer_text
+    from .verdicts import verdicts_of
+    lines = entry.check(df, cfg)
+    note = scale_note(entry, cfg, df)
+    regime = footer_text(verdicts_of(lines))
+    with plotting.footer(note + ("\n" + regime if regime else "")):
+        paths = entry.plot(df, cfg)
+    return lines, paths
+
+
 def main(entry, argv=None) -> int:
+    from . import ledger
+    from .verdicts import text
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         cfg = parse_config(entry, argv)
         df = execute(entry, cfg)
-        with plotting.footer(scale_note(entry, cfg, df)):
-            paths = entry.plot(df, cfg)
-        lines = entry.check(df, cfg)
+        lines, paths = check_and_plot(entry, cfg, df)
+        if not cfg.from_ledger:
+            ledger.record(entry, cfg, argv, df, lines, paths)
     except (EntryError, DataError, ValueError) as exc:
         if os.environ.get("FEDTOOLKIT_DEBUG"):
             raise
@@ -522,6 +549,5 @@ def main(entry, argv=None) -> int:
     for p in paths:
         print(f"figure: {p}")
     print(f"results: {results_dir(entry, cfg)}")
-    for line in lines:
-        print(line)
+    print(text(lines))
     return 0

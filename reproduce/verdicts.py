@@ -247,7 +247,7 @@ class Verdict:
             return ""
         s = self.scale
         trio = [s * x for x in (self.estimate, self.lo, self.hi)]
-        signed = self.definition not in ("exact", "holds", "faster")
+        signed = self.definition in ("above", "about equal", "slope", "ordering")
         est, lo, hi = _fmt_group(trio, signed)
         iv = ("" if not (np.isfinite(self.lo) or np.isfinite(self.hi)) or
               (self.lo == self.hi == self.estimate and self.n == 0) else
@@ -267,8 +267,8 @@ class Verdict:
             tail += f" ({self.reason})"
         if self.protocol:
             tail += f" | protocol: {self.protocol}"
-        if self.card is not None:
-            tail += f" | regime: {self.card.compact()}"
+        if self.card is not None and self.label != PREMISE:
+            tail += f" | regime {'ok' if self.card.ok else 'FAILS'}"
         return body + tail
 
     def lines(self) -> list[str]:
@@ -371,7 +371,7 @@ def _make(claim, label, definition, what, est: Estimate | None, *, lo=math.nan, 
           scale=1.0, parts=(), estimate=None) -> Verdict:
     premise = _premise(card)
     if premise is not None:
-        label, reason = PREMISE, premise + (f"; {reason}" if reason else "")
+        label, reason = PREMISE, premise
         needed = None
     cid, paper = (claim.id, claim.paper) if isinstance(claim, Claim) else (str(claim), "")
     return Verdict(cid, paper, label, definition, what,
@@ -471,6 +471,15 @@ def above(claim, a, b, *, by: float = 0.0, margin: float = 0.0, what: str = "",
                          protocol=protocol, scope=scope, unit=unit, scale=scale)
 
 
+def not_below(claim, a, b, margin: float, *, what: str = "", unit: str = "",
+              scale: float = 1.0, card=None, protocol="", scope="",
+              lower_is_better: bool = False) -> Verdict:
+    """"A not below B" (no degradation beyond ``margin``; ">=" in an ordering): the paired
+    difference's interval above ``-margin`` shows it, an interval below ``-margin`` does not."""
+    return above(claim, a, b, by=-margin, margin=0.0, what=what, unit=unit, scale=scale,
+                 card=card, protocol=protocol, scope=scope, lower_is_better=lower_is_better)
+
+
 def about_equal(claim, a, b, margin: float, *, what: str = "", unit: str = "",
                 scale: float = 1.0, card=None, protocol="", scope="") -> Verdict:
     """"A about equal to B": the paired difference's interval inside ``[-margin, margin]``
@@ -566,7 +575,7 @@ def ordering(claim, named: list[tuple[str, object]], *, margin: float = 0.0,
              ) -> Verdict:
     """"A > B > C ...": ``named`` is ``[(name, per-seed values)]`` in the claimed order, best
     first; every adjacent pair is decided by :func:`above` (a pair marked non-strict, ``A >=
-    B``, by "not below": the interval of ``A - B`` above ``-margin``). The order shows when
+    B``, by :func:`not_below`: the interval of ``A - B`` above ``-margin``). The order shows when
     every pair shows, does not show when any pair does not; otherwise the first undecided
     pair's state (seeds: the most any pair needs)."""
     if len(named) < 2:
@@ -579,7 +588,7 @@ def ordering(claim, named: list[tuple[str, object]], *, margin: float = 0.0,
             parts.append(above(claim, a, b, margin=margin, what=f"{na} {rel} {nb}", unit=unit,
                                scale=scale, lower_is_better=lower_is_better))
         else:
-            parts.append(above(claim, a, b, by=-margin, margin=margin, what=f"{na} {rel} {nb}", unit=unit, scale=scale,
+            parts.append(above(claim, a, b, by=-margin, margin=0.0, what=f"{na} {rel} {nb}", unit=unit, scale=scale,
                                lower_is_better=lower_is_better))
     order = (" < " if lower_is_better else " > ").join(n for n, _ in named)
     return every(claim, parts, what=what or order, card=card, protocol=protocol, scope=scope,
