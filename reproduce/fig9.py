@@ -18,8 +18,8 @@ Claim (spec E11): after round 50 the squared gradient norm with restarting is be
 standard run's. The check is a paired comparison across seeds: per seed, the mean over the
 evaluations after round 50 of ``log(grad norm^2 with restarting) - log(standard)`` (the two
 runs of a seed share every random draw), with its 95% Student-t interval over seeds;
-"shows" when the interval lies below 0, "worse" when above, "not resolved" when it contains
-0. The CPU default runs 6 seeds for 100 rounds, evaluating the gradient norm over all
+decided by :func:`reproduce.verdicts.exceeds` (shows when the interval lies below 0, does not
+show when above, underpowered when it contains 0), with the run's regime card. The CPU default runs 6 seeds for 100 rounds, evaluating the gradient norm over all
 60,000 training samples every 5 rounds.
 """
 from __future__ import annotations
