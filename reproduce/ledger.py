@@ -2,9 +2,10 @@
 ``docs/ledger/``, rebuilt from an entry's saved results without rerunning anything.
 
 An entry run (:func:`reproduce.common.main`) leaves, beside its results,
-``OUT/ENTRY/verdicts.json`` (its verdicts with their regime cards and evidence, the command,
-settings, seeds, code digest, commit and the figures it drew) and ``OUT/ENTRY/checked.csv.gz``
-(the tidy table its check and figures read) (:func:`record`).
+``OUT/ENTRY/ledger/verdicts.json`` (its verdicts with their regime cards and evidence, the
+command, settings, seeds, code digest, commit and the figures it drew) and
+``OUT/ENTRY/ledger/checked.csv.gz`` (the tidy table its check and figures read)
+(:func:`record`).
 ``python -m reproduce ledger ENTRY ...`` (:func:`build`) files them into the ledger:
 
 ``docs/ledger/verdicts.csv``
@@ -80,13 +81,14 @@ def _gz_csv(df: pd.DataFrame) -> bytes:
 
 def record(entry, cfg, argv, df: pd.DataFrame, lines, paths) -> Path:
     """Save what an entry run checked and drew beside its results (``verdicts.json`` and
-    ``checked.csv.gz`` in ``OUT/ENTRY``, written atomically; see the module docstring)."""
+    ``checked.csv.gz`` in ``OUT/ENTRY/ledger``, written atomically; see the module
+    docstring)."""
     from sims.identity import code_identity
     from sims.results import atomic_write_bytes
 
     from . import common
     from .verdicts import text, verdicts_of
-    folder = common.results_dir(entry, cfg)
+    folder = common.results_dir(entry, cfg) / "ledger"
     name = common.entry_name(entry)
     table = _gz_csv(df)
     ident = code_identity()
@@ -116,11 +118,13 @@ def _json(obj):
 
 
 def read_record(folder: Path) -> tuple[dict, pd.DataFrame]:
-    """An entry's saved ``verdicts.json`` and its checked table (checksum verified)."""
-    path = Path(folder) / "verdicts.json"
+    """An entry's saved ``ledger/verdicts.json`` and its checked table (checksum verified);
+    ``folder`` is ``OUT/ENTRY``."""
+    folder = Path(folder) / "ledger"
+    path = folder / "verdicts.json"
     if not path.exists():
         raise LedgerError(f"{path}: no saved verdicts; run the entry first (python -m "
-                          f"reproduce.{Path(folder).name} ...)")
+                          f"reproduce.{Path(folder).parent.name} ...)")
     try:
         rec = json.loads(path.read_text())
     except ValueError:
@@ -267,7 +271,7 @@ def file_entry(name: str, folder: Path, ledger: Path = LEDGER, allow_tiny: bool 
     ledger = Path(ledger)
     for sub in ("entries", "curves"):
         (ledger / sub).mkdir(parents=True, exist_ok=True)
-    data = (Path(folder) / "checked.csv.gz").read_bytes()
+    data = (Path(folder) / "ledger" / "checked.csv.gz").read_bytes()
     atomic_write_bytes(ledger / "curves" / f"{name}.csv.gz", data)
     entry_rec = {k: v for k, v in rec.items() if k not in ("verdicts",)}
     atomic_write_bytes(ledger / "entries" / f"{name}.json",

@@ -259,6 +259,8 @@ def check(df, cfg):
                                        "App. C.1: 10^5")])
         out.append(vd.every(CLAIMS["E12"], parts, what=f"q_A^2 < 1 in all {len(tab)} cells",
                             card=card, protocol="none: Monte-Carlo draws"))
+    elif _list(cfg.dists, str):
+        out.append(vd.missing(CLAIMS["E12"], "q_A^2 < 1 in every cell", "simulation runs missing"))
     if "part" in df and (df.part == "train").any():
         train = common.healthy(df[(df.part == "train") & (df.metric == "qA2")])
         parts = []

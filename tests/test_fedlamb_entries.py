@@ -189,7 +189,7 @@ def test_fig12_tiny(tmp_path, capsys):
     assert any(l.startswith("cost:") for l in out)
     assert sum(l.startswith("  selected ") for l in out) == 5     # 3 methods + printed pair
     assert any("ranked (eta_l/lam: final acc %)" in l for l in out)   # the sub-grid competed
-    rec = json.loads((tmp_path / "r" / "fedlamb_fig12" / "verdicts.json").read_text())
+    rec = json.loads((tmp_path / "r" / "fedlamb_fig12" / "ledger" / "verdicts.json").read_text())
     for v in (v for v in rec["verdicts"] if v["claim"] == "T5"):   # T5 on a real run
         ratio, err = (p["estimate"] for p in json.loads(v["parts"]))
         assert 0.5 < ratio <= 1 and err < 1e-8

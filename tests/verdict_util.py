@@ -1,4 +1,4 @@
-"""Reading the verdicts an entry run saved (``OUT/ENTRY/verdicts.json``, :mod:`reproduce.ledger`),
+"""Reading the verdicts an entry run saved (``OUT/ENTRY/ledger/verdicts.json``, :mod:`reproduce.ledger`),
 so entry tests assert each claim's label exactly."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 def saved(out, entry: str) -> dict:
     """``{claim or "claim [scope]": label}`` of the last run of ``entry`` under ``out``."""
-    rec = json.loads((Path(out) / entry / "verdicts.json").read_text())
+    rec = json.loads((Path(out) / entry / "ledger" / "verdicts.json").read_text())
     return {(v["claim"] + (f" [{v['scope']}]" if v["scope"] else "")): v["verdict"]
             for v in rec["verdicts"]}
 
