@@ -678,6 +678,15 @@ def missing(claim, what: str, reason: str = "runs missing", *, card=None, protoc
                  scope=scope)
 
 
+def undecided(claim, what: str, reason: str, *, label: str = UNDERPOWERED, card=None,
+              protocol="", scope="", definition: str | None = None) -> Verdict:
+    """A claim its evidence cannot decide for a stated reason that is neither missing runs nor
+    divergence (e.g. no seed reaches the target the statistic needs): underpowered."""
+    d = definition or (claim.definition if isinstance(claim, Claim) else "every")
+    return _make(claim, label, d, what, None, reason=reason, card=card, protocol=protocol,
+                 scope=scope)
+
+
 # ------------------------------------------------------------------------------ evidence
 def per_seed(df: pd.DataFrame, metric: str, how: str = "final", *, run=None,
              where: dict | None = None) -> pd.Series:
