@@ -133,6 +133,8 @@ def _table(scores, e, methods, unit="acc"):
     return " | ".join(f"{fc.label(m, True)} {row(m)}" for m in methods)
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedada2_fig3_top", "fedada2_fig4_top")
 CLAIMS = vd.claims(
     vd.Claim("16a", "FedAda2", "GLD-23K, 1 local epoch: FedAda2 converges fastest, FedAdam a "
              "close second", "faster", "Sec. 6.2, Fig. 3 top (a); spec 5 claim 16"),

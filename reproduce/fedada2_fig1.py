@@ -201,6 +201,8 @@ def run_comm(df, setting: str, method: str, cfg) -> float:
 
 
 # ------------------------------------------------------------------------------ checks
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedada2_fig1", "fedada2_fig2")
 CLAIMS = vd.claims(
     vd.Claim("11", "FedAda2", "user-level DP accounting: q = 0.1, sigma = 1, 500 rounds, delta "
              "= 1/400 give epsilon about 13.1 (RDP order 2)", "exact", "Sec. 6.1; spec 5 claim 11"),

@@ -99,6 +99,8 @@ def plot(df, cfg):
     return plotting.save(fig, cfg.figures, "fedada2_fig5")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedada2_fig5",)
 CLAIMS = vd.claims(
     vd.Claim("15a", "FedAda2", "CIFAR-100: every adaptive method ends above FedAvg", "every",
              "Sec. 6.1; spec 5 claim 15"),

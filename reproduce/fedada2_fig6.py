@@ -86,6 +86,8 @@ def plot(df, cfg):
                           "lower final test loss")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedada2_fig6",)
 CLAIMS = vd.claims(
     vd.Claim("19a", "FedAda2", "heterogeneous server-client optimizer pairs do not significantly "
              "degrade performance across a sweep (GLD-23K)", "every",

@@ -81,6 +81,8 @@ def plot(df, cfg):
                           f"({rk.axes_text(ps[-1])}); lighter = lower final test loss")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedada2_fig7",)
 CLAIMS = vd.claims(
     vd.Claim("19c", "FedAda2", "delayed client-preconditioner updates (1 or 3 frozen epochs) do "
              "not significantly degrade FedAda2 across a sweep (GLD-23K)", "every",

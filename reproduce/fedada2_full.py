@@ -173,6 +173,8 @@ def plot(df, cfg):
     return plotting.save(fig, cfg.figures, "fedada2_fig4_bottom")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedada2_fig4_bottom",)
 CLAIMS = vd.claims(
     vd.Claim("16g", "FedAda2", "GLD-23K full fine-tuning: every adaptive method ends above "
              "FedAvg", "every", "Figure 4 bottom, Tables 4-5 (Full)"),

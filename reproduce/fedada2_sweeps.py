@@ -96,6 +96,8 @@ def plot(df, cfg):
                           f"({rk.axes_text(ps[-1])}); lighter = lower final test loss")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedada2_fig3_bottom",)
 CLAIMS = vd.claims(
     vd.Claim("18a", "FedAda2", "DP StackOverflow sweeps: server-only adaptivity stabilises "
              "FedAvg's worst runs, direct joint adaptivity further", "ordering",

@@ -163,6 +163,8 @@ def plot(df, cfg):
     return paths
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_fig6", "fedef_fig7")
 CLAIMS = vd.claims(
     vd.Claim("E8", "Fed-EF", "CIFAR-10 / ResNet-18, p = 0.5, 200 rounds: both Fed-EF variants "
              "reach full precision's test accuracy (Sign 32x, TopK-0.01 100x, hv-Sign-0.1 300x "

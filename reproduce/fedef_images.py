@@ -640,6 +640,17 @@ def plot(df, cfg):
 
 
 # ---------------------------------------------------------------------------- claims
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_fig15",
+           "fedef_fig5",
+           "fedef_fig13",
+           "fedef_fig4",
+           "fedef_fig2",
+           "fedef_fig3",
+           "fedef_fig10",
+           "fedef_fig11",
+           "fedef_fig12",
+           "fedef_fig14")
 CLAIMS = vd.claims(
     vd.Claim("E2", "Fed-EF", "p = 0.5, Fed-EF-SGD: Sign, TopK and hv-Sign end within about 1 "
              "point of full precision (Table 2)", "about equal", "Table 2; spec 5 E2"),

@@ -138,6 +138,8 @@ def plot(df, cfg):
     return plotting.save(fig, cfg.figures, "fedef_fig19")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_fig19",)
 CLAIMS = vd.claims(
     vd.Claim("E13", "Fed-EF", "training-time q_A^2 < 1, well below, for Sign, TopK-0.01 and "
              "TopK-0.1 on the MNIST and FMNIST CNN (read: <= 0.5 in every round)", "every",

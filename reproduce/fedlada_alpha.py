@@ -199,6 +199,8 @@ def table3(df, cfg, card=None, proto=None) -> tuple[list[str], list]:
     return lines, verdicts
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_alpha",)
 CLAIMS = vd.claims(
     vd.Claim("E6", "FedLADA", "accuracy is non-monotone in alpha with an interior peak, at "
              "0.05 (TinyImageNet: 29.5 / 41.9 / 40.1 / 38.8 / 36.5 / 34.1)", "every",

@@ -40,6 +40,8 @@ def plot(df, cfg):
     return fig2.plot(df, cfg, stem="fedlada_fig1", figure="Figure 1")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_fig1",)
 CLAIMS = vd.claims(
     vd.Claim("F1a", "FedLADA", "LocalAdam drives the training loss down fastest of FedAvg, "
              "FedAdam and LocalAdam", "above", "Fig. 1, Sec. 1"),

@@ -171,6 +171,8 @@ def tables(df, cfg) -> list[str]:
 #: The SGD-based baselines (E2's "best SGD baseline").
 SGD_METHODS = ("fedavg", "fedprox", "scaffold", "fedcm")
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_fig2",)
 CLAIMS = vd.claims(
     vd.Claim("E1", "FedLADA", "LocalAdam reaches 98 % train accuracy first on CIFAR-10 "
              "(FedLADA first on CIFAR-100 / TinyImageNet)", "faster", "Table 1; spec 4 E1"),

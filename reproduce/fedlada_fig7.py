@@ -113,6 +113,8 @@ def plot(df, cfg):
     return plotting.save(fig, cfg.figures, "fedlada_fig7")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_fig7",)
 CLAIMS = vd.claims(
     vd.Claim("E13", "FedLADA", "with smooth activations (GeLU, SMU) the ReLU picture stays: "
              "FedAdam converges slowly, LocalAdam is faster than FedAvg, FedLADA has the best test "

@@ -120,6 +120,8 @@ def _mean_consistency(df, run):
     return per_seed.mean(), per_seed.min(), per_seed.max()
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_fig8",)
 CLAIMS = vd.claims(
     vd.Claim("E10", "FedLADA", "for small alpha FedLADA's test accuracy exceeds SCAFFOLD's, and "
              "its consistency term is smaller and grows with alpha", "every",

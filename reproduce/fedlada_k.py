@@ -74,6 +74,8 @@ def _rounds_to_loss(df, run, level):
     return float(np.mean(out))
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_k",)
 CLAIMS = vd.claims(
     vd.Claim("E7", "FedLADA", "best accuracy falls as K grows (41.9 / 40.2 / 36.2 / 33.8 for K = "
              "2 / 4 / 10 / 20 epochs); K = 4 reaches its best in the fewest rounds; K = 2 -> 4 "

@@ -29,6 +29,11 @@ DEFAULT_COST = "about 4 min (28 grid points, 1 seed, 40 rounds, 784-50-10 MLP on
 FACTORS = (0.3, 1.0, 3.0, 10.0)
 
 
+#: A pilot of the stand-in's rates: it checks no claim of the paper.
+CLAIMS: dict = {}
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_lr",)
+
 @dataclass
 class Config(fc.StandIn):
     seeds: int = 1

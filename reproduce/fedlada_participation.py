@@ -56,6 +56,8 @@ def plot(df, cfg):
         "FedLADA Fig. 4 stand-in", "fedlada_participation")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_participation",)
 CLAIMS = vd.claims(
     vd.Claim("E8", "FedLADA", "higher participation (5 -> 10 -> 20 -> 50 %) improves FedLADA, "
              "with diminishing gains near 50 %", "every", "Fig. 4; spec 4 E8"),

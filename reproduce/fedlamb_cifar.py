@@ -88,6 +88,8 @@ def plot(df, cfg):
     return fl.plot_panels(df, cfg, settings(cfg), methods(cfg), title, "fedlamb_cifar")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlamb_cifar",)
 CLAIMS = vd.claims(
     vd.Claim("E2", "Fed-LAMB", "CIFAR-10 iid, 3-conv CNN and ResNet-9: Fed-LAMB above Fed-AMS and "
              "Fed-SGD (the E1 ordering)", "every", "MAIN Figs. 3-4; spec 4 E2"),

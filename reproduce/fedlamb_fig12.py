@@ -112,6 +112,8 @@ def plot(df, cfg):
     return fl.plot_panels(df, cfg, settings(cfg), methods(cfg), title, "fedlamb_fig12")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlamb_fig12",)
 CLAIMS = vd.claims(
     vd.Claim("E1", "Fed-LAMB", "MNIST non-iid, MLP and CNN: Fed-LAMB has higher test accuracy "
              "across rounds and higher or equal final accuracy than Fed-AMS and Fed-SGD, each at "

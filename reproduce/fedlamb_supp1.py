@@ -111,6 +111,8 @@ def plot(df, cfg):
     return fl.plot_panels(df, cfg, settings(cfg), methods(cfg), title, "fedlamb_supp1")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlamb_supp1",)
 CLAIMS = vd.claims(
     vd.Claim("E4", "Fed-LAMB", "MNIST and FMNIST, n = 200, full participation, batch 64, 100 "
              "rounds: Fed-LAMB and Mime-LAMB beat Fed-SGD, Fed-AMS, Adp-Fed and Mime in "

@@ -128,6 +128,8 @@ def late_slope(df, method, cfg) -> dict:
     return out
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_fig1",)
 CLAIMS = vd.claims(
     vd.Claim("E1", "Fed-EF", "Fed-SGD with Sign compression and no error feedback suffers a "
              "catastrophic performance downgrade against full precision", "every",

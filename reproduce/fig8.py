@@ -179,6 +179,8 @@ def slopes(df, cfg, metric: str = "grad_norm2", measure: str = "late") -> dict:
     return out
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_fig8",)
 CLAIMS = vd.claims(
     vd.Claim("E10a", "Fed-EF", "linear speedup in n under full participation: the averaged "
              "squared gradient norm falls like n^-1/2 (Cor. 1 at eta eta_l growing like sqrt n)",

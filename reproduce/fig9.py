@@ -126,6 +126,8 @@ def paired_log_ratio(df, cfg, model, m) -> dict:
     return {seed: float(g.mean()) for seed, g in diff.groupby(level="seed")}
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_fig9",)
 CLAIMS = vd.claims(
     vd.Claim("E11", "Fed-EF", "error restarting (S = 10 after round 50) yields a lower squared "
              "gradient norm than standard Fed-EF, for logistic regression and the MLP",

@@ -186,6 +186,8 @@ def _growth(df, noise, method, metric):
     return sub.iloc[-1] / sub.iloc[0], sub.index[0], sub.index[-1]
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedada2_heavy_tails",)
 CLAIMS = vd.claims(
     vd.Claim("1", "FedAda2", "with a heavy-tailed client, FedAvg's second-moment estimate grows "
              "without bound in the number of paths (Prop. 9 i, Cauchy: Prop. 10), while client "

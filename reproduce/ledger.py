@@ -47,6 +47,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 LEDGER = ROOT / "docs" / "ledger"
 
+
+def ledger_dir() -> Path:
+    """The ledger folder: ``docs/ledger/``, or ``$FEDTOOLKIT_LEDGER`` (tests, scratch ledgers)."""
+    import os
+    return Path(os.environ.get("FEDTOOLKIT_LEDGER") or LEDGER)
+
 VERDICT_COLUMNS = ("paper", "claim", "scope", "entry", "statement", "verdict", "definition",
                    "what", "estimate", "lo", "hi", "unit", "scale", "n_seeds", "seeds",
                    "seeds_needed", "rule", "reason", "protocol", "card_ok", "card", "command",
@@ -137,36 +143,37 @@ def read_record(folder: Path) -> tuple[dict, pd.DataFrame]:
 
 
 # ------------------------------------------------------------------------------ reading
-def read_csv(name: str, ledger: Path = LEDGER, columns=()) -> pd.DataFrame:
-    path = Path(ledger) / name
+def read_csv(name: str, ledger: Path | None = None, columns=()) -> pd.DataFrame:
+    path = Path(ledger or ledger_dir()) / name
     if not path.exists():
         return pd.DataFrame(columns=list(columns))
     return pd.read_csv(path, dtype=str, keep_default_na=False)
 
 
-def verdicts(ledger: Path = LEDGER) -> pd.DataFrame:
+def verdicts(ledger: Path | None = None) -> pd.DataFrame:
     """The ledger's verdict rows (all strings, as committed)."""
     return read_csv("verdicts.csv", ledger, VERDICT_COLUMNS)
 
 
-def values(ledger: Path = LEDGER) -> pd.DataFrame:
+def values(ledger: Path | None = None) -> pd.DataFrame:
     return read_csv("values.csv", ledger, VALUE_COLUMNS)
 
 
-def figures(ledger: Path = LEDGER) -> pd.DataFrame:
+def figures(ledger: Path | None = None) -> pd.DataFrame:
     return read_csv("figures.csv", ledger, FIGURE_COLUMNS)
 
 
-def entry_record(name: str, ledger: Path = LEDGER) -> dict | None:
-    path = Path(ledger) / "entries" / f"{name}.json"
+def entry_record(name: str, ledger: Path | None = None) -> dict | None:
+    path = Path(ledger or ledger_dir()) / "entries" / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def load_results(entry, ledger: Path = LEDGER) -> pd.DataFrame:
+def load_results(entry, ledger: Path | None = None) -> pd.DataFrame:
     """``--plot-only --from-ledger``: the table an entry's ledger rows were checked on."""
     from . import common
     name = common.entry_name(entry)
-    path = Path(ledger) / "curves" / f"{name}.csv.gz"
+    ledger = Path(ledger or ledger_dir())
+    path = ledger / "curves" / f"{name}.csv.gz"
     rec = entry_record(name, ledger)
     if rec is None or not path.exists():
         raise common.EntryError(f"--from-ledger: the ledger ({_rel(ledger)}) has no results of "
@@ -178,7 +185,7 @@ def load_results(entry, ledger: Path = LEDGER) -> pd.DataFrame:
     return pd.read_csv(io.BytesIO(data), compression="gzip")
 
 
-def apply_config(entry, cfg, ledger: Path = LEDGER) -> None:
+def apply_config(entry, cfg, ledger: Path | None = None) -> None:
     """Set ``cfg`` to the settings the ledger's results of ``entry`` were computed with (the
     output folders and execution flags stay as given)."""
     import dataclasses
@@ -244,9 +251,29 @@ def _verdict_rows(rec: dict) -> list[dict]:
     return rows
 
 
-def _write_csv(df: pd.DataFrame, path: Path) -> None:
+def write_file(path: Path, data: bytes) -> None:
+    """A committed file (atomically, readable by all: ``0644``)."""
+    import os
+
     from sims.results import atomic_write_bytes
-    atomic_write_bytes(path, df.to_csv(index=False).encode())
+    atomic_write_bytes(path, data)
+    os.chmod(path, 0o644)
+
+
+def _write_csv(df: pd.DataFrame, path: Path) -> None:
+    write_file(path, df.to_csv(index=False).encode())
+
+
+def ensure(ledger: Path | None = None) -> Path:
+    """The ledger folder with its three tables (header-only when empty)."""
+    ledger = Path(ledger or ledger_dir())
+    for sub in ("entries", "curves"):
+        (ledger / sub).mkdir(parents=True, exist_ok=True)
+    for name, cols in (("verdicts.csv", VERDICT_COLUMNS), ("values.csv", VALUE_COLUMNS),
+                       ("figures.csv", FIGURE_COLUMNS)):
+        if not (ledger / name).exists():
+            _write_csv(pd.DataFrame(columns=list(cols)), ledger / name)
+    return ledger
 
 
 def _replace(old: pd.DataFrame, new: list[dict], entry: str, columns) -> pd.DataFrame:
@@ -258,24 +285,21 @@ def _replace(old: pd.DataFrame, new: list[dict], entry: str, columns) -> pd.Data
     return out.sort_values(sort, kind="stable").reset_index(drop=True)[list(columns)]
 
 
-def file_entry(name: str, folder: Path, ledger: Path = LEDGER, allow_tiny: bool = False,
+def file_entry(name: str, folder: Path, ledger: Path | None = None, allow_tiny: bool = False,
                say=print) -> dict:
     """File one entry's saved run (``folder`` = ``OUT/ENTRY``) into the ledger."""
-    from sims.results import atomic_write_bytes
     rec, df = read_record(folder)
     if rec["entry"] != name:
         raise LedgerError(f"{folder}/verdicts.json is {rec['entry']}'s, not {name}'s")
     if rec.get("tiny") and not allow_tiny:
         raise LedgerError(f"{name}: the saved run is a --tiny smoke run; the ledger records "
                           "real runs only (rerun without --tiny)")
-    ledger = Path(ledger)
-    for sub in ("entries", "curves"):
-        (ledger / sub).mkdir(parents=True, exist_ok=True)
+    ledger = ensure(ledger)
     data = (Path(folder) / "ledger" / "checked.csv.gz").read_bytes()
-    atomic_write_bytes(ledger / "curves" / f"{name}.csv.gz", data)
+    write_file(ledger / "curves" / f"{name}.csv.gz", data)
     entry_rec = {k: v for k, v in rec.items() if k not in ("verdicts",)}
-    atomic_write_bytes(ledger / "entries" / f"{name}.json",
-                       json.dumps(entry_rec, indent=1, sort_keys=True).encode())
+    write_file(ledger / "entries" / f"{name}.json",
+               json.dumps(entry_rec, indent=1, sort_keys=True).encode())
     _write_csv(_replace(verdicts(ledger), _verdict_rows(rec), name, VERDICT_COLUMNS),
                ledger / "verdicts.csv")
     _write_csv(_replace(values(ledger), _values_rows(rec, df), name, VALUE_COLUMNS),
@@ -295,7 +319,7 @@ def file_entry(name: str, folder: Path, ledger: Path = LEDGER, allow_tiny: bool 
     return rec
 
 
-def build(names, out: Path, ledger: Path = LEDGER, allow_tiny: bool = False,
+def build(names, out: Path, ledger: Path | None = None, allow_tiny: bool = False,
           docs: bool = True, say=print) -> None:
     """``python -m reproduce ledger``: file each entry's saved run from ``out`` into the
     ledger, then regenerate the docs' blocks and the report from it."""
@@ -304,9 +328,10 @@ def build(names, out: Path, ledger: Path = LEDGER, allow_tiny: bool = False,
     if bad:
         raise LedgerError(f"unknown entr{'y' if len(bad) == 1 else 'ies'} {', '.join(bad)}; "
                           "python -m reproduce lists them")
+    ledger = Path(ledger or ledger_dir())
     for name in names:
         file_entry(name, Path(out) / name, ledger, allow_tiny, say)
-    if docs:
+    if docs and ledger.resolve() == LEDGER.resolve():   # the docs follow the committed ledger
         from . import report
         for path in report.update_docs(ledger):
             say(f"updated {_rel(path)}")
@@ -321,18 +346,18 @@ def main(argv=None) -> int:
                    "regenerate the docs from the ledger)")
     p.add_argument("--out", default=str(ROOT / "results"),
                    help="where the runs saved their results (default results/)")
-    p.add_argument("--ledger", default=str(LEDGER), help="the ledger folder (default "
-                   "docs/ledger/)")
+    p.add_argument("--ledger", default=None, help="the ledger folder (default docs/ledger/, "
+                   "or $FEDTOOLKIT_LEDGER)")
     p.add_argument("--allow-tiny", action="store_true",
                    help="file --tiny runs (tests; never into the committed ledger)")
     p.add_argument("--no-docs", action="store_true", help="leave the docs as they are")
     args = p.parse_args(argv)
     try:
-        if args.allow_tiny and Path(args.ledger).resolve() == LEDGER.resolve():
+        ledger = Path(args.ledger) if args.ledger else ledger_dir()
+        if args.allow_tiny and ledger.resolve() == LEDGER.resolve():
             raise LedgerError("--allow-tiny needs another --ledger folder: --tiny runs never "
                               "enter the committed ledger")
-        build(args.entries, Path(args.out), Path(args.ledger), args.allow_tiny,
-              docs=not args.no_docs)
+        build(args.entries, Path(args.out), ledger, args.allow_tiny, docs=not args.no_docs)
     except (LedgerError, OSError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=__import__("sys").stderr)
         return 2

@@ -361,6 +361,8 @@ def cost_line(df: pd.DataFrame) -> str:
             f"(+{100 * c['overhead']:.0f}% over the {c['without_probe_s']:.2f} s without it)")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("probes_quadratic", "probes_fig8_full_n20")
 CLAIMS = vd.claims(
     vd.Claim("B", "Fed-EF", "Theorems 4.1-4.4: the averaged squared gradient norm is at most the "
              "bound (evaluated with the constants measured on the run)", "holds",

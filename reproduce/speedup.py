@@ -208,6 +208,8 @@ def plot(df, cfg):
     return plotting.save(fig, cfg.figures, "fedef_speedup")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_speedup",)
 CLAIMS = vd.claims(
     vd.Claim("T1", "Fed-EF", "Fed-EF achieves O(1/sqrt(TKn)) once T >= K n sigma_g^2 / "
              "sigma^2: the averaged squared gradient norm falls like n^-1/2 (linear speedup)",

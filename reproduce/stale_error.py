@@ -273,6 +273,8 @@ def plot(df, cfg):
     return plotting.save(fig, cfg.figures, "fedef_stale_error")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_stale_error",)
 CLAIMS = vd.claims(
     vd.Claim("S1", "Fed-EF", "under partial participation a client's error is stale by a "
              "Geometric(m/n) number of rounds (mean n/m)", "holds", "Sec. 4.3"),

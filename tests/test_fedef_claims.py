@@ -280,7 +280,7 @@ def test_well_below_one_threshold_fails_a_round_above_it(tmp_path):
 
     assert qa.WELL_BELOW == 0.5
     good = qa_sim.check(table(0.45), cfg)[-1]
-    assert good.claim == "E13" and [p.label for p in good.parts] == ["shows", "shows"]
+    assert good.claim == "E13x" and [p.label for p in good.parts] == ["shows", "shows"]
     bad = qa_sim.check(table(0.9), cfg)[-1]
     assert [p.label for p in bad.parts] == ["shows", "does not show"]
     assert bad.parts[1].estimate == pytest.approx(0.9)
@@ -292,4 +292,4 @@ def test_qa_sim_with_only_training_results_draws_and_names_the_missing(tmp_path,
     out = _plot_without("qa_sim", tmp_path, capsys, "sim_")
     assert "missing results for 2 run(s): sim_gaussian_disjoint, sim_laplace_disjoint" in out
     assert "E12: q_A^2 < 1 in every cell -> inconclusive: missing" in out
-    assert "E13: q_A^2 well below 1 during training -> premise absent" in out
+    assert "E13x: q_A^2 well below 1 during training -> premise absent" in out

@@ -16,7 +16,7 @@ LABELS = {
     # 4,000 paths where the growth needs decades of them
     "heavy_tails": {"1 [student_t]": PA, "1 [cauchy]": PA},
     # 200 draws a cell decide q_A^2 < 1; training runs 10 clients a round of the paper's 100
-    "qa_sim": {"E12": "shows", "E13": PA},
+    "qa_sim": {"E12": "shows", "E13x": PA},
     # the staleness law holds; 12 rounds reach the target at one n/m only; 1 seed
     "stale_error": {"S1": "shows", "S2": U, "S3 [S=5, m=2]": U},
     # two seeds: T1's slopes straddle the prediction's band; T2's lie outside it (m flat)
