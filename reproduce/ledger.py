@@ -192,6 +192,7 @@ def apply_config(entry, cfg, ledger: Path | None = None) -> None:
 
     from . import common
     name = common.entry_name(entry)
+    ledger = Path(ledger or ledger_dir())
     rec = entry_record(name, ledger)
     if rec is None:
         raise common.EntryError(f"--from-ledger: the ledger ({_rel(ledger)}) has no results of "
