@@ -5,6 +5,9 @@ CPU default, ``--full`` for the paper's scale, the shared flags (``--seeds``, ``
 ``--data-dir``, ``--device``, ``--out``, ``--figures``, ``--plot-only``, ``--tiny``), a list of
 runs, a plot and a check of the paper's claim.
 """
+from sims.interrupts import quiet_while_starting as _quiet_while_starting
+
+_quiet_while_starting()
 
 ENTRIES = {
     "fig1": "reproduce.fig1",

@@ -59,7 +59,10 @@ import pandas as pd
 import torch
 
 from sims import engine
+from sims.interrupts import restore as restore_interrupts
+from sims.checkpoint import interrupted_message, write_failed_message
 from sims.data import DataError
+from sims.data.digest import record_of as data_record
 from sims.results import provenance, tidy
 from sims.runstore import FolderError, RunStore, check_folder
 
@@ -177,7 +180,7 @@ def validate(cfg: EntryConfig, entry=None) -> None:
         raise EntryError(f"--seed0 must be >= 0, got {cfg.seed0}")
     if cfg.rounds < 1:
         raise EntryError(f"--rounds must be >= 1, got {cfg.rounds}")
-    if cfg.checkpoint_every < 0:
+    if not cfg.checkpoint_every >= 0:                       # NaN too
         raise EntryError(f"--checkpoint-every must be >= 0 seconds (0: no checkpoints), "
                          f"got {cfg.checkpoint_every:g}")
     if getattr(cfg, "eval_every", 1) is not None and getattr(cfg, "eval_every", 1) < 1:
@@ -328,6 +331,7 @@ def execute(entry, cfg, progress=None, say=print) -> pd.DataFrame:
                              f"(first: {todo[0].name}); run without --plot-only first, or add "
                              "--available to draw what is there")
         return pd.concat(frames, ignore_index=True)
+    preflight(todo)
     bar = _progress(cfg, todo)
     try:
         for run in todo:
@@ -342,6 +346,22 @@ def execute(entry, cfg, progress=None, say=print) -> pd.DataFrame:
     finally:
         bar.close()
     return pd.concat(frames, ignore_index=True)
+
+
+def preflight(runs) -> None:
+    """Build every run that is about to be computed once (its problem, algorithm and
+    participation) and check the participation against the problem's population, so that
+    a setting that cannot run fails in one line before any run is computed (not after the
+    runs before it)."""
+    from sims.participation import ParticipationError
+    for run in runs:
+        if run.build is None:
+            continue
+        problem, _, participation = run.build()
+        try:
+            participation.check(problem.n_clients)
+        except ParticipationError as exc:
+            raise EntryError(f"run {run.name}: {exc}") from None
 
 
 def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
@@ -367,7 +387,9 @@ def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
         bar.set_description(f"{run.name} seeds {chunk[0]}-{chunk[-1]}")
         ckpt = saved.checkpointer(stem, cfp, f"s{chunk[0]}-{chunk[-1]}")
         if ckpt is not None:
-            ckpt.final = len(chunks) > 1         # a finished chunk is kept until all are
+            # the last round is checkpointed too: a finished chunk is kept until all are, and
+            # a run whose results cannot be saved (a full disk) keeps all its work
+            ckpt.final = True
             checkpoints.append(ckpt)
             state_t = ckpt.saved_round()
             if state_t:
@@ -388,6 +410,7 @@ def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
                         {**base, "algorithm": algorithm.describe(),
                          "participation": participation.describe(),
                          "problem": describe_problem(problem),
+                         "data": data_record(problem),
                          "diverged_at_round": diverged, "blowup": engine.BLOWUP,
                          "resumed_from_round": resumed,
                          "resumed_from_other_code": other_code,
@@ -522,6 +545,7 @@ def check_and_plot(entry, cfg, df):
 def main(entry, argv=None) -> int:
     from . import ledger
     from .verdicts import text
+    restore_interrupts()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         cfg = parse_config(entry, argv)
@@ -534,9 +558,11 @@ def main(entry, argv=None) -> int:
             raise
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted: finished runs are saved and a run in progress resumes from its "
-              "last checkpoint; run the same command again to continue", file=sys.stderr)
+    except OSError as exc:                      # a full disk, an unwritable output
+        print(f"error: {write_failed_message(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        print(interrupted_message(exc, "runs"), file=sys.stderr)
         return 130
     missing = missing_runs(entry, cfg, df)
     if missing:

@@ -102,6 +102,13 @@ class StandIn(common.EntryConfig):
             key.pop("wd_mode", None)
         return key
 
+    def validate(self):
+        if not 0 < self.participation <= 1:
+            raise common.EntryError(f"--participation is the fraction of clients a round, in "
+                                    f"(0, 1], got {self.participation:g}")
+        if self.n_clients < 1:
+            raise common.EntryError(f"--n-clients must be >= 1, got {self.n_clients}")
+
     def scale(self):
         if self.full:
             self.dataset, self.model, self.rounds, self.seeds = "cifar10", "resnet18", 1500, 1

@@ -91,8 +91,25 @@ class Config(fedef_mnist.PaperDataset, common.EntryConfig):
             self.dataset, self.eval_every = "mnist-subset", 1
 
 
-def _ints(text):
-    return [int(v) for v in str(text).split(",") if v.strip()]
+    def validate(self):
+        for flag, text in (("--ns", self.ns), ("--ms", self.ms)):
+            vals = _ints(text, flag)
+            if not vals or min(vals) < 1:
+                raise common.EntryError(f"{flag} must list client counts >= 1, got {text!r}")
+        if self.n_partial < 1:
+            raise common.EntryError(f"--n-partial must be >= 1, got {self.n_partial}")
+        too_many = [m for m in _ints(self.ms, "--ms") if m > self.n_partial]
+        if too_many:
+            raise common.EntryError(f"--ms {too_many[0]}: cannot sample more than --n-partial "
+                                    f"{self.n_partial} clients a round")
+
+
+def _ints(text, flag: str = "--ns/--ms"):
+    try:
+        return [int(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        raise common.EntryError(f"{flag} must be comma-separated integers, got {text!r}") \
+            from None
 
 
 def _problem(cfg, n_clients, subset_of=None):

@@ -13,5 +13,8 @@ Conventions pinned for every algorithm (see each docstring for the paper's equat
 * aggregation is the uniform mean over the participating clients.
 """
 
+from .interrupts import quiet_while_starting as _quiet_while_starting
+
 __all__ = ["__version__"]
 __version__ = "0.1.0"
+_quiet_while_starting()

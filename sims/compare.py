@@ -54,9 +54,12 @@ import pandas as pd
 import torch
 
 from . import engine
+from .interrupts import restore as restore_interrupts
 from .algorithms.registry import (AlgorithmError, canonical, client_memory, hyperparameters,
                                   list_algorithms, make_algorithm, with_population)
+from .checkpoint import interrupted_message, write_failed_message
 from .data import DATASETS, DataError
+from .data.digest import record_of as data_record
 from .models import MODELS
 from .participation import Participation, ParticipationError
 from .results import atomic_write_bytes, provenance, tidy
@@ -213,14 +216,22 @@ def build_problem(cfg: Config):
             from None
 
 
-def apply_tiny(cfg: Config) -> None:
-    """The ``--tiny`` preset: a few rounds of a small problem, one seed."""
-    cfg.rounds, cfg.seeds = min(cfg.rounds, 3), 1
-    cfg.n_clients, cfg.dim = min(cfg.n_clients, 8), min(cfg.dim, 10)
-    cfg.local_steps = cfg.local_steps or 2
-    cfg.eval_train_samples = 200
+def apply_tiny(cfg: Config, explicit=frozenset()) -> None:
+    """The ``--tiny`` preset: a few rounds of a small problem, one seed. Settings named in
+    ``explicit`` (the flags given on the command line) are kept as given."""
+    tiny = {"rounds": min(cfg.rounds, 3), "seeds": 1, "n_clients": min(cfg.n_clients, 8),
+            "dim": min(cfg.dim, 10), "local_steps": cfg.local_steps or 2,
+            "eval_train_samples": 200}
     if cfg.participation.startswith(("m=", "fixed")):
-        cfg.participation = "m=3"
+        tiny["participation"] = "m=3"
+    for key, value in tiny.items():
+        if key not in explicit:
+            setattr(cfg, key, value)
+
+
+def explicit_flags(parser: argparse.ArgumentParser, args) -> frozenset:
+    """The settings given on the command line (those whose value is not the default)."""
+    return frozenset(k for k, v in vars(args).items() if v != parser.get_default(k))
 
 
 def validate(cfg: Config) -> None:
@@ -241,8 +252,16 @@ def validate(cfg: Config) -> None:
                            f"estimated on that many samples), got {cfg.eval_train_samples}")
     if cfg.threads is not None and cfg.threads < 0:
         raise CompareError(f"--threads must be >= 0, got {cfg.threads}")
-    if cfg.checkpoint_every < 0:
-        raise CompareError(f"--checkpoint-every must be >= 0, got {cfg.checkpoint_every:g}")
+    if not cfg.checkpoint_every >= 0:                       # NaN too
+        raise CompareError(f"--checkpoint-every must be >= 0 seconds (0: none), got "
+                           f"{cfg.checkpoint_every:g}")
+    if not re.fullmatch(r"[A-Za-z0-9._=-]+", str(cfg.tag)) or set(str(cfg.tag)) <= {"."}:
+        raise CompareError(f"--tag must be a plain file-name stem (letters, digits, . _ = -), "
+                           f"got {cfg.tag!r}")
+    try:
+        Participation.parse(cfg.participation)
+    except ParticipationError as exc:
+        raise CompareError(f"--participation: {exc}") from None
     if cfg.batch_size < 1 or cfg.local_epochs < 1:
         raise CompareError(f"--batch-size and --local-epochs must be >= 1, got "
                            f"{cfg.batch_size}, {cfg.local_epochs}")
@@ -375,7 +394,10 @@ def _compute(cfg, problem, alg, participation, seeds, store, stem, fp, label, na
         "algorithm": alg.describe(), "label": label, "participation":
         participation.describe(), "bits_up_per_round": up, "bits_down_per_round": down,
         "client_memory_floats": memory, "d": problem.d,
-        "diverged_at": output.diverged_at, "blowup": engine.BLOWUP}, started=wall_started)
+        "diverged_at": output.diverged_at, "blowup": engine.BLOWUP,
+        "data": data_record(problem),
+        "resumed_from_round": None if ckpt is None else ckpt.resumed_from},
+        started=wall_started)
     store.save(df, record, stem, fp)
     if ckpt is not None:
         ckpt.clear()
@@ -577,7 +599,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    restore_interrupts()
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.list:
         for name, desc in list_algorithms().items():
             print(f"{name:16s} {desc}")
@@ -586,15 +610,17 @@ def main(argv=None) -> int:
     cfg.hp = tuple(args.hp)
     try:
         if cfg.tiny:
-            apply_tiny(cfg)
+            apply_tiny(cfg, explicit_flags(parser, args))
         table, summary = run_all(cfg)
         paths = plot(table, cfg)
     except (CompareError, ValueError) as exc:      # ResultsError, a problem's ValueError
         print(f"python -m sims.compare: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted: finished runs are saved and the run in progress resumes from its "
-              "last checkpoint; run the same command again to continue", file=sys.stderr)
+    except OSError as exc:                      # a full disk, an unwritable output
+        print(f"python -m sims.compare: error: {write_failed_message(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        print(interrupted_message(exc, "runs"), file=sys.stderr)
         return 130
     for row in summary.itertuples():
         if row.diverged:

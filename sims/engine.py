@@ -24,6 +24,9 @@ every so often and resumes from it; the resumed output equals the uninterrupted 
 from __future__ import annotations
 
 import math
+import signal
+import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -235,85 +238,136 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
                 with torch.no_grad():
                     curves.add(0, obs(RoundView(0, problem, algorithm, server, cstate, [],
                                                 last_round, seeds, {}, last_round.clone())))
-    for t in range(t0, rounds):
-        draws = [draw_round(problem, participation, algorithm.needs_uniforms, s, t) for s in seeds]
-        rep_np = np.concatenate([np.full(len(dr.clients), r) for r, dr in enumerate(draws)])
-        cli_np = np.concatenate([dr.clients for dr in draws]).astype(np.int64)
-        payloads = [p for dr in draws for p in dr.payloads]
-        counts = np.array([len(dr.clients) for dr in draws])
-        for r, dr in enumerate(draws):
-            participants[r].append(dr.clients)
-        sums: dict[str, torch.Tensor] = {}
-        if getattr(algorithm, "needs_round_gradient", False):
-            mean_grad = _round_gradient(problem, server["theta"], rep_np, cli_np, counts,
-                                        max_batch)
-            server = algorithm.round_gradient(server, mean_grad,
-                                              torch.as_tensor(counts > 0, device=device))
-        bcast = algorithm.broadcast(server)
-        all_u = (np.concatenate([dr.uniforms for dr in draws]) if algorithm.needs_uniforms
-                 else None)
-        for idx in plan_chunks([len(p) for p in payloads], rep_np, max_batch):
-            rep = torch.as_tensor(rep_np[idx], device=device)
-            cli = torch.as_tensor(cli_np[idx], device=device)
-            uniforms = None
-            if all_u is not None:
-                uniforms = torch.as_tensor(all_u[idx], device=device, dtype=dtype)
-            ctx = RoundContext(t, layout, rep, cli, last_round[rep, cli], uniforms)
-            if getattr(algorithm, "needs_epoch_steps", False):   # FedAda2 epoch-wise freezing
-                ctx.extra["epoch_steps"] = epoch_steps(problem, cli_np[idx], device)
-            _run_clients(problem, algorithm, bcast, cstate, [payloads[i] for i in idx], ctx,
-                         sums, R, fused)
-        last_before = last_round.clone() if observers else None
-        for r in range(R):
-            last = last_round[r, torch.as_tensor(draws[r].clients, device=device)]
-            stale = (t - last[last >= 0]).cpu().numpy()
-            staleness[r].append(stale)
-        last_round[torch.as_tensor(rep_np, device=device),
-                   torch.as_tensor(cli_np, device=device)] = t
-        counts_t = torch.as_tensor(counts, device=device, dtype=dtype)
-        means = {k: v / counts_t.clamp_min(1).unsqueeze(-1) for k, v in sums.items()}
-        active = counts_t > 0
-        msg = means.pop("message", torch.zeros_like(server["theta"]))
-        server_ctx = RoundContext(t, layout, torch.arange(R, device=device), None, None,
-                                  extra={"seeds": seeds})  # per-seed streams (DP noise)
-        server, extra = algorithm.server_step(server, msg, means, active, server_ctx)
-        cum_up += counts * up_bits / n
-        cum_down += counts * down_bits / n
-        stale_mean = [float(np.mean(s[-1])) if len(s[-1]) else math.nan for s in staleness]
-        curves.add(t + 1, {"bits_up": cum_up, "bits_down": cum_down, "participants": counts,
-                           "staleness_mean": np.asarray(stale_mean),
-                           "wall_time": np.full(R, time.perf_counter() - started), **extra})
-        finite = torch.isfinite(server["theta"]).all(-1).cpu().numpy()
-        for r in np.flatnonzero(~finite):
-            if diverged_at[r] is None:
-                diverged_at[r] = t + 1
-        if eval_every and ((t + 1) % eval_every == 0 or t + 1 == rounds):
-            evaluate(t + 1)
-        for obs in observers:
-            if (t + 1) % getattr(obs, "every", 1) == 0 or t + 1 == rounds:
-                with torch.no_grad():
-                    curves.add(t + 1, obs(RoundView(t + 1, problem, algorithm, server, cstate,
-                                                    draws, last_round, seeds, extra,
-                                                    last_before)))
-        if all(x is not None for x in diverged_at):
+    with _GracefulStop() as stop:
+        for t in range(t0, rounds):
+            draws = [draw_round(problem, participation, algorithm.needs_uniforms, s, t)
+                     for s in seeds]
+            rep_np = np.concatenate([np.full(len(dr.clients), r) for r, dr in enumerate(draws)])
+            cli_np = np.concatenate([dr.clients for dr in draws]).astype(np.int64)
+            payloads = [p for dr in draws for p in dr.payloads]
+            counts = np.array([len(dr.clients) for dr in draws])
+            for r, dr in enumerate(draws):
+                participants[r].append(dr.clients)
+            sums: dict[str, torch.Tensor] = {}
+            if getattr(algorithm, "needs_round_gradient", False):
+                mean_grad = _round_gradient(problem, server["theta"], rep_np, cli_np, counts,
+                                            max_batch)
+                server = algorithm.round_gradient(server, mean_grad,
+                                                  torch.as_tensor(counts > 0, device=device))
+            bcast = algorithm.broadcast(server)
+            all_u = (np.concatenate([dr.uniforms for dr in draws]) if algorithm.needs_uniforms
+                     else None)
+            for idx in plan_chunks([len(p) for p in payloads], rep_np, max_batch):
+                rep = torch.as_tensor(rep_np[idx], device=device)
+                cli = torch.as_tensor(cli_np[idx], device=device)
+                uniforms = None
+                if all_u is not None:
+                    uniforms = torch.as_tensor(all_u[idx], device=device, dtype=dtype)
+                ctx = RoundContext(t, layout, rep, cli, last_round[rep, cli], uniforms)
+                if getattr(algorithm, "needs_epoch_steps", False):   # FedAda2 epoch-wise freezing
+                    ctx.extra["epoch_steps"] = epoch_steps(problem, cli_np[idx], device)
+                _run_clients(problem, algorithm, bcast, cstate, [payloads[i] for i in idx], ctx,
+                             sums, R, fused)
+            last_before = last_round.clone() if observers else None
+            for r in range(R):
+                last = last_round[r, torch.as_tensor(draws[r].clients, device=device)]
+                stale = (t - last[last >= 0]).cpu().numpy()
+                staleness[r].append(stale)
+            last_round[torch.as_tensor(rep_np, device=device),
+                       torch.as_tensor(cli_np, device=device)] = t
+            counts_t = torch.as_tensor(counts, device=device, dtype=dtype)
+            means = {k: v / counts_t.clamp_min(1).unsqueeze(-1) for k, v in sums.items()}
+            active = counts_t > 0
+            msg = means.pop("message", torch.zeros_like(server["theta"]))
+            server_ctx = RoundContext(t, layout, torch.arange(R, device=device), None, None,
+                                      extra={"seeds": seeds})  # per-seed streams (DP noise)
+            server, extra = algorithm.server_step(server, msg, means, active, server_ctx)
+            cum_up += counts * up_bits / n
+            cum_down += counts * down_bits / n
+            stale_mean = [float(np.mean(s[-1])) if len(s[-1]) else math.nan for s in staleness]
+            curves.add(t + 1, {"bits_up": cum_up, "bits_down": cum_down, "participants": counts,
+                               "staleness_mean": np.asarray(stale_mean),
+                               "wall_time": np.full(R, time.perf_counter() - started), **extra})
+            finite = torch.isfinite(server["theta"]).all(-1).cpu().numpy()
+            for r in np.flatnonzero(~finite):
+                if diverged_at[r] is None:
+                    diverged_at[r] = t + 1
+            if eval_every and ((t + 1) % eval_every == 0 or t + 1 == rounds):
+                evaluate(t + 1)
+            for obs in observers:
+                if (t + 1) % getattr(obs, "every", 1) == 0 or t + 1 == rounds:
+                    with torch.no_grad():
+                        curves.add(t + 1, obs(RoundView(t + 1, problem, algorithm, server, cstate,
+                                                        draws, last_round, seeds, extra,
+                                                        last_before)))
+            if all(x is not None for x in diverged_at):
+                if progress is not None:
+                    progress(t + 1)
+                break
+            stopping = stop.requested and t + 1 < rounds
+            if checkpoint is not None and (stopping or (checkpoint.due(t + 1) if t + 1 < rounds
+                                                        else checkpoint.final)):
+                written = checkpoint.save(_ckpt.snapshot(
+                    t=t + 1, seeds=seeds, rounds=rounds, n=n, d=d, eval_every=eval_every,
+                    server=server, cstate=cstate, last_round=last_round,
+                    curves=(curves.values, curves.rounds), participants=participants,
+                    staleness=staleness, diverged_at=diverged_at, cum_up=cum_up,
+                    cum_down=cum_down, loss0=loss0, elapsed=time.perf_counter() - started,
+                    observers=observers))
+                if stopping and written:
+                    stop.checkpoint = checkpoint.path
             if progress is not None:
                 progress(t + 1)
-            break
-        if checkpoint is not None and (checkpoint.due(t + 1) if t + 1 < rounds
-                                       else checkpoint.final):
-            checkpoint.save(_ckpt.snapshot(
-                t=t + 1, seeds=seeds, rounds=rounds, n=n, d=d, eval_every=eval_every,
-                server=server, cstate=cstate, last_round=last_round,
-                curves=(curves.values, curves.rounds), participants=participants,
-                staleness=staleness, diverged_at=diverged_at, cum_up=cum_up,
-                cum_down=cum_down, loss0=loss0, elapsed=time.perf_counter() - started,
-                observers=observers))
-        if progress is not None:
-            progress(t + 1)
+            if stopping:
+                raise Interrupted(t + 1, stop.checkpoint)
     metrics, rounds_of = curves.arrays()
     return RunOutput(seeds, metrics, rounds_of, participants,
                      [np.concatenate(s) if s else np.zeros(0) for s in staleness], diverged_at,
                      server, cstate, time.perf_counter() - started)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by SIGINT / SIGTERM at the end of round ``round``; ``checkpoint``: the
+    checkpoint written there (None: the run had no checkpointer, or writing it failed)."""
+
+    def __init__(self, round: int, checkpoint=None):
+        super().__init__(round, checkpoint)
+        self.round, self.checkpoint = round, checkpoint
+
+
+class _GracefulStop:
+    """While a run is in progress (in the main thread), SIGINT and SIGTERM ask it to stop at
+    the end of the current round, where it saves a checkpoint (if it has a checkpointer) and
+    raises :class:`Interrupted`; a second signal stops it at once (KeyboardInterrupt)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.requested = False
+        self.checkpoint = None
+        self._old: dict = {}
+
+    def _handler(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("stopping at the end of this round (press Ctrl-C again to stop at once)",
+              file=sys.stderr)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                try:
+                    self._old[sig] = signal.signal(sig, self._handler)
+                except (ValueError, OSError):      # not settable here (an embedded interpreter)
+                    pass
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+        return False
 
 
 def _numpy(val) -> np.ndarray:

@@ -43,6 +43,20 @@ class RunLock:
         self._fd = fd
         return True
 
+    def take(self, what: str, say, error=ValueError) -> "RunLock":
+        """Take the lock, waiting for it; when another process holds it, ``say`` so first
+        (``"WHAT: being computed by another process (HOLDER); waiting for it"``). A lock
+        file that cannot be made raises ``error`` (one line)."""
+        try:
+            taken = self.acquire(blocking=False)
+        except OSError as exc:
+            raise error(f"{self.path}: cannot take the lock ({exc.strerror or exc})") \
+                from None
+        if not taken:
+            say(f"{what}: being computed by another process ({self.holder()}); waiting for it")
+            self.acquire()
+        return self
+
     def holder(self) -> str:
         """Who holds the lock, as its file says (best effort)."""
         try:

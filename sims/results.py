@@ -117,7 +117,26 @@ def _jsonable(obj):
     return repr(obj)
 
 
-def _fsync_dir(folder: Path) -> None:
+def _umask() -> int:
+    """The process's file-creation mask (read without changing it where Linux allows)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def group_readable(path) -> None:
+    """Give a file made by :func:`tempfile.mkstemp` (mode 0600) the mode a plain ``open``
+    would have given it (``0666`` less the umask), so collaborators can read results."""
+    os.chmod(path, 0o666 & ~_umask())
+
+
+def fsync_dir(folder: Path) -> None:
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:
@@ -130,23 +149,36 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, fsync it, rename it into place and
-    fsync the folder: ``path`` is either the old file or the whole new one, also after a
-    crash or power loss."""
+def atomic_write(path: Path, write) -> None:
+    """``write(tmp)`` fills a temporary file beside ``path``; it is fsynced, made
+    group-readable, renamed into place and the folder fsynced: ``path`` is either the old
+    file or the whole new one, also after a crash or power loss."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
+        write(tmp)
+        with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        group_readable(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """:func:`atomic_write` of ``data``."""
+    atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
+
+
+def os_error_text(exc: OSError) -> str:
+    """An OSError in a few words: ``PATH: reason`` (e.g. a full disk, a read-only folder)."""
+    where = exc.filename or ""
+    reason = exc.strerror or " ".join(str(exc).split())
+    return f"{where}: {reason}" if where else reason
 
 
 def table_digest(data: bytes) -> str:
@@ -168,10 +200,15 @@ def save_run(df: pd.DataFrame, record: dict, path: Path) -> None:
 
 def load_run(path: Path) -> tuple[pd.DataFrame, dict] | None:
     """A finished run, or None when it is absent or incomplete (no record, or a record that
-    is not JSON). A table that does not match its record's row count and checksum raises
-    :class:`ResultsError` (one line naming the file): it is never read as a result."""
+    is not JSON). A record without the table's checksum, or a table that does not match its
+    record's row count and checksum, raises :class:`ResultsError` (one line naming the
+    file): it is never read as a result."""
     path = Path(path)
     meta = path.with_suffix(".json")
+    for p in (path, meta):
+        if p.exists() and not p.is_file():
+            raise ResultsError(f"{p}: a folder (or other non-file) where a results file goes; "
+                               "remove it")
     if not (path.exists() and meta.exists()):
         return None
     try:
@@ -180,7 +217,12 @@ def load_run(path: Path) -> tuple[pd.DataFrame, dict] | None:
     except (ValueError, OSError):
         return None
     table = record.get("table") if isinstance(record, dict) else None
-    if table and table.get("sha256") and table_digest(data) != table["sha256"]:
+    if not (isinstance(table, dict) and isinstance(table.get("sha256"), str)
+            and isinstance(table.get("rows"), int)):
+        raise ResultsError(f"{path}: its record {meta.name} holds no checksum of the table "
+                           "(edited, or written by other code); delete both files to "
+                           "recompute the run")
+    if table_digest(data) != table["sha256"]:
         raise ResultsError(f"{path}: the table does not match its record {meta.name} "
                            "(truncated or edited; checksum differs); delete both files to "
                            "recompute the run")
@@ -189,7 +231,7 @@ def load_run(path: Path) -> tuple[pd.DataFrame, dict] | None:
     except (ValueError, OSError, pd.errors.ParserError) as exc:
         raise ResultsError(f"{path}: cannot read the table ({' '.join(str(exc).split())}); "
                            "delete it and its record to recompute the run") from None
-    if table and "rows" in table and len(df) != table["rows"]:
+    if len(df) != table["rows"]:
         raise ResultsError(f"{path}: {len(df)} rows, its record {meta.name} says "
                            f"{table['rows']}; delete both files to recompute the run")
     return df, record

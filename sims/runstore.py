@@ -10,6 +10,10 @@ A run has two fingerprints:
   (:func:`sims.identity.code_digest`: the project's source and the numeric packages'
   versions).
 
+A saved run whose record lists the data it read (``data``, :mod:`sims.data.digest`) is
+reused only while a rerun would read the same files with the same contents from the same
+data directory; otherwise it is recomputed, and the console says why.
+
 A saved run is reused when its record's fingerprint equals the run's: every reuse is said
 ("reused N saved runs (from commit X, DATE)"). One whose config matches but whose code does
 not is *stale*: it is recomputed (and its files replaced), and the console says so, unless
@@ -32,7 +36,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from .checkpoint import SUFFIX as CHECKPOINT_SUFFIX
 from .checkpoint import Checkpointer
+from .data.digest import changed as data_changed
 from . import identity
 from .locks import RunLock
 from .results import load_run, save_run
@@ -56,6 +62,10 @@ def check_folder(path, flag: str = "--out") -> Path:
     except OSError as exc:
         raise FolderError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") \
             from None
+    for sub in (".locks", ".checkpoints"):          # what the run store makes inside it
+        if (path / sub).exists() and not (path / sub).is_dir():
+            raise FolderError(f"{flag} {path}: {path / sub} is a file where the run store "
+                              "keeps a folder; remove it")
     return path
 
 
@@ -103,6 +113,7 @@ class RunStore:
         self.checkpoint_every = checkpoint_every
         self.reused: Counter = Counter()           # (commit, date, stale) -> runs
         self.outdated: Counter = Counter()         # (commit, date) -> stale runs recomputed
+        self.data_changed: Counter = Counter()     # reason -> runs whose data changed
 
     def path(self, stem: str) -> Path:
         return self.folder / f"{stem}.csv"
@@ -122,6 +133,11 @@ class RunStore:
             if accept is not None and not accept(record):
                 continue
             origin = _origin(record, self.path(stem))
+            why = data_changed(record.get("data"))
+            if why is not None:                # the data it read is not what a rerun reads
+                if note:
+                    self.data_changed[why] += 1
+                continue
             stale = record.get("fingerprint") != fp
             if stale and not self.reuse_stale:
                 if note:
@@ -150,17 +166,18 @@ class RunStore:
             else:
                 self.say(f"not using {runs}: computed by other code than this checkout's; "
                          "--reuse-stale uses them")
+        for why, n in sorted(self.data_changed.items()):
+            runs = f"{n} saved run{'s' if n != 1 else ''}"
+            self.say(f"{'recomputing' if recompute else 'not using'} {runs}: the data "
+                     f"{'they' if n != 1 else 'it'} read changed ({why})")
         self.reused.clear()
         self.outdated.clear()
+        self.data_changed.clear()
 
     def lock(self, stem: str, label: str | None = None) -> RunLock:
         """The run's lock, taken; when another process holds it, say so and wait."""
-        lock = RunLock(self.folder / ".locks" / f"{stem}.lock")
-        if not lock.acquire(blocking=False):
-            self.say(f"run {label or stem}: being computed by another process "
-                     f"({lock.holder()}); waiting for it")
-            lock.acquire()
-        return lock
+        return RunLock(self.folder / ".locks" / f"{stem}.lock").take(
+            f"run {label or stem}", self.say, FolderError)
 
     def checkpointer(self, stem: str, config_fp: str, part: str = "") -> Checkpointer | None:
         """The run's checkpointer (None with ``checkpoint_every`` 0). Its key is the config,
@@ -169,10 +186,10 @@ class RunStore:
         ``Checkpointer.other_code``)."""
         if not self.checkpoint_every or self.checkpoint_every <= 0:
             return None
-        name = f"{stem}{'_' + part if part else ''}.pt"
+        name = f"{stem}{'_' + part if part else ''}{CHECKPOINT_SUFFIX}"
         ckpt = Checkpointer(self.folder / ".checkpoints" / name,
                             every_seconds=self.checkpoint_every,
-                            key=f"{config_fp}|{part}|{identity.code_digest()}")
+                            key=f"{config_fp}|{part}|{identity.code_digest()}", say=self.say)
         ckpt.other_code = False
         if self.reuse_stale and ckpt.path.exists():
             saved_key = ckpt.saved_key()

@@ -242,7 +242,7 @@ def test_entry_resumes_an_interrupted_run_from_its_checkpoint(tmp_path, capsys, 
     assert run_entry(entry, tmp_path / "cut", *args) == 130
     assert "resumes from its last checkpoint" in capsys.readouterr().err
     monkeypatch.undo()
-    ckpts = list((tmp_path / "cut" / "res" / "trust_entry" / ".checkpoints").glob("*.pt"))
+    ckpts = list((tmp_path / "cut" / "res" / "trust_entry" / ".checkpoints").glob("*.safetensors"))
     assert len(ckpts) == 1                                     # only the latest is kept
     assert run_entry(entry, tmp_path / "cut", *args) == 0
     assert "resuming seeds 0-1 from its checkpoint at round 4" in capsys.readouterr().out

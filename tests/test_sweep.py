@@ -93,8 +93,9 @@ def test_sweep_resumes_and_recomputes_after_code_change(tmp_path, monkeypatch):
     pd.testing.assert_series_equal(_values(again.table), _values(table))
     more = run_sweep(quad_spec(tmp_path, seeds=[0, 1, 2]), quiet=True)
     assert more.ran == 6 and more.reused == 12                # only the new seed runs
-    monkeypatch.setattr(execute, "code_digest", lambda: "another-code")
-    assert run_sweep(spec, quiet=True).ran == 12               # code changed: recomputed
+    monkeypatch.setattr(execute.identity, "code_digest", lambda: "another-code")
+    redo = run_sweep(spec, quiet=True, say=lambda line: None)
+    assert redo.ran == 12 and redo.recomputed_stale == 12      # code changed: recomputed
 
 
 def test_batched_grid_equals_separate_runs(tmp_path):
@@ -108,24 +109,21 @@ def test_batched_grid_equals_separate_runs(tmp_path):
     assert float(((a - b).abs() / scale).max()) <= 1e-10
 
 
-_CALLS = {"n": 0}
-
-
-def flaky_problem(desc):
-    """Fails on its first call (a broken worker), then builds the quadratic."""
-    _CALLS["n"] += 1
-    if _CALLS["n"] == 1:
-        raise RuntimeError("injected failure")
-    return cli.build_compare_problem(desc)
-
-
 def broken_problem(desc):
     raise RuntimeError("always broken")
 
 
-def test_failure_is_recorded_and_retried_once(tmp_path):
+def test_failure_is_recorded_and_retried_once(tmp_path, monkeypatch):
     spec = quad_spec(tmp_path, grid=Grid.from_specs("fedavg", ["eta_l=0.05,0.1"]))
-    spec.build_problem = flaky_problem
+    from sims import engine
+    real, calls = engine.run, {"n": 0}
+
+    def flaky_run(*a, **k):               # the first unit's run fails (a broken worker)
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("injected failure")
+        return real(*a, **k)
+    monkeypatch.setattr(engine, "run", flaky_run)
     res = run_sweep(spec, quiet=True)
     assert not res.missing and res.ran == 4
     assert len(res.failures) == 1 and res.failures[0]["attempt"] == 0

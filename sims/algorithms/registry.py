@@ -134,6 +134,12 @@ def make_algorithm(name: str, **hyper):
     if unknown:
         raise AlgorithmError(f"{key}: unknown hyperparameter(s) {', '.join(unknown)}; valid: "
                              f"{', '.join(sorted(valid))}")
+    for k, v in hyper.items():
+        default = valid[k]
+        number = isinstance(default, (int, float)) and not isinstance(default, bool)
+        if number and not (isinstance(v, (int, float)) and not isinstance(v, bool)) \
+                and not hasattr(v, "values"):            # a PerReplica holds numbers
+            raise AlgorithmError(f"{key}: {k} must be a number, got {v!r}")
     try:
         return make(**hyper)
     except (OptimizerError, CompressorError, ValueError, TypeError) as exc:

@@ -118,13 +118,17 @@ def features_of_batches(backbone, n: int, pixels, *, device="cpu", batch_size: i
 
 
 def as_feature_dataset(f_train: torch.Tensor, y_train: torch.Tensor, f_test: torch.Tensor,
-                       y_test: torch.Tensor, num_classes: int, name: str, source: str) -> Dataset:
+                       y_test: torch.Tensor, num_classes: int, name: str, source: str,
+                       of: Dataset | None = None) -> Dataset:
     """Features ``[N, D]`` as a :class:`Dataset` of ``[N, D, 1, 1]`` "images" (what
-    ``LogReg`` flattens)."""
+    ``LogReg`` flattens); ``of``: the dataset they were computed from, whose origin and
+    files the run's record keeps (:mod:`sims.data.digest`)."""
     return Dataset(name, f_train.float().reshape(len(f_train), -1, 1, 1).contiguous(),
                    torch.as_tensor(y_train, dtype=torch.int64),
                    f_test.float().reshape(len(f_test), -1, 1, 1).contiguous(),
-                   torch.as_tensor(y_test, dtype=torch.int64), num_classes, source)
+                   torch.as_tensor(y_test, dtype=torch.int64), num_classes, source,
+                   origin=None if of is None else of.origin,
+                   files=() if of is None else of.files)
 
 
 def vit_feature_dataset(ds: Dataset, backbone, weights_sha256: str, *, cache_dir=None,
@@ -145,7 +149,7 @@ def vit_feature_dataset(ds: Dataset, backbone, weights_sha256: str, *, cache_dir
     return as_feature_dataset(f["train"], ds.y_train, f["test"], ds.y_test, ds.num_classes,
                               f"{ds.name}-vit-s16",
                               f"ViT-S/16 features (weights sha256 {weights_sha256[:12]}) of "
-                              f"{ds.source}")
+                              f"{ds.source}", of=ds)
 
 
 @functools.lru_cache(maxsize=2)
@@ -165,7 +169,8 @@ def random_features_dataset(ds: Dataset, width: int = 384, seed: int = 0) -> Dat
     mu, sd = f_tr.mean(0), f_tr.std(0).clamp_min(1e-6)
     return as_feature_dataset((f_tr - mu) / sd, ds.y_train, (f_te - mu) / sd, ds.y_test,
                               ds.num_classes, f"{ds.name}-randfeat{width}",
-                              f"random ReLU features (width {width}, seed {seed}) of {ds.source}")
+                              f"random ReLU features (width {width}, seed {seed}) of {ds.source}",
+                              of=ds)
 
 
 def linear_head_problem(features: Dataset, parts, **kw) -> NeuralProblem:

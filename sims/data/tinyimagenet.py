@@ -24,7 +24,7 @@ from .base import Dataset, normalize
 from .errors import DataError
 from .paths import ENV_VAR, resolve_data_dir
 
-__all__ = ["load_tinyimagenet", "TINYIMAGENET_DIR"]
+__all__ = ["load_tinyimagenet", "tinyimagenet_files", "TINYIMAGENET_DIR"]
 
 TINYIMAGENET_DIR = "tiny-imagenet-200"
 NAME = "tinyimagenet"
@@ -90,6 +90,16 @@ def _decode(paths: list[Path], size: tuple[int, int] | None) -> np.ndarray:
             out = np.empty((len(paths), 3, *size), dtype=np.uint8)
         out[j] = arr.transpose(2, 0, 1)
     return out
+
+
+def tinyimagenet_files(base: Path | None) -> list[Path]:
+    """Every file :func:`load_tinyimagenet` reads under the data directory ``base``."""
+    if base is None or not (base / TINYIMAGENET_DIR).is_dir():
+        raise DataError(f"{NAME}: not found")
+    root = base / TINYIMAGENET_DIR
+    wnids, train, val = _layout(root)
+    return ([root / "wnids.txt", root / "val" / "val_annotations.txt"]
+            + [p for w in wnids for p in train[w]] + [p for p, _ in val])
 
 
 def load_tinyimagenet(data_dir: str | None = None) -> Dataset:

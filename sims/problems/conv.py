@@ -254,7 +254,7 @@ def stratified_test_subset(ds: Dataset, size: int | None, seed: int = 0) -> Data
                                    for c, k in zip(classes, per)]))
     keep_t = torch.as_tensor(keep)
     return Dataset(ds.name, ds.x_train, ds.y_train, ds.x_test[keep_t], ds.y_test[keep_t],
-                   ds.num_classes, ds.source)
+                   ds.num_classes, ds.source, origin=ds.origin, files=ds.files)
 
 
 def build_conv_problem(dataset: str = "fmnist", model: str = "cnn", n_clients: int = 200,

@@ -24,6 +24,9 @@ import dataclasses
 import sys
 
 from .. import compare
+from ..interrupts import restore as restore_interrupts
+from ..results import ResultsError
+from ..checkpoint import interrupted_message, write_failed_message
 from .execute import EXECUTORS, PLANS, SweepSpec, run_sweep
 from .grid import Grid, GridError
 from .outputs import write_outputs
@@ -60,8 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--table", default=None, choices=["fed-lamb", "fed-ef"],
                    help="add a paper's published grid for the listed algorithms: Fed-LAMB "
                         "supplement Table 1 (+ lambda), Fed-EF App. B.1 (eta x eta_l)")
-    p.add_argument("--rule", default="final-acc", choices=list(RULES),
-                   help="selection rule (default %(default)s)")
+    p.add_argument("--rule", default="auto", choices=["auto", *RULES],
+                   help="selection rule (default auto: final-acc where the problem reports "
+                        "test accuracy, else final-train-loss)")
     p.add_argument("--by", default="algorithm",
                    help="comma-separated columns to select within (default %(default)s)")
     p.add_argument("--reference-acc", type=float, default=None,
@@ -97,14 +101,57 @@ def _parser() -> argparse.ArgumentParser:
                    help="torch threads per unit (default 1; 0: torch's choice in-process)")
     p.add_argument("--tiny", action="store_true", help="seconds-long smoke run")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--reuse-stale", action="store_true",
+                   help="reuse saved cells computed by other code (and say so)")
     return p
+
+
+def unselected_lines(summary, by) -> list[str]:
+    """One line per group of the selection (``--by``) that has no selectable point: every
+    point diverged or scored non-finite, so nothing of it is reported."""
+    keys = [b for b in by if b in summary] or ["algorithm"]
+    out = []
+    for group, g in summary.groupby(keys, sort=False):
+        if not g["selected"].any():
+            name = ", ".join(map(str, group if isinstance(group, tuple) else (group,)))
+            bad = int(g["diverged"].sum())
+            out.append(f"no selectable point for {name}: {bad} of {len(g)} point(s) diverged, "
+                       "the others have no finite score")
+    return out
+
+
+def problem_metrics(problem) -> set[str]:
+    """The metrics the problem's evaluation reports (one evaluation of its initial model)."""
+    import torch
+    with torch.no_grad():
+        return set(problem.evaluate(problem.init_theta(0).unsqueeze(0), test=True))
+
+
+def check_selection(rule: str, by, grid, metrics: set[str]) -> str:
+    """The rule to use (``auto`` resolved) and the ``--by`` columns, checked against what the
+    problem reports and the grid's columns, before any work (:class:`GridError`)."""
+    if rule == "auto":
+        rule = "final-acc" if "test_acc" in metrics else "final-train-loss"
+    needed = RULES[rule].metric
+    if needed not in metrics:
+        raise GridError(f"rule {rule} needs the metric {needed!r}, which this problem does not "
+                        f"report (it reports {', '.join(sorted(metrics))}); choose another "
+                        "--rule, e.g. final-train-loss")
+    allowed = {"algorithm", *grid.columns}
+    if "compressor" in grid.columns:
+        allowed.add("compressor_family")
+    unknown = [b for b in by if b not in allowed]
+    if unknown:
+        raise GridError(f"--by {','.join(unknown)}: not a column of this sweep; choose from "
+                        f"{', '.join(sorted(allowed))}")
+    return rule
 
 
 def spec_from_args(args) -> SweepSpec:
     cfg = compare.Config(**{f.name: getattr(args, f.name) for f in dataclasses.fields(
         compare.Config) if hasattr(args, f.name) and f.name not in ("hp", "threads")})
     if args.tiny:
-        compare.apply_tiny(cfg)
+        compare.apply_tiny(cfg, compare.explicit_flags(_parser(), args))
     try:
         compare.validate(cfg)
     except compare.CompareError as exc:
@@ -116,6 +163,12 @@ def spec_from_args(args) -> SweepSpec:
     problem = {k: getattr(cfg, k) for k in PROBLEM_FIELDS}
     from .execute import _problem
     _problem(build_compare_problem, problem)   # bad flags fail before any work (kept built)
+    if args.max_replicas < 1:
+        raise GridError(f"--max-replicas must be >= 1, got {args.max_replicas}")
+    if args.threads < 0:
+        raise GridError(f"--threads must be >= 0, got {args.threads}")
+    if args.workers is not None and args.workers < 1:
+        raise GridError(f"--workers must be >= 1, got {args.workers}")
     return SweepSpec(args.name, grid, problem, build_compare_problem,
                      participation=cfg.participation, rounds=cfg.rounds,
                      seeds=list(range(cfg.seed0, cfg.seed0 + cfg.seeds)),
@@ -124,28 +177,42 @@ def spec_from_args(args) -> SweepSpec:
 
 
 def main(argv=None) -> int:
+    restore_interrupts()
     args = _parser().parse_args(argv)
     try:
         spec = spec_from_args(args)
         from ..participation import Participation, ParticipationError
+        from ..runstore import FolderError, check_folder
+        from .execute import _problem
         try:
             Participation.parse(spec.participation)
         except ParticipationError as exc:
             raise GridError(str(exc)) from None
+        by = tuple(b.strip() for b in args.by.split(",") if b.strip())
+        metrics = problem_metrics(_problem(spec.build_problem, spec.problem))
+        rule = check_selection(args.rule, by, spec.grid, metrics)
+        try:
+            check_folder(args.out, "--out")
+            check_folder(spec.folder, "--out")
+            if args.figures:
+                check_folder(args.figures, "--figures")
+        except FolderError as exc:
+            raise GridError(str(exc)) from None
         result = run_sweep(spec, executor=args.executor, plan=args.plan,
                            ray_address=args.ray_address, workers=args.workers,
-                           threads=args.threads, quiet=args.quiet)
+                           threads=args.threads, quiet=args.quiet,
+                           reuse_stale=args.reuse_stale)
         if result.table.empty:
             raise GridError(f"no cell finished ({len(result.failures)} failure(s); see "
                             f"{spec.folder / 'failures.json'})")
-        by = tuple(b.strip() for b in args.by.split(",") if b.strip())
-        paths = write_outputs(spec, result, args.rule, by, args.figures, args.reference_acc)
-    except GridError as exc:
-        print(f"python -m sims.sweep: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        paths = write_outputs(spec, result, rule, by, args.figures, args.reference_acc)
+    except (GridError, ResultsError, OSError) as exc:
+        what = (write_failed_message(exc, "cells") if isinstance(exc, OSError)
+                else " ".join(str(exc).split()))
+        print(f"python -m sims.sweep: error: {what}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted: finished cells are saved; run the same command again to continue",
-              file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(interrupted_message(exc, "cells"), file=sys.stderr)
         return 130
     summary = paths.pop("summary")
     cols = ["algorithm", *[c for c in spec.grid.columns if c in summary], "score",
@@ -154,6 +221,9 @@ def main(argv=None) -> int:
         import pandas as pd
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             print(summary[summary["selected"]][cols].to_string(index=False))
+    for line in unselected_lines(summary, by):
+        print(line)
+    print(f"rule: {rule}")
     print(f"cells: {result.ran} run, {result.reused} reused, {len(result.missing)} missing"
           f"{' (see failures.json)' if result.missing else ''}")
     for key, path in paths.items():

@@ -40,7 +40,12 @@ from typing import Callable
 
 import pandas as pd
 
-from ..identity import code_digest, code_identity
+from ..data import DataError
+from ..data.digest import changed as data_changed
+from ..data.digest import record_of as data_record
+from .. import identity
+from ..identity import code_identity
+from ..locks import RunLock
 from ..results import atomic_write_bytes, load_run, provenance, save_run, tidy
 from .grid import Grid, GridError, Point
 
@@ -88,25 +93,66 @@ class Cell:
     seed: int
 
 
-def cell_fingerprint(spec: SweepSpec, cell: Cell) -> str:
-    blob = json.dumps({"code": code_digest(), "problem": spec.problem,
-                       "participation": spec.participation, "rounds": spec.rounds,
-                       "eval_every": spec.eval_every, "algorithm": cell.point.algorithm,
+def cell_config_fingerprint(spec: SweepSpec, cell: Cell) -> str:
+    """What a cell computes, without the code that computes it: names its files."""
+    blob = json.dumps({"problem": spec.problem, "participation": spec.participation,
+                       "rounds": spec.rounds, "eval_every": spec.eval_every,
+                       "algorithm": cell.point.algorithm,
                        "hyper": [[k, v] for k, v in cell.point.hyper], "seed": cell.seed},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def cell_fingerprint(spec: SweepSpec, cell: Cell) -> str:
+    """The cell's settings and the code identity (:func:`sims.identity.code_digest`): a
+    saved cell is current only when its record holds this."""
+    return hashlib.sha256(f"{cell_config_fingerprint(spec, cell)}|{identity.code_digest()}"
+                          .encode()).hexdigest()
+
+
 def cell_path(spec: SweepSpec, cell: Cell) -> Path:
-    fp = cell_fingerprint(spec, cell)
-    return spec.folder / "cells" / f"{cell.point.algorithm}_{cell.point.key}_s{cell.seed}_{fp[:10]}.csv"
+    fp = cell_config_fingerprint(spec, cell)
+    return (spec.folder / "cells"
+            / f"{cell.point.algorithm}_{cell.point.key}_s{cell.seed}_{fp[:10]}.csv")
 
 
-def load_cell(spec: SweepSpec, cell: Cell):
+@dataclass
+class CellLookup:
+    """What :func:`load_cell` found: the table (None: compute the cell) and why a saved
+    cell was not used as current (``"stale"``: other code; ``"data"``: other data)."""
+    df: pd.DataFrame | None
+    stale: bool = False
+    why: str | None = None
+
+
+def load_cell(spec: SweepSpec, cell: Cell, reuse_stale: bool = False) -> CellLookup:
+    """The saved cell: current (same settings, code and data), or of other code (reused
+    only with ``reuse_stale``), or none."""
     found = load_run(cell_path(spec, cell))
-    if found is None or found[1].get("fingerprint") != cell_fingerprint(spec, cell):
-        return None
-    return found[0]
+    if found is None:
+        return CellLookup(None)
+    df, record = found
+    if record.get("config_fingerprint") != cell_config_fingerprint(spec, cell):
+        return CellLookup(None)
+    changed = data_changed(record.get("data"))
+    if changed is not None:
+        return CellLookup(None, why=f"data: {changed}")
+    if record.get("fingerprint") != cell_fingerprint(spec, cell):
+        return CellLookup(df if reuse_stale else None, stale=True, why="stale")
+    return CellLookup(df)
+
+
+def _remove_superseded(spec: SweepSpec, cell: Cell) -> int:
+    """Delete the files of the same (point, seed) saved under other names (cells of other
+    code from before cells were named by their settings alone); how many runs."""
+    keep = cell_path(spec, cell)
+    removed = 0
+    for path in keep.parent.glob(f"{cell.point.algorithm}_{cell.point.key}_s{cell.seed}_*.csv"):
+        if path != keep:
+            path.unlink(missing_ok=True)
+            path.with_suffix(".json").unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 # ----------------------------------------------------------------------------- plans
@@ -201,7 +247,8 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
         record = {"algorithm": alg.describe() if len(units_cells) == 1 else
                   {"name": name, **settings[r]},
                   "settings": settings[r], "seed": c.seed, "wall_time_unit_s": round(wall, 3),
-                  "replicas_in_unit": len(units_cells), "diverged_at": out.diverged_at[r]}
+                  "replicas_in_unit": len(units_cells), "diverged_at": out.diverged_at[r],
+                  "data": data_record(problem)}
         results.append((c, df, record))
     return results
 
@@ -216,6 +263,9 @@ class SweepResult:
     reused: int                          # cells read back from earlier runs
     missing: list                        # cells with no result (failed twice)
     wall_s: float
+    reused_stale: int = 0                # of ``reused``: cells of other code (reuse_stale)
+    recomputed_stale: int = 0            # cells of other code computed again
+    recomputed_data: int = 0             # cells whose data changed, computed again
 
 
 def payload_of(spec: SweepSpec) -> dict:
@@ -229,6 +279,7 @@ def _record(spec: SweepSpec, cell: Cell, extra: dict, base: dict) -> dict:
     identity) with the cell's seed, settings and fingerprint."""
     return {**base, "seeds": [cell.seed], "wall_time_s": extra.get("wall_time_unit_s", 0.0),
             **extra, "point": cell.point.key, "label": cell.point.label,
+            "config_fingerprint": cell_config_fingerprint(spec, cell),
             "fingerprint": cell_fingerprint(spec, cell)}
 
 
@@ -276,7 +327,8 @@ def _error_text(exc: BaseException) -> str:
 
 def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto",
               ray_address: str | None = None, workers: int | None = None,
-              threads: int = 1, quiet: bool = False, progress=None) -> SweepResult:
+              threads: int = 1, quiet: bool = False, progress=None,
+              reuse_stale: bool = False, say=None) -> SweepResult:
     """Run every missing cell of ``spec`` and return the whole grid's tidy table.
 
     ``executor``: ``"inprocess"`` or ``"ray"`` (local Ray with ``workers`` CPUs, default
@@ -284,22 +336,65 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
     (batched on a GPU, separate on a CPU), ``"separate"`` or ``"batched"``. ``threads``:
     torch threads per unit (one per task on Ray; in-process 0 keeps torch's choice).
     ``progress(k)``, when given, is told of every ``k`` cell-rounds done instead of the
-    sweep's own bar.
+    sweep's own bar. A saved cell of other code is computed again (and its file replaced),
+    or with ``reuse_stale`` reused; a cell whose data changed is computed again; ``say``
+    (default: stderr) tells which. The sweep holds its folder's lock while it runs: a second
+    process on the same sweep waits, then reuses what the first computed.
     """
     if executor not in EXECUTORS:
         raise GridError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    if workers is not None and workers < 1:
+        raise GridError(f"workers must be >= 1, got {workers}")
+    if threads is None or threads < 0:
+        raise GridError(f"threads must be >= 0, got {threads}")
+    if spec.max_replicas < 1:
+        raise GridError(f"max_replicas must be >= 1, got {spec.max_replicas}")
+    say = say or (lambda line: print(line, file=sys.stderr))
     plan = choose_plan(plan, spec.device)
     points = spec.grid.check()
+    lock = RunLock(spec.folder / ".locks" / "sweep.lock").take(f"sweep {spec.name}", say,
+                                                                GridError)
+    try:
+        return _run_locked(spec, points, executor, plan, ray_address, workers, threads, quiet,
+                           progress, reuse_stale, say)
+    finally:
+        lock.release()
+
+
+def _run_locked(spec, points, executor, plan, ray_address, workers, threads, quiet, progress,
+                reuse_stale, say) -> SweepResult:
     started = time.perf_counter()
     cells = [Cell(p, s) for p in points for s in spec.seeds]
     frames, todo = {}, []
+    stale_reused = stale_redo = data_redo = 0
     for c in cells:
-        df = load_cell(spec, c)
-        if df is None:
+        found = load_cell(spec, c, reuse_stale)
+        if found.df is None:
             todo.append(c)
+            stale_redo += found.why == "stale"
+            data_redo += bool(found.why and found.why.startswith("data"))
         else:
-            frames[c] = df
+            frames[c] = found.df
+            stale_reused += found.stale
     reused = len(frames)
+    if stale_reused:
+        say(f"sweep {spec.name}: reused {stale_reused} saved cell(s) computed by OTHER code "
+            "than this checkout's (--reuse-stale)")
+    if stale_redo:
+        say(f"sweep {spec.name}: recomputing {stale_redo} saved cell(s): the code or numeric "
+            "packages changed since; --reuse-stale reuses them instead")
+    if data_redo:
+        say(f"sweep {spec.name}: recomputing {data_redo} saved cell(s): the data they read "
+            "changed")
+    if todo and executor == "inprocess":
+        # the units' problem, built here once (they share it): one that cannot be built
+        # (missing data) fails here in one line, not as every unit failing twice
+        try:
+            _problem(spec.build_problem, spec.problem)
+        except (DataError, ValueError):  # missing data, a bad setting: nothing would run
+            raise
+        except Exception:  # noqa: BLE001 - maybe transient: the units record and retry it
+            pass
     units = make_units(todo, plan, spec.max_replicas)
     failures: list = []
     bar = _bar(len(todo) * spec.rounds, quiet or progress is not None)
@@ -328,11 +423,14 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
     finally:
         bar.close()
         _write_failures(spec, failures, [c for c in cells if c not in frames])
+    superseded = sum(_remove_superseded(spec, c) for c in frames)
+    if superseded:
+        say(f"sweep {spec.name}: removed {superseded} superseded cell file(s) of other code")
     missing = [c for c in cells if c not in frames]
     table = (pd.concat([frames[c] for c in cells if c in frames], ignore_index=True)
              if frames else pd.DataFrame())
     return SweepResult(table, failures, len(todo) - len(missing), reused, missing,
-                       time.perf_counter() - started)
+                       time.perf_counter() - started, stale_reused, stale_redo, data_redo)
 
 
 def _write_failures(spec, failures, missing):
