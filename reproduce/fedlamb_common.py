@@ -419,9 +419,8 @@ def grid_axes(method: str, mode: str, best: dict, sub: dict | None = None,
             axes[key] = values
         elif mode == "best":
             axes[key] = (best[key],)
-        else:
-            i = values.index(best[key])
-            axes[key] = values[max(0, i - 1): i + 2]
+        else:                         # "near": a bracket of one Table 1 step either side
+            axes[key] = protocols.neighbours(values, best[key])
     if method.endswith("-printed"):
         if eps:
             axes["eps"] = tuple(eps)

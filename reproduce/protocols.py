@@ -388,3 +388,30 @@ def two_step(name: str, step1: list[Method], step2: list[Method], setup: Setup, 
                      seeds=len(list(seeds)), horizon=at or setup.rounds,
                      plotted=at or setup.rounds, source=source)
     return Tuning(table, pd.concat(summaries, ignore_index=True), picks, history, proto)
+
+
+def protocol_columns(p: Protocol) -> dict:
+    """A protocol as the columns a tuning run's table carries (:func:`protocol_of`)."""
+    return {"protocol": p.text, "protocol_kind": p.kind, "selection_rule": p.rule or "",
+            "selection_seeds": p.seeds if p.seeds is not None else -1,
+            "selection_round": p.horizon if p.horizon is not None else -1,
+            "required_seeds": p.required_seeds if p.required_seeds is not None else -1,
+            "picks_interior": "" if p.interior is None else bool(p.interior)}
+
+
+def protocol_of(table: pd.DataFrame) -> Protocol | None:
+    """The :class:`Protocol` a tuning run's table records (None when it records none)."""
+    if "protocol_kind" not in table or not len(table):
+        return None
+    r = table.iloc[0]
+    num = (lambda x: None if x is None or (isinstance(x, float) and math.isnan(x))
+           or int(x) < 0 else int(x))
+    interior = r.get("picks_interior", "")
+    interior = None if interior in ("", None) or (isinstance(interior, float)
+                                                   and math.isnan(interior)) \
+        else str(interior) in ("True", "true", "1")
+    return Protocol(str(r["protocol_kind"]), str(r["protocol"]),
+                    rule=str(r.get("selection_rule", "")) or None,
+                    seeds=num(r.get("selection_seeds")), horizon=num(r.get("selection_round")),
+                    plotted=num(r.get("selection_round")),
+                    required_seeds=num(r.get("required_seeds")), interior=interior)

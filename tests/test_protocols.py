@@ -4,6 +4,7 @@ records its conformance; the paper's grid keeps its printed grid; FedAda2's two-
 selects over both steps by the running average of the last 10 logged points."""
 from __future__ import annotations
 
+import io
 import math
 
 import numpy as np
@@ -112,3 +113,22 @@ def test_unknown_rule_is_one_line():
         pr.tune("x", [], pr.Setup({}, None), [0], rule="nope")
     assert "running10-acc" in pr.rule_names() and "fed-lamb" in pr.rule_names()
     assert math.isnan(pr._running10_best(pd.Series([], dtype=float)))
+
+
+def test_tuning_run_is_an_entry_run_that_records_its_protocol(tmp_path):
+    """:func:`reproduce.sweeps.tuning_run`: the protocol as one resumable entry run; its
+    table carries the protocol (read back by :func:`protocol_of`, also from a CSV) and the
+    check reselects the same picks."""
+    from types import SimpleNamespace
+
+    from reproduce.sweeps import tuning_run
+    m = pr.Method("fedavg", "fedavg", {}, (pr.Bracket("eta_l", (1e-4, 1e-3), step=10),))
+    run = tuning_run("tr", [m], QUAD, cli.build_compare_problem, "m=3",
+                     rule="final-train-loss", rounds=5)
+    cfg = SimpleNamespace(out=str(tmp_path), rounds=5, device="cpu", threads=1)
+    table, record = run.execute(cfg, [0, 1, 2], lambda k: None)
+    assert set(table["run"]) == {"tr:fedavg"} and record["picks"]["fedavg"]["eta_l"] > 1e-3
+    back = pr.protocol_of(pd.read_csv(io.StringIO(table.to_csv(index=False))))
+    assert back.kind == "tuned" and back.seeds == 3 and back.horizon == 5 and back.interior
+    s = pr.select(table, "final-train-loss")
+    assert s.loc[s.selected, "eta_l"].tolist() == [record["picks"]["fedavg"]["eta_l"]]
