@@ -47,7 +47,6 @@ import sys
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 from sims.algorithms.fed_ef import FedEF

@@ -26,7 +26,7 @@ figure footers and ledger rows, :func:`footer_text` the merged form of an entry'
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -27,13 +27,11 @@ from __future__ import annotations
 
 import html
 import importlib
-import json
 import os
 import re
 import shlex
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from . import ENTRIES

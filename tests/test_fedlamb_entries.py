@@ -3,7 +3,6 @@ and the pieces their checks rest on: Table 1's grids, the selection rule, the ve
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pandas as pd

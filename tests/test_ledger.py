@@ -6,12 +6,9 @@ every claim given a verdict."""
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
-import subprocess
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from reproduce import common, ledger, report, speedup
