@@ -35,8 +35,6 @@ from sims.algorithms.fed_ef import FedEF
 from sims.compress import TopK
 from sims.participation import Participation
 
-
-
 from . import common, fedef_mnist, plotting
 from . import verdicts as vd
 
