@@ -7,17 +7,21 @@ An entry module defines
 * ``Config``, a dataclass extending :class:`EntryConfig`, whose ``scale()`` applies the
   ``--full`` and ``--tiny`` presets;
 * ``runs(cfg) -> list[Run]``: every configuration to run, each over all seeds;
-* ``plot(df, cfg) -> list[Path]`` and ``check(df, cfg) -> list[str]`` (the claim, as
-  sentences saying whether it shows; diverged replicas dropped with :func:`healthy`, missing
-  runs named with :func:`missing_runs`);
+* ``plot(df, cfg) -> list[Path]`` and ``check(df, cfg) -> list`` (lines of text and one
+  :class:`reproduce.verdicts.Verdict` per claim and panel, each with its regime card; diverged
+  replicas dropped with :func:`healthy`, missing runs named with :func:`missing_runs`);
+* ``CLAIMS`` (:func:`reproduce.verdicts.claims`: the paper's claims the check decides) and
+  ``FIGURES`` (the stems it draws), read by the report (:mod:`reproduce.report`);
 * optionally ``DEVICES`` (e.g. ``("cpu",)`` for an entry that never uses a GPU: another
   ``--device`` is refused before any work) and ``Config.validate()`` (its own settings,
   checked before any work, raising :class:`EntryError`).
 
 :func:`main` parses the flags, runs what is not finished yet (each run's results are saved
 atomically, so an interrupted entry started again with the same arguments continues),
-draws the figure and prints the check. ``--plot-only`` redraws from saved results;
-``--plot-only --available`` draws the runs that have results and leaves the others out.
+prints the check, draws the figure (its footer carries the verdicts' regime cards) and saves
+the verdicts for the ledger (:mod:`reproduce.ledger`). ``--plot-only`` redraws from saved
+results; ``--plot-only --available`` draws the runs that have results and leaves the others
+out; ``--plot-only --from-ledger`` redraws from the committed ledger.
 
 A run's results are ``OUT/ENTRY/NAME_T{rounds}_{hash}.csv`` (+ ``.json``), where ``hash`` is
 the start of the run's config fingerprint (the config's :meth:`EntryConfig.run_key`, the run's

@@ -322,12 +322,20 @@ def html_page(ledger: Path | None = None, out: Path | None = None) -> str:
         parts.append(f"<h2 id=\"{paper}\">{html.escape(paper)}</h2>")
         for (claim, entry), grp in sub.groupby(["claim", "entry"], sort=False):
             first = grp.iloc[0]
-            figs = [f for f in str(first.figures).split() if (ROOT / f).exists()]
+            filed = {}
+            for r in grp.itertuples(index=False):
+                for f in str((r.row or {}).get("figures", "")).split():
+                    filed.setdefault(f, True)
+            figs = [f for f in filed if (ROOT / f).exists() or Path(f).exists()] + \
+                [f for f in str(first.figures).split() if (ROOT / f).exists()]
             img = ""
             if figs:
                 rel = os.path.relpath(ROOT / figs[0], out.parent)
+                when = ("drawn by the ledger's run" if figs[0] in filed else
+                        "the committed figure; it predates the ledger")
                 img = (f"<div class=\"fig\"><a href=\"{html.escape(rel)}\"><img src=\""
-                       f"{html.escape(rel)}\" alt=\"{html.escape(figs[0])}\"></a></div>")
+                       f"{html.escape(rel)}\" alt=\"{html.escape(figs[0])}\"></a>"
+                       f"<br><small>{html.escape(figs[0])}: {when}</small></div>")
             items = []
             for r in grp.itertuples(index=False):
                 row = r.row or {}

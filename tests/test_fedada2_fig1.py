@@ -15,6 +15,7 @@ from scipy import stats
 from reproduce import common
 from reproduce import fedada2_common as fc
 from reproduce import fedada2_fig1 as fig1
+from reproduce import fedada2_fig5 as fig5
 from sims.algorithms import fedada2_tables as tables
 from sims.algorithms.footprint import measure_footprint
 from sims.algorithms.registry import make_algorithm
@@ -221,3 +222,39 @@ def test_vit_settings_warm_up_where_the_paper_does():
     assert fc.warmup("stackoverflow", full) == {}
     with pytest.raises(common.EntryError, match="--local-warmup must be >= 0"):
         common.parse_config(fig1, ["--local-warmup", "-1"])
+
+
+def test_one_definition_decides_claims_15_and_16(monkeypatch):
+    """:func:`fedada2_common.ordering_claims`, the one definition claims 15 (fedada2_fig5)
+    and 16 at 5 epochs (fedada2_epochs) share: above FedAvg in final accuracy, faster than
+    FedAdam to an absolute target (rounds, paired by seed), FedAda2 about DJA within a point;
+    on constructed curves with the regime card set aside."""
+    from reproduce.protocols import paper_fixed
+    from reproduce.regime import RegimeCard
+    monkeypatch.setattr(fc, "card", lambda *a, **k: RegimeCard([]))
+    monkeypatch.setattr(fc, "protocol", lambda *a, **k: paper_fixed("test"))
+    monkeypatch.setattr(fc, "target", lambda *a, **k: 0.78)
+    reach = {"fedavg": 200, "fedadagrad": 50, "fedadam": 60, "dja": 30,
+             "joint-no-precond": 30, "fedada2": 30}
+    final = {"fedavg": 0.70, "fedadagrad": 0.80, "fedadam": 0.80, "dja": 0.805,
+             "joint-no-precond": 0.80, "fedada2": 0.803}
+    rows = []
+    for m in fc.METHODS:
+        for seed in range(3):
+            for r in range(0, 101, 10):
+                acc = 0.5 if r < reach[m] else final[m] + 0.001 * seed
+                rows.append({"run": f"cifar100_{m}", "seed": seed, "round": r,
+                             "metric": "test_acc", "value": acc, "method": m})
+    df = pd.DataFrame(rows)
+    C = fig5.CLAIMS
+    got = fc.ordering_claims(C, ("15a", "15b", "15c"), df, lambda m: f"cifar100_{m}",
+                             fig5.Config(), "cifar100", scope="CIFAR-100")
+    assert {v.claim: v.label for v in got} == {"15a": "shows", "15b": "shows", "15c": "shows"}
+    assert [p.label for p in got[1].parts] == ["shows"] * 3       # 30 rounds against 60
+    assert got[1].parts[0].estimate == pytest.approx(2.0)          # a 2x speed-up
+    # FedAda2 1.5 points below DJA: not "about equal" within one point
+    slow = df.copy()
+    slow.loc[(slow.method == "fedada2") & (slow["round"] >= 30), "value"] -= 0.018
+    got = fc.ordering_claims(C, ("15a", "15b", "15c"), slow, lambda m: f"cifar100_{m}",
+                             fig5.Config(), "cifar100", scope="CIFAR-100")
+    assert {v.claim: v.label for v in got}["15c"] == "does not show"
