@@ -251,7 +251,9 @@ class Verdict:
         est, lo, hi = _fmt_group(trio, signed)
         iv = ("" if not (np.isfinite(self.lo) or np.isfinite(self.hi)) or
               (self.lo == self.hi == self.estimate and self.n == 0) else
-              " (1 seed: no interval)" if self.lo == -math.inf else f" [{lo}, {hi}]")
+              " (1 seed: no interval)" if self.lo == -math.inf or (self.n == 1 and
+                                                              self.hi == math.inf)
+              else f" [{lo}, {hi}]")
         unit = f" {self.unit}" if self.unit else ""
         n = (f", {self.n} seed{'s' if self.n != 1 else ''}" if self.n else "")
         return f"{est}{iv}{unit}{n}"
