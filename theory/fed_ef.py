@@ -605,21 +605,19 @@ def _thm44_one_sixth(first=sp.Rational(1, 6)):
 @check(PAPER, "thm44_missing_m2_over_n2",
        "Thm 4.4's learning-rate condition makes the stale-error term 8 eta^2 eta_l^2 q^2 L/((1-q^2)^2 m^2) ||sum grad||^2 "
        "no larger than the negative term eta*eta_l/(2K n^2) ||sum grad||^2 of D.4.",
-       spec=("V24", "err-24"), severity="constant", corrected={"m2_over_n2": True},
+       spec=("V24", "err-24"), severity="constant", corrected={"fifth": m**2 / (32 * C1_PP * eta * K * L * n**2)},
        hypotheses=(H_Q, H_PP, H_POS, H_LR44))
-def _thm44_m2n2(m2_over_n2=False):
+def _thm44_m2n2(fifth=1 / (32 * C1_PP * eta * K * L)):
     """fed-ef.txt proof of Thm 4.4, line 1246 (negative term -eta eta_l/(2Kn^2) ...) and line 1249
     (8 eta^2 eta_l^2 q^2 L/((1-q^2)^2 m^2) ...), condition line 1254.
 
-    ``m2_over_n2``: multiply the condition's 1/(32 C1 eta K L) term by m^2/n^2 (the correction).  Exact search over
+    ``fifth``: the condition's fifth term (printed 1/(32 C1 eta K L); the correction multiplies it by m^2/n^2).  Exact search over
     q^2 in {1/10, 1/2, 9/10}, (n, m) in {(4000, 2000), (100, 10), (10, 9)}, eta in {1/2, 2, 8}, K = L = 1."""
     ratio = (8 * eta**2 * eta_l**2 * q**2 * L / ((1 - q**2) ** 2 * m**2)) / (eta * eta_l / (2 * K * n**2))
     expected = 16 * eta * eta_l * q**2 * L * K * n**2 / ((1 - q**2) ** 2 * m**2)
     if not is_identity(ratio, expected):
         return refuted(f"ratio simplifies to {show(ratio)}")
-    conditions = dict(THM44_CONDITIONS)
-    if m2_over_n2:
-        conditions["eta_l <= 1/(32 C1 eta K L)"] = m**2 / (32 * C1_PP * eta * K * L * n**2)
+    conditions = dict(THM44_CONDITIONS, **{"eta_l <= 1/(32 C1 eta K L)": fifth})
     worst = sp.Integer(0)
     for q2 in (sp.Rational(1, 10), sp.Rational(1, 2), sp.Rational(9, 10)):
         for nv, mv in ((4000, 2000), (100, 10), (10, 9)):
