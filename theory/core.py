@@ -375,7 +375,7 @@ def _probe_values(arity: int):
 
     import sympy as sp
 
-    grid = (sp.Rational(3, 10), sp.Rational(7, 10), sp.Integer(2), sp.Integer(3), sp.Integer(5))
+    grid = (sp.Rational(3, 10), sp.Rational(7, 10), sp.Integer(2), sp.Integer(3), sp.Integer(5), sp.Rational(-1, 2))
     combos = list(itertools.product(grid, repeat=arity))
     step = max(1, len(combos) // 40)
     return combos[::step]
