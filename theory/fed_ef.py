@@ -703,9 +703,7 @@ def _cor1_ams():
        corrected={"displayed": dict(THM42, drift_local=20 * eta_l**2 * K * L**2 * H)},
        hypotheses=(H_Q, H_POS, H_LR42, Hyp("eta_l = c_l/(K sqrt T), eta = c_g sqrt(Kn) (Cor. 1's choice)",
                    lambda p: _v(p, "eta_l") == _v(p, "c_l") / (_v(p, "K") * sp.sqrt(_v(p, "T")))
-                   and _v(p, "eta") == _v(p, "c_g") * sp.sqrt(_v(p, "K") * _v(p, "n")), "fed-ef.txt line 248"),
-                   Hyp("the dropped term exceeds the displayed sigma_g term at the point (ratio > 1)",
-                       lambda p: p["ratio"] > 1, "fed-ef.txt line 877 vs line 249")))
+                   and _v(p, "eta") == _v(p, "c_g") * sp.sqrt(_v(p, "K") * _v(p, "n")), "fed-ef.txt line 248"),))
 def _thm42_dropped(displayed=THM42):
     """fed-ef.txt lines 874-877 (Lemma D.3 contributes 5 eta eta_l^3 K^2 L^2/2 (sigma^2+6K sigma_g^2) per round)
     vs line 901 (the summed inequality, where this term is missing) and line 915 (final bound), Cor. 1 (line 249).
