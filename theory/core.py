@@ -96,6 +96,9 @@ class Result:
     point: tuple[tuple[str, object], ...] = ()
     #: the check's hypotheses evaluated at ``point`` by :meth:`Check.run`: (statement, held, paper line) triples
     hypotheses: tuple[tuple[str, bool, str], ...] = ()
+    #: per displayed step the check evaluated: (paper lines, "verified" or "refuted"); a check that evaluates several
+    #: displays reports each one's own outcome here (theory.steps reads it)
+    steps: tuple[tuple[str, str], ...] = ()
 
     @property
     def verdict(self) -> str:

@@ -86,7 +86,7 @@ def _virtual(cur, prev):
        "MAIN (9)-(10): vartheta_(r+1) - vartheta_r = (theta_(r+1) - theta_r)/(1-beta1) - beta1/(1-beta1) (theta_r - theta_(r-1)).",
        spec=("S1",), severity="rate")
 def _s1():
-    """fed-lamb.txt eq. (9) line 209 and eq. (10) line 213."""
+    """fed-lamb.txt eq. (9) line 209 and eq. (10) line 213; fed-lamb-supplement.txt (2) line 104 and the first line of (3), line 108."""
     tp, tr, tn = _th
     lhs = _virtual(tn, tr) - _virtual(tr, tp)
     rhs = (tn - tr) / (1 - beta1) - beta1 / (1 - beta1) * (tr - tp)
@@ -109,7 +109,7 @@ def _s2_parts():
        "vartheta_(r+1) - vartheta_r = -alpha beta1/(1-beta1) (c_r/s_r - c_(r-1)/s_(r-1)) m_(r-1) - alpha (c_r/s_r) g_r (both terms negative).",
        spec=("S2",), kind="derived", severity="rate")
 def _s2():
-    """fed-lamb.txt eqs. (11)-(12), lines 215-217; SUPP eq. (3)."""
+    """fed-lamb.txt eqs. (11)-(12), lines 215-217; fed-lamb-supplement.txt eq. (3), line 108."""
     lhs, correct, _, _ = _s2_parts()
     return identities([("virtual step", lhs, correct)])
 
@@ -121,7 +121,7 @@ def _s2():
        hypotheses=(H_B1, Hyp("alpha > 0 (constant learning rate), c_r/s_r, c_(r-1)/s_(r-1) > 0 (positive step scalings)",
                              lambda q: q["alpha"] > 0 and q["c_r/s_r"] > 0 and q["c_(r-1)/s_(r-1)"] > 0, "fed-lamb.txt lines 213-219")))
 def _s2_signs(sign=1, coef11=1):
-    """fed-lamb.txt lines 215 (eq. 11) and 217 (eq. 12); ``sign`` multiplies both printed forms (printed +1) and
+    """fed-lamb.txt lines 215 (eq. 11) and 217 (eq. 12), repeated in fed-lamb-supplement.txt (3), line 108; ``sign`` multiplies both printed forms (printed +1) and
     ``coef11`` is the numerator of (11)'s second coefficient coef11/(1-beta1) (printed 1)."""
     lhs, _, p11, p12 = _s2_parts()
     tp, tr, tn = _th
@@ -158,7 +158,7 @@ def _s3(coef=1):
        "||a||^2 >= (1/2)||b||^2 - ||a - b||^2 (SUPP) and ||a|| >= (1/2)||b|| - ||a - b|| (MAIN (40)).",
        spec=("S4",), kind="textbook", severity="constant")
 def _s4():
-    """fed-lamb.txt eq. (40)-(41) line 342; SUPP step after (10)."""
+    """fed-lamb.txt eq. (40) line 336 (first line of (41), line 340); SUPP lines 190-194 (first line), after (10)."""
     A, C = pos("A C")  # A = ||a||, C = ||a - b||; triangle: ||b|| <= A + C
     gap1 = sp.expand(2 * A**2 + 2 * C**2 - (A + C) ** 2)
     gap2 = sp.expand(A - ((A + C) / 2 - C))
@@ -177,7 +177,7 @@ def _s4():
        "MAIN (38): sum_l (L_l/2) beta1^2/(1-beta1)^2 (Lc(1-beta2)/p) M^2 phi_M^2 (n p/v0) = Lbar beta1^2 Lc (1-beta2) M^2 phi_M^2 n/(2(1-beta1)^2 v0).",
        spec=("S5",), severity="constant")
 def _s5():
-    """fed-lamb.txt eq. (32)-(38), lines 300-312."""
+    """fed-lamb.txt eqs. (32)-(38); the collected constant of (38), line 326."""
     Ls = sp.symbols("L1:4", positive=True)
     Lc, v0 = pos("Lc v0")
     per = beta1**2 / (1 - beta1) ** 2 * Lc * (1 - beta2) / p * M**2 * phi_M**2 * n * p / v0
@@ -193,7 +193,7 @@ def _s5():
        hypotheses=(Hyp("L >= 1 layers, n >= 1 clients (integers), sigma > 0", lambda q: int(q["L"]) == q["L"] >= 1
                        and int(q["n"]) == q["n"] >= 1 and q["sigma"] > 0, "fed-lamb.txt line 79, H3 (line 141), eq. (26)"),))
 def _s6(printed=lambda sig, layers, P: sig * layers * P * sp.sqrt(n)):
-    """fed-lamb.txt eq. (26) line 261 and eq. (38); ``printed(sigma, L, p)`` is the printed value of the triple sum."""
+    """fed-lamb.txt eq. (26) line 261 and eq. (38) line 326; ``printed(sigma, L, p)`` is the printed value of the triple sum."""
     ps = sp.symbols("p1:4", positive=True)
     sig = sp.Symbol("sigma", positive=True)
     total = sum(n * pl * sig / sp.sqrt(n) for pl in ps)
@@ -210,7 +210,7 @@ def _s6(printed=lambda sig, layers, P: sig * layers * P * sp.sqrt(n)):
        "sum_r d_r^2 <= (max_r d_r) sum_r d_r <= 1/eps.",
        spec=("S7",), severity="constant")
 def _s7():
-    """fed-lamb.txt eq. (32) (telescoping of the max operator), line 300."""
+    """fed-lamb.txt eq. (32) (telescoping of the max operator), lines 291-297."""
     v = sp.symbols("v0:6", positive=True)
     d = [1 / sp.sqrt(v[r - 1]) - 1 / sp.sqrt(v[r]) for r in range(1, 6)]
     tele = sp.simplify(sum(d) - (1 / sp.sqrt(v[0]) - 1 / sp.sqrt(v[5])))
@@ -246,7 +246,7 @@ def _s11(eps_power=sp.Rational(1, 2)):
        "(2/n) sum_i sum_l ||phi psi^l/||psi^l|| ||^2 <= 2 h phi_M^2 (each layer contributes a vector of norm phi <= phi_M), which is <= 2 p phi_M^2.",
        spec=("S12",), severity="constant")
 def _s12():
-    """fed-lamb-supplement.txt B_2 bound (lines 154-167)."""
+    """fed-lamb-supplement.txt B_2 bound (lines 156-167): the layer count of ||g_bar/v^(1/4)||^2 in line 156."""
     r = np.random.default_rng(0)
     worst = 0.0
     for _ in range(200):
@@ -395,7 +395,7 @@ def _lamb_layer_step(theta, grad, alpha_, phi, eps_=0.0, v_hat=None, lam=0.0):
        hypotheses=(H_B2, H_EPS, H_PHI, H_M, H_N, Hyp("lambda = 0 (Theorem 5)", lambda q: q["lambda"] == 0,
                                                     "fed-lamb-supplement.txt line 96")))
 def _s9(bound=lambda al_, M_, T_, phiM, b2, p_, e, h_: al_**2 * M_**2 * T_**2 * phiM**2 * (1 - b2) * p_ / e):
-    """fed-lamb-supplement.txt Lemma 1, line 78-90; exact step length (P1) of Algorithm 2 line 13.
+    """fed-lamb-supplement.txt Lemma 1, statement line 80, proof line 90; exact step length (P1) of Algorithm 2 line 13.
     ``bound(alpha, M, T, phi_M, beta2, p, eps, h)``: the bound tested (Lemma 1's by default)."""
     al_, phiM, Mv, b2, e = 0.1, 1.0, 1.0, 0.999, 0.01
     start = np.zeros(1)
@@ -491,7 +491,7 @@ def _rate_expansion():
        "independent of h.",
        spec=("S10", "T2", "T3"), kind="derived", severity="rate", depends=("thm5_statement_matches_proof", "thm5_init_term_from_descent", "S9_lemma1_consensus_bound", "S11_epsilon_powers", "S8_ratio_bound_global_v", "supp10_cross_terms", "S1_virtual_sequence", "S2_virtual_step"))
 def _s10():
-    """fed-lamb-supplement.txt Theorem 5 (line 96-100); spec sec. 2.6."""
+    """fed-lamb-supplement.txt Theorem 5, statement display line 98; spec sec. 2.6."""
     C1, C2, C3 = _rate_expansion()
     total = sp.Add(*THM5.values()).subs(LR_SQRT_R)
     res = identities([("expansion", total, C1 / sp.sqrt(n * R) + C2 / R + C3 / (n * R))])
@@ -576,7 +576,7 @@ def _s10_n():
                        lambda q: q["kappa"] > 0 and q["M"] <= 1 and q["eps"] > 0 and q["n"] >= 1 and q["R"] >= 1,
                        "fed-lamb-supplement.txt line 206"),))
 def _proof_speedup():
-    """fed-lamb-supplement.txt final display after 'assuming M <= 1' (line 206ff)."""
+    """fed-lamb-supplement.txt final display after 'assuming M <= 1' (lines 208-217)."""
     term = THM5_PROOF["T3_grad"].subs(LR_SQRT_R)
     ratio = sp.simplify(term / (1 / sp.sqrt(n * R)))
     if n not in ratio.free_symbols:
@@ -594,7 +594,7 @@ def _proof_speedup():
                        lambda q: q["alpha"] > 0 and q["M"] <= 1 and q["T"] >= 1 and q["sigma"] >= 0 and 0 <= q["beta1"] < 1,
                        "fed-lamb-supplement.txt lines 96-100, 206"),))
 def _statement_vs_proof(statement=THM5):
-    """fed-lamb-supplement.txt Theorem 5 statement (line 96-100) vs the proof's last display (line 206ff);
+    """fed-lamb-supplement.txt Theorem 5 statement (line 98) vs the proof's last display (lines 208-217);
     ``statement``: the statement's terms (default: as printed)."""
     diffs = [f"{k}: statement/proof = {show(r)}" for k in THM5_PROOF if k in statement
              for r in [sp.simplify(statement[k] / THM5_PROOF[k])] if r != 1]
@@ -615,8 +615,8 @@ def _statement_vs_proof(statement=THM5):
        hypotheses=(H_B2, Hyp("0 < phi_m (H4), M <= 1, n >= 1, h >= 1, p >= h", lambda q: q["phi_m"] > 0 and q["M"] <= 1 and q["n"] >= 1
                              and q["h"] >= 1 and q["p"] >= q["h"], "fed-lamb.txt H4, fed-lamb-supplement.txt lines 96, 206"),))
 def _thm5_init(prefactor=sp.sqrt(M**2 * p / n) / h):
-    """fed-lamb-supplement.txt A_1 bound (line 199: -alpha phi_m^2 (1-beta2)/4 ||grad f/v^(1/4)||^2) and the telescoped
-    final display (lines 206-220), whose first term is sqrt(M^2 p/n) Delta/(h alpha R); ``prefactor`` is the printed one."""
+    """fed-lamb-supplement.txt A_1 bound (lines 198-204: -alpha phi_m^2 (1-beta2)/4 ||grad f/v^(1/4)||^2) and the telescoped
+    final display (lines 208-217), whose first term is sqrt(M^2 p/n) Delta/(h alpha R); ``prefactor`` is the printed one."""
     coeff = alpha * phi_m**2 * (1 - beta2) / 4
     derived = Delta / (coeff * R)  # (f(theta_1) - min f) / (R * descent coefficient)
     ratio = sp.simplify(derived / (prefactor * Delta / (alpha * R)))
@@ -638,7 +638,7 @@ def _thm5_init(prefactor=sp.sqrt(M**2 * p / n) / h):
        hypotheses=(H_M, H_PHI, Hyp("zero-mean noise (E g = grad f, H2), 0 < v_hat <= M^2", lambda q: q["noise mean"] == 0
                                    and 0 < q["v_hat"] <= q["M"] ** 2, "fed-lamb.txt H2, Algorithm 2")))
 def _b2_sign(right=lambda gf: gf):
-    """fed-lamb-supplement.txt B_2 bound, lines 154-165 (sign-probability step).  One coordinate per layer (p_l = 1), beta1 = 0
+    """fed-lamb-supplement.txt B_2 bound, lines 160-163 (sign-probability step).  One coordinate per layer (p_l = 1), beta1 = 0
     so psi = g/sqrt(v_hat) and g/||psi|| = sqrt(v_hat) sign(g); gradients bounded by M <= 1 (the proof's 'assuming M <= 1'),
     v_hat in [eps, M^2].  ``right(grad_l f^j)``: the factor of the right side (printed: the signed (grad_l f)^j).
     Exact search over grad f in {+-1/4, +-1/2}, zero-mean two-point noise +-s, s in {1/2, 3/4}, v_hat in {1/100, M^2},
@@ -674,7 +674,7 @@ def _b2_sign(right=lambda gf: gf):
        hypotheses=(H_M, H_PHI, H_B2, Hyp("beta1 = 0 (the claim's case), v_hat > 0, clients' f_i may differ (federated)",
                                          lambda q: q["beta1"] == 0 and q["v_hat"] > 0, "fed-lamb-supplement.txt lines 180-186")))
 def _supp10(cases=(((1, Fraction(-1, 2)), 1), ((1, -1), 1), ((Fraction(1, 4), Fraction(-1, 8), 1), 1))):
-    """fed-lamb-supplement.txt eq. (10), lines 180-186; noise-free clients (g = grad f_i), one coordinate, v_hat fixed,
+    """fed-lamb-supplement.txt eq. (10), lines 182-186; noise-free clients (g = grad f_i), one coordinate, v_hat fixed,
     phi = phi_m = phi_M = 1, beta2 = 999/1000; ``cases``: (client gradients, v_hat) tested."""
     b2 = Fraction(999, 1000)
     for grads, vhat in cases:
@@ -703,7 +703,7 @@ def _supp10(cases=(((1, Fraction(-1, 2)), 1), ((1, -1), 1), ((Fraction(1, 4), Fr
            float(v) > 0 for k, v in q.items() if k != "beta2") and 0 < q["beta2"] < 1 and q["M"] <= 1,
            "fed-lamb-supplement.txt Theorem 5, line 206"),))
 def _t6():
-    """fed-lamb-supplement.txt Theorem 5 (line 96-100); spec sec. 4 T6."""
+    """fed-lamb-supplement.txt Theorem 5 (line 98); spec sec. 4 T6."""
     w = sp.Symbol("w", positive=True)  # w = 1 - beta2 > 0
     b = sp.Add(*THM5.values()).subs(beta2, 1 - w)
     if phi_m in b.free_symbols:
@@ -756,7 +756,7 @@ def _main42():
        "the direction is invariant to the bias correction of m (a positive rescaling).",
        spec=("T5",), kind="derived", severity="constant")
 def _p1p2():
-    """fed-lamb.txt Algorithm 2, line 13 (spec sec. 1.2, properties P1 and P2)."""
+    """fed-lamb.txt Algorithm 2, line 13 (spec sec. 1.2, properties P1 and P2); the T local steps of SUPP Lemma 1's line 86 are such steps."""
     r = np.random.default_rng(0)
     worst_len = worst_dir = 0.0
     for _ in range(200):
@@ -781,7 +781,7 @@ def _p1p2():
        "improve the worst-case bound at fixed alpha and R.",
        spec=("T4",), kind="derived", severity="constant")
 def _t4():
-    """fed-lamb-supplement.txt Theorem 5 (line 96-100): term 4 alpha^2 L M^2 T^2 phi_M^2 (1-beta2) p/sqrt(eps)."""
+    """fed-lamb-supplement.txt Theorem 5 (line 98): term 4 alpha^2 L M^2 T^2 phi_M^2 (1-beta2) p/sqrt(eps)."""
     w = sp.Symbol("w", positive=True)
     dT = sp.expand(sp.diff(sp.Add(*THM5.values()).subs(beta2, 1 - w), T))
     if all(term.as_coeff_Mul()[0] > 0 for term in sp.Add.make_args(dT)):
@@ -853,3 +853,4 @@ def _eq39(right=lambda wmax, gmean, gabs, phiM, b2, v: phiM * (1 - b2) * gmean /
                                at={"gradients": tuple(float(g) for g in grads[:, j]), "M": 1, "beta2": b2, "weights":
                                    tuple(float(x) for x in w[:, j]), "v_hat": float(vhat[j]), "phi_m": 0.5, "phi_M": phiM})
     return verified("the right side bounds the left at every coordinate of the 200 seeded instances", "numeric")
+from . import fed_lamb_steps as _steps  # noqa: E402,F401  (the proof-step map and its checks, registered after this module)

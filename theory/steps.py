@@ -1,7 +1,7 @@
 """Proof-step map: every numbered result of the four papers, its proof's displayed steps, and the checks covering each.
 
 A *numbered result* is a theorem, lemma, corollary or proposition of a paper's main text or appendix/supplement
-(:func:`result`).  Its *steps* are the displayed equations of its proof, one :class:`Step` per display (a run of
+(:func:`result`).  Its *steps* are the displayed equations of its statement and its proof, one :class:`Step` per display (a run of
 consecutive display lines, or one ``$$ ... $$`` environment), named by the lines it occupies in the paper text
 ``/work/shared/papers/<file>`` (:func:`display_blocks` finds them; a test holds every map to the text).  A result
 whose proof the paper does not display (a lemma cited from elsewhere, a corollary stated without proof, a main-text
@@ -55,7 +55,8 @@ class Numbered:
     paper: str
     label: str
     file: str
-    statement: int
+    #: first and last line of the statement in ``file``
+    statement: tuple[int, int]
     #: first and last line of the proof in ``file`` (None: the paper displays no proof, the steps are the statement's)
     proof: tuple[int, int] | None
     steps: tuple[Step, ...]
@@ -76,10 +77,13 @@ def S(lines: str | int, what: str, *checks: str) -> Step:
     return Step(str(lines), " ".join(what.split()), tuple(checks))
 
 
-def result(paper: str, label: str, file: str, statement: int, proof: tuple[int, int] | None, steps, note: str = "",
-           proved_in: str = "") -> Numbered:
-    """Register a numbered result with its steps (called by the paper modules, beside their checks)."""
-    r = Numbered(paper, label, file, statement, proof, tuple(steps), " ".join(note.split()), proved_in)
+def result(paper: str, label: str, file: str, statement: tuple[int, int] | int, proof: tuple[int, int] | None, steps,
+           note: str = "", proved_in: str = "") -> Numbered:
+    """Register a numbered result with its steps (called by the paper modules, beside their checks).
+
+    ``statement`` and ``proof`` are (first, last) lines in ``file``; the steps are the displays of both."""
+    st = (statement, statement) if isinstance(statement, int) else tuple(statement)
+    r = Numbered(paper, label, file, st, proof, tuple(steps), " ".join(note.split()), proved_in)
     if r.key in _RESULTS:
         raise ValueError(f"duplicate numbered result {r.key}")
     _RESULTS[r.key] = r
@@ -114,7 +118,11 @@ def step_status(paper: str, step: Step) -> str:
         key = _check_key(paper, name)
         if key not in _REGISTRY:
             continue
-        t = resolve(key).tally
+        res = resolve(key)
+        t = res.tally
+        own = dict(res.steps).get(step.lines)
+        if own == "verified" and t in ("refuted", "outside", "inconclusive"):
+            t = "verified"  # this display held; another display of the same check failed
         if t != "inconclusive":
             tallies.append(t)
     if not tallies:
