@@ -11,6 +11,7 @@ a > 0 the proof's free constant (a <= 1/(K-1)), C = C4 = (1 - beta1/((1-beta1)K)
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from fractions import Fraction
@@ -137,7 +138,7 @@ def bound_expr() -> sp.Expr:
        "Lemma B.7: sum_{tau=1}^K tau m^tau = m/(1-m)^2 - m^(K+1)/(1-m)^2 - K m^(K+1)/(1-m) for 0 < m < 1.",
        spec=("1",), kind="textbook", severity="constant")
 def _b7():
-    """fedlada.txt Lemma B.7, eq. (15), lines 560-567."""
+    """fedlada.txt Lemma B.7, eq. (15) at line 562 and its derivation at line 567."""
     x, k = sp.symbols("x k", positive=True)
     closed = lambda kk: x / (1 - x) ** 2 - x ** (kk + 1) / (1 - x) ** 2 - kk * x ** (kk + 1) / (1 - x)
     base = simplify_zero(closed(1) - x)
@@ -154,7 +155,7 @@ def _b7():
        "and g_a^t = (x^(t-1) - x^t)/(eta_g eta_l K), z^(t+1) = z^t - eta eta_l (1/(SK)) sum_{i,tau} m odot theta with eta = K eta_g.",
        spec=("2",), severity="rate")
 def _b8():
-    """fedlada.txt Lemma B.8, eq. (17), lines 578-587 (needs eta = K eta_g)."""
+    """fedlada.txt Lemma B.8, eq. (17) at line 580 and its derivation at line 585 (needs eta = K eta_g), with z of (16), line 573."""
     xp, xt, A, eg = sp.symbols("x_prev x_t A eta_g")  # A = sum_{i,tau} m_{i,tau} theta_{i,tau} (scalar stand-in)
     ga = (xp - xt) / (eg * eta_l * K)
     # local update x_{i,tau} = x_{i,tau-1} - eta_l(alpha m theta + (1-alpha) g_a): summed offsets over S clients
@@ -172,7 +173,8 @@ def _b8():
        "||sum_{i<=n} x_i||^2 <= n sum ||x_i||^2.",
        spec=("3",), kind="textbook", severity="constant")
 def _b1_b5():
-    """fedlada.txt Lemmas B.1-B.5, lines 509-547 (component-wise)."""
+    """fedlada.txt Lemmas B.1-B.5, lines 509-547 (component-wise): B.1 line 511, B.2 lines 516 and 521, B.3 lines 525 and
+    529, B.4 lines 533 and 538-540 (expansion 538, regrouping 539, mu x^2 + y^2/mu >= 2xy 540), B.5 line 544."""
     x, y, u = sp.symbols("x y u", real=True)
     res = identities([
         ("B.1 polarisation", x * y, (x**2 + y**2 - (x - y) ** 2) / 2),
@@ -216,7 +218,7 @@ def _expect_sq_sum(outcomes, cross: int) -> tuple:
                                      for i in range(p["n"])), "fedlada.txt line 549"),
                    Hyp("n >= 1, d >= 1 integers", lambda p: p["n"] >= 1 and len(p["outcomes"][0][0]) >= 1, "fedlada.txt line 549")))
 def _lemma_b6(cross=0):
-    """fedlada.txt Lemma B.6 (line 549, eq. 14) and its proof (lines 556-558: the last '=' replaces E(x_i)_j (x_k)_j by
+    """fedlada.txt Lemma B.6 (line 549, eq. (14) at line 551) and its proof (lines 556-558: the last '=' replaces E(x_i)_j (x_k)_j by
     E(x_i)_j E(x_k)_j, i.e. uses independence, which the lemma does not assume).  ``cross``: the coefficient of the cross
     moments sum_(i!=k) E<x_i, x_k> on the right-hand side (printed 0; the exact identity of line 557 has 1).  Exact
     search over equiprobable outcomes of pairs (x_1, x_2) in R^3: independent signs, a copy x_2 = x_1, an opposite x_2 = -x_1,
@@ -229,15 +231,19 @@ def _lemma_b6(cross=0):
         "x_2 = -x_1": tuple((tuple(a * c for c in one), tuple(-a * c for c in one)) for a in (1, -1)),
         "martingale difference x_2 = s_2 (2 x_1 + 3)": tuple(((a, 0, 0), (b * (2 * a + 3), 0, 0)) for a, b in signs),
     }
+    # lines 556-557: E||sum x_i||^2 = E sum_i ||x_i||^2 + sum_(i!=k) E<x_i, x_k> (the expansion, before the cross terms are dropped)
+    expansion_ok = all(_expect_sq_sum(outs, 1)[0] == _expect_sq_sum(outs, 1)[1] for outs in cases.values())
     for name, outs in cases.items():
         lhs, rhs = _expect_sq_sum(outs, cross)
         if lhs != rhs:
-            return refuted(f"{name}: x_1 uniform on +-(1, 1, 1) (zero mean) and x_2 = x_1 (zero mean too): E||x_1 + x_2||^2 = "
+            st = "verified" if expansion_ok else "refuted"
+            return dataclasses.replace(refuted(f"{name}: x_1 uniform on +-(1, 1, 1) (zero mean) and x_2 = x_1 (zero mean too): E||x_1 + x_2||^2 = "
                            f"{lhs} but E[||x_1||^2 + ||x_2||^2] = {rhs}; zero mean does not remove the cross terms (line 558 "
                            "uses E(x_i x_k) = E x_i E x_k, i.e. independence). The proof's use at line 613-615 (noise at "
                            "successive local steps) is a martingale-difference sequence, for which the identity holds "
                            "(lemma_B6_martingale_use)", "exact",
-                           at={"case": name, "n": 2, "outcomes": outs, "lhs": lhs, "rhs": rhs})
+                           at={"case": name, "n": 2, "outcomes": outs, "lhs": lhs, "rhs": rhs}), \
+                steps=(("551", "refuted"), ("556", st), ("557", st), ("558", "refuted")))
     return verified("E||sum x_i||^2 = E sum ||x_i||^2 + sum_(i!=k) E<x_i, x_k> in every case (independent, copy, opposite, "
                     "martingale difference)", "exact")
 
@@ -273,7 +279,7 @@ def _lemma_b6_mds():
        "+ (m-S)/(S m (m-1)) sum ||y_i||^2, E[I_i] = S/m, E[I_i I_j] = S(S-1)/(m(m-1)), and m(S-1)/(S(m-1)) <= 1.",
        spec=("4",), severity="constant")
 def _sampling():
-    """fedlada.txt proof of Thm 3.5, W^t bound (line 625) and P(I_i = 1) = S/m (line 601)."""
+    """fedlada.txt proof of Thm 3.5, W^t bound (line 625) and the sampling indicator of line 599 (P(I_i = 1) = S/m, line 601)."""
     for mm, ss in ((5, 2), (6, 3), (7, 7), (8, 1), (4, 2)):
         y = sp.symbols(f"y0:{mm}", real=True)
         lhs = subset_mean(mm, ss, lambda sub: (sum(y[i] for i in sub) / ss) ** 2)
@@ -296,7 +302,7 @@ def _sampling():
        "|a^(-1/2) - b^(-1/2)| <= (b-a)/(2 eps^3) for b >= a >= eps^2.",
        spec=("5",), kind="textbook", severity="constant")
 def _scalar_ineq():
-    """fedlada.txt proof of Thm 3.5, Delta^t steps (c)-(e) (line 633) and R_3 bound."""
+    """fedlada.txt proof of Thm 3.5, Delta^t steps (c)-(e) (line 631) and the R_3 bound (line 816)."""
     e, u, w = pos("e u w")
     s, t = e + u, e + u + w  # sqrt(a) = s >= e, sqrt(b) = t >= s
     first = sp.expand((t**2 - s**2) - (t - s) ** 2)
@@ -314,7 +320,7 @@ def _scalar_ineq():
        "Unrolling A_k <= beta1 A_(k-1) + (1-beta1) B_k gives A_K <= beta1^K A_0 + (1-beta1) sum_{tau=1}^K beta1^(K-tau) B_tau (18).",
        spec=("6",), kind="textbook", severity="constant")
 def _unroll():
-    """fedlada.txt eq. (18), line 675."""
+    """fedlada.txt the recursion written out at line 667, its sum (18) at line 671, tagged at line 675."""
     b = sp.Symbol("b", positive=True)
     Bs = sp.symbols("B1:6")
     A = sp.Symbol("A0")
@@ -339,7 +345,8 @@ def _unroll():
        "<= b/((1-b)K); sum_{tau'=tau}^K b^(K-tau') = (1 - b^(K+1-tau))/(1-b) >= 1.",
        spec=("7",), severity="constant")
 def _beta_sums():
-    """fedlada.txt lines 755-775 (R_2.a bound)."""
+    """fedlada.txt lines 755-775 (R_2.a bound): the sums of lines 757 (1 - beta1^K), 759-761 (the weighted sum and its bound
+    beta1/((1-beta1)K)) and 771 (the tail sums)."""
     b = sp.Symbol("b", positive=True)
     for KK in range(1, 9):
         s1 = (1 - b) * b**KK * finite_sum(lambda t: b ** (-t), 1, KK)
@@ -366,7 +373,7 @@ def _beta_sums():
        spec=("7", "err-26"), severity="typo",
        corrected={"printed": lambda b, k: (b - b**k) / ((1 - b) * k) - (k - 1) / k * b**k}, hypotheses=(H_BETA1, H_K, H_C))
 def _beta_closed_printed(printed=lambda b, k: (b - b**k) / ((1 - b) * k) - b**k):
-    """fedlada.txt line 755 (third display of the R_2.a computation); ``printed(b, K)`` is the paper's closed form."""
+    """fedlada.txt line 759 (the closed form in the last term of the R_2.a computation); ``printed(b, K)`` is the paper's closed form."""
     b, k = sp.symbols("b K", positive=True)
     exact = (b - b**k) / ((1 - b) * k) - (k - 1) / k * b**k
     for KK in range(1, 6):
@@ -388,7 +395,7 @@ def _beta_closed_printed(printed=lambda b, k: (b - b**k) / ((1 - b) * k) - b**k)
        "(bounds on ||m_bar||^2 and ||g_a||^2).",
        spec=("8",), severity="constant")
 def _mbar_ga():
-    """fedlada.txt lines 800-810 (E||m_bar||^2 and E||g_a||^2 bounds)."""
+    """fedlada.txt lines 792 (E||m_bar||^2: the geometric sum 2(1-beta1^k)) and 804 (E||g_a||^2: the recursion in t)."""
     b, al = sp.symbols("b alpha", positive=True)
     for kk in range(1, 8):
         if not is_identity(2 * (1 - b) * finite_sum(lambda t: b ** (kk - t), 1, kk), 2 * (1 - b**kk)):
@@ -435,7 +442,7 @@ Q19 = 4 * beta1 * _c * _gam**2 + (1 + a - beta1) * _gam - alpha * (1 + a) * (1 +
        "when gamma solves (19); (19) has one positive and one negative root; p > 1.",
        spec=("9",), severity="constant")
 def _quadratic():
-    """fedlada.txt lines 700-717 (recursions, eq. 19, eq. 20, eq. 21)."""
+    """fedlada.txt lines 700-717 (recursions, eq. (19) at line 707, eq. (20) at line 712, eq. 21)."""
     A_ = alpha * (1 + 1 / a) * eta_l**2
     q1 = (_gam - A_) / (1 - 4 * _gam * _c)
     q2 = _gam * beta1 / (1 + a)
@@ -459,7 +466,7 @@ def _quadratic():
        "4 beta1 (1-beta1) G^2 L^2 gamma_++^2 > 0, so gamma^+ < gamma_++.",
        spec=("10", "err-26"), severity="constant", depends=("quadratic_19_p_q_C",))
 def _gamma_pp():
-    """fedlada.txt lines 737-741 (the display prints (1+alpha-beta1) for (1+a-beta1))."""
+    """fedlada.txt line 739 (the display prints (1+alpha-beta1) for (1+a-beta1))."""
     val = simplify_zero(Q19.subs(_gam, C1_expr * eta_l**2) - 4 * beta1 * _c * (C1_expr * eta_l**2) ** 2)
     if val != 0:
         return refuted(f"(19) at gamma_++ minus 4 beta1 c gamma_++^2 = {show(val)}")
@@ -472,7 +479,7 @@ def _gamma_pp():
        "For p = 1 + 1/(K-1), K >= 2: p(p^k - 1)/(p-1)^2 <= 3K^2 for k <= K, via (K-1)[(1+1/(K-1))^K - 1] <= 3K.",
        spec=("11",), severity="constant")
 def _p_choice():
-    """fedlada.txt lines 731-735."""
+    """fedlada.txt line 733 (text at lines 731-735)."""
     worst = Fraction(0)
     for KK in range(2, 200):
         p = 1 + Fraction(1, KK - 1)
@@ -513,7 +520,7 @@ def _constants():
        "K >= 2/(1-beta1) gives C4 >= (2-beta1)/4.",
        spec=("13",), severity="constant")
 def _stepsize_basic():
-    """fedlada.txt lines 832-834 (conditions collected before the telescoping)."""
+    """fedlada.txt lines 832-834 (conditions collected before the telescoping; C4 of line 836)."""
     x = sp.Symbol("x", positive=True)  # x = eta*eta_l
     root = sp.solve(sp.Eq(2 * L * x**2 - x / 2, 0), x)
     c4_zero = sp.solve(sp.Eq(C_expr, 0), beta1)
@@ -531,7 +538,7 @@ def _stepsize_basic():
        spec=("13", "err-21"), severity="constant",
        corrected={"bound": lambda theta_min2, G_theta, G_g: 1 / (G_g**2 * G_theta**3)}, hypotheses=(H_THETA, H_PP))
 def _pp_relax(bound=lambda theta_min2, G_theta, G_g: 1 / G_theta):
-    """fedlada.txt line 832 ("... min{G^2}/(32(m-S)LG^3) <= beta1 S(m-1)(1+mu)/(32(m-S)LG)").
+    """fedlada.txt line 832 ("... min{G^2}/(32(m-S)LG^3) <= beta1 S(m-1)(1+mu)/(32(m-S)LG)"), for the bracket of line 830.
 
     ``bound(min theta^2, G_theta, G_g)``: the theorem's bound on eta eta_l in units of beta1 S(m-1)(1+mu)/(32(m-S)L)
     (printed 1/G_theta); the step needs min_j theta_j^2/G_theta^3 (min{G^2} read as the smallest theta_j^2, line 830).
@@ -594,7 +601,7 @@ def _eta_l_thm_vs_proof(factor=lambda K_, a_: K_):
                        <= 1 / (8 * _v(p, "alpha") * (1 - _v(p, "beta1")) * (1 + 1 / _v(p, "a")) * _v(p, "G_theta") ** 2
                                * _v(p, "L") ** 2), "fedlada.txt line 731")))
 def _gamma_half(tighten=lambda b1, a_: 1):
-    """fedlada.txt line 731 ("1 - 4 gamma^+ (1-beta1) G^2 L^2 >= 1/2 ... Thus ... eta_l <= ...").
+    """fedlada.txt line 731 ("1 - 4 gamma^+ (1-beta1) G^2 L^2 >= 1/2 ... Thus ... eta_l <= ..."), used at line 743 (C0 <= 2K G^2).
 
     ``tighten(beta1, a)`` multiplies the bound on eta_l^2 (printed: 1)."""
     vals = {beta1: sp.Rational(9, 10), alpha: sp.Rational(1, 2), G_th: 1, L: 1, K: 10}
@@ -632,7 +639,7 @@ def _gamma_half(tighten=lambda b1, a_: 1):
        hypotheses=(Hyp("d >= 1 an integer (dimension), G_g, eps_v > 0", lambda p: _v(p, "d") >= 1 and _v(p, "d").is_integer
                        and _v(p, "G_g") > 0 and _v(p, "epsilon_v") > 0, "fedlada.txt line 229, Assumptions 3.1-3.4"),))
 def _gc_statement(statement=Gc_statement):
-    """fedlada.txt Theorem 3.5, line 229 (G_c, printed with epsilon_theta and without d) vs line 836 (bracket
+    """fedlada.txt Theorem 3.5, line 229 (G_c in Psi, line 227, printed with epsilon_theta and without d) vs line 836 (bracket
     d G_g^4/eps_v^4 + beta1^2 G_theta^2 sigma_l^2/(SK) + 2 G_theta^2 (sigma_g^2 + sigma_u^2)).  The audit's bound uses the
     proof's form (Gc_expr)."""
     bracket = d * G_g**4 / eps_v**4 + beta1**2 * G_th**2 * sigma_l**2 / (S * K) + 2 * G_th**2 * (sigma_g**2 + sigma_u**2)
@@ -651,7 +658,7 @@ def _gc_statement(statement=Gc_statement):
        spec=("14", "err-26"), severity="constant", corrected={"gc_factor": 4}, depends=("Gc_statement_vs_proof",),
        hypotheses=(Hyp("mu = 1 (the proof's choice at line 840)", lambda p: p["mu"] == 1, "fedlada.txt line 840"), H_ALPHA))
 def _assembly(gc_factor=2):
-    """fedlada.txt line 836 (per-round inequality), line 840 (telescoped display), Theorem 3.5 (line 225-227)."""
+    """fedlada.txt line 836 (per-round inequality), line 840 (telescoped display), Theorem 3.5 ((7) at line 223, Psi at line 227)."""
     bracket = d * G_g**4 / eps_v**4 + beta1**2 * G_th**2 * sigma_l**2 / (S * K) + 2 * G_th**2 * (sigma_g**2 + sigma_u**2)
     norm = eta * eta_l * CS * G_th  # per-round left coefficient (times T after telescoping)
     per_round = {
@@ -679,7 +686,7 @@ def _assembly(gc_factor=2):
        "O(1/sqrt(SKT) + 1/(KT) + 1/T + 1/T^1.5) as T -> infinity with S, K and the constants fixed.",
        spec=("15",), severity="rate", depends=("final_assembly_mu1", "Gc_statement_vs_proof", "cor36_lr_feasibility", "G_theta_used_as_lower_bound", "q_upper_bound_in_negative_term", "gamma_plus_half_condition", "eta_l_condition_theorem_vs_proof", "pp_condition_relaxation", "mbar_definition_consistent", "constant_propagation_C2_C3", "lemma_B8_z_identity", "sampling_identity_W", "p_choice_3K2_bound"))
 def _cor36_T():
-    """fedlada.txt Corollary 3.6 (line 231) and line 844."""
+    """fedlada.txt Corollary 3.6 (statement line 231, rate at line 233) and line 844."""
     ok, notes = compare_rate(THM35, COR36_LR, COR36_RATE, (T,), T)
     return (verified if ok else refuted)("; ".join(notes))
 
@@ -691,7 +698,7 @@ def _cor36_T():
        corrected={"stated": 1 / sp.sqrt(S * K * T) + S * K / T + sp.sqrt(S * K) / T ** sp.Rational(3, 2)}, depends=("constant_propagation_C2_C3",),
        hypotheses=(H_K2, H_A, H_PP, H_ALPHA))
 def _cor36_SK(stated=COR36_RATE):
-    """fedlada.txt Corollary 3.6 (line 231); hidden K-dependence through a <= 1/(K-1) (line 731).
+    """fedlada.txt Corollary 3.6 (line 231, rate at line 233, derived at line 844); hidden K-dependence through a <= 1/(K-1) (line 731).
 
     Orders with a = 1/(K-1): 1 + 1/a = K, so C2 ~ K^2, C1 ~ K and C3 ~ K C1 ~ K^2 (G_c, C and the problem
     constants are O(1)).  A term is covered when some monomial of ``stated`` is at least as large for all T, S, K >= 1
@@ -725,7 +732,7 @@ def _cor36_SK(stated=COR36_RATE):
        "Theorem 3.5 (mu = 1; G_theta L outside the square root as in Cor. 3.6 and the proof) once T exceeds a finite threshold.",
        spec=("13", "15"), severity="constant")
 def _cor36_feasible():
-    """fedlada.txt Theorem 3.5 conditions (line 221), Corollary 3.6 (line 231), proof line 842."""
+    """fedlada.txt Theorem 3.5 conditions (line 221), Corollary 3.6 (line 231), proof lines 842-844."""
     notes = []
     for name, (var, bnd) in THM35_CONDITIONS.items():
         choice = c1 * sp.sqrt(S * K / T) if var == "eta*eta_l" else COR36_LR[eta_l]
@@ -907,7 +914,7 @@ def _gtheta_lower(use=max):
                                                                                           * (1 + 1 / _v(p, "a")) * _v(p, "c") / (1 - _v(p, "beta1")))
                                                     and sp.simplify(_v(p, "q") - _q_of(p)) == 0, "fedlada.txt lines 715-731")))
 def _q_neg(q_used=lambda b1, al, a_, el2, c: b1 / (8 * c)):
-    """fedlada.txt line 781 ("(a) applies that q = ... <= beta1/(8(1-beta1)G^2L^2)") used in -(1-beta1)(1+mu)G L^2 q A.
+    """fedlada.txt line 781 ("(a) applies that q = ... <= beta1/(8(1-beta1)G^2L^2)") used in -(1-beta1)(1+mu)G L^2 q A of line 779.
 
     ``q_used(beta1, alpha, a, eta_l^2, c)`` (c = (1-beta1) G^2 L^2) is what replaces q in -qA (printed: its upper bound
     beta1/(8c)); the step needs a value <= q.  From (19) with gamma^+ <= gamma_++ = A/(1+a-beta1), A = alpha(1+a)(1+1/a)
@@ -1061,3 +1068,4 @@ def _table3():
                        at={"method": bad_t6[0].split(":")[0], "dataset": "TinyImageNet", "rounds_table3": 1500, "rounds_table6": 1500,
                            "table3": bad_t6[0].split("Table 3 ")[1].split(" vs")[0], "table6": bad_t6[0].rsplit(" ", 1)[1]})
     return verified("all tables agree", "exact")
+from . import fedlada_steps as _steps  # noqa: E402,F401  (the proof-step map and its checks, registered after this module)

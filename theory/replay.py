@@ -46,10 +46,11 @@ def evaluate(rels: Iterable[Rel], instances: Sequence, rtol: float = 1e-9, atol:
     for rel in rels:
         fail, tight, tight_gap = None, None, float("inf")
         for k, inst in enumerate(instances):
-            for lhs, op, rhs in rel.fn(inst):
+            rows = list(rel.fn(inst))
+            for j, (lhs, op, rhs) in enumerate(rows):
                 lhs, rhs = float(lhs), float(rhs)
                 if not _holds(lhs, op, rhs, rtol, atol):
-                    fail = (k, (lhs, op, rhs))
+                    fail = (k, (lhs, op, rhs), j, len(rows))
                     break
                 gap = abs(rhs - lhs) / max(1e-300, abs(lhs) + abs(rhs))
                 if gap < tight_gap:
@@ -67,12 +68,13 @@ def relations_result(rels: Sequence[Rel], instances: Sequence, what: str, point:
     steps = tuple((rel.lines, "refuted" if fail else "verified") for rel, fail, _ in res)
     failed = [(rel, fail) for rel, fail, _ in res if fail]
     if failed:
-        rel, (k, (lhs, op, rhs)) = failed[0]
+        rel, (k, (lhs, op, rhs), j, nrel) = failed[0]
         inst = instances[k]
+        which = f" (relation {j + 1} of {nrel} evaluated for it)" if nrel > 1 else ""
         held = [r.lines for r, f, _ in res if not f]
         more = "; ".join(f"line {r.lines} ({r.what}) fails too: {fmt(f[1][0], 6)} vs {fmt(f[1][2], 6)} on instance {f[0]}"
                          for r, f in failed[1:])
-        res_ = refuted(f"line {rel.lines} ({rel.what}) fails on {describe(inst)}: left side {fmt(lhs, 6)} vs right side "
+        res_ = refuted(f"line {rel.lines} ({rel.what}) fails{which} on {describe(inst)}: left side {fmt(lhs, 6)} vs right side "
                        f"{fmt(rhs, 6)} (the display states {op})" + (f"; {more}" if more else "")
                        + (f"; lines {', '.join(held)} hold on all {len(instances)} instances" if held else ""),
                        "numeric", at=point(inst))

@@ -290,7 +290,7 @@ def coverage_json(cov) -> str:
     data = {
         "goal": GOAL,
         "results": [{"paper": c.result.paper, "result": c.result.label, "file": c.result.file, "statement_lines": list(c.result.statement),
-                     "proof_lines": list(c.result.proof) if c.result.proof else None, "proved_in": c.result.proved_in,
+                     "proof_lines": [list(x) for x in c.result.proof] if c.result.proof else None, "proved_in": c.result.proved_in,
                      "note": c.result.note, "checked": c.checked, "steps": c.total,
                      "step_map": [{"lines": s.lines, "what": s.what, "checks": list(s.checks), "status": st} for s, st in c.statuses]}
                     for c in cov],
@@ -312,14 +312,14 @@ def coverage_markdown(cov, details: bool = True) -> list[str]:
             "| paper | result | statement (line) | proof (lines) | steps checked | unchecked steps (lines) |", "|---|---|---|---|---|---|"]
     for c in cov:
         r = c.result
-        proof = f"{r.proof[0]}-{r.proof[1]}" if r.proof else (f"in {r.proved_in}" if r.proved_in else "not displayed")
+        proof = r.proof_text or (f"in {r.proved_in}" if r.proved_in else "not displayed")
         out.append(f"| {r.paper} | {r.label} | {r.file} {r.statement[0]}-{r.statement[1]} | {proof} | {c.checked}/{c.total} | "
                    f"{_step_ranges(c.statuses, 'unchecked') or '-'} |")
     if details:
         for c in cov:
             r = c.result
             out += ["", f"**{r.paper} {r.label}** ({r.file}, statement lines {r.statement[0]}-{r.statement[1]}"
-                    + (f", proof lines {r.proof[0]}-{r.proof[1]}" if r.proof else "") + ")" + (f": {r.note}" if r.note else ""), ""]
+                    + (f", proof lines {r.proof_text}" if r.proof else "") + ")" + (f": {r.note}" if r.note else ""), ""]
             for s, st in c.statuses:
                 checks = ", ".join(f"`{k}`" for k in s.checks) or "none"
                 out.append(f"- line {s.lines} [{st}]: {_cell(s.what)}; checks: {checks}")

@@ -57,8 +57,9 @@ class Numbered:
     file: str
     #: first and last line of the statement in ``file``
     statement: tuple[int, int]
-    #: first and last line of the proof in ``file`` (None: the paper displays no proof, the steps are the statement's)
-    proof: tuple[int, int] | None
+    #: (first, last) line ranges of the proof in ``file`` (several when another result's statement and proof sit inside it);
+    #: None: the paper displays no proof, the steps are the statement's
+    proof: tuple[tuple[int, int], ...] | None
     steps: tuple[Step, ...]
     note: str = ""
     #: where the proof is given when it is elsewhere (e.g. "Theorem 20" for the main text's Theorem 6)
@@ -67,6 +68,14 @@ class Numbered:
     @property
     def key(self) -> str:
         return f"{self.paper}:{self.label}"
+
+    def covers_line(self, line: int) -> bool:
+        """Whether a display starting at ``line`` lies in the statement or the proof."""
+        return self.statement[0] <= line <= self.statement[1] or any(a <= line <= b for a, b in (self.proof or ()))
+
+    @property
+    def proof_text(self) -> str:
+        return ", ".join(f"{a}-{b}" for a, b in self.proof) if self.proof else ""
 
 
 _RESULTS: dict[str, Numbered] = {}
@@ -83,7 +92,10 @@ def result(paper: str, label: str, file: str, statement: tuple[int, int] | int, 
 
     ``statement`` and ``proof`` are (first, last) lines in ``file``; the steps are the displays of both."""
     st = (statement, statement) if isinstance(statement, int) else tuple(statement)
-    r = Numbered(paper, label, file, st, proof, tuple(steps), " ".join(note.split()), proved_in)
+    if proof is not None and isinstance(proof[0], int):
+        proof = (tuple(proof),)
+    r = Numbered(paper, label, file, st, tuple(tuple(x) for x in proof) if proof else None, tuple(steps), " ".join(note.split()),
+                 proved_in)
     if r.key in _RESULTS:
         raise ValueError(f"duplicate numbered result {r.key}")
     _RESULTS[r.key] = r
