@@ -336,7 +336,7 @@ def _B_2sqrt3(eps_values=None):
     """fedada2.txt line 424 ('It is easy to show by straightforward integration that B < 2 sqrt 3'), with the premise of
     line 401: eps in [max_i eps_i, 1] where 1 > I_i(eps).  Clients i = 1..4 have t_(i+1) noise; the admissible range is
     set by the client with the largest eps_* (B decreases in eps, so its smallest admissible eps is the worst case).
-    ``eps_values`` overrides the eps tested (e.g. the spec's reading, any eps in (0, 1])."""
+    ``eps_values`` overrides the eps tested (e.g. the spec's reading, any eps in (0, 1]). Proposition 2 (ii) at line 56."""
     pdfs = {v: _pdf_t(v) for v in (2, 3, 4, 5)}
     e_star = max(admissible_eps(p) for p in pdfs.values())
     worst = (0.0, None, None, None)
@@ -391,7 +391,7 @@ def _cauchy_B():
        "x_(t+1) with coefficient -eta/|S|; for K = 1, E[x_(t+1)^2 | x_t, S] = (1-eta)^2 x_t^2 + (eta^2/|S|^2) sum Var(xi_i).",
        spec=("6",), severity="rate")
 def _unroll():
-    """fedada2.txt proof of Prop. 9 (i), lines 336-350."""
+    """fedada2.txt proof of Prop. 9 (i), lines 336-350. Display 359-362 (x_(i,l-1) = a_t x_t - sum a_(i,p) xi_(i,p))."""
     e, xt = sp.symbols("eta x_t")
     xis = sp.symbols("xi0:6")
     y = xt
@@ -420,7 +420,7 @@ def _unroll():
        "B/((t+t0)(1-eps_hat)) implies a_(t+1) <= (t0-1)/(t+t0) a_0 + (t+1)B/((t+t0)(1-eps_hat)) -> B/(1-eps_hat).",
        spec=("7",), severity="rate", depends=("I_eps_uniform_in_x", "B_maximised_at_zero", "B_below_2sqrt3", "paper_argmax_and_majorant"))
 def _prop9_ii():
-    """fedada2.txt proof of Prop. 9 (ii), lines 412-423."""
+    """fedada2.txt proof of Prop. 9 (ii), lines 412-423. Display 419-422."""
     tt, t0, e, B, a0 = sp.symbols("t t_0 epsilon_hat B a_0", positive=True)
     lr = 1 / ((tt + t0) * (1 - e))
     claim = lambda s: (t0 - 1) / (s + t0) * a0 + (s + 1) * B / ((s + t0) * (1 - e))
@@ -504,7 +504,7 @@ def _prop9_iv_K(statement=lambda K_, x0, I: 2 * x0**2 + 2 * I**2):
        "= sqrt((1-b)(1-b^(2t))/(1+b)) <= sqrt((1-b)(1-b^(2t))), so the stated server step bound is valid (looser by sqrt(1+b)).",
        spec=("9", "err-19"), severity="constant")
 def _lemma16():
-    """fedada2.txt Lemma 16 and proof, lines 778-792."""
+    """fedada2.txt Lemma 16 and proof, lines 778-792. Display 787-790 (its constants)."""
     b = sp.Symbol("b", positive=True)
     for tt in range(1, 7):
         if not is_identity(finite_sum(lambda l: b ** (2 * (tt - l)), 1, tt), (1 - b ** (2 * tt)) / (1 - b**2)):
@@ -522,7 +522,7 @@ def _lemma16():
        "|g|/(sqrt(|g|^2 + S) + eps) <= sqrt(|g|^2/(eps^2 + S + |g|^2)).",
        spec=("10",), severity="constant")
 def _log_tele():
-    """fedada2.txt Theorem 20 proof, eqs. (13)-(14) (lines 955-972), Lemma 15 proof (line 760)."""
+    """fedada2.txt Theorem 20 proof, eqs. (13)-(14) (lines 955-972), Lemma 15 proof (line 760). Displays 770-772 (the sqrt form), 957-958 and 987-988 ((13), (14)), 1071 (Lemma 22)."""
     y = sp.Symbol("y", nonnegative=True)
     h = sp.log(1 + y) - y / (1 + y)
     dh = sp.simplify(sp.diff(h, y))
@@ -557,7 +557,7 @@ def c_beta(b: float) -> tuple[float, int]:
        "with c(b) = sum_(u<=u0) b^u u^2 + int_(u0)^oo x^-2 dx (c(0) = 1, c(0.5) ~ 6.056, c(0.9) ~ 1710.005).",
        spec=("11",), severity="constant")
 def _lemma21():
-    """fedada2.txt Lemma 21 (line 1054) and c(beta) in Theorem 20 (line 858)."""
+    """fedada2.txt Lemma 21 (line 1054) and c(beta) in Theorem 20 (line 858). Statement line 1066; the induction of 1012-1013."""
     b, r = sp.symbols("b r", positive=True)
     series = sp.simplify(r * sp.diff(r * sp.diff(1 / (1 - r), r), r)).subs(r, b)
     if not is_identity(series, b * (1 + b) / (1 - b) ** 3):
@@ -693,7 +693,7 @@ def _exponent_fn(expr):
 ))
 def _psi_labels(main=THM6_MAIN):
     """fedada2.txt Theorem 6 (line 146) vs Theorem 20 (line 842) and Corollary 23's proof (line 1075ff);
-    ``main``: the main text's psi_2..psi_5."""
+    ``main``: the main text's psi_2..psi_5. Theorem 6's psi's at lines 154 and 158."""
     o = thm20_orders()
     if all(is_identity(o["Psi" + k[3]], v) for k, v in main.items()):
         return verified("main-text psi_2..psi_5 equal Theorem 20's Psi_2..Psi_5 orders")
@@ -788,7 +788,7 @@ def _psi_slopes(p1: float, p2: float, T1: float = 1e10, T2: float = 1e14) -> dic
 def _thm20_orders():
     """fedada2.txt Theorem 20 (lines 842-860) with Lemma 15 (line 741), Lemma 16 (line 778) and L~ (line 140) vs the
     main text's Theorem 6 (line 146); numeric log-log slopes between T = 1e10 and 1e14 (40-digit arithmetic), tolerance
-    0.06 (the log factor of Psi_5 moves its slope by < 0.04)."""
+    0.06 (the log factor of Psi_5 moves its slope by < 0.04). Theorem 6's orders at lines 154, 158; Theorem 20's Psi's at 850; Corollary 23's orders at 1085."""
     points = [(0.0, -0.5), (0.2, -0.6), (-0.3, -0.5), (0.3, -0.49), (0.0, -0.3), (0.1, -0.4), (0.0, 0.25)]
     worst = 0.0
     for p1, p2 in points:
@@ -814,7 +814,7 @@ def _thm20_orders():
        spec=("6",), severity="rate", depends=("fedavg_unrolling", "student_t2_infinite_variance"))
 def _thm4():
     """fedada2.txt Theorem 4 (line 72) / Theorem 13 (line 544) and its proof (lines 560-600): x_(t+1) = a + c xi with
-    c = -eta_l/|S| != 0 the coefficient of the last local noise (fedavg_unrolling) and a independent of xi."""
+    c = -eta_l/|S| != 0 the coefficient of the last local noise (fedavg_unrolling) and a independent of xi. Statement lines 74 (Theorem 4) and 546 (Theorem 13); Proposition 2 (i) at line 52."""
     A, a0, c0 = sp.symbols("A a c", positive=True)
     # E[(a + c T)^2 1{|T| <= A}] for T ~ t_2 (symmetric): a^2 P(|T|<=A) + c^2 E[T^2 1{|T|<=A}]
     trunc2 = 2 * sp.asinh(A / sp.sqrt(2)) - 2 * A / sp.sqrt(A**2 + 2)
@@ -834,7 +834,7 @@ def _thm4():
        "E|f(x_t)| < infinity for any gradient noise, Cauchy included.",
        spec=("6",), severity="rate")
 def _prop5():
-    """fedada2.txt Proposition 5 (line 78) / 14 (line 651) and its proof (x_t in B_(Kt)(x_0), line 658)."""
+    """fedada2.txt Proposition 5 (line 78) / 14 (line 651) and its proof (x_t in B_(Kt)(x_0), line 658). Statement lines 80 (Proposition 5) and 653 (Proposition 14)."""
     g, v = sp.symbols("g v", nonnegative=True)
     e = sp.Symbol("e", positive=True)
     # step/eta_l = |g|/(sqrt(v + g^2) + eps) < 1 since sqrt(v + g^2) >= |g|
@@ -921,7 +921,7 @@ def delayed_adagrad_delta(gs, z: int, eps: float, v0: float = 0.0) -> float:
        "given Lemma 28 / Lemma 30's Phi_1 = Theta(eta_l); Lemma 30's bound holds for delayed AdaGrad.",
        spec=("12", "14"), severity="rate", depends=("thm20_psi_orders", "lemma28_phi1_bound"))
 def _cor27_29():
-    """fedada2.txt Corollary 27 (line 1435), Lemma 28 (line 1448), Corollary 29 (line 1547), Lemma 30 (line 1557)."""
+    """fedada2.txt Corollary 27 (line 1435), Lemma 28 (line 1448), Corollary 29 (line 1547), Lemma 30 (line 1557). Corollary 27's display 1439-1440, Corollary 29's constants (line 1551), Lemma 30's bound (1575-1577)."""
     el, et, T_, B, eps, b1, K_, L_, Lt, c, tau, ew, G, v0 = pos("eta_l eta T B epsilon beta1 K L Ltilde c tau eps_w G v0")
     phi1, phi2 = el, et * el  # Theta(eta_l), Theta(eta eta_l)
     w = sp.Symbol("w", positive=True)  # 1 - beta~1^T in [1 - beta~1, 1]: Theta(1)
@@ -955,7 +955,7 @@ def _cor27_29():
        "the second region (T eta_l^2 = T^(1/50) -> oo).",
        spec=("12",), severity="rate", depends=("thm20_psi_orders", "thm20_drift_squared_lipschitz"))
 def _cor23_regions():
-    """fedada2.txt Corollary 23 and its proof, lines 1075-1118."""
+    """fedada2.txt Corollary 23 and its proof, lines 1075-1118. Corollary 7 (line 166) and Corollary 23's statement (line 1079)."""
     grid = [Fraction(k, 20) for k in range(-40, 41)]
     checked = 0
     for case, region in (("small", lambda p1, p2: p2 <= Fraction(-1, 2) and -1 < p1 + p2 < 0),
@@ -1002,7 +1002,7 @@ def _cor23_strict(p2_edge=sp.Rational(-1, 4), p1_edge=sp.Rational(12, 25)):
     """fedada2.txt proof of Corollary 23, case T eta_l^2 > Omega(1) (lines 1100-1118: '-1/2 < p2 <= -1/4'; example
     'eta_l = Theta(T^(-49/100)), Omega(T^(-1/2)) < eta < O(T^(12/25))'); ``p2_edge``, ``p1_edge``: the largest exponents
     tested.  The p2 edge is tested at p1 = -1/3 (inside every other printed condition); the p1 edge at the example's
-    p2 = -49/100, where the printed p1 + 2p2 < -1/2 already excludes p1 = 12/25 (the example's '<' is strict)."""
+    p2 = -49/100, where the printed p1 + 2p2 < -1/2 already excludes p1 = 12/25 (the example's '<' is strict). Statements: Corollary 7 (line 166), Corollary 23 (line 1079)."""
     o = thm20_orders(case="large")
     e3 = _exponent(o["Psi3"] / o["Psi6"], sp.Rational(-1, 3), p2_edge)
     e2 = _exponent(o["Psi2"] / o["Psi6"], p1_edge, sp.Rational(-49, 100))
@@ -1022,7 +1022,7 @@ def _cor23_strict(p2_edge=sp.Rational(-1, 4), p1_edge=sp.Rational(12, 25)):
        "Cor. 8/24: with eta = Theta(1) (p1 = 0) and eta_l = Theta(T^(-1/2)) (p2 = -1/2), min_t ||grad f(x_(t-1))||^2 = O(T^(-1/2)).",
        spec=("12",), severity="rate", depends=("thm20_psi_orders", "thm20_drift_squared_lipschitz", "lemma21_series_and_c_beta", "log_telescoping_lemma"))
 def _cor24():
-    """fedada2.txt Corollary 24 and proof, lines 1120-1140."""
+    """fedada2.txt Corollary 24 and proof, lines 1120-1140. Statements: Corollary 8 (line 170), Corollary 24 (line 1122)."""
     o = thm20_orders(case="small")
     exps = {k: _exponent(o[k] / o["Psi6"], 0, sp.Rational(-1, 2)) for k in ("Psi1", "Psi2", "Psi3", "Psi4", "Psi5")}
     if max(exps.values()) == sp.Rational(-1, 2):
@@ -1049,7 +1049,7 @@ def _ceil():
        "sum_(r=1)^n (b1^2/b2)^(n-r) is non-decreasing in n.",
        spec=("14",), severity="constant")
 def _lemma26_28():
-    """fedada2.txt Lemma 26 (line 1213) and Lemma 28 (line 1448)."""
+    """fedada2.txt Lemma 26 (line 1213) and Lemma 28 (line 1448). Displays 1230 (Lemma 26) and 1480-1482 (Lemma 28's sums)."""
     for KK in range(1, 9):
         if sum(p for p in range(1, KK + 1)) != KK * (KK + 1) // 2:
             return refuted(f"Lemma 26 count fails at K = {KK}")
@@ -1095,7 +1095,7 @@ def _lemma28(phi0=lambda K_, b1, G, eps: K_ * G * (1 - b1**K_) / eps):
     """fedada2.txt Lemma 28 (line 1448-1452) with Algorithm 7's bias corrections (lines 1369-1375), |Xi| = 1, G = 1.
 
     Exhaustive search: K = 1..5, z = 1..3, b1 in {0, 1/2, 9/10}, b2 in {9/10, 999/1000}, eps in {1e-3, 0.1, 1},
-    gradient sequences in {1e-6, 1, -1}^K.  ``phi0`` overrides Phi_0 (the paper's is printed in the claim)."""
+    gradient sequences in {1e-6, 1, -1}^K.  ``phi0`` overrides Phi_0 (the paper's is printed in the claim). Phi_1 is display 1480-1482's final right side."""
     worst = (0.0, None)
     for K_ in range(1, 6):
         for z in (1, 2, 3):
@@ -1253,3 +1253,4 @@ def _lemma15(second=lambda el: el):
     return refuted(f"K = 2, z = 2, eta_l = 0.01, G = 1, eps = 1e-6, v0 = 0, gradients (0, G): |Delta| = {fmt(delta)} > stated "
                    f"Phi_1 = {fmt(stated)}; the proof's version (eta_l, not eta_l^2, on the second term) gives {fmt(proof)}", "exact",
                    at={"K": K_, "z": z, "eta_l": el, "G": G, "eps": eps, "v0": v0, "gradients": (0.0, G)})
+from . import fedada2_steps as _steps  # noqa: E402,F401  (the proof-step map and its checks, registered after this module)
