@@ -379,9 +379,16 @@ def _probe_values(arity: int):
     import sympy as sp
 
     grid = (sp.Rational(3, 10), sp.Rational(7, 10), sp.Integer(2), sp.Integer(3), sp.Integer(5), sp.Rational(-1, 2))
-    combos = list(itertools.product(grid, repeat=arity))
-    step = max(1, len(combos) // 40)
-    return combos[::step]
+    total = len(grid) ** arity
+    step = max(1, total // 40)
+    out = []
+    for idx in range(0, total, step):   # every step-th point of the grid^arity, decoded without enumerating it
+        digits = []
+        for _ in range(arity):
+            idx, r = divmod(idx, len(grid))
+            digits.append(grid[r])
+        out.append(tuple(reversed(digits)))
+    return out
 
 
 def _same_value(a, b) -> bool:

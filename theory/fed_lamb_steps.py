@@ -565,7 +565,7 @@ SUPP_HOLDING = (
                 (_q4(_gf(w) - _gbar_i(w)[k].mean(0), w.v_r), "<=", _q4(_gf(w)[None] - _gbar_i(w)[k], w.v_r).mean()),
                 (_q4(_gf(w)[None] - _gbar_i(w)[k], w.v_r).mean(), "<=", 2 * (_q4(_gf(w) - w.grad(w.theta_r), w.v_r)
                                                                             + _q4(w.grad(w.theta_r)[None] - _gbar_i(w)[k], w.v_r).mean())))]),
-    Rel("190", "(1/2)||grad f(theta_bar)/v^(1/4)||^2 - ||(grad_bar f - grad f(theta_bar))/v^(1/4)||^2 <= ||grad_bar f/v^(1/4)||^2 "
+    Rel("190-194", "(1/2)||grad f(theta_bar)/v^(1/4)||^2 - ||(grad_bar f - grad f(theta_bar))/v^(1/4)||^2 <= ||grad_bar f/v^(1/4)||^2 "
         "(the first line of lines 190-194)", lambda w: [_rel190(w, k, None)[0] for k in range(len(w.D))]),
 )
 
