@@ -63,6 +63,9 @@ EXPECTED = {
     "fed-ef:thm41_steps": "verified",
     "fed-ef:thm44_steps": "refuted",
     "fed-ef:prop31_32_steps": "refuted",
+    "fed-ef:remark2_unbiased_recovers_rate": "verified",
+    "fed-ef:remark3_ams_pp_same_rate": "verified",
+    "fed-ef:remark5_restart_bias_floor": "verified",
     # fedlada
     "fedlada:lemma_B7_closed_form": "verified",
     "fedlada:lemma_B8_z_identity": "verified",
