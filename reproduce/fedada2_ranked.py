@@ -258,10 +258,17 @@ def check_preamble(entry, cfg, df, setting: str, panels,
 
 
 def panel_seeds(stats: pd.DataFrame, panel: str, col: str) -> pd.Series:
-    """Per seed, ``col`` (best, median, worst_q) of ``panel`` (empty if it has no results)."""
+    """Per seed, ``col`` (best, median, worst_q) of ``panel`` (empty if it has no results).
+    A diverged run counts at accuracy 0 (a sweep's worst runs are its point), but a seed
+    whose every run of the panel diverged is no evidence: NaN there, which the verdicts count
+    as diverged (all of them diverged: ``inconclusive: diverged``, never a decision)."""
     if panel not in stats.index.get_level_values(0):
         return pd.Series(dtype=float)
-    return stats.xs(panel, level="panel")[col].astype(float)
+    sub = stats.xs(panel, level="panel")
+    values = sub[col].astype(float)
+    if {"diverged", "runs"} <= set(sub):
+        values = values.where(sub["diverged"].astype(float) < sub["runs"].astype(float))
+    return values
 
 
 def not_degraded(claim, stats, panel: Panel, reference: Panel, col: str = "best"):

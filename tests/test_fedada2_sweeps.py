@@ -108,6 +108,33 @@ def test_panel_stats_best_median_worst_quarter_and_divergence():
     assert got["worst_q"] == 0.0 and got["diverged"] == 1 and got["runs"] == 4
 
 
+def test_all_diverged_sweep_gives_no_verdict():
+    """Every run of every panel diverged (e.g. DP noise multiplier 1e40): the claim-18
+    comparisons are ``inconclusive: diverged``, never a decision from the zeros the diverged
+    runs count as."""
+    rows = []
+    for panel in ("so_fedavg", "so_fedadagrad", "so_dja", "so_joint-no-precond",
+                  "so_fedada2"):
+        for point in ("a", "b"):
+            for seed in (0, 1):
+                for metric in ("test_acc", "test_loss"):
+                    for rnd in (0, 2):
+                        rows.append({"panel": panel, "point": point, "seed": seed,
+                                     "round": rnd, "metric": metric,
+                                     "value": float("nan") if rnd else 0.1,
+                                     "diverged_at": 1.0})
+    stats = rk.panel_stats(pd.DataFrame(rows))
+    seeds = lambda m, col="worst_q": rk.panel_seeds(stats, f"so_{m}", col)  # noqa: E731
+    assert seeds("dja").isna().all()
+    c = fedada2_sweeps.CLAIMS
+    got = [vd.ordering(c["18a"], [(m, seeds(m)) for m in ("dja", "fedadagrad", "fedavg")],
+                       unit="pp", scale=100),
+           vd.above(c["18b"], seeds("dja"), seeds("joint-no-precond"), unit="pp", scale=100),
+           vd.not_below(c["18c"], seeds("joint-no-precond", "best"), seeds("dja", "best"),
+                        rk.TOLERANCE, unit="pp", scale=100)]
+    assert [v.label for v in got] == [vd.DIVERGED] * 3
+
+
 def test_no_degradation_is_paired_by_seed():
     """Claim 19's "does not significantly degrade": the paired-by-seed difference between two
     panels, shown when its interval lies above -2 points, not shown when below."""
