@@ -8,18 +8,23 @@ command, settings, seeds, code digest, commit and the figures it drew) and
 (:func:`record`).
 ``python -m reproduce ledger ENTRY ...`` (:func:`build`) files them into the ledger:
 
-``docs/ledger/verdicts.csv``
+The three tables are kept one file per entry (``docs/ledger/verdicts/ENTRY.csv``, likewise
+``values/`` and ``figures/``), so entries rerun apart (on different branches, by different
+people) never touch each other's rows; :func:`verdicts`, :func:`values` and :func:`figures`
+read them as one table each.
+
+``verdicts``
     one row per (entry, claim, scope): ``paper``, ``claim``, ``scope``, ``entry``,
     ``statement``, ``verdict`` (a label of :data:`reproduce.verdicts.LABELS`), ``definition``,
     the statistic (``estimate``, ``lo``, ``hi``, ``unit``, ``scale``), ``n_seeds``, ``seeds``,
     ``seeds_needed``, ``rule``, ``reason``, ``protocol``, ``card_ok``, ``card``, ``command``,
     ``settings`` (JSON), ``rounds``, ``code_digest``, ``commit``, ``date``, ``figures``;
-``docs/ledger/values.csv``
+``values``
     tidy, one row per number: ``entry, paper, claim, scope, kind, name, seed, value, paper_value,
     tolerance, ok, source`` with ``kind`` one of ``card`` (a regime-card item: paper value,
     measured value, tolerance), ``evidence`` (the per-seed values a verdict rests on) and
     ``final`` (every run's final value of every metric, per seed; ``name`` = ``RUN:METRIC``);
-``docs/ledger/figures.csv``
+``figures``
     every figure an entry drew for the ledger, with the sha256 of the committed file;
 ``docs/ledger/entries/ENTRY.json`` and ``docs/ledger/curves/ENTRY.csv.gz``
     the run's record (config, command, provenance) and the table it checked and drew, so
@@ -142,24 +147,33 @@ def read_record(folder: Path) -> tuple[dict, pd.DataFrame]:
 
 
 # ------------------------------------------------------------------------------ reading
-def read_csv(name: str, ledger: Path | None = None, columns=()) -> pd.DataFrame:
-    path = Path(ledger or ledger_dir()) / name
-    if not path.exists():
-        return pd.DataFrame(columns=list(columns))
-    return pd.read_csv(path, dtype=str, keep_default_na=False)
+TABLES = {"verdicts": VERDICT_COLUMNS, "values": VALUE_COLUMNS, "figures": FIGURE_COLUMNS}
+
+
+def read_table(name: str, ledger: Path | None = None) -> pd.DataFrame:
+    """Ledger table ``name`` (``verdicts``, ``values``, ``figures``): every entry's file of
+    it, as one table of strings (as committed), in a fixed order."""
+    columns = list(TABLES[name])
+    folder = Path(ledger or ledger_dir()) / name
+    parts = [pd.read_csv(p, dtype=str, keep_default_na=False)
+             for p in sorted(folder.glob("*.csv"))] if folder.is_dir() else []
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return _sorted(pd.concat(parts, ignore_index=True), columns)
 
 
 def verdicts(ledger: Path | None = None) -> pd.DataFrame:
     """The ledger's verdict rows (all strings, as committed)."""
-    return read_csv("verdicts.csv", ledger, VERDICT_COLUMNS)
+    return read_table("verdicts", ledger)
 
 
 def values(ledger: Path | None = None) -> pd.DataFrame:
-    return read_csv("values.csv", ledger, VALUE_COLUMNS)
+    return read_table("values", ledger)
 
 
 def figures(ledger: Path | None = None) -> pd.DataFrame:
-    return read_csv("figures.csv", ledger, FIGURE_COLUMNS)
+    return read_table("figures", ledger)
 
 
 def entry_record(name: str, ledger: Path | None = None) -> dict | None:
@@ -265,24 +279,24 @@ def _write_csv(df: pd.DataFrame, path: Path) -> None:
 
 
 def ensure(ledger: Path | None = None) -> Path:
-    """The ledger folder with its three tables (header-only when empty)."""
+    """The ledger folder with its per-entry table folders."""
     ledger = Path(ledger or ledger_dir())
-    for sub in ("entries", "curves"):
+    for sub in ("entries", "curves", *TABLES):
         (ledger / sub).mkdir(parents=True, exist_ok=True)
-    for name, cols in (("verdicts.csv", VERDICT_COLUMNS), ("values.csv", VALUE_COLUMNS),
-                       ("figures.csv", FIGURE_COLUMNS)):
-        if not (ledger / name).exists():
-            _write_csv(pd.DataFrame(columns=list(cols)), ledger / name)
     return ledger
 
 
-def _replace(old: pd.DataFrame, new: list[dict], entry: str, columns) -> pd.DataFrame:
-    keep = old[old["entry"] != entry] if len(old) else old
-    frame = pd.DataFrame(new, columns=list(columns)).astype(str).replace({"nan": ""})
-    out = pd.concat([keep, frame], ignore_index=True) if len(keep) else frame
+def _sorted(df: pd.DataFrame, columns) -> pd.DataFrame:
     sort = [c for c in ("paper", "entry", "claim", "scope", "kind", "name", "seed", "figure")
-            if c in out.columns]
-    return out.sort_values(sort, kind="stable").reset_index(drop=True)[list(columns)]
+            if c in df.columns]
+    return df.sort_values(sort, kind="stable").reset_index(drop=True)[list(columns)]
+
+
+def _write_table(name: str, entry: str, rows: list[dict], ledger: Path) -> None:
+    """Entry ``entry``'s rows of table ``name``, replacing what it had."""
+    columns = TABLES[name]
+    frame = pd.DataFrame(rows, columns=list(columns)).astype(str).replace({"nan": ""})
+    _write_csv(_sorted(frame, columns), ledger / name / f"{entry}.csv")
 
 
 def file_entry(name: str, folder: Path, ledger: Path | None = None, allow_tiny: bool = False,
@@ -300,10 +314,8 @@ def file_entry(name: str, folder: Path, ledger: Path | None = None, allow_tiny: 
     entry_rec = {k: v for k, v in rec.items() if k not in ("verdicts",)}
     write_file(ledger / "entries" / f"{name}.json",
                json.dumps(entry_rec, indent=1, sort_keys=True).encode())
-    _write_csv(_replace(verdicts(ledger), _verdict_rows(rec), name, VERDICT_COLUMNS),
-               ledger / "verdicts.csv")
-    _write_csv(_replace(values(ledger), _values_rows(rec, df), name, VALUE_COLUMNS),
-               ledger / "values.csv")
+    _write_table("verdicts", name, _verdict_rows(rec), ledger)
+    _write_table("values", name, _values_rows(rec, df), ledger)
     figs = []
     for fig in rec["figures"]:
         path = ROOT / fig if not Path(fig).is_absolute() else Path(fig)
@@ -313,7 +325,7 @@ def file_entry(name: str, folder: Path, ledger: Path | None = None, allow_tiny: 
         figs.append({"entry": name, "figure": fig,
                      "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
                      "code_digest": rec["code_digest"], "commit": rec["commit"]})
-    _write_csv(_replace(figures(ledger), figs, name, FIGURE_COLUMNS), ledger / "figures.csv")
+    _write_table("figures", name, figs, ledger)
     say(f"ledger: {name}: {len(rec['verdicts'])} verdict(s), {len(figs)} figure(s) from "
         f"{_rel(folder)} (code {rec['code_digest']}, commit {rec['commit'][:12]})")
     return rec

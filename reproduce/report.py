@@ -16,7 +16,7 @@ number in them is the ledger's:
 * ``<!-- ledger-summary -->`` ... ``<!-- end ledger-summary -->``: the README's count of
   verdicts per paper;
 * ``<!-- ledger ENTRY CLAIM "SCOPE" FIELD -->VALUE<!-- /ledger -->``: one number of one ledger
-  row inline in prose (``FIELD``: a column of ``verdicts.csv``, e.g. ``estimate``, ``lo``,
+  row inline in prose (``FIELD``: a column of the ``verdicts`` table, e.g. ``estimate``, ``lo``,
   ``hi``, ``verdict``; printed as the row prints it).
 
 A claim with no ledger row says ``not yet rerun on the ledger`` (no number is invented).
