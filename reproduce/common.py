@@ -7,17 +7,21 @@ An entry module defines
 * ``Config``, a dataclass extending :class:`EntryConfig`, whose ``scale()`` applies the
   ``--full`` and ``--tiny`` presets;
 * ``runs(cfg) -> list[Run]``: every configuration to run, each over all seeds;
-* ``plot(df, cfg) -> list[Path]`` and ``check(df, cfg) -> list[str]`` (the claim, as
-  sentences saying whether it shows; diverged replicas dropped with :func:`healthy`, missing
-  runs named with :func:`missing_runs`);
+* ``plot(df, cfg) -> list[Path]`` and ``check(df, cfg) -> list`` (lines of text and one
+  :class:`reproduce.verdicts.Verdict` per claim and panel, each with its regime card; diverged
+  replicas dropped with :func:`healthy`, missing runs named with :func:`missing_runs`);
+* ``CLAIMS`` (:func:`reproduce.verdicts.claims`: the paper's claims the check decides) and
+  ``FIGURES`` (the stems it draws), read by the report (:mod:`reproduce.report`);
 * optionally ``DEVICES`` (e.g. ``("cpu",)`` for an entry that never uses a GPU: another
   ``--device`` is refused before any work) and ``Config.validate()`` (its own settings,
   checked before any work, raising :class:`EntryError`).
 
 :func:`main` parses the flags, runs what is not finished yet (each run's results are saved
 atomically, so an interrupted entry started again with the same arguments continues),
-draws the figure and prints the check. ``--plot-only`` redraws from saved results;
-``--plot-only --available`` draws the runs that have results and leaves the others out.
+prints the check, draws the figure (its footer carries the verdicts' regime cards) and saves
+the verdicts for the ledger (:mod:`reproduce.ledger`). ``--plot-only`` redraws from saved
+results; ``--plot-only --available`` draws the runs that have results and leaves the others
+out; ``--plot-only --from-ledger`` redraws from the committed ledger.
 
 A run's results are ``OUT/ENTRY/NAME_T{rounds}_{hash}.csv`` (+ ``.json``), where ``hash`` is
 the start of the run's config fingerprint (the config's :meth:`EntryConfig.run_key`, the run's
@@ -89,6 +93,7 @@ class EntryConfig:
     threads: int = 0               # torch intra-op threads on a CPU (0: torch's default)
     reuse_stale: bool = False      # reuse saved runs computed by other code (and say so)
     checkpoint_every: float = 600.0  # seconds between checkpoints of a running run (0: none)
+    from_ledger: bool = False      # with --plot-only: the committed ledger's results and config
 
     def scale(self) -> None:
         """Apply the ``--full`` / ``--tiny`` presets (entries override)."""
@@ -100,7 +105,7 @@ class EntryConfig:
     def run_key(self) -> dict:
         """The settings a saved run must match to be reused."""
         skip = {"out", "figures", "plot_only", "quiet", "device", "available", "max_batch",
-                "threads", "reuse_stale", "checkpoint_every"}
+                "threads", "reuse_stale", "checkpoint_every", "from_ledger"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
 
@@ -163,6 +168,9 @@ def parse_config(entry, argv=None):
     if cfg.tiny and args.get("figures") is None:
         # a smoke run never replaces the committed figures
         cfg.figures = str(Path(cfg.out) / "figures")
+    if cfg.from_ledger:                 # the settings the ledger's results were computed with
+        from . import ledger
+        ledger.apply_config(entry, cfg)
     validate(cfg, entry)
     return cfg
 
@@ -183,6 +191,8 @@ def validate(cfg: EntryConfig, entry=None) -> None:
         raise EntryError(f"--eval-every must be >= 1, got {cfg.eval_every}")
     if cfg.available and not cfg.plot_only:
         raise EntryError("--available only applies with --plot-only")
+    if cfg.from_ledger and not cfg.plot_only:
+        raise EntryError("--from-ledger only applies with --plot-only")
     try:
         device = torch.device(cfg.device)
     except (RuntimeError, ValueError):
@@ -298,6 +308,10 @@ def execute(entry, cfg, progress=None, say=print) -> pd.DataFrame:
     """Run every unfinished run of ``entry`` and return all results as one table; ``say``
     prints what is reused, recomputed or waited for."""
     set_threads(cfg)
+    if getattr(cfg, "from_ledger", False):
+        from . import ledger
+        check_folders(entry, cfg)
+        return ledger.load_results(entry)
     runs = entry.runs(cfg)
     check_folders(entry, cfg)
     outdir = results_dir(entry, cfg)
@@ -518,14 +532,31 @@ def cached_problem(dataset: str, data_dir: str | None = None, **kw):
     return build_image_problem(dataset, data=cached_dataset(dataset, data_dir), **kw)
 
 
+def check_and_plot(entry, cfg, df):
+    """The check first (its verdicts and regime cards, :mod:`reproduce.verdicts`), then the
+    figures, whose footers carry the scale and the regime of the verdicts
+    (:func:`reproduce.regime.footer_text`): ``(lines, figure paths)``."""
+    from .regime import footer_text
+    from .verdicts import verdicts_of
+    lines = entry.check(df, cfg)
+    note = scale_note(entry, cfg, df)
+    regime = footer_text(verdicts_of(lines))
+    with plotting.footer(note + ("\n" + regime if regime else "")):
+        paths = entry.plot(df, cfg)
+    return lines, paths
+
+
 def main(entry, argv=None) -> int:
+    from . import ledger
+    from .verdicts import text
     restore_interrupts()
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         cfg = parse_config(entry, argv)
         df = execute(entry, cfg)
-        with plotting.footer(scale_note(entry, cfg, df)):
-            paths = entry.plot(df, cfg)
-        lines = entry.check(df, cfg)
+        lines, paths = check_and_plot(entry, cfg, df)
+        if not cfg.from_ledger:
+            ledger.record(entry, cfg, argv, df, lines, paths)
     except (EntryError, DataError, ValueError) as exc:
         if os.environ.get("FEDTOOLKIT_DEBUG"):
             raise
@@ -548,6 +579,5 @@ def main(entry, argv=None) -> int:
     for p in paths:
         print(f"figure: {p}")
     print(f"results: {results_dir(entry, cfg)}")
-    for line in lines:
-        print(line)
+    print(text(lines))
     return 0

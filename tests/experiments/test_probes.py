@@ -315,6 +315,12 @@ def test_entry_tiny_writes_results_and_figures(tmp_path, capsys):
             assert (figs / f"{stem}.{ext}").stat().st_size > 0
     assert "recovered vs known constants" in printed and "NOT recovered" not in printed
     assert "fig8_full_n20" in printed and "premise" in printed
+    from verdict_util import saved
+    # the bounds evaluated with the measured constants hold, q_A^2 < 1 every round
+    assert saved(out, "probes") == {"B [quadratic, fed_ef_thm42]": "shows",
+                                    "A3 [quadratic]": "shows",
+                                    "B [fig8_full_n20, fed_ef_thm42]": "shows",
+                                    "A3 [fig8_full_n20]": "shows"}
     records = sorted((out / "probes").glob("*.json"))
     assert len(records) == 2
     (quad_record,) = [r for r in records if r.name.startswith("quadratic")]

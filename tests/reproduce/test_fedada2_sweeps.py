@@ -80,7 +80,8 @@ def test_epoch_freezing_needs_epochs():
 # ------------------------------------------------------------------------------ entries
 import pandas as pd  # noqa: E402
 
-from reproduce import common  # noqa: E402
+from reproduce import common
+from reproduce import verdicts as vd  # noqa: E402
 from reproduce import fedada2_epochs, fedada2_fig5, fedada2_fig6, fedada2_fig7  # noqa: E402
 from reproduce import fedada2_full, fedada2_ranked as rk, fedada2_sweeps  # noqa: E402
 
@@ -106,13 +107,47 @@ def test_panel_stats_best_median_worst_quarter_and_divergence():
     assert got["worst_q"] == 0.0 and got["diverged"] == 1 and got["runs"] == 4
 
 
-def test_compare_is_paired_by_seed():
-    idx = pd.MultiIndex.from_tuples([(p, s) for p in ("a", "b") for s in range(3)],
+def test_all_diverged_sweep_gives_no_verdict():
+    """Every run of every panel diverged (e.g. DP noise multiplier 1e40): the claim-18
+    comparisons are ``inconclusive: diverged``, never a decision from the zeros the diverged
+    runs count as."""
+    rows = []
+    for panel in ("so_fedavg", "so_fedadagrad", "so_dja", "so_joint-no-precond",
+                  "so_fedada2"):
+        for point in ("a", "b"):
+            for seed in (0, 1):
+                for metric in ("test_acc", "test_loss"):
+                    for rnd in (0, 2):
+                        rows.append({"panel": panel, "point": point, "seed": seed,
+                                     "round": rnd, "metric": metric,
+                                     "value": float("nan") if rnd else 0.1,
+                                     "diverged_at": 1.0})
+    stats = rk.panel_stats(pd.DataFrame(rows))
+    seeds = lambda m, col="worst_q": rk.panel_seeds(stats, f"so_{m}", col)  # noqa: E731
+    assert seeds("dja").isna().all()
+    c = fedada2_sweeps.CLAIMS
+    got = [vd.ordering(c["18a"], [(m, seeds(m)) for m in ("dja", "fedadagrad", "fedavg")],
+                       unit="pp", scale=100),
+           vd.above(c["18b"], seeds("dja"), seeds("joint-no-precond"), unit="pp", scale=100),
+           vd.not_below(c["18c"], seeds("joint-no-precond", "best"), seeds("dja", "best"),
+                        rk.TOLERANCE, unit="pp", scale=100)]
+    assert [v.label for v in got] == [vd.DIVERGED] * 3
+
+
+def test_no_degradation_is_paired_by_seed():
+    """Claim 19's "does not significantly degrade": the paired-by-seed difference between two
+    panels, shown when its interval lies above -2 points, not shown when below."""
+    idx = pd.MultiIndex.from_tuples([(p, s) for p in ("a", "b", "c") for s in range(3)],
                                     names=["panel", "seed"])
-    best = [0.5, 0.7, 0.9, 0.4, 0.6, 0.8]          # a - b = 0.1 for every seed
+    best = [0.5, 0.7, 0.9, 0.4, 0.6, 0.8, 0.3, 0.52, 0.69]   # a - b = 0.1; c - b ~ -0.1
     stats = pd.DataFrame({"best": best}, index=idx)
-    d = rk.compare(stats, "a", "b", "best")
-    assert d["mean"] == pytest.approx(0.1) and d["hi"] - d["lo"] == pytest.approx(0, abs=1e-12)
+    assert list(rk.panel_seeds(stats, "a", "best")) == [0.5, 0.7, 0.9]
+    panel = lambda k: rk.Panel(k, k, "k", "fedada2", {}, ())  # noqa: E731
+    c = vd.Claim("19a", "FedAda2", "no degradation", "every")
+    v = rk.not_degraded(c, stats, panel("a"), panel("b"))
+    assert v.label == "shows" and v.estimate == pytest.approx(0.1)
+    assert v.hi - v.lo == pytest.approx(0, abs=1e-9)
+    assert rk.not_degraded(c, stats, panel("c"), panel("b")).label == "does not show"
 
 
 def test_fig6_panels_are_the_paper_rows_and_pairs(tmp_path):
@@ -209,9 +244,13 @@ def test_entry_runs_end_to_end_and_names_its_stand_in(tmp_path, capsys, entry, e
     rc = common.main(entry, ["--tiny", "--out", str(tmp_path), "--quiet", *extra])
     text = capsys.readouterr().out
     assert rc == 0, text
-    assert "STAND-IN" in text and "claim" in text
+    assert "STAND-IN" in text
     assert list((tmp_path / "figures").glob("*.png"))
-    assert "does not show" in text or "shows" in text
+    from verdict_util import saved
+    PA = "premise absent"
+    expected = {fedada2_fig7: {"19c": PA},
+                fedada2_epochs: {"16a [1 epoch]": PA}}[entry]   # the stand-ins' cards fail
+    assert saved(tmp_path, entry.__name__.rsplit(".", 1)[1]) == expected
 
 
 def test_sweep_panels_carry_the_vit_warm_up(monkeypatch):

@@ -101,30 +101,48 @@ def _fig8_table(slope_n, slope_m, seeds=3, noise=0.02, rounds=100):
     return pd.DataFrame(rows)
 
 
+def _label(lines, claim, scope=""):
+    """The label of ``claim`` (whose scope starts with ``scope``) among a check's verdicts."""
+    found = [v for v in lines if getattr(v, "claim", None) == claim
+             and v.scope.startswith(scope)]
+    assert len(found) == 1, [str(v) for v in found]
+    return found[0].label
+
+
+AVG = "grad_norm2, mean over rounds"
+
+
 def test_fig8_check_shows_the_speedup_and_the_larger_spread_across_m():
-    lines = "\n".join(fig8.check(_fig8_table(-0.5, -1.0, noise=0.002), fig8.Config()))
-    assert "slope in n -0.50" in lines and "shows a speedup in n" in lines
-    assert "slope in m -1.00" in lines and "shows a speedup in m" in lines
-    assert "shows the larger spread across m" in lines
-    assert "theory -0.5 (inside the interval)" in lines
-    assert "does NOT show the linear speedup" not in lines
+    lines = fig8.check(_fig8_table(-0.5, -1.0, noise=0.002), fig8.Config())
+    assert _label(lines, "E10a", AVG) == "shows"            # slope -0.50, theory -0.5
+    assert _label(lines, "E10b", AVG) == "shows"            # slope -1.00, theory -1
+    assert _label(lines, "E10c", AVG) == "shows"            # m spreads further than n
+    assert _label(lines, "E10a", "train_loss") == "shows"   # a speedup in the train loss
 
 
 def test_fig8_check_says_a_sublinear_speedup_is_not_the_linear_one():
     lines = fig8.check(_fig8_table(-0.5, -0.6, noise=0.002), fig8.Config())
-    m_line = next(line for line in lines if "slope in m -0.60" in line)
-    assert "shows a speedup in m" in m_line
-    assert "does NOT show the linear speedup (slower than the theory)" in m_line
+    assert _label(lines, "E10b", AVG) == "does not show"    # -0.60, outside -1 +- 0.15
+    assert _label(lines, "E10b", "train_loss") == "shows"   # still a speedup
 
 
 def test_fig8_check_says_does_not_show_when_the_curves_do_not_separate():
-    lines = "\n".join(fig8.check(_fig8_table(0.0, -0.5), fig8.Config()))
-    assert "does NOT show a speedup in n" in lines
-    assert "shows a speedup in m" in lines
+    lines = fig8.check(_fig8_table(0.0, -0.5), fig8.Config())
+    assert _label(lines, "E10a", AVG) == "does not show"
+    # flat: a slope on the boundary 0 decides nothing at any number of seeds
+    assert _label(lines, "E10a", "train_loss") == "inconclusive: underpowered"
     # m spreads further than n here, so the comparison itself is shown
-    assert "shows the larger spread across m" in lines
-    lines = "\n".join(fig8.check(_fig8_table(-0.5, -0.5), fig8.Config()))
-    assert "does NOT show the larger spread across m" in lines
+    assert _label(lines, "E10c", AVG) == "shows"
+    lines = fig8.check(_fig8_table(-0.5, -0.5), fig8.Config())
+    assert _label(lines, "E10c", AVG) == "inconclusive: underpowered"
+
+
+def test_fig8_all_evidence_diverged_is_inconclusive_diverged():
+    df = _fig8_table(-0.5, -1.0)
+    df["diverged_at"] = 20.0
+    lines = fig8.check(df, fig8.Config())
+    assert _label(lines, "E10a", AVG) == "inconclusive: diverged"
+    assert _label(lines, "E10c", AVG) == "inconclusive: diverged"
 
 
 def test_fig8_eval_every_zero_is_refused_before_any_work(tmp_path, capsys):
@@ -135,17 +153,20 @@ def test_fig8_eval_every_zero_is_refused_before_any_work(tmp_path, capsys):
 
 
 def test_fig8_diverged_runs_are_reported_instead_of_a_verdict(tmp_path, capsys):
+    from verdict_util import saved
     assert _run("fig8", tmp_path, "--eta-l", "1000", "--rounds", "10") == 0
     out = capsys.readouterr().out
-    assert "DIVERGED" in out and "no verdict" in out
-    assert "shows" not in out
+    assert "DIVERGED" in out
+    # every replica diverged; the tiny run's card fails first (10 of 100 rounds)
+    assert set(saved(tmp_path / "results", "fig8").values()) == {"premise absent"}
 
 
 def test_fig8_partial_results_name_the_missing_runs(tmp_path, capsys):
     out = _plot_without("fig8", tmp_path, capsys, "partial_")
     assert "missing results for 2 run(s): partial_m5, partial_m20" in out
-    assert "partial: no results" in out or "partial participation" not in out
-    assert "runs missing: no verdict on the larger spread" in out
+    assert "E10b (grad_norm2, mean over rounds 1..T): slope in m -> inconclusive: missing" in out
+    assert "E10c (grad_norm2, mean over rounds 1..T): larger spread across m -> " \
+           "inconclusive: missing (runs missing)" in out
 
 
 # ------------------------------------------------------------------ Figure 1
@@ -165,21 +186,23 @@ def _fig1_table(fp_end, sign_end, sign_rise, seeds=3, rounds=100):
 
 
 def test_fig1_check_calls_a_large_stalled_gap_the_papers_collapse():
-    lines = "\n".join(fig1.check(_fig1_table(0.80, 0.30, 0.0), fig1.Config()))
-    assert "points below full precision" in lines and "stalled" in lines
-    assert "-> shows the paper's" in lines
+    lines = fig1.check(_fig1_table(0.80, 0.30, 0.0, seeds=8), fig1.Config())
+    assert _label(lines, "E1") == "shows"
+    assert [p.label for p in lines[-1].parts] == ["shows", "shows"]
 
 
 def test_fig1_check_calls_a_small_gap_with_sign_still_rising_a_slowdown():
-    lines = "\n".join(fig1.check(_fig1_table(0.80, 0.75, 0.02), fig1.Config()))
-    assert "still rising" in lines
-    assert "does NOT show the paper's" in lines and "slowdown of" in lines
+    lines = fig1.check(_fig1_table(0.80, 0.75, 0.02), fig1.Config())
+    assert _label(lines, "E1") == "does not show"
+    gap, stalled = lines[-1].parts
+    assert gap.label == "does not show" and 4 < gap.estimate * 100 < 6    # 5 points, not 20
 
 
 def test_fig1_without_direct_sign_gives_no_verdict():
     df = _fig1_table(0.8, 0.3, 0.0)
-    lines = "\n".join(fig1.check(df[df.method == fig1.FP], fig1.Config()))
-    assert "missing results for 2 run(s)" in lines and "no verdict" in lines
+    lines = fig1.check(df[df.method == fig1.FP], fig1.Config())
+    assert any("missing results for 2 run(s)" in str(x) for x in lines)
+    assert _label(lines, "E1") == "inconclusive: missing"
 
 
 # ------------------------------------------------------------------ Figure 9
@@ -197,19 +220,22 @@ def _fig9_table(log_ratios, rounds=100, start=50):
 
 def test_fig9_paired_comparison_resolves_or_says_not_resolved():
     cfg = fig9.Config(models="logreg", ms="20")
-    shows = "\n".join(fig9.check(_fig9_table([-0.2, -0.25, -0.15, -0.2]), cfg))
-    assert "shows the improvement" in shows and "-0.200 [" in shows
-    mixed = "\n".join(fig9.check(_fig9_table([-0.3, 0.2, -0.1, 0.15]), cfg))
-    assert "not resolved with 4 seeds" in mixed
-    worse = "\n".join(fig9.check(_fig9_table([0.2, 0.25, 0.15, 0.2]), cfg))
-    assert "restarting is worse" in worse
+    shows = fig9.check(_fig9_table([-0.2, -0.25, -0.15, -0.2]), cfg)
+    assert _label(shows, "E11") == "shows" and shows[-1].estimate == pytest.approx(-0.2)
+    mixed = fig9.check(_fig9_table([-0.3, 0.2, -0.1, 0.15]), cfg)
+    assert _label(mixed, "E11") == "inconclusive: underpowered"
+    assert "seeds would decide it" in mixed[-1].reason
+    worse = fig9.check(_fig9_table([0.2, 0.25, 0.15, 0.2]), cfg)
+    assert _label(worse, "E11") == "does not show"
 
 
 def test_fig9_rounds_before_restarting_gives_no_verdict(tmp_path, capsys):
     """As ``fig9 --rounds 40`` with restarting from round 50: the check does not crash."""
+    from verdict_util import saved
     assert _run("fig9", tmp_path, "--rounds", "3") == 0      # tiny: restarting from round 4
     out = capsys.readouterr().out
-    assert "ends before restarting starts" in out and "shows" not in out
+    assert "ends before restarting starts" in out
+    assert saved(tmp_path / "results", "fig9") == {"E11": "inconclusive: missing"}
 
 
 def test_fig9_only_standard_runs_available_gives_no_verdict(tmp_path, capsys):
@@ -220,7 +246,8 @@ def test_fig9_only_standard_runs_available_gives_no_verdict(tmp_path, capsys):
     assert _run("fig9", tmp_path, "--seeds", "2", "--plot-only", "--available") == 0
     out = capsys.readouterr().out
     assert "missing results for 1 run(s): logreg_m10_restart" in out
-    assert "no pair of standard and restarting results" in out
+    from verdict_util import saved
+    assert saved(tmp_path / "results", "fig9") == {"E11 [logreg, m=10]": "premise absent"}
 
 
 # ------------------------------------------------------------------ diverged replicas
@@ -252,14 +279,17 @@ def test_well_below_one_threshold_fails_a_round_above_it(tmp_path):
         return pd.DataFrame(rows)
 
     assert qa.WELL_BELOW == 0.5
-    good = "\n".join(qa_sim.check(table(0.45), cfg))
-    assert "in every round: shows Fig. 19's claim" in good
-    bad = "\n".join(qa_sim.check(table(0.9), cfg))
-    assert "does NOT show Fig. 19's claim for topk-0.1 on the quadratic (max 0.90)" in bad
-    assert "above 0.5 in 1 rounds from round 70" in bad
+    good = qa_sim.check(table(0.45), cfg)[-1]
+    assert good.claim == "E13x" and [p.label for p in good.parts] == ["shows", "shows"]
+    bad = qa_sim.check(table(0.9), cfg)[-1]
+    assert [p.label for p in bad.parts] == ["shows", "does not show"]
+    assert bad.parts[1].estimate == pytest.approx(0.9)
+    # 10 clients a round where the paper averages about 100: the claim is not tested
+    assert good.label == bad.label == "premise absent"
 
 
 def test_qa_sim_with_only_training_results_draws_and_names_the_missing(tmp_path, capsys):
     out = _plot_without("qa_sim", tmp_path, capsys, "sim_")
     assert "missing results for 2 run(s): sim_gaussian_disjoint, sim_laplace_disjoint" in out
-    assert "Fig. 18" not in out and "Fig. 19's claim" in out
+    assert "E12: q_A^2 < 1 in every cell -> inconclusive: missing" in out
+    assert "E13x: q_A^2 well below 1 during training -> premise absent" in out

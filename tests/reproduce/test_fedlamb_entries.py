@@ -2,13 +2,14 @@
 and the pieces their checks rest on: Table 1's grids, the selection rule, the verdicts."""
 from __future__ import annotations
 
-import re
+import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from reproduce import common, fedlamb_cifar, fedlamb_fig12, fedlamb_supp1
+from reproduce import common
+from reproduce import verdicts as vd, fedlamb_cifar, fedlamb_fig12, fedlamb_supp1
 from reproduce import fedlamb_common as fl
 from conftest import write_cifar10
 
@@ -133,25 +134,37 @@ def _df(rows):
 
 
 def test_selection_rule_and_verdicts():
-    """The sweep API's ``fed-lamb`` rule per sweep: best mean final accuracy among points
-    with no diverged seed; the verdicts state numbers and say "does not show"."""
+    """The ``fed-lamb`` rule per sweep (:func:`reproduce.protocols.select`): best mean final
+    accuracy among points with no diverged seed; the E1-style comparison decided per pair
+    (final accuracy not below by half a point, accuracy across rounds above), paired by seed."""
     df = _df([("a1", "fed-lamb", 0, [0.5, 0.8], None), ("a1", "fed-lamb", 1, [0.5, 0.9], None),
+              ("a1", "fed-lamb", 2, [0.5, 0.85], None),
               ("a2", "fed-lamb", 0, [0.6, 0.95], None), ("a2", "fed-lamb", 1, [0.6, 0.3], None),
+              ("a2", "fed-lamb", 2, [0.6, 0.3], None),
               ("a3", "fed-lamb", 0, [0.9, 0.99], None), ("a3", "fed-lamb", 1, [0.9, 0.1], 2),
-              ("b1", "fed-ams", 0, [0.4, 0.7], None), ("b1", "fed-ams", 1, [0.4, 0.75], None)])
+              ("a3", "fed-lamb", 2, [0.9, 0.99], None),
+              ("b1", "fed-ams", 0, [0.4, 0.7], None), ("b1", "fed-ams", 1, [0.4, 0.75], None),
+              ("b1", "fed-ams", 2, [0.4, 0.72], None)])
     chosen = fl.select_best(df, rounds=2)
     lamb = chosen[chosen.method == "fed-lamb"].iloc[0]
-    assert lamb["point"] == "a1" and lamb["mean"] == pytest.approx(0.85)   # 0.85 > 0.625
+    assert lamb["point"] == "a1" and lamb["mean"] == pytest.approx(0.85)   # 0.85 > 0.617
     assert (lamb["lo"], lamb["hi"]) == (0.8, 0.9) and lamb["auc"] == pytest.approx(0.675)
     assert lamb["points"] == 3 and lamb["diverged_points"] == 1
-    lines = fl.compare(chosen, "s", ["fed-lamb"], ["fed-ams"], "claim")
-    assert lines[-1].startswith("  -> claim: shows") and "85.00%" in lines[0]
-    lines = fl.compare(chosen, "s", ["fed-ams"], ["fed-lamb"], "claim")
-    assert lines[-1].startswith("  -> claim: does not show")
-    lines = fl.compare(chosen, "s", ["fed-lamb"], ["mime"], "claim")
-    assert "no verdict" in lines[-1]
+    claim = vd.Claim("E1", "Fed-LAMB", "above", "every")
+    v = fl.compare(chosen, df, "s", ["fed-lamb"], ["fed-ams"], claim)
+    assert v.label == "shows" and [p.label for p in v.parts] == ["shows", "shows"]
+    assert v.parts[0].estimate == pytest.approx(np.mean([0.1, 0.15, 0.13]))
+    assert fl.compare(chosen, df, "s", ["fed-ams"], ["fed-lamb"], claim).label == "does not show"
+    assert fl.compare(chosen, df, "s", ["fed-lamb"], ["mime"], claim).label \
+        == "inconclusive: missing"
     short = fl.select_best(df, rounds=3)             # curves that stop early give no verdict
     assert short["point"].isna().all()
+
+
+def _claims(out, entry):
+    """``[(claim, label)]`` of a saved run, sorted (the panels' scopes left out)."""
+    from verdict_util import saved
+    return sorted((k.split(" [")[0], v) for k, v in saved(out, entry).items())
 
 
 def _lines(capsys):
@@ -166,18 +179,19 @@ def test_fig12_tiny(tmp_path, capsys):
     assert (tmp_path / "f" / "fedlamb_fig12.png").exists()
     assert not any(l.startswith("missing") for l in out)     # sweeps are found by their name
     assert any("embedded 4,000-image subset" in l and "NOT full MNIST" in l for l in out)
-    verdicts = [l for l in out if l.startswith("  -> E1:")]
-    assert len(verdicts) == 1
-    assert re.match(r"  -> E1: (shows|does not show) \(at the end (yes|no), across", verdicts[0])
-    assert any("[seeds " in l for l in out) and any(l.startswith("cost:") for l in out)
-    assert sum("selected" in l for l in out) == 5                 # 3 methods + printed pair
+    PA = "premise absent"
+    # E1 in both readings: 13 local steps an epoch on the subset (paper 38), 5 clients a
+    # round, 2 of 100 rounds; T5 holds on a real run of both readings of Fed-LAMB
+    assert _claims(tmp_path / "r", "fedlamb_fig12") == [("E1", PA), ("E1", PA),
+                                                         ("T5", "shows"), ("T5", "shows")]
+    assert any("local steps/epoch 13 (paper 38" in l for l in out)
+    assert any(l.startswith("cost:") for l in out)
+    assert sum(l.startswith("  selected ") for l in out) == 5     # 3 methods + printed pair
     assert any("ranked (eta_l/lam: final acc %)" in l for l in out)   # the sub-grid competed
-    t5 = [l for l in out if l.startswith("T5 consensus")]
-    assert len(t5) == 2                                            # both readings of Fed-LAMB
-    for line in t5:                                                # T5 on a real run
-        ratio = float(re.search(r"\(alpha T phi_M\) = ([0-9.]+)", line).group(1))
-        err = float(re.search(r"replay error ([0-9.e+-]+):", line).group(1))
-        assert 0.5 < ratio <= 1 and err < 1e-8 and line.endswith("holds")
+    rec = json.loads((tmp_path / "r" / "fedlamb_fig12" / "ledger" / "verdicts.json").read_text())
+    for v in (v for v in rec["verdicts"] if v["claim"] == "T5"):   # T5 on a real run
+        ratio, err = (p["estimate"] for p in json.loads(v["parts"]))
+        assert 0.5 < ratio <= 1 and err < 1e-8
     # resumable: the same command finds every run saved
     cfg = common.parse_config(fedlamb_fig12, argv + ["--plot-only"])
     df = common.execute(fedlamb_fig12, cfg)
@@ -192,9 +206,11 @@ def test_supp1_tiny(tmp_path, capsys):
     assert common.main(fedlamb_supp1, argv) == 0
     out = _lines(capsys)
     assert (tmp_path / "f" / "fedlamb_supp1.png").exists()
-    assert sum(l.startswith("  -> E4:") for l in out) == 1
-    assert sum(l.startswith("  -> E5") for l in out) == 2
-    assert sum("selected" in l for l in out) == 6
+    PA = "premise absent"
+    # n = 20 of the paper's 200 clients a round, 2 of 100 rounds
+    assert _claims(tmp_path / "r", "fedlamb_supp1") == [("E4", PA), ("E5", PA), ("T5", "shows")]
+    assert any("clients/round 20 (paper 200" in l for l in out)
+    assert sum(l.startswith("  selected ") for l in out) == 6
 
 
 def test_cifar_tiny_on_fixture_files(tmp_path, capsys):
@@ -204,7 +220,8 @@ def test_cifar_tiny_on_fixture_files(tmp_path, capsys):
     assert common.main(fedlamb_cifar, argv) == 0
     out = _lines(capsys)
     assert (tmp_path / "f" / "fedlamb_cifar.png").exists()
-    assert sum(l.startswith("  -> E2:") for l in out) == 2       # CNN and ResNet-9
+    PA = "premise absent"
+    assert _claims(tmp_path / "r", "fedlamb_cifar") == [("E2", PA), ("E2", PA)]  # CNN, ResNet-9
 
 
 BAD_INPUTS = [  # (entry, arguments, the one-line error's text)

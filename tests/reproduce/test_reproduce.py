@@ -49,11 +49,21 @@ def _check_outputs(results, figs, stem):
             assert record["problem"]["local_sgd_path"] in ("gram", "direct")
 
 
-@pytest.mark.parametrize("name,stem", [("fig8", "fedef_fig8"), ("fig9", "fedef_fig9")])
-def test_tiny_entry_writes_figures_results_and_provenance(name, stem, tmp_path):
+@pytest.mark.parametrize("name,stem,labels", [
+    # 4 (fig8) and 8 (fig9) rounds of the paper's 100, on the 4,000-image subset (1-4 local
+    # steps an epoch instead of 10): every claim's regime card fails
+    ("fig8", "fedef_fig8", {f"{c} [{m}]": "premise absent" for c in ("E10a", "E10b", "E10c")
+                            for m in ("grad_norm2, mean over rounds 1..T",
+                                      "grad_norm2, late level (rounds >= 0.6 T)",
+                                      "train_loss, mean over rounds 1..T")}),
+    ("fig9", "fedef_fig9", {"E11 [logreg, m=10]": "premise absent"}),
+])
+def test_tiny_entry_writes_figures_results_and_provenance(name, stem, labels, tmp_path):
+    from verdict_util import saved
     rc, results, figs = _run(name, tmp_path)
     assert rc == 0
     _check_outputs(results, figs, stem)
+    assert saved(results.parent, name) == labels
 
 
 def test_fig1_full_precision_beats_direct_sign(tmp_path):
@@ -66,6 +76,8 @@ def test_fig1_full_precision_beats_direct_sign(tmp_path):
     last = df[(df.metric == "train_loss") & (df["round"] == df["round"].max())]
     loss = last.groupby("method")["value"].mean()
     assert loss["full precision"] < loss["Sign, no EF (Alg. 1)"]
+    from verdict_util import saved
+    assert saved(results.parent, "fig1") == {"E1": "premise absent"}   # 5 of 100 rounds
 
 
 def test_interrupted_entry_resumes_only_unfinished_runs(tmp_path):

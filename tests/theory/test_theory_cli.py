@@ -27,7 +27,9 @@ def test_table_format_has_columns_and_counts(capsys):
     out = _run(capsys)
     lines = out.splitlines()
     assert lines[0].split()[:6] == ["paper", "check", "kind", "label", "verdict", "evidence"]
-    assert lines[-1].startswith(f"{len(run_all())} checks: ")
+    rows = run_all()
+    n_paper = sum(1 for c, _ in rows if c.kind == "paper")
+    assert lines[-1].startswith(f"{n_paper} claims of the papers checked: ") and lines[-1].endswith(f"({len(rows)} checks in all)")
     for paper in PAPERS:
         assert any(line.startswith(paper + " ") for line in lines)
     assert all("\n" not in line for line in lines)
@@ -97,7 +99,7 @@ def test_unknown_paper_is_rejected(capsys):
 def test_cli_subprocess_exit_code():
     res = subprocess.run([sys.executable, "-m", "theory", "--paper", "fed-lamb"], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    assert "checks:" in res.stdout.splitlines()[-1]
+    assert "checks in all" in res.stdout.splitlines()[-1]
 
 
 def test_committed_report_is_fresh():
@@ -116,3 +118,35 @@ def test_readme_summary_is_fresh():
 def test_report_is_deterministic():
     rows = run_all()
     assert render_markdown(rows) == render_markdown(rows)
+
+
+def test_headline_counts_paper_claims_apart_from_supporting_kinds(capsys):
+    """The headline tallies only the papers' own claims; textbook premises, derived results and spec readings are counted
+    apart, each kind with its number of checks."""
+    from theory.core import SUPPORTING_KINDS
+    from theory.report import headline
+
+    rows = run_all()
+    line = headline(rows)
+    paper_rows = [r for r in rows if r[0].kind == "paper"]
+    assert line.startswith(f"{len(paper_rows)} claims of the papers checked: ")
+    for kind in SUPPORTING_KINDS:
+        n = sum(1 for c, _ in rows if c.kind == kind)
+        assert n > 0 and f"{n} " in line.split("tallied apart: ")[1]
+    assert sum(1 for c, _ in rows if c.kind in SUPPORTING_KINDS) + len(paper_rows) == len(rows)
+
+
+def test_coverage_flag(capsys):
+    """python -m theory --coverage prints per result and per paper the fraction of displayed steps checked."""
+    from theory.steps import GOAL, coverage, paper_coverage
+
+    out = _run(capsys, "--coverage")
+    per = paper_coverage(coverage())
+    for paper in PAPERS:
+        a, b = per[paper]
+        assert f"{paper}" in out and f"{a}/{b} displayed steps checked" in out
+        assert a / b >= GOAL
+    data = json.loads(_run(capsys, "--coverage", "--format", "json"))
+    assert {r["paper"] for r in data["results"]} == set(PAPERS)
+    md = _run(capsys, "--coverage", "--format", "markdown")
+    assert "| paper | displayed steps | checked | fraction |" in md
