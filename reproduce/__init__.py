@@ -9,7 +9,7 @@ protocols from :mod:`reproduce.protocols`). ``python -m reproduce ledger ENTRY``
 entry's saved run into the results ledger (:mod:`reproduce.ledger`), ``python -m reproduce
 report`` writes the report and the docs' claims tables from it (:mod:`reproduce.report`).
 """
-from sims.interrupts import quiet_while_starting as _quiet_while_starting
+from sims.core.interrupts import quiet_while_starting as _quiet_while_starting
 
 _quiet_while_starting()
 

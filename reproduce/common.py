@@ -33,8 +33,8 @@ Shared flags that do not change results: ``--max-batch`` (the engine's client ch
 ``--plot-only``, ``--quiet``, ``--reuse-stale``, ``--checkpoint-every``, the output folders,
 the device.
 
-Reuse is code-aware (:mod:`sims.runstore`): a saved run is reused only when the code that
-computed it (:func:`sims.identity.code_digest`) is this checkout's, and every reuse is printed
+Reuse is code-aware (:mod:`sims.store.runstore`): a saved run is reused only when the code that
+computed it (:func:`sims.store.identity.code_digest`) is this checkout's, and every reuse is printed
 ("reused N saved runs (from commit X, DATE)"); results of other code are recomputed unless
 ``--reuse-stale``. Each run is computed under a per-run lock (a second process on the same
 ``--out`` waits, then reuses), engine runs checkpoint every ``--checkpoint-every`` seconds
@@ -62,13 +62,13 @@ from typing import Callable
 import pandas as pd
 import torch
 
-from sims import engine
-from sims.interrupts import restore as restore_interrupts
-from sims.checkpoint import interrupted_message, write_failed_message
+from sims.core import engine
+from sims.core.interrupts import restore as restore_interrupts
+from sims.store.checkpoint import interrupted_message, write_failed_message
 from sims.data import DataError
-from sims.data.digest import record_of as data_record
-from sims.results import provenance, tidy
-from sims.runstore import FolderError, RunStore, check_folder
+from sims.store.digest import record_of as data_record
+from sims.store.results import provenance, tidy
+from sims.store.runstore import FolderError, RunStore, check_folder
 
 from . import plotting
 
@@ -238,7 +238,7 @@ def results_dir(entry, cfg) -> Path:
 
 
 def _fingerprint(cfg, run: Run) -> str:
-    """The run's config fingerprint (settings only; :mod:`sims.runstore` joins the code)."""
+    """The run's config fingerprint (settings only; :mod:`sims.store.runstore` joins the code)."""
     blob = json.dumps({"cfg": cfg.run_key(), "run": run.name, "params": run.params,
                        "rounds": run.rounds, "extra": run.extra}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -357,7 +357,7 @@ def preflight(runs) -> None:
     participation) and check the participation against the problem's population, so that
     a setting that cannot run fails in one line before any run is computed (not after the
     runs before it)."""
-    from sims.participation import ParticipationError
+    from sims.core.participation import ParticipationError
     for run in runs:
         if run.build is None:
             continue

@@ -30,7 +30,7 @@ What each keeps and loses is written in those modules; :func:`data_note` names e
 in the figures' footers and the printed summaries.
 
 **Hyperparameters**: each method at its setting's best point of Tables 3-6
-(:mod:`sims.algorithms.fedada2_tables`), tuned by the paper on the real tasks; the stand-ins
+(:mod:`reproduce.fedada2_tables`), tuned by the paper on the real tasks; the stand-ins
 use the same values (not re-tuned: a stand-in's ranking can differ for that reason too).
 
 **Statistics**: :func:`mean_ci` is the two-sided Student-t interval of the seed mean (the
@@ -46,8 +46,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from sims.algorithms import fedada2_tables as tables
-from sims.participation import Participation
+from reproduce import fedada2_tables as tables
+from sims.core.participation import Participation
 
 from . import common
 

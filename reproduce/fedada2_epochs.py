@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import numpy as np
 
-from sims.algorithms import fedada2_tables as tables
+from reproduce import fedada2_tables as tables
 
 from . import common, plotting
 from . import fedada2_common as fc

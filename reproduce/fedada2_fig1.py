@@ -13,7 +13,7 @@ engine's ``bits_up + bits_down``) divided by FedAvg's bits per round, so FedAvg'
 round count and direct joint adaptivity's is 1.5x its rounds (spec 1.14).
 **Table 2**: per method, communication per participant and round measured twice, from the
 runs' bit counts and from the algorithm's own broadcast and messages
-(:func:`sims.algorithms.footprint.measure_footprint`), and client memory measured as the
+(:func:`sims.experiments.footprint.measure_footprint`), and client memory measured as the
 model plus the optimizer state the client carries between local steps, beside the paper's
 Table 2 (AdaGrad instantiation, in units of ``d``).
 
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sims.algorithms.footprint import measure_footprint
+from sims.experiments.footprint import measure_footprint
 from sims.privacy import dp_epsilon
 
 from . import common, plotting

@@ -35,7 +35,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from sims.algorithms import fedada2_tables as tables
+from reproduce import fedada2_tables as tables
 from sims.data import DataError
 
 from . import common, plotting
@@ -95,7 +95,7 @@ def _build(data_dir, standin, weights, device, batch_size, epochs, eval_train, i
             if standin == "no":
                 raise
             reason = str(exc)
-    from sims.backbones.vit import VisionTransformer
+    from sims.problems.backbones.vit import VisionTransformer
     from sims.data import load_dataset
     from sims.data.natural import natural_like
     from sims.problems.finetune import STANDIN
@@ -111,7 +111,7 @@ def _build(data_dir, standin, weights, device, batch_size, epochs, eval_train, i
 
 
 def _real(data_dir, weights, image_size, kw):
-    from sims.backbones.weights import load_vit_backbone
+    from sims.problems.backbones.weights import load_vit_backbone
     from sims.data.base import Dataset
     from sims.data.gld import load_gld23k
     from sims.problems.finetune import full_finetune_problem

@@ -15,7 +15,7 @@ tau`` (the paper's ``eta_l, eta_s, tau_l, tau_s``) and, under DP, of the clip ``
   hyperparameter of the algorithm but of :class:`sims.privacy.Private` around it), so each
   point is one entry run of its own (saved and resumed by :mod:`reproduce.common`).
 
-Every run of a panel is the point's curve (mean over seeds) in :func:`sims.sweep.plots.
+Every run of a panel is the point's curve (mean over seeds) in :func:`sims.experiments.sweep.plots.
 ranked_figure`. Statistics (:func:`panel_stats`), per panel and seed over the panel's runs:
 the best run's final test accuracy, the median, and the worst quartile's mean (the runs whose
 final accuracy is among the lowest quarter; a diverged run counts as accuracy 0), and the
@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sims.sweep import Grid
-from sims.sweep.grid import Axis
-from sims.sweep.plots import ranked_figure
+from sims.experiments.sweep import Grid
+from sims.experiments.sweep.grid import Axis
+from sims.experiments.sweep.plots import ranked_figure
 
 from . import common
 from . import fedada2_common as fc

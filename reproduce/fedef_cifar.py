@@ -9,7 +9,7 @@ compressor family against rounds, and a last panel of test accuracy against upli
 with the curves chosen by the paper's rule (the highest compression that reaches full
 precision within 0.1 points, else the best).
 
-Model: :class:`sims.models.ResNet18GN` (CIFAR variant, GroupNorm with 2 groups; the paper
+Model: :class:`sims.problems.models.ResNet18GN` (CIFAR variant, GroupNorm with 2 groups; the paper
 names ResNet-18 and leaves normalisation open, spec 4.3). Training augmentation (spec 4.1):
 random 32x32 crops of the image padded by 4 black pixels and random horizontal flips, drawn
 per sample for every local minibatch as part of the engine's seeded round plan
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 
-from sims.participation import Participation
+from sims.core.participation import Participation
 
 from . import common, plotting
 from . import verdicts as vd

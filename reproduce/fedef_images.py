@@ -76,8 +76,8 @@ import numpy as np
 import pandas as pd
 
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import HeavySign, make_compressor
-from sims.participation import Participation
+from sims.rules.compress import HeavySign, make_compressor
+from sims.core.participation import Participation
 
 from . import common, plotting
 from . import verdicts as vd

@@ -9,7 +9,7 @@ over the round's participants (:meth:`sims.algorithms.fed_ef.FedEF.server_step` 
 the metric ``qA2``). The server optimizer and the participation are not stated: Fed-EF-SGD
 and ``p = 0.5`` here (spec reading). Claim (E13): "well below 1" throughout training, for
 both datasets and all three compressors; read as every round's seed-mean ``q_A^2 <= 0.5``
-(:data:`sims.synthetic.qa.WELL_BELOW`, ``q_A <= 0.71``); the check also says whether it is
+(:data:`sims.experiments.synthetic.qa.WELL_BELOW`, ``q_A <= 0.71``); the check also says whether it is
 ``< 1``, and for which compressor and dataset it fails, from which round.
 
 Data: MNIST is full MNIST from ``--data-dir``; without it the MNIST half is the
@@ -34,8 +34,8 @@ import numpy as np
 
 from sims.algorithms.fed_ef import FedEF
 from sims.data import paper_dataset
-from sims.participation import Participation
-from sims.synthetic.qa import WELL_BELOW
+from sims.core.participation import Participation
+from sims.experiments.synthetic.qa import WELL_BELOW
 
 from . import common, plotting
 from . import verdicts as vd

@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from sims.sweep import Axis, Grid
+from sims.experiments.sweep import Axis, Grid
 
 from . import common, plotting
 from . import fedlada_common as fc

@@ -32,11 +32,11 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from sims import engine
+from sims.core import engine
 from sims.algorithms.registry import make_algorithm
-from sims.participation import Participation
-from sims.probes.consistency import TrackConsistency
-from sims.results import tidy
+from sims.core.participation import Participation
+from sims.experiments.probes.consistency import TrackConsistency
+from sims.store.results import tidy
 
 from . import common, plotting
 from .plotting import plt, sns

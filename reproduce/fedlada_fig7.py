@@ -1,7 +1,7 @@
 """FedLADA Figure 7 (Table 8): smooth activations, GeLU and SMU -- test accuracy and training
 loss of FedAvg, FedAdam, LocalAdam and FedLADA.
 
-The paper: the LeNet of spec 3.1 (:class:`sims.models.LeNet`, ``activation="gelu"`` /
+The paper: the LeNet of spec 3.1 (:class:`sims.problems.models.LeNet`, ``activation="gelu"`` /
 ``"smu"``) on CIFAR-10 with Dirichlet-0.3 clients, T = 4000 rounds, each method at its best
 hyperparameters (not listed); it says SCAFFOLD and FedCM "may diverge" with smooth
 activations and leaves them out. ``--full`` runs that (LeNet, 5 local epochs, the paper's
@@ -11,7 +11,7 @@ FedLADA with the LeNet costs 20 s here (10 clients x 24 steps of batch 50, one c
 the default's 16 replicas x 100 rounds would take about 9 hours and 10 minutes buy about 2
 LeNet rounds a replica. The stand-in therefore keeps the smooth activations and the
 Dirichlet-0.3 split and swaps the model for the 784-50-10 MLP with the same activation
-(:class:`sims.models.SmoothMLP`; about 0.2 s a round), on Fashion-MNIST as Figure 2, with
+(:class:`sims.problems.models.SmoothMLP`; about 0.2 s a round), on Fashion-MNIST as Figure 2, with
 the rates of :data:`reproduce.fedlada_common.CPU_LR` (piloted on the ReLU MLP; not re-tuned).
 ``--model lenet`` runs the LeNet on the CPU anyway.
 

@@ -6,7 +6,7 @@ Setup as Figure 2 (:mod:`reproduce.fedlada_common`; the paper: CIFAR-10 Dir-0.6,
 1``, so ``x^{t+1}`` is the clients' mean end model). The figure's alpha values are not stated
 (spec 5.17): FedLADA at ``alpha in {0.05, 0.1, 0.3, 0.5}``; Table 10's grid ``{0, 0.25, ...,
 1.5}`` for SCAFFOLD-alpha (0 = FedAvg, 1 = SCAFFOLD). The consistency term is
-:class:`sims.probes.consistency.TrackConsistency`'s metric ``consistency``.
+:class:`sims.experiments.probes.consistency.TrackConsistency`'s metric ``consistency``.
 
 Claims (spec 4): E10 -- for small alpha FedLADA's test accuracy exceeds SCAFFOLD's and its
 consistency term is smaller, growing with alpha; E11 -- SCAFFOLD-alpha's accuracy peaks at

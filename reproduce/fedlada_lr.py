@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 
-from sims.sweep import Axis, Grid
+from sims.experiments.sweep import Axis, Grid
 
 from . import common, plotting
 from . import fedlada_common as fc

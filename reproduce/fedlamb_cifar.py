@@ -6,7 +6,7 @@ best Table 1 rate and Fed-LAMB at its best lambda, 3 runs) on CIFAR-10 split iid
 the CNN "with three convolutional layers followed by two fully-connected layers"
 (``cifar-cnn``: the TensorFlow tutorial net, widths not given), Figure 4 "a ResNet-9"
 (``resnet9``: Page's DAWNBench net with **GroupNorm (2 groups) in place of BatchNorm**, since
-batched clients carry no running statistics; :mod:`sims.models`). No augmentation (the
+batched clients carry no running statistics; :mod:`sims.problems.models`). No augmentation (the
 paper names none; ``--augment crop-flip`` adds Fed-EF's). Readings and selection as in
 :mod:`reproduce.fedlamb_fig12` (printed reading dashed at the MNIST CNN pilot's eps, or
 ``--printed-eps``). Claims: E2 (same ordering as E1: Fed-LAMB above Fed-AMS and Fed-SGD)

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sims.algorithms.base import RoundContext
+from sims.core.context import RoundContext
 from sims.algorithms.fed_lamb import PRINTED
 from sims.algorithms.registry import make_algorithm
-from sims.optim import layer_norms, layer_segments
-from sims.participation import Participation
-from sims.sweep import Axis, Grid
-from sims.sweep.grid import GridError, parse_axis
+from sims.rules.trust import layer_norms
+from sims.core.participation import Participation
+from sims.experiments.sweep import Axis, Grid
+from sims.experiments.sweep.grid import GridError, parse_axis
 
 from . import common, protocols
 from .sweeps import FED_LAMB_TABLE1, sweep_run
@@ -189,11 +189,10 @@ class ConsensusObserver:
         return self._replay(view, *prev)
 
     def _replay(self, view, server, cstate):
-        from sims.engine import _stack_payloads
+        from sims.core.engine import stack_payloads
         alg, problem = view.algorithm, view.problem
         layout, theta_prev = problem.layout, server["theta"]
         dev, dtype = theta_prev.device, theta_prev.dtype
-        seg = layer_segments(layout, dev)
         lr = alg.eta_l * alg.lr_decay ** (view.t - 1)
         R = theta_prev.shape[0]
         out = {k: np.full(R, math.nan) for k in ("t5_ratio", "t5_steps_ratio", "t5_replay_err")}
@@ -206,7 +205,7 @@ class ConsensusObserver:
             rep = torch.full_like(cli, r)
             b_cast = {k: v[rep] for k, v in bcast.items()}
             c_state = {k: v[rep, cli] for k, v in cstate.items()}
-            payload, mask = _stack_payloads(problem, list(view.draws[r].payloads), dev, dtype)
+            payload, mask = stack_payloads(problem, list(view.draws[r].payloads), dev, dtype)
             ctx = RoundContext(view.t - 1, layout, rep, cli, view.last_round_before[rep, cli])
             lstate = alg.local_start(b_cast, c_state, ctx)
             start = b_cast["theta"]
@@ -214,12 +213,12 @@ class ConsensusObserver:
             walked = torch.zeros(len(cli), len(layout.sizes), dtype=torch.float64, device=dev)
             for k in range(payload.shape[1]):
                 m = mask[:, k]
-                phi = layer_norms(th, layout, seg).clamp(alg.phi_min, alg.phi_max)
+                phi = layer_norms(th, layout).clamp(alg.phi_min, alg.phi_max)
                 walked += (lr * phi * m.unsqueeze(-1)).double()
                 g = problem.stoch_grad(th, cli, payload[:, k])
                 th, lstate = alg.local_step(th, g, lstate, b_cast, c_state,
                                             None if bool(m.all()) else m, ctx)
-            drift = layer_norms(th - start, layout, seg).double()
+            drift = layer_norms(th - start, layout).double()
             steps = mask.sum(1).double().unsqueeze(-1)
             out["t5_ratio"][r] = float((drift / (lr * steps * alg.phi_max)).max())
             out["t5_steps_ratio"][r] = float((drift / walked.clamp_min(1e-300)).max())
@@ -265,7 +264,7 @@ def consensus_lines(cfg, chosen, df, s: "Setting", rounds: int = 2) -> list:
     error against the run's server model."""
     import torch as _torch
 
-    from sims.engine import run
+    from sims.core.engine import run
     from sims.problems.image import build_image_problem
 
     from . import common
@@ -347,7 +346,7 @@ def parse_axes(text) -> list[tuple]:
     """``--axes``: space-separated ``[METHOD.]KEY=SPEC`` -> ``(method or None, key,
     values)``: the values a method's ``KEY`` runs, replacing what ``--grid`` gives (any values,
     Table 1's or beyond it: for pilots; a method not named: every method with ``KEY``).
-    ``KEY=SPEC`` is read by the sweep grid's :func:`sims.sweep.grid.parse_axis` (values or
+    ``KEY=SPEC`` is read by the sweep grid's :func:`sims.experiments.sweep.grid.parse_axis` (values or
     ``log:LO:HI:N``); the method is split off first, since the entry's methods include the
     printed pair, which is no registry name. The values must be numbers."""
     out = []
@@ -444,7 +443,7 @@ def grid_axes(method: str, mode: str, best: dict, sub: dict | None = None,
 
 def method_grid(method: str, mode: str, best: dict, printed_eps=(),
                 sub: dict | None = None, overrides: list | None = None) -> Grid:
-    """The :class:`sims.sweep.Grid` of one method: its registry algorithm, fixed settings
+    """The :class:`sims.experiments.sweep.Grid` of one method: its registry algorithm, fixed settings
     (the printed reading for ``*-printed``) and :func:`grid_axes` (``printed_eps``: a number
     or a sequence, the printed pair's eps axis; empty: the pilot's)."""
     base = base_method(method)
@@ -478,7 +477,7 @@ def dataset_label(name: str, data_dir) -> str:
 def select_best(df, rounds: int):
     """The paper's rule ("we take the model performance with the best alpha and lambda",
     MAIN Sec. 4; SUPP A.2 "such that the best performance is achieved"): the sweep API's
-    ``fed-lamb`` rule (:func:`sims.sweep.select`: highest final test accuracy averaged over
+    ``fed-lamb`` rule (:func:`sims.experiments.sweep.select`: highest final test accuracy averaged over
     seeds; a point any of whose seeds diverged is never selected) within each sweep, i.e. per
     (setting, method) (a point's id names its algorithm and settings, not its problem, so
     sweeps are selected one at a time).
@@ -519,7 +518,7 @@ def select_best(df, rounds: int):
 
 
 def ranking(summary) -> str:
-    """Every competing point of a sweep's :func:`sims.sweep.select` summary, best first: its
+    """Every competing point of a sweep's :func:`sims.experiments.sweep.select` summary, best first: its
     swept values and its score (final test accuracy, mean over seeds); "div" if diverged."""
     keys = [k for k in ("eta_l", "eta", "lam", "eps") if k in summary]
     parts = []

@@ -3,7 +3,7 @@
 The paper's setting (MAIN Sec. 4, spec 3.1-3.3): MNIST split non-iid over 50 clients, half of
 them (25, drawn without replacement) active each round, local batch 32, beta = (0.9, 0.999);
 the CNN of the classic example net (``mnist-cnn``) and the MLP with one hidden layer of 200
-and dropout (``mlp-dropout``, :mod:`sims.models`); each method at its best learning rate
+and dropout (``mlp-dropout``, :mod:`sims.problems.models`); each method at its best learning rate
 from SUPP Table 1, Fed-LAMB also at its best lambda in {0, 0.01, 0.1}; 3 runs; test
 accuracy against rounds; several numbers of local epochs, not named (spec 5.17). Decisions
 (spec 5, 6): the non-iid split is two single-class label shards per client

@@ -31,9 +31,9 @@ import numpy as np
 import pandas as pd
 
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import Identity, Sign
-from sims.participation import Participation, ParticipationError
-from sims.synthetic.stats import fmt_interval, seed_interval
+from sims.rules.compress import Identity, Sign
+from sims.core.participation import Participation, ParticipationError
+from sims.experiments.synthetic.stats import fmt_interval, seed_interval
 
 from . import common, fedef_mnist, plotting
 from . import verdicts as vd

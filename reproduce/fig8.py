@@ -50,10 +50,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import TopK
-from sims.participation import Participation
+from sims.rules.compress import TopK
+from sims.core.participation import Participation
 
-from sims.synthetic.stats import loglog_slope
+from sims.experiments.synthetic.stats import loglog_slope
 
 from . import common, fedef_mnist, plotting
 from . import verdicts as vd

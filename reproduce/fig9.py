@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import TopK
-from sims.participation import Participation
+from sims.rules.compress import TopK
+from sims.core.participation import Participation
 
 from . import common, fedef_mnist, plotting
 from . import verdicts as vd

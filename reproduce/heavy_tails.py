@@ -6,8 +6,8 @@ infinite variance) and ``cauchy`` with one ``Cauchy(0, 0.2)`` client among ``N(0
 local step, ``x_0 = 1``. FedAvg, client AdaGrad (Prop. 9 (ii)'s ``1/(t+2)`` and (iv)'s
 ``1/t^2`` schedules, ``eps = 0.5``), clipped SGD and server-only AdaGrad, all on the same
 noise draws, over ``--paths`` independent Monte-Carlo paths (vectorised,
-:mod:`sims.montecarlo`; reproducible from ``--seed0``). See
-:mod:`sims.synthetic.heavy_tails` for every constant.
+:mod:`sims.experiments.montecarlo`; reproducible from ``--seed0``). See
+:mod:`sims.experiments.synthetic.heavy_tails` for every constant.
 
 The claims: FedAvg's ``E|grad f(x_T)|^2`` is infinite (``t_2``; also ``E|grad f|`` for
 Cauchy), so its estimates keep growing with the number of paths, its sample maximum grows
@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from sims.synthetic import heavy_tails as ht
-from sims.synthetic import torch_threads
+from sims.experiments.synthetic import heavy_tails as ht
+from sims.experiments.synthetic import torch_threads
 
 from . import common, plotting
 from . import verdicts as vd

@@ -93,8 +93,8 @@ def record(entry, cfg, argv, df: pd.DataFrame, lines, paths) -> Path:
     """Save what an entry run checked and drew beside its results (``verdicts.json`` and
     ``checked.csv.gz`` in ``OUT/ENTRY/ledger``, written atomically; see the module
     docstring)."""
-    from sims.identity import code_identity
-    from sims.results import atomic_write_bytes
+    from sims.store.identity import code_identity
+    from sims.store.results import atomic_write_bytes
 
     from . import common
     from .verdicts import text, verdicts_of
@@ -269,7 +269,7 @@ def write_file(path: Path, data: bytes) -> None:
     """A committed file (atomically, readable by all: ``0644``)."""
     import os
 
-    from sims.results import atomic_write_bytes
+    from sims.store.results import atomic_write_bytes
     atomic_write_bytes(path, data)
     os.chmod(path, 0o644)
 

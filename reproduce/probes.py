@@ -1,6 +1,6 @@
 """Assumption probes: the theorems' constants measured on real runs, and the bounds held to them.
 
-:class:`sims.probes.Probe` rides along four runs (``docs/probes.md`` says what each constant
+:class:`sims.experiments.probes.Probe` rides along four runs (``docs/probes.md`` says what each constant
 is, how it is estimated and how well):
 
 * ``quadratic`` -- a heterogeneous quadratic with known constants (``n = 10``, ``d = 50``,
@@ -34,15 +34,15 @@ import pandas as pd
 import torch
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
-from sims import engine
+from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import TopK
-from sims.participation import Participation
-from sims.probes import (Probe, bounds_from_probe, premise_violations, setting_from_df,
+from sims.rules.compress import TopK
+from sims.core.participation import Participation
+from sims.experiments.probes import (Probe, bounds_from_probe, premise_violations, setting_from_df,
                          setting_params, summary, theory_setting, violations_records)
 from sims.problems.quadratic import heterogeneous_quadratic
-from sims.results import tidy
-from sims.synthetic import torch_threads
+from sims.store.results import tidy
+from sims.experiments.synthetic import torch_threads
 
 from . import common, plotting
 from . import verdicts as vd

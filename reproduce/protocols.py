@@ -1,4 +1,4 @@
-"""Tuning protocols as one mechanism on :mod:`sims.sweep`: how the compared methods' settings
+"""Tuning protocols as one mechanism on :mod:`sims.experiments.sweep`: how the compared methods' settings
 were chosen, run through the sweep API and recorded with every verdict that rests on them.
 
 Two protocols back every comparison the papers make (issue: "Verdicts that decide"):
@@ -21,7 +21,7 @@ seeds, selection horizon against the plotted one, picks interior) joins the clai
 card (:meth:`Protocol.card_items`): a comparison not tuned as its protocol says is not a test
 of the claim under that protocol.
 
-Selection rules: every rule of :data:`sims.sweep.RULES`, and :data:`EXTRA_RULES`:
+Selection rules: every rule of :data:`sims.experiments.sweep.RULES`, and :data:`EXTRA_RULES`:
 ``running10-acc`` (FedAda2 App. H.1 read literally: the best, over the logged points, of the
 running average of the last 10 logged test accuracies).
 """
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from sims.sweep import Axis, Grid, SweepSpec, run_sweep, summarize
-from sims.sweep.grid import GridError
+from sims.experiments.sweep import Axis, Grid, SweepSpec, run_sweep, summarize
+from sims.experiments.sweep.grid import GridError
 
 TUNED_SEEDS = 3            # the symmetric tuned protocol's least number of selection seeds
 MAX_EXTENSIONS = 4         # edge extensions per method before giving up (recorded)
@@ -109,7 +109,7 @@ def _running10_best(values: pd.Series) -> float:
     return float(pd.Series(v).rolling(w, min_periods=w).mean().max())
 
 
-#: Rules beyond :data:`sims.sweep.RULES`: name -> (metric, per-cell statistic, best, source).
+#: Rules beyond :data:`sims.experiments.sweep.RULES`: name -> (metric, per-cell statistic, best, source).
 EXTRA_RULES = {
     "running10-acc": ("test_acc", _running10_best, "max",
                       "FedAda2 App. H.1: best test accuracy over a running average of the last "
@@ -118,13 +118,13 @@ EXTRA_RULES = {
 
 
 def rule_names() -> list[str]:
-    from sims.sweep import RULES
+    from sims.experiments.sweep import RULES
     return [*RULES, *EXTRA_RULES]
 
 
 def select(table: pd.DataFrame, rule: str, by=("algorithm",), at: int | None = None,
            reference: float | None = None) -> pd.DataFrame:
-    """:func:`sims.sweep.summarize` of ``table`` by ``rule`` (any of :func:`rule_names`),
+    """:func:`sims.experiments.sweep.summarize` of ``table`` by ``rule`` (any of :func:`rule_names`),
     read at round ``at`` (the plotted horizon; default: the last round): one row per point,
     ``score``, ``rank``, ``selected`` (diverged points never selected)."""
     if at is not None:
@@ -260,7 +260,7 @@ class Tuning:
 
 @dataclass
 class Setup:
-    """The problem every method of a tuning runs on (as :class:`sims.sweep.SweepSpec`)."""
+    """The problem every method of a tuning runs on (as :class:`sims.experiments.sweep.SweepSpec`)."""
     problem: dict
     build_problem: object
     participation: str = "full"

@@ -6,7 +6,7 @@
    draws of the per-draw ``q_A^2`` against the "compression of the average" ``q_C^2``.
    ``--layout disjoint`` (default: 5 blocks of 220, every coordinate strong for one client)
    or ``partial`` (5 blocks of 100, 600 coordinates weak everywhere); see
-   :mod:`sims.synthetic.qa`.
+   :mod:`sims.experiments.synthetic.qa`.
    Figure 16 (Gaussian) and Figure 17 (Laplace) draw one draw's client vectors at each
    ``s``. The default is the paper's ``10^5`` draws per cell (``--draws``; the mean's
    standard error is printed beside it).
@@ -21,7 +21,7 @@
 
 The claims: Fig. 18, ``q_A^2 < 1`` for both compressors, both laws and every ``s`` (mean +
 2 s.e.); Fig. 19, ``q_A`` "well below 1" throughout training, read here as every round's
-``q_A^2 <= 0.5`` (:data:`sims.synthetic.qa.WELL_BELOW`: ``q_A <= 0.71``, where the
+``q_A^2 <= 0.5`` (:data:`sims.experiments.synthetic.qa.WELL_BELOW`: ``q_A <= 0.71``, where the
 theory's constant ``q^2/(1-q^2)^3`` is 4 rather than unbounded); the check says for which
 compressor and problem it fails, and from which round.
 """
@@ -36,14 +36,14 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from sims import engine
+from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import make_compressor
+from sims.rules.compress import make_compressor
 from sims.data import dataset_label, paper_dataset
-from sims.participation import Participation
+from sims.core.participation import Participation
 from sims.problems.quadratic import heterogeneous_quadratic
-from sims.results import tidy
-from sims.synthetic import qa, torch_threads
+from sims.store.results import tidy
+from sims.experiments.synthetic import qa, torch_threads
 
 from . import common, plotting
 from . import verdicts as vd

@@ -16,7 +16,7 @@ its noise terms, and the measured ``||grad f||^2`` is a noise floor that separat
 ``n`` ends at the same floor; the earlier default measured that.)
 
 Fed-EF-SGD with TopK-0.25 and the learning rates the rates prescribe
-(:func:`sims.synthetic.speedup.learning_rates`): ``eta = sqrt(K n)``, ``eta_l = 0.4 / (K
+(:func:`sims.experiments.synthetic.speedup.learning_rates`): ``eta = sqrt(K n)``, ``eta_l = 0.4 / (K
 sqrt(T))`` (full) and ``eta = sqrt(K m)``, ``eta_l = 0.4 sqrt(m) / (K sqrt(T n))`` (partial).
 Measured: the theorem's left side ``(1/T) sum_t ||grad f(theta_t)||^2`` and the late floor
 (mean over the second half of the rounds), per seed; the slope of each against ``n`` (or
@@ -38,13 +38,13 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from sims import engine
+from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import make_compressor
-from sims.participation import Participation
+from sims.rules.compress import make_compressor
+from sims.core.participation import Participation
 from sims.problems.quadratic import NoiseLaw, QuadraticProblem
-from sims.results import tidy
-from sims.synthetic import speedup, stats, torch_threads
+from sims.store.results import tidy
+from sims.experiments.synthetic import speedup, stats, torch_threads
 
 from . import common, plotting
 from . import verdicts as vd

@@ -10,7 +10,7 @@ replacement; ``m = n`` is full participation).
 
 * Staleness: the rounds since a participant's error was last updated, from
   ``RunOutput.staleness``, against Geometric(``m/n``) (mean ``n/m``; with the finite-run
-  correction of :func:`sims.synthetic.stats.staleness_pmf`).
+  correction of :func:`sims.experiments.synthetic.stats.staleness_pmf`).
 * Slowdown: rounds to bring ``||grad f||^2`` to ``--target`` times its start, Fed-EF over
   full precision at the same ``m``, normalised by the same ratio at ``m = n``, against
   Theorem 4.4's extra ``sqrt(n/m)`` factor (the fitted log-log slope in ``n/m`` beside 1/2).
@@ -35,13 +35,13 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from sims import engine
+from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import Identity, TopK
-from sims.participation import Participation
+from sims.rules.compress import Identity, TopK
+from sims.core.participation import Participation
 from sims.problems.quadratic import heterogeneous_quadratic
-from sims.results import tidy
-from sims.synthetic import stats, torch_threads
+from sims.store.results import tidy
+from sims.experiments.synthetic import stats, torch_threads
 
 from . import common, plotting
 from . import verdicts as vd

@@ -11,7 +11,7 @@ papers) needs three lines::
         summary, curves = select(df, "fed-lamb")        # the selected setting per method
 
 :func:`sweep_run` returns a :class:`reproduce.common.Run` whose ``execute`` runs the grid
-through :func:`sims.sweep.run_sweep` (every (point, seed) cell saved and resumed under
+through :func:`sims.experiments.sweep.run_sweep` (every (point, seed) cell saved and resumed under
 ``OUT/sweeps/NAME``, keyed by the code identity; in-process, or on Ray when the
 entry's config has ``executor="ray"`` / ``ray_address``) and returns the whole grid's tidy
 table, the grid values as columns and ``run`` the point's label.
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sims.sweep import Grid, SweepSpec, run_sweep, select, summarize  # noqa: F401
-from sims.sweep.tables import (FED_EF_TABLE1, FED_LAMB_TABLE1, fed_ef_table1_grid,  # noqa: F401
+from sims.experiments.sweep import Grid, SweepSpec, run_sweep, select, summarize  # noqa: F401
+from sims.experiments.sweep.tables import (FED_EF_TABLE1, FED_LAMB_TABLE1, fed_ef_table1_grid,  # noqa: F401
                                fed_lamb_table1_grid, table_grid)
 
 from .common import Run
