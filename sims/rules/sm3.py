@@ -155,12 +155,17 @@ class SM3(Transform):
         return cover_of(layout, self.precond == "full")
 
     def init(self, like, **given) -> dict:
+        """Zeros, or what is given; the full preconditioner's ``nu`` is its ``mu`` (the same
+        tensor: ``nu = cover_min(mu) = mu``)."""
         rows = Rows.of(like)
-        state = {"mu": rows.zeros(self.cover(rows.layout).size), "nu": rows.zeros()}
-        if self.adam:
+        state = dict(given)
+        if "mu" not in state:
+            state["mu"] = rows.zeros(self.cover(rows.layout).size)
+        if "nu" not in state:
+            state["nu"] = state["mu"] if self.precond == "full" else rows.zeros()
+        if self.adam and "m" not in state:
             state["m"] = rows.zeros()
-        state.update(given)
-        return state
+        return {k: state[k] for k in self.keys}
 
     def accumulate(self, cover: SM3Cover, mu, g2):
         """The new ``(mu, nu)`` after one preconditioner update with ``g^2``."""
