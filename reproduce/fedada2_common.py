@@ -307,11 +307,13 @@ def algorithm(setting: str, method: str, cfg, **override):
     user-level DP with Table 3's clip, ``sigma = cfg.noise_multiplier``, ``delta = 1/N`` and
     ``q = m/N`` (every round records ``dp_epsilon``)."""
     s = SETTINGS[setting]
-    prob = problem(setting, cfg)[0]
     kw = {**reference(setting, method, cfg), **override}
     if not s.private:
-        return weighted(tables.build(s.table, method, **kw), prob, method, cfg, False)
-    n = prob.n_clients
+        alg = tables.build(s.table, method, **kw)
+        if aggregation(setting, method, cfg) == "uniform":
+            return alg
+        return weighted(alg, problem(setting, cfg)[0], method, cfg, False)
+    n = problem(setting, cfg)[0].n_clients
     return tables.build_private(s.table, method, cfg.noise_multiplier, delta=1.0 / n,
                                 sampling_rate=participants(setting, cfg) / n, **kw)
 
