@@ -482,8 +482,11 @@ EQUAL_MARGIN = 0.01     # "about equal": within one accuracy point (FedAda2 ~ DJ
 #: Absolute test-accuracy targets of "converges faster" (rounds to the target, paired by
 #: seed): the paper gives none; fixed for the stand-ins before their runs, at a level every
 #: method's curve crosses. A real task's target must be declared here before it is judged.
-TARGETS = {("stackoverflow", "fmnist"): 0.70, ("cifar100", True): 0.78,
-           ("gld23k", True): 0.78}
+#: The text stand-in's 0.08 (top-1 precision; the initial model's is 0.03) was declared from a
+#: one-seed, 200-round screen (every method at 0.075-0.13 by round 200) before the committed
+#: 500-round runs.
+TARGETS = {("stackoverflow", "fmnist"): 0.70, ("stackoverflow", "text"): 0.08,
+           ("cifar100", True): 0.78, ("gld23k", True): 0.78}
 #: Which entry decides each claim that two entries measure.
 CLAIM_HOME = {"15": "fedada2_fig5", "16": "fedada2_epochs"}
 SOURCE = "FedAda2 spec 4.1-4.3"
