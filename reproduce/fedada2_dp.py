@@ -1,6 +1,6 @@
 """FedAda2 on DP StackOverflow in the paper's noise regime: Figure 1's StackOverflow panels
 (test accuracy and loss against rounds), Figure 2's (against normalised bits), and the claims
-made there: 11 (epsilon), 14a-14d (the ordering under DP) and 17 (per bit).
+made there: 11 (epsilon), 14a-14d (the ordering under DP) and 17a (per bit).
 
 The paper (Sec. 6.1, Table 3, App. H.1): multi-label logistic regression over 10,000 words x
 500 tags (d = 5,000,500), 400 users, q = 0.1 (40 a round), user-level DP with sigma = 1 and

@@ -159,7 +159,7 @@ def test_tiny_dp_entry_verdicts(tmp_path, capsys):
     PA = "premise absent"
     assert saved(tmp_path, "fedada2_dp") == {
         "11": "shows", "14a": PA, "14b": PA, "14c": PA, "14d": PA,
-        "17 [StackOverflow (DP)]": PA}
+        "17a [StackOverflow (DP)]": PA}
     assert "DP noise/clip per round 56.1 (paper 55.9; within x2) ok" in text
     for name in dp.FIGURES:
         assert (tmp_path / "figures" / f"{name}.png").stat().st_size > 10_000

@@ -123,10 +123,10 @@ def test_tiny_entry_runs_draws_and_checks(tiny_run, capsys):
     # the stand-ins (not tuned on them; 10 classes); DP StackOverflow's claims (11, 14, 17
     # there) are reproduce.fedada2_dp's (tests/reproduce/test_fedada2_dp.py)
     assert saved(out, "fedada2_fig1") == {
-        f"17 [{C100}]": PA, f"12 [{SO}]": "shows", f"13 [{SO}]": "shows",
+        f"17b [{C100}]": PA, f"12 [{SO}]": "shows", f"13 [{SO}]": "shows",
         f"12 [{C100}]": "shows", f"13 [{C100}]": "shows"}
     assert "claim 15 (CIFAR-100): decided by reproduce.fedada2_fig5" in text
-    assert "claims 11, 14 and 17 on DP StackOverflow: decided by reproduce.fedada2_dp" in text
+    assert "claims 11, 14 and 17a on DP StackOverflow: decided by reproduce.fedada2_dp" in text
     for needle in ("Table 2,", "STAND-IN", "synthetic sparse bag-of-words"):
         assert needle in text, needle
     assert set(df.run) == {r.name for r in fig1.runs(cfg)}
