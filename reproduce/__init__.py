@@ -38,6 +38,7 @@ ENTRIES = {
     "fedlada_participation": "reproduce.fedlada_participation",
     "fedlada_lr": "reproduce.fedlada_lr",
     "fedada2_fig1": "reproduce.fedada2_fig1",
+    "fedada2_dp": "reproduce.fedada2_dp",
     "fedada2_epochs": "reproduce.fedada2_epochs",
     "fedada2_sweeps": "reproduce.fedada2_sweeps",
     "fedada2_fig5": "reproduce.fedada2_fig5",

@@ -87,15 +87,18 @@ def runs(cfg):
         ecfg = dataclasses.replace(cfg, image_local_epochs=e)
         for m in fc.SETTINGS["gld23k"].methods:
             def build(e=e, m=m, ecfg=ecfg):
-                return (fc.problem("gld23k", ecfg)[0],
-                        tables.build(TABLE_OF[e], m, **fc.warmup("gld23k", ecfg)),
+                prob = fc.problem("gld23k", ecfg)[0]
+                alg = tables.build(TABLE_OF[e], m, **fc.reference("gld23k", m, ecfg))
+                return (prob, fc.weighted(alg, prob, m, ecfg, False),
                         fc.participation("gld23k", ecfg))
             cell = tables.best(TABLE_OF[e], m)
             out.append(common.Run(run_name(e, m), {"setting": "gld23k", "epochs": e,
                                                    "method": m},
                                   build=build, eval_every=cfg.eval_every, eval_grad=False,
                                   extra={"hyper": {"algorithm": cell.algorithm, **cell.hyper,
-                                                   **fc.warmup("gld23k", ecfg),
+                                                   **fc.reference("gld23k", m, ecfg),
+                                                   "aggregation": fc.aggregation("gld23k", m,
+                                                                                 ecfg),
                                                    "source": cell.source}}))
     return out
 

@@ -148,14 +148,17 @@ def runs(cfg):
     for m in fc.METHODS:
         def build(m=m):
             prob = problem(cfg)[0]
-            return prob, tables.build(TABLE, m, **fc.warmup("gld23k", cfg)), fc.Participation(
+            alg = fc.weighted(tables.build(TABLE, m, **fc.reference("gld23k", m, cfg)), prob, m,
+                              cfg, False)
+            return prob, alg, fc.Participation(
                 "fixed", m=max(int(fc.RATE["gld23k"] * prob.n_clients), 1))
         cell = tables.best(TABLE, m)
         out.append(common.Run(f"gld23k-full_{m}", {"setting": "gld23k-full", "method": m},
                               build=build, eval_every=cfg.eval_every, eval_grad=False,
                               max_batch=cfg.max_batch,
                               extra={"hyper": {"algorithm": cell.algorithm, **cell.hyper,
-                                               **fc.warmup("gld23k", cfg)},
+                                               **fc.reference("gld23k", m, cfg),
+                                               "aggregation": fc.aggregation("gld23k", m, cfg)},
                                      "image_size": cfg.image_size}))
     return out
 

@@ -104,6 +104,7 @@ def problem_desc(setting: str, cfg, **changes) -> dict:
             "image_local_epochs": c.image_local_epochs,
             "eval_train_samples": c.eval_train_samples,
             "so_vocab": c.so_vocab, "so_tags": c.so_tags,
+            "so_standin": c.so_standin, "so_loss": c.so_loss,
             "standin_used": fc.is_standin(setting, c)}
 
 
@@ -113,7 +114,8 @@ def build_problem(desc: dict):
                        desc["cache_dir"], desc["device"], desc["batch_size"],
                        desc["so_local_epochs"], desc["image_local_epochs"],
                        desc["eval_train_samples"], desc.get("so_vocab", 10_000),
-                       desc.get("so_tags", 500))[0]
+                       desc.get("so_tags", 500), desc.get("so_standin", "fmnist"),
+                       desc.get("so_loss", "sigmoid"))[0]
 
 
 def panel_runs(cfg, setting: str, panels, **changes) -> list[common.Run]:
@@ -122,8 +124,9 @@ def panel_runs(cfg, setting: str, panels, **changes) -> list[common.Run]:
     out = []
     m = fc.participants(setting, c)
     for p in panels:
-        if fc.warmup(setting, c):
-            p = dataclasses.replace(p, fixed={**p.fixed, **fc.warmup(setting, c)})
+        ref = panel_reference(setting, p, c)
+        if ref:
+            p = dataclasses.replace(p, fixed={**p.fixed, **ref})
         if p.clips is None:
             out.append(_named(sweep_run(p.key, p.grid(), problem_desc(setting, cfg, **changes),
                                         build_problem, f"m={m}", rounds=cfg.rounds,
@@ -133,6 +136,25 @@ def panel_runs(cfg, setting: str, panels, **changes) -> list[common.Run]:
         for clip in p.clips:
             for point in p.grid().points():
                 out.append(_private_run(c, setting, p, clip, point))
+    return out
+
+
+def panel_reference(setting: str, panel: Panel, cfg) -> dict:
+    """The authors' reference choices for a panel's fixed settings
+    (:data:`reproduce.fedada2_common.REFERENCE`): the warm-up only for adaptive clients
+    (SGD-client panels none unless ``sgd_warmup = "on"``), FedAda2's SM3 cover, and a client
+    Adam's bias correction. (Sample-weighted aggregation is not applied to sweep cells: they
+    aggregate uniformly, stated in the results doc.)"""
+    client = panel.fixed.get("client", "sgd" if panel.algorithm in fc.SGD_CLIENTS
+                             else "adagrad")
+    method = panel.algorithm if client == "sgd" else None
+    out = dict(fc.warmup(setting, cfg, method if method in fc.SGD_CLIENTS else None))
+    if client == "sgd" and getattr(cfg, "sgd_warmup", "on") == "off":
+        out = {}
+    if panel.algorithm in ("fedada2", "fedada2-adam"):
+        out["precond"] = getattr(cfg, "sm3", "sm3-ii")
+    if client == "adam":
+        out["bias_correction"] = getattr(cfg, "adam_bias_correction", "on") == "on"
     return out
 
 
