@@ -91,6 +91,10 @@ class StandIn(common.EntryConfig):
     test_samples: int = 2000
     paper_lr: bool = False
     wd_mode: str = "coupled"         # or "decoupled" (AdamW style; spec 5.5)
+    # stand-in search options (docs/fedlada_standin_search.md); defaults keep the stand-in
+    lr_decay: float = LR_DECAY       # local-rate decay per round (paper 0.998)
+    subset_of: int = 0               # > 0: partition among this many clients, keep n_clients
+    depth: int = 1                   # hidden layers of the MLP
 
     def run_key(self) -> dict:
         """As :meth:`EntryConfig.run_key`; ``local_steps`` and ``wd_mode`` only when not the
@@ -100,6 +104,9 @@ class StandIn(common.EntryConfig):
             key.pop("local_steps", None)
         if self.wd_mode == "coupled":
             key.pop("wd_mode", None)
+        for name, default in (("lr_decay", LR_DECAY), ("subset_of", 0), ("depth", 1)):
+            if getattr(self, name) == default:
+                key.pop(name, None)
         return key
 
     def validate(self):
@@ -150,7 +157,7 @@ def hyper(method: str, cfg, **over) -> dict:
     hp["weight_decay"] = 1e-2 if method in ADAPTIVE else 1e-3
     if cfg.wd_mode != "coupled":
         hp["wd_mode"] = cfg.wd_mode
-    hp["lr_decay"] = LR_DECAY
+    hp["lr_decay"] = getattr(cfg, "lr_decay", LR_DECAY)
     if method == "scaffold":
         hp["n_clients"] = cfg.n_clients
     hp.update(over)
@@ -169,10 +176,13 @@ def participation(cfg, rate: float | None = None) -> Participation:
 
 @lru_cache(maxsize=4)
 def _problem(dataset, model, hidden, n_clients, dirichlet, batch_size, local_epochs,
-             local_steps, eval_train_samples, test_samples, data_dir, device):
+             local_steps, eval_train_samples, test_samples, data_dir, device, subset_of=0,
+             depth=1):
     from sims.problems.image import build_image_problem
     conv = model in ("resnet18", "lenet", "cnn")
-    kw = {"model_kw": {"hidden": hidden}} if model == "mlp" else {}
+    kw = {"model_kw": {"hidden": hidden, "depth": depth or 1}} if model == "mlp" else {}
+    if subset_of:
+        kw["subset_of"] = subset_of
     if conv:
         kw.update(conv=True, eval_grad=False)
         if model == "resnet18":          # the paper's random crop of the padded image
@@ -191,13 +201,16 @@ def problem(cfg, **over):
 
 
 def setting_text(cfg) -> str:
-    model = (f"MLP 784-{cfg.hidden}-10" if cfg.model == "mlp" else
+    depth = getattr(cfg, "depth", 1)
+    model = (f"MLP 784-{'-'.join([str(cfg.hidden)] * max(1, depth))}-10" if cfg.model == "mlp" else
              f"MLP 784-{cfg.hidden}-10 with {getattr(cfg, 'activations', '')}"
              if cfg.model == "smooth-mlp" else cfg.model)
     return (f"{cfg.dataset} ({'stand-in' if cfg.dataset == 'fmnist' else 'paper dataset'}), "
             f"{model}, {cfg.n_clients} clients Dir-{cfg.dirichlet:g}, "
             f"{cfg.participation:.0%} a round, batch {cfg.batch_size}, "
             f"{f'{cfg.local_steps} local steps' if cfg.local_steps else f'{epochs(cfg)} local epochs'}"
+            f"{f', clients of a {cfg.subset_of}-client partition' if getattr(cfg, 'subset_of', 0) else ''}"
+            f"{f', decay {cfg.lr_decay:g}' if getattr(cfg, 'lr_decay', LR_DECAY) != LR_DECAY else ''}"
             f", {cfg.seeds} seed(s)")
 
 
@@ -306,17 +319,21 @@ def label(run: str) -> str:
 
 # ------------------------------------------------------------------------------ sweeps
 PROBLEM_KEYS = ("dataset", "model", "hidden", "n_clients", "dirichlet", "batch_size",
-                "local_epochs", "local_steps", "eval_train_samples", "test_samples", "data_dir", "device")
+                "local_epochs", "local_steps", "eval_train_samples", "test_samples", "data_dir", "device",
+                "subset_of", "depth")
 
 
 def problem_desc(cfg, **over) -> dict:
     """The problem as the JSON description the sweep API keys its cells by (``local_steps``
     only when set, as in :meth:`StandIn.run_key`)."""
-    desc = {**{k: getattr(cfg, k) for k in PROBLEM_KEYS}, **over}
+    desc = {**{k: getattr(cfg, k, 0) for k in PROBLEM_KEYS}, **over}
     if not desc["local_epochs"]:
         desc["local_epochs"] = PAPER_EPOCHS.get(desc["dataset"], 2)
-    if not desc["local_steps"]:
-        desc.pop("local_steps")
+    for key in ("local_steps", "subset_of"):
+        if not desc[key]:
+            desc.pop(key)
+    if desc["depth"] in (0, 1):
+        desc.pop("depth")
     return desc
 
 

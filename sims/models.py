@@ -52,13 +52,24 @@ class LogReg(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, in_features: int = 784, hidden: int = 200, num_classes: int = 10):
+    """``depth`` hidden ReLU layers of ``hidden`` units (default 1: in-hidden-classes);
+    ``depth > 1`` adds ``hidden x hidden`` layers between ``fc1`` and ``fc2`` (parameters stay
+    (weight, bias) pairs in the order they apply, so it keeps the linear-stack fast path)."""
+
+    def __init__(self, in_features: int = 784, hidden: int = 200, num_classes: int = 10,
+                 depth: int = 1):
         super().__init__()
+        if depth < 1:
+            raise ValueError(f"MLP depth must be >= 1, got {depth}")
         self.fc1 = nn.Linear(in_features, hidden)
+        self.mid = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(depth - 1))
         self.fc2 = nn.Linear(hidden, num_classes)
 
     def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x.flatten(-3))))
+        h = torch.relu(self.fc1(x.flatten(-3)))
+        for layer in self.mid:
+            h = torch.relu(layer(h))
+        return self.fc2(h)
 
 
 class CNN(nn.Module):
