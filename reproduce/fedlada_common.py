@@ -180,7 +180,7 @@ def _problem(dataset, model, hidden, n_clients, dirichlet, batch_size, local_epo
              depth=1):
     from sims.problems.image import build_image_problem
     conv = model in ("resnet18", "lenet", "cnn")
-    kw = {"model_kw": {"hidden": hidden, "depth": depth or 1}} if model == "mlp" else {}
+    kw = {"model_kw": {"hidden": hidden, "depth": depth or 1}} if model in ("mlp", "mlp-ln") else {}
     if subset_of:
         kw["subset_of"] = subset_of
     if conv:
@@ -202,7 +202,8 @@ def problem(cfg, **over):
 
 def setting_text(cfg) -> str:
     depth = getattr(cfg, "depth", 1)
-    model = (f"MLP 784-{'-'.join([str(cfg.hidden)] * max(1, depth))}-10" if cfg.model == "mlp" else
+    model = (f"MLP 784-{'-'.join([str(cfg.hidden)] * max(1, depth))}-10"
+             f"{' with LayerNorm' if cfg.model == 'mlp-ln' else ''}" if cfg.model in ("mlp", "mlp-ln") else
              f"MLP 784-{cfg.hidden}-10 with {getattr(cfg, 'activations', '')}"
              if cfg.model == "smooth-mlp" else cfg.model)
     return (f"{cfg.dataset} ({'stand-in' if cfg.dataset == 'fmnist' else 'paper dataset'}), "

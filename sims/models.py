@@ -72,6 +72,29 @@ class MLP(nn.Module):
         return self.fc2(h)
 
 
+class NormMLP(nn.Module):
+    """An MLP whose hidden layers are Linear - LayerNorm - ReLU (``depth`` of them, ``hidden``
+    wide): the weights before a norm are scale-invariant, as the convolutions of the GroupNorm
+    ResNet-18 that FedLADA trains, so weight decay raises their effective step size instead of
+    only shrinking the function (the FedLADA stand-in search's normalised variant)."""
+
+    def __init__(self, in_features: int = 784, hidden: int = 200, num_classes: int = 10,
+                 depth: int = 1):
+        super().__init__()
+        if depth < 1:
+            raise ValueError(f"NormMLP depth must be >= 1, got {depth}")
+        widths = [in_features] + [hidden] * depth
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths, widths[1:]))
+        self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(depth))
+        self.out = nn.Linear(hidden, num_classes)
+
+    def forward(self, x):
+        h = x.flatten(-3)
+        for layer, norm in zip(self.hidden, self.norms):
+            h = torch.relu(norm(layer(h)))
+        return self.out(h)
+
+
 class CNN(nn.Module):
     def __init__(self, in_channels: int = 1, num_classes: int = 10, dropout: float = 0.25,
                  image_size: int = 28):
@@ -147,7 +170,7 @@ class CifarCNN(nn.Module):
         return self.fc2(torch.relu(self.fc1(x.flatten(-3))))
 
 
-MODELS = {"logreg": LogReg, "mlp": MLP, "cnn": CNN, "mlp-dropout": MLPDropout,
+MODELS = {"logreg": LogReg, "mlp": MLP, "mlp-ln": NormMLP, "cnn": CNN, "mlp-dropout": MLPDropout,
           "mnist-cnn": MnistNet, "cifar-cnn": CifarCNN}
 #: Convolutional models built from the image shape: ``cls(C, classes, image_size=H, **kw)``.
 SHAPED = ("cnn", "mnist-cnn", "cifar-cnn")

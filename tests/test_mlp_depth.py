@@ -53,3 +53,24 @@ def test_deep_mlp_local_sgd_equals_step_by_step(image_data):
     want = stepwise_sgd_delta(prob, server, rep, payload, 0.3)
     assert want.abs().max() > 0
     assert torch.allclose(got, want, rtol=0, atol=1e-12 * want.abs().max())
+
+
+def test_norm_mlp_layers_and_scale_invariance():
+    """``mlp-ln``: Linear - LayerNorm - ReLU hidden layers; the output does not change when a
+    hidden layer's weight and bias are scaled (what weight decay acts on in a normalised net)."""
+    from sims.models import make_model
+    torch.manual_seed(0)
+    net = make_model("mlp-ln", (1, 28, 28), 10, hidden=8, depth=2)
+    assert [n for n, _ in net.named_parameters()] == [
+        "hidden.0.weight", "hidden.0.bias", "hidden.1.weight", "hidden.1.bias",
+        "norms.0.weight", "norms.0.bias", "norms.1.weight", "norms.1.bias", "out.weight",
+        "out.bias"]
+    x = torch.randn(5, 1, 28, 28)
+    before = net(x)
+    assert before.shape == (5, 10)
+    with torch.no_grad():
+        net.hidden[0].weight.mul_(3.0)
+        net.hidden[0].bias.mul_(3.0)
+    assert torch.allclose(net(x), before, atol=1e-4)
+    with pytest.raises(ValueError, match="depth"):
+        make_model("mlp-ln", (1, 28, 28), 10, hidden=8, depth=0)
