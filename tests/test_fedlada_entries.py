@@ -56,6 +56,22 @@ def test_paper_hyperparameters_and_standin_rates():
     assert fc.epochs(full) == 3 and fc.problem_desc(full)["local_epochs"] == 3
 
 
+def test_standin_search_options_keep_default_keys_and_reach_the_problem():
+    """``--lr-decay`` / ``--subset-of`` / ``--depth`` (the stand-in search's options): absent
+    from run keys and sweep cells at their defaults, passed to the rule and the problem
+    when set."""
+    cfg = fc.StandIn(paper_lr=True)
+    assert not {"lr_decay", "subset_of", "depth"} & set(cfg.run_key())
+    assert not {"subset_of", "depth"} & set(fc.problem_desc(cfg))
+    cfg = fc.StandIn(paper_lr=True, lr_decay=0.99, subset_of=600, depth=3, hidden=4,
+                     n_clients=5, eval_train_samples=50, test_samples=50)
+    assert {"lr_decay", "subset_of", "depth"} <= set(cfg.run_key())
+    assert fc.hyper("localadam", cfg)["lr_decay"] == 0.99
+    prob = fc.problem(cfg)
+    assert prob.n_clients == 5 and {len(p) for p in prob.parts} == {100}   # 60000 / 600
+    assert len(prob.layout.shapes) == 8                                    # 3 hidden layers
+
+
 @pytest.mark.parametrize("entry,expect", [
     ("fedlada_fig2", ["Table 1", "Table 7", "Table 6", "E2 ", "E2 size", "E4 ", "E5 ", "E12 "]),
     ("fedlada_fig1", ["FedAdam slowest", "averaged over the rounds"]),
