@@ -42,10 +42,10 @@ import types
 import numpy as np
 import torch
 
-from sims import engine
+from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
-from sims.models import MLP
-from sims.participation import Participation
+from sims.problems.models import MLP
+from sims.core.participation import Participation
 from sims.problems.neural import NeuralProblem
 
 N_CLIENTS, M, BATCH = 200, 100, 32

@@ -2,7 +2,7 @@
 per training step of batch 50 (issue 20: each entry states what a full GPU reproduction
 costs, estimated from the real model's measured step).
 
-Models (``sims.models``, as the entries build them): ResNet-18 with GroupNorm on CIFAR-10
+Models (``sims.problems.models``, as the entries build them): ResNet-18 with GroupNorm on CIFAR-10
 (3x32x32, 10 classes), CIFAR-100 (100 classes) and TinyImageNet (3x64x64, 200 classes); the
 Figure 7 LeNet with GeLU on CIFAR-10 and on the Fashion-MNIST stand-in's 1x28x28; the
 stand-in's 784-50-10 MLP. A step is what a client does per minibatch: forward, cross-entropy,
@@ -38,7 +38,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from sims.models import make_model  # noqa: E402
+from sims.problems.models import make_model  # noqa: E402
 
 #: name -> (model, input shape, classes, model keywords)
 WORKLOADS = {
@@ -91,7 +91,7 @@ def lenet_round(rounds: int = 1) -> dict:
     epochs of batch 50 = 24 steps a client): what a LeNet CPU stand-in would cost."""
     from reproduce import fedlada_common as fc
     from reproduce import fedlada_fig7 as fig7
-    from sims import engine
+    from sims.core import engine
     cfg = fig7.Config(model="lenet")
     prob = fig7.problem(cfg, "gelu")
     alg, part = fc.algorithm("fedlada", cfg), fc.participation(cfg)

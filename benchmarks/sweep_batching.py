@@ -7,7 +7,7 @@ sweep three ways, each from an empty results folder, interleaved over ``--repeat
 turned each repeat; medians reported), in this one run:
 
 * ``inprocess``: every cell one after the other in this process, one torch thread
-  (:func:`sims.sweep.run_sweep`, ``executor="inprocess"``, ``plan="separate"``);
+  (:func:`sims.experiments.sweep.run_sweep`, ``executor="inprocess"``, ``plan="separate"``);
 * ``ray``: the same cells as Ray tasks on a local Ray started here with ``--workers`` CPUs
   (default 2), one torch thread each. Ray is started once and its workers warmed by a first
   sweep (``ray_init_s``, ``ray_first_sweep_s``); the repeats then measure the running sweep,
@@ -15,7 +15,7 @@ turned each repeat; medians reported), in this one run:
   ``speedup_ray_local_vs_inprocess_with_startup`` charges the start-up and the cold first
   sweep to this one short sweep instead;
 * ``batched``: the 27 cells as replicas of one batched engine run (per-replica learning rates,
-  :mod:`sims.algorithms.per_replica`), one thread.
+  :mod:`sims.experiments.sweep.per_replica`), one thread.
 
 Before each repeat it also measures ``cpu_parallel_capacity``: how many cores' worth of a
 single-threaded matmul workload ``--workers`` processes get at that moment (2.0 on two idle
@@ -44,7 +44,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # this checkout's sims
-from sims.sweep import Axis, Grid, SweepSpec, run_sweep  # noqa: E402
+from sims.experiments.sweep import Axis, Grid, SweepSpec, run_sweep  # noqa: E402
 
 LRS = (0.001, 0.003, 0.005, 0.01, 0.03, 0.05, 0.1, 0.3, 0.5)     # Fed-LAMB SUPP Table 1
 
@@ -54,7 +54,7 @@ def build_problem(desc: dict):
     ``n_clients`` clients, MLP 784-200-10 (built in every worker from this description)."""
     import numpy as np
 
-    from sims.models import MLP
+    from sims.problems.models import MLP
     from sims.problems.neural import NeuralProblem
     gen = torch.Generator().manual_seed(desc["seed"])
     n = desc["n_clients"] * desc["per_client"]
@@ -131,7 +131,7 @@ def main(argv=None):
     load_before = os.getloadavg()
     import ray
 
-    from sims.sweep import ray_init
+    from sims.experiments.sweep import ray_init
     times = {"inprocess": [], "ray": [], "batched": []}
     with tempfile.TemporaryDirectory() as tmp:
         def sweep(mode, i):

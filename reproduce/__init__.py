@@ -3,9 +3,13 @@
 Every entry has the same shape (see :mod:`reproduce.common`): a ``Config`` dataclass with a
 CPU default, ``--full`` for the paper's scale, the shared flags (``--seeds``, ``--rounds``,
 ``--data-dir``, ``--device``, ``--out``, ``--figures``, ``--plot-only``, ``--tiny``), a list of
-runs, a plot and a check of the paper's claim.
+runs, a plot and a check that decides each of the paper's claims in one vocabulary
+(:mod:`reproduce.verdicts`, with regime cards from :mod:`reproduce.regime` and tuning
+protocols from :mod:`reproduce.protocols`). ``python -m reproduce ledger ENTRY`` files an
+entry's saved run into the results ledger (:mod:`reproduce.ledger`), ``python -m reproduce
+report`` writes the report and the docs' claims tables from it (:mod:`reproduce.report`).
 """
-from sims.interrupts import quiet_while_starting as _quiet_while_starting
+from sims.core.interrupts import quiet_while_starting as _quiet_while_starting
 
 _quiet_while_starting()
 

@@ -1,4 +1,6 @@
-"""``python -m reproduce``: list every entry (or ``python -m reproduce NAME [flags]`` to run one)."""
+"""``python -m reproduce``: list every entry (or ``python -m reproduce NAME [flags]`` to run one;
+``python -m reproduce ledger ENTRY ...`` files entries' saved runs into the results ledger,
+``python -m reproduce report`` writes the report and the docs' claims tables from it)."""
 from __future__ import annotations
 
 import importlib
@@ -23,6 +25,8 @@ def listing() -> str:
     lines.append("")
     lines.append("Run one: python -m reproduce.NAME [--full] [--seeds N] [--rounds T] [--data-dir DIR]"
                  " [--device cuda] [--out DIR] [--figures DIR] [--plot-only]; --help lists all flags.")
+    lines.append("File its saved run into the results ledger: python -m reproduce ledger NAME ...; "
+                 "the report and the docs' claims tables: python -m reproduce report.")
     return "\n".join(lines)
 
 
@@ -32,6 +36,12 @@ def main(argv=None) -> int:
         print(listing())
         return 0
     name, rest = argv[0], argv[1:]
+    if name == "ledger":
+        from .ledger import main as ledger_main
+        return ledger_main(rest)
+    if name == "report":
+        from .report import main as report_main
+        return report_main(rest)
     if name not in ENTRIES:
         print(f"error: unknown entry {name!r}; python -m reproduce lists them", file=sys.stderr)
         return 2

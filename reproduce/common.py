@@ -7,17 +7,21 @@ An entry module defines
 * ``Config``, a dataclass extending :class:`EntryConfig`, whose ``scale()`` applies the
   ``--full`` and ``--tiny`` presets;
 * ``runs(cfg) -> list[Run]``: every configuration to run, each over all seeds;
-* ``plot(df, cfg) -> list[Path]`` and ``check(df, cfg) -> list[str]`` (the claim, as
-  sentences saying whether it shows; diverged replicas dropped with :func:`healthy`, missing
-  runs named with :func:`missing_runs`);
+* ``plot(df, cfg) -> list[Path]`` and ``check(df, cfg) -> list`` (lines of text and one
+  :class:`reproduce.verdicts.Verdict` per claim and panel, each with its regime card; diverged
+  replicas dropped with :func:`healthy`, missing runs named with :func:`missing_runs`);
+* ``CLAIMS`` (:func:`reproduce.verdicts.claims`: the paper's claims the check decides) and
+  ``FIGURES`` (the stems it draws), read by the report (:mod:`reproduce.report`);
 * optionally ``DEVICES`` (e.g. ``("cpu",)`` for an entry that never uses a GPU: another
   ``--device`` is refused before any work) and ``Config.validate()`` (its own settings,
   checked before any work, raising :class:`EntryError`).
 
 :func:`main` parses the flags, runs what is not finished yet (each run's results are saved
 atomically, so an interrupted entry started again with the same arguments continues),
-draws the figure and prints the check. ``--plot-only`` redraws from saved results;
-``--plot-only --available`` draws the runs that have results and leaves the others out.
+prints the check, draws the figure (its footer carries the verdicts' regime cards) and saves
+the verdicts for the ledger (:mod:`reproduce.ledger`). ``--plot-only`` redraws from saved
+results; ``--plot-only --available`` draws the runs that have results and leaves the others
+out; ``--plot-only --from-ledger`` redraws from the committed ledger.
 
 A run's results are ``OUT/ENTRY/NAME_T{rounds}_{hash}.csv`` (+ ``.json``), where ``hash`` is
 the start of the run's config fingerprint (the config's :meth:`EntryConfig.run_key`, the run's
@@ -29,8 +33,8 @@ Shared flags that do not change results: ``--max-batch`` (the engine's client ch
 ``--plot-only``, ``--quiet``, ``--reuse-stale``, ``--checkpoint-every``, the output folders,
 the device.
 
-Reuse is code-aware (:mod:`sims.runstore`): a saved run is reused only when the code that
-computed it (:func:`sims.identity.code_digest`) is this checkout's, and every reuse is printed
+Reuse is code-aware (:mod:`sims.store.runstore`): a saved run is reused only when the code that
+computed it (:func:`sims.store.identity.code_digest`) is this checkout's, and every reuse is printed
 ("reused N saved runs (from commit X, DATE)"); results of other code are recomputed unless
 ``--reuse-stale``. Each run is computed under a per-run lock (a second process on the same
 ``--out`` waits, then reuses), engine runs checkpoint every ``--checkpoint-every`` seconds
@@ -58,13 +62,13 @@ from typing import Callable
 import pandas as pd
 import torch
 
-from sims import engine
-from sims.interrupts import restore as restore_interrupts
-from sims.checkpoint import interrupted_message
+from sims.core import engine
+from sims.core.interrupts import restore as restore_interrupts
+from sims.store.checkpoint import interrupted_message, write_failed_message
 from sims.data import DataError
-from sims.data.digest import record_of as data_record
-from sims.results import os_error_text, provenance, tidy
-from sims.runstore import FolderError, RunStore, check_folder
+from sims.store.digest import record_of as data_record
+from sims.store.results import provenance, tidy
+from sims.store.runstore import FolderError, RunStore, check_folder
 
 from . import plotting
 
@@ -89,6 +93,7 @@ class EntryConfig:
     threads: int = 0               # torch intra-op threads on a CPU (0: torch's default)
     reuse_stale: bool = False      # reuse saved runs computed by other code (and say so)
     checkpoint_every: float = 600.0  # seconds between checkpoints of a running run (0: none)
+    from_ledger: bool = False      # with --plot-only: the committed ledger's results and config
 
     def scale(self) -> None:
         """Apply the ``--full`` / ``--tiny`` presets (entries override)."""
@@ -100,7 +105,7 @@ class EntryConfig:
     def run_key(self) -> dict:
         """The settings a saved run must match to be reused."""
         skip = {"out", "figures", "plot_only", "quiet", "device", "available", "max_batch",
-                "threads", "reuse_stale", "checkpoint_every"}
+                "threads", "reuse_stale", "checkpoint_every", "from_ledger"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
 
@@ -163,6 +168,9 @@ def parse_config(entry, argv=None):
     if cfg.tiny and args.get("figures") is None:
         # a smoke run never replaces the committed figures
         cfg.figures = str(Path(cfg.out) / "figures")
+    if cfg.from_ledger:                 # the settings the ledger's results were computed with
+        from . import ledger
+        ledger.apply_config(entry, cfg)
     validate(cfg, entry)
     return cfg
 
@@ -183,6 +191,8 @@ def validate(cfg: EntryConfig, entry=None) -> None:
         raise EntryError(f"--eval-every must be >= 1, got {cfg.eval_every}")
     if cfg.available and not cfg.plot_only:
         raise EntryError("--available only applies with --plot-only")
+    if cfg.from_ledger and not cfg.plot_only:
+        raise EntryError("--from-ledger only applies with --plot-only")
     try:
         device = torch.device(cfg.device)
     except (RuntimeError, ValueError):
@@ -228,7 +238,7 @@ def results_dir(entry, cfg) -> Path:
 
 
 def _fingerprint(cfg, run: Run) -> str:
-    """The run's config fingerprint (settings only; :mod:`sims.runstore` joins the code)."""
+    """The run's config fingerprint (settings only; :mod:`sims.store.runstore` joins the code)."""
     blob = json.dumps({"cfg": cfg.run_key(), "run": run.name, "params": run.params,
                        "rounds": run.rounds, "extra": run.extra}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -298,6 +308,10 @@ def execute(entry, cfg, progress=None, say=print) -> pd.DataFrame:
     """Run every unfinished run of ``entry`` and return all results as one table; ``say``
     prints what is reused, recomputed or waited for."""
     set_threads(cfg)
+    if getattr(cfg, "from_ledger", False):
+        from . import ledger
+        check_folders(entry, cfg)
+        return ledger.load_results(entry)
     runs = entry.runs(cfg)
     check_folders(entry, cfg)
     outdir = results_dir(entry, cfg)
@@ -343,7 +357,7 @@ def preflight(runs) -> None:
     participation) and check the participation against the problem's population, so that
     a setting that cannot run fails in one line before any run is computed (not after the
     runs before it)."""
-    from sims.participation import ParticipationError
+    from sims.core.participation import ParticipationError
     for run in runs:
         if run.build is None:
             continue
@@ -518,23 +532,38 @@ def cached_problem(dataset: str, data_dir: str | None = None, **kw):
     return build_image_problem(dataset, data=cached_dataset(dataset, data_dir), **kw)
 
 
+def check_and_plot(entry, cfg, df):
+    """The check first (its verdicts and regime cards, :mod:`reproduce.verdicts`), then the
+    figures, whose footers carry the scale and the regime of the verdicts
+    (:func:`reproduce.regime.footer_text`): ``(lines, figure paths)``."""
+    from .regime import footer_text
+    from .verdicts import verdicts_of
+    lines = entry.check(df, cfg)
+    note = scale_note(entry, cfg, df)
+    regime = footer_text(verdicts_of(lines))
+    with plotting.footer(note + ("\n" + regime if regime else "")):
+        paths = entry.plot(df, cfg)
+    return lines, paths
+
+
 def main(entry, argv=None) -> int:
+    from . import ledger
+    from .verdicts import text
     restore_interrupts()
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         cfg = parse_config(entry, argv)
         df = execute(entry, cfg)
-        with plotting.footer(scale_note(entry, cfg, df)):
-            paths = entry.plot(df, cfg)
-        lines = entry.check(df, cfg)
+        lines, paths = check_and_plot(entry, cfg, df)
+        if not cfg.from_ledger:
+            ledger.record(entry, cfg, argv, df, lines, paths)
     except (EntryError, DataError, ValueError) as exc:
         if os.environ.get("FEDTOOLKIT_DEBUG"):
             raise
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except OSError as exc:                      # a full disk, an unwritable output
-        print(f"error: {os_error_text(exc)}; finished runs are saved (and a run "
-              "in progress keeps its last checkpoint): free the space or fix the folder, then "
-              "run the same command again", file=sys.stderr)
+        print(f"error: {write_failed_message(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         print(interrupted_message(exc, "runs"), file=sys.stderr)
@@ -550,6 +579,5 @@ def main(entry, argv=None) -> int:
     for p in paths:
         print(f"figure: {p}")
     print(f"results: {results_dir(entry, cfg)}")
-    for line in lines:
-        print(line)
+    print(text(lines))
     return 0

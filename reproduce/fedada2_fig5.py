@@ -10,9 +10,11 @@ loss (``--eval-train-samples``; 0 = all of them, the paper's protocol and ``--fu
 Claim (spec 5, claim 15; Sec. 6.1): every adaptive method above FedAvg; the jointly adaptive
 methods (DJA, Joint w/o precond, FedAda2) converge faster than FedAdam; FedAda2 about DJA; and
 (Figure 5's own point) training and test curves look alike (robust evaluation): the
-train-test accuracy gap is small and about the same for every method. "Faster" is the mean
-accuracy over the evaluated rounds, intervals are 95 % Student-t over seeds, differences paired
-by seed.
+train-test accuracy gap is small for every method. This entry decides claim 15 (Figure 1's
+CIFAR-100 panel prints the same comparison and names this entry), with the FedAda2 entries'
+one definition of each comparison (:func:`reproduce.fedada2_common.ordering_claims`): above
+FedAvg in final test accuracy paired by seed, "faster" as rounds to an absolute target
+accuracy, "about equal" as an equivalence test within one point.
 
 Stand-in (CPU default): CIFAR-100's client structure (1000 LDA(0.001) clients) on random-ReLU
 features of Fashion-MNIST (:mod:`reproduce.fedada2_common`); CIFAR-100's participation is not
@@ -28,6 +30,7 @@ import torch
 
 from . import common, plotting
 from . import fedada2_common as fc
+from . import verdicts as vd
 
 PAPER, TARGET = "FedAda2", "Figure 5"
 TITLE = "CIFAR-100: training and test accuracy and loss of six methods at their best points"
@@ -96,6 +99,22 @@ def plot(df, cfg):
     return plotting.save(fig, cfg.figures, "fedada2_fig5")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedada2_fig5",)
+CLAIMS = vd.claims(
+    vd.Claim("15a", "FedAda2", "CIFAR-100: every adaptive method ends above FedAvg", "every",
+             "Sec. 6.1; spec 5 claim 15"),
+    vd.Claim("15b", "FedAda2", "CIFAR-100: joint adaptivity (DJA, Joint w/o precond, FedAda2) "
+             "converges faster than FedAdam", "faster", "Sec. 6.1; spec 5 claim 15"),
+    vd.Claim("15c", "FedAda2", "CIFAR-100: FedAda2 about equal to DJA in accuracy",
+             "about equal", "Sec. 6.1; spec 5 claim 15"),
+    vd.Claim("F5", "FedAda2", "training and test curves look alike (robust evaluation): every "
+             "method's train - test accuracy gap is small", "every", "Figure 5"),
+)
+
+GAP = 0.05       # "small": a train - test accuracy gap within 5 points
+
+
 def check(df, cfg):
     df, notes = common.usable(sys.modules[__name__], cfg, df)
     methods = fc.SETTINGS["cifar100"].methods
@@ -106,43 +125,23 @@ def check(df, cfg):
         lines.append("STAND-IN: every number below is on CIFAR-100's stand-in, not the paper's "
                      "data; the paper's tuned hyperparameters are used untuned")
     final = {k: fc.seed_scores(df, k, "final") for k in ("train_acc", "test_acc")}
-    auc = fc.seed_scores(df, "test_acc", "auc")
     for metric in ("train_acc", "test_acc"):
         lines.append(f"final {metric.replace('_acc', '')} accuracy (%, 95% interval): "
                      + " | ".join(f"{fc.label(m, True)} "
                                   f"{fc.fmt_pp(fc.score_ci(final[metric], name(m)))}"
                                   for m in methods))
     if set(map(name, methods)) - set(df["run"].unique()):
-        return lines + ["claim 15: not judged (runs missing)"]
-    adaptive = [m for m in methods if m != "fedavg"]
-    d_avg = {m: fc.paired_ci(final["test_acc"], name(m), name("fedavg")) for m in adaptive}
-    lines.append("claim 15 (every adaptive method above FedAvg; final test accuracy minus "
-                 "FedAvg's, pp): " + ", ".join(f"{fc.label(m, True)} {fc.fmt_pp(d)}"
-                                               for m, d in d_avg.items())
-                 + f" -> {fc.verdict(all(d['mean'] > 0 for d in d_avg.values()))} "
-                 f"({sum(d['lo'] > 0 for d in d_avg.values())} of {len(d_avg)} beyond the "
-                 "seeds' spread)")
-    fast = {m: fc.paired_ci(auc, name(m), name("fedadam")) for m in JOINT}
-    lines.append("claim 15 (jointly adaptive converge faster than FedAdam; mean test accuracy "
-                 "over rounds minus FedAdam's, pp): "
-                 + ", ".join(f"{fc.label(m, True)} {fc.fmt_pp(d)}" for m, d in fast.items())
-                 + f" -> {fc.verdict(all(d['mean'] > 0 for d in fast.values()))}")
-    dja = fc.paired_ci(final["test_acc"], name("fedada2"), name("dja"))
-    lines.append(f"claim 15 (FedAda2 about DJA): FedAda2 - DJA final test accuracy "
-                 f"{fc.fmt_pp(dja)} pp -> {fc.verdict(fc.about(dja))} (read as: "
-                 "under 1 pp apart, or the interval of the difference contains 0)")
-    gap = {m: fc.mean_ci((final["train_acc"].xs(name(m), level="run")
-                          - final["test_acc"].xs(name(m), level="run")).dropna())
-           for m in methods}
-    spread = max(g[0] for g in gap.values()) - min(g[0] for g in gap.values())
-    lines.append("Fig. 5 (training and test curves alike): final train - test accuracy gap "
-                 "(pp): " + ", ".join(f"{fc.label(m, True)} {100 * g[0]:.1f} "
-                                      f"[{100 * g[1]:.1f}, {100 * g[2]:.1f}]"
-                                      for m, g in gap.items())
-                 + " -> every gap under 5 pp "
-                 f"{fc.verdict(all(abs(g[0]) < 0.05 for g in gap.values()))}"
-                 f", gaps within {100 * spread:.1f} pp of each other")
-    return lines
+        return lines + [vd.missing(c, c.statement) for c in CLAIMS.values()]
+    out = fc.ordering_claims(CLAIMS, ("15a", "15b", "15c"), df, name, cfg, "cifar100",
+                             scope="CIFAR-100")
+    card = fc.card("cifar100", cfg, df)
+    gaps = [vd.size(CLAIMS["F5"], fc.seeds_of(df, name(m), "train_acc")
+                    - fc.seeds_of(df, name(m), "test_acc"), -GAP, GAP, unit="pp", scale=100,
+                    what=f"{fc.label(m, True)} train - test accuracy") for m in methods]
+    out.append(vd.every(CLAIMS["F5"], gaps, what=f"every train - test gap within "
+                        f"{100 * GAP:g} points", card=card,
+                        protocol=fc.protocol("cifar100", cfg), scope="CIFAR-100"))
+    return lines + out
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from . import common
 from . import fedada2_common as fc
 from . import fedada2_fig6 as fig6
 from . import fedada2_ranked as rk
+from . import verdicts as vd
 
 PAPER, TARGET = "FedAda2", "Figure 7"
 TITLE = "Delayed client preconditioner updates (1 and 3 frozen epochs): every sweep run ranked"
@@ -80,6 +81,17 @@ def plot(df, cfg):
                           f"({rk.axes_text(ps[-1])}); lighter = lower final test loss")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedada2_fig7",)
+CLAIMS = vd.claims(
+    vd.Claim("19c", "FedAda2", "delayed client-preconditioner updates (1 or 3 frozen epochs) do "
+             "not significantly degrade FedAda2 across a sweep (GLD-23K)", "every",
+             "App. I.2, Figure 7; spec 5 claim 19"),
+)
+PAPER_EXTREMES = {"eta_l": (1e-4, 1e-1), "eta": (1e-4, 1e-1), "eps": (1e-3, 1.0),
+                  "tau": (1e-5, 1e-1)}
+
+
 def check(df, cfg):
     ps = panels(cfg)
     lines, stats = rk.check_preamble(
@@ -87,21 +99,15 @@ def check(df, cfg):
         f"5 local epochs, {cfg.rounds} rounds, {cfg.seeds} seed(s); top row grid "
         f"{rk.axes_text(ps[0])}, delayed rows {rk.axes_text(ps[-1])}")
     by = {p.key: p for p in ps}
-    for col in ("best", "median"):
-        oks, parts = [], []
-        for f in FREEZES[1:]:
-            for s, c in rk.PAIRS:
-                text, ok = rk.degrade_line(stats, by[f"gld23k_fedada2_{s}-{c}_f{f}"],
-                                           by[f"gld23k_fedada2_{s}-{c}"], col)
-                oks.append(ok)
-                parts.append(text)
-        lead = ("claim 19 (delayed preconditioner updates do not significantly degrade "
-                "FedAda2; best run with freezing minus the same pair without, pp, paired by "
-                "seed): " if col == "best" else
-                "  the same for the median run (robustness across the sweep): ")
-        lines.append(lead + "; ".join(parts) + f" -> {fc.verdict(all(oks))} ({sum(oks)} of "
-                     f"{len(oks)} within {100 * rk.TOLERANCE:g} pp)")
-    return lines
+    card = fc.card("gld23k", cfg, points=False).plus(rk.extremes_item(ps[len(rk.PAIRS):], PAPER_EXTREMES))
+    c = CLAIMS["19c"]
+    parts = [rk.not_degraded(c, stats, by[f"gld23k_fedada2_{s}-{cl}_f{f}"],
+                             by[f"gld23k_fedada2_{s}-{cl}"], col)
+             for col in ("best", "median") for f in FREEZES[1:] for s, cl in rk.PAIRS]
+    return lines + [vd.every(c, parts, what=f"every frozen panel's best and median run not below "
+                             f"the same pair without freezing by more than "
+                             f"{100 * rk.TOLERANCE:g} points", card=card,
+                             protocol=rk.sweep_protocol())]
 
 
 if __name__ == "__main__":

@@ -35,11 +35,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from sims.algorithms import fedada2_tables as tables
+from reproduce import fedada2_tables as tables
 from sims.data import DataError
 
 from . import common, plotting
 from . import fedada2_common as fc
+from . import verdicts as vd
 
 PAPER, TARGET = "FedAda2", "Figure 4 (bottom)"
 TITLE = "Full fine-tuning of ViT-S on GLD-23K: test accuracy and loss of six methods"
@@ -94,7 +95,7 @@ def _build(data_dir, standin, weights, device, batch_size, epochs, eval_train, i
             if standin == "no":
                 raise
             reason = str(exc)
-    from sims.backbones.vit import VisionTransformer
+    from sims.problems.backbones.vit import VisionTransformer
     from sims.data import load_dataset
     from sims.data.natural import natural_like
     from sims.problems.finetune import STANDIN
@@ -110,7 +111,7 @@ def _build(data_dir, standin, weights, device, batch_size, epochs, eval_train, i
 
 
 def _real(data_dir, weights, image_size, kw):
-    from sims.backbones.weights import load_vit_backbone
+    from sims.problems.backbones.weights import load_vit_backbone
     from sims.data.base import Dataset
     from sims.data.gld import load_gld23k
     from sims.problems.finetune import full_finetune_problem
@@ -172,11 +173,24 @@ def plot(df, cfg):
     return plotting.save(fig, cfg.figures, "fedada2_fig4_bottom")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedada2_fig4_bottom",)
+CLAIMS = vd.claims(
+    vd.Claim("16g", "FedAda2", "GLD-23K full fine-tuning: every adaptive method ends above "
+             "FedAvg", "every", "Figure 4 bottom, Tables 4-5 (Full)"),
+    vd.Claim("16h", "FedAda2", "GLD-23K full fine-tuning: joint adaptivity converges faster than "
+             "FedAdam", "faster", "Figure 4 bottom"),
+    vd.Claim("16i", "FedAda2", "GLD-23K full fine-tuning: FedAda2 about equal to DJA",
+             "about equal", "Figure 4 bottom"),
+)
+
+
 def check(df, cfg):
     df, notes = common.usable(sys.modules[__name__], cfg, df)
     lines = [f"setting: {data_text(cfg)}; {cfg.rounds} rounds, {cfg.seeds} seeds, "
              "Tables 4-5 (GLD-23K Full)"] + notes
-    if problem(cfg)[1]["standin"]:
+    standin = problem(cfg)[1]["standin"]
+    if standin:
         lines.append("STAND-IN: a small randomly initialised ViT, not pretrained ViT-S: the "
                      "numbers say nothing about the paper's full fine-tuning")
     final = fc.seed_scores(df, "test_acc", "final")
@@ -184,17 +198,27 @@ def check(df, cfg):
     lines.append("final test accuracy (%, 95% interval): " + " | ".join(
         f"{fc.label(m, True)} {fc.fmt_pp(fc.score_ci(final, name(m)))}" for m in fc.METHODS))
     if {name(m) for m in fc.METHODS} - set(df["run"].unique()):
-        return lines + ["claim 16 (full fine-tuning): not judged (runs missing)"]
-    d = {m: fc.paired_ci(final, name(m), name("fedavg")) for m in fc.METHODS if m != "fedavg"}
-    lines.append("claim 16 at full fine-tuning (every adaptive method above FedAvg; final test "
-                 "accuracy minus FedAvg's, pp): "
-                 + ", ".join(f"{fc.label(m, True)} {fc.fmt_pp(v)}" for m, v in d.items())
-                 + f" -> {fc.verdict(all(v['mean'] > 0 for v in d.values()))}")
-    dja = fc.paired_ci(final, name("fedada2"), name("dja"))
-    lines.append(f"claim 16 at full fine-tuning (FedAda2 about DJA): {fc.fmt_pp(dja)} pp -> "
-                 f"{fc.verdict(fc.about(dja))} (under 1 pp apart, or the interval "
-                 "contains 0)")
-    return lines
+        return lines + [vd.missing(c, c.statement) for c in CLAIMS.values()]
+    from . import regime as rg
+    card = rg.RegimeCard([rg.premise("pretrained ViT-S on GLD-23K", not standin,
+                                     "Figure 4 bottom: full fine-tuning of ViT-S"),
+                          rg.seeds(cfg.seeds, fc.PAPER_SEEDS, "Sec. 6: 20 seeds")])
+    proto = fc.protocol("gld23k", cfg)
+    have = set(df["run"].unique())
+    acc = {m: fc.seeds_of(df, name(m)) for m in fc.METHODS if name(m) in have}
+    C = CLAIMS
+    out = [vd.every(C["16g"], [vd.above(C["16g"], acc[m], acc["fedavg"], margin=fc.MARGIN,
+                                        unit="pp", scale=100,
+                                        what=f"{fc.label(m, True)} - FedAvg final test accuracy")
+                               for m in fc.METHODS if m != "fedavg"],
+                    what="every adaptive method above FedAvg", card=card, protocol=proto),
+           vd.missing(C["16h"], "joint adaptivity faster than FedAdam",
+                      "no absolute target declared for full fine-tuning "
+                      "(fedada2_common.TARGETS)"),
+           vd.about_equal(C["16i"], acc["fedada2"], acc["dja"], fc.EQUAL_MARGIN, unit="pp",
+                          scale=100, card=card, protocol=proto,
+                          what="FedAda2 - DJA final test accuracy")]
+    return lines + out
 
 
 if __name__ == "__main__":

@@ -15,12 +15,13 @@ tau`` (the paper's ``eta_l, eta_s, tau_l, tau_s``) and, under DP, of the clip ``
   hyperparameter of the algorithm but of :class:`sims.privacy.Private` around it), so each
   point is one entry run of its own (saved and resumed by :mod:`reproduce.common`).
 
-Every run of a panel is the point's curve (mean over seeds) in :func:`sims.sweep.plots.
+Every run of a panel is the point's curve (mean over seeds) in :func:`sims.experiments.sweep.plots.
 ranked_figure`. Statistics (:func:`panel_stats`), per panel and seed over the panel's runs:
 the best run's final test accuracy, the median, and the worst quartile's mean (the runs whose
 final accuracy is among the lowest quarter; a diverged run counts as accuracy 0), and the
-number of diverged runs; :func:`compare` gives paired-by-seed differences between panels with
-95 % Student-t intervals (:func:`reproduce.fedada2_common.mean_ci`).
+number of diverged runs; :func:`panel_seeds` gives them per seed, and :func:`not_degraded`
+decides "does not significantly degrade" on paired-by-seed differences between panels
+(:func:`reproduce.verdicts.not_below`, within :data:`TOLERANCE`).
 """
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sims.sweep import Grid
-from sims.sweep.grid import Axis
-from sims.sweep.plots import ranked_figure
+from sims.experiments.sweep import Grid
+from sims.experiments.sweep.grid import Axis
+from sims.experiments.sweep.plots import ranked_figure
 
 from . import common
 from . import fedada2_common as fc
@@ -219,15 +220,6 @@ def stat_ci(stats: pd.DataFrame, panel: str, col: str) -> dict:
     return {"mean": mean, "lo": lo, "hi": hi, "n": len(v)}
 
 
-def compare(stats: pd.DataFrame, a: str, b: str, col: str) -> dict:
-    """``col(a) - col(b)`` paired by seed, with its 95 % interval."""
-    if not {a, b} <= set(stats.index.get_level_values(0)):
-        return {"mean": math.nan, "lo": math.nan, "hi": math.nan, "n": 0}
-    diff = (stats.xs(a, level="panel")[col] - stats.xs(b, level="panel")[col]).dropna()
-    mean, lo, hi = fc.mean_ci(diff)
-    return {"mean": mean, "lo": lo, "hi": hi, "n": len(diff)}
-
-
 def stats_lines(stats: pd.DataFrame, panels) -> list[str]:
     """One line per panel: best / median / worst-quarter final accuracy (%, 95 % interval
     over seeds) and diverged runs."""
@@ -265,13 +257,49 @@ def check_preamble(entry, cfg, df, setting: str, panels,
     return lines + stats_lines(stats, panels), stats
 
 
-def degrade_line(stats, panel: Panel, reference: Panel, col: str = "best") -> tuple[str, bool]:
-    """``(text, ok)``: ``panel`` minus ``reference`` in ``col`` (paired by seed); ``ok`` when
-    the mean difference is above ``-TOLERANCE`` (no significant degradation, the reading of
-    claim 19 stated in the summaries)."""
-    d = compare(stats, panel.key, reference.key, col)
-    ok = bool(np.isfinite(d["mean"]) and d["mean"] > -TOLERANCE)
-    return f"{panel.title}: {fc.fmt_pp(d)} pp", ok
+def panel_seeds(stats: pd.DataFrame, panel: str, col: str) -> pd.Series:
+    """Per seed, ``col`` (best, median, worst_q) of ``panel`` (empty if it has no results).
+    A diverged run counts at accuracy 0 (a sweep's worst runs are its point), but a seed
+    whose every run of the panel diverged is no evidence: NaN there, which the verdicts count
+    as diverged (all of them diverged: ``inconclusive: diverged``, never a decision)."""
+    if panel not in stats.index.get_level_values(0):
+        return pd.Series(dtype=float)
+    sub = stats.xs(panel, level="panel")
+    values = sub[col].astype(float)
+    if {"diverged", "runs"} <= set(sub):
+        values = values.where(sub["diverged"].astype(float) < sub["runs"].astype(float))
+    return values
+
+
+def not_degraded(claim, stats, panel: Panel, reference: Panel, col: str = "best"):
+    """"``panel`` does not significantly degrade against ``reference``" in ``col``: the
+    paired-by-seed difference's interval above ``-TOLERANCE``
+    (:func:`reproduce.verdicts.not_below`)."""
+    from . import verdicts as vd
+    return vd.not_below(claim, panel_seeds(stats, panel.key, col),
+                        panel_seeds(stats, reference.key, col), TOLERANCE, unit="pp",
+                        scale=100, what=f"{panel.title} - {reference.title} ({col})")
+
+
+def extremes_item(panels, paper: dict):
+    """Regime item: every panel's grid reaches the paper's smallest and largest value of each
+    swept hyperparameter (the worst and best runs of a sweep sit at its extreme cells);
+    ``paper``: ``{registry key: (lo, hi)}`` (``clip`` for the DP clip)."""
+    from . import regime as rg
+    short = []
+    for p in panels:
+        axes = dict(p.axes)
+        if p.clips:
+            axes["clip"] = p.clips
+        for key, (lo, hi) in paper.items():
+            vals = axes.get(key)
+            if vals is not None and (min(vals) > lo * (1 + 1e-9) or max(vals) < hi * (1 - 1e-9)):
+                short.append(key)
+    names = {v: k for k, v in SYMBOL.items()}
+    missing = sorted({names.get(k, k) for k in short})
+    return rg.value("grid reaches the paper's extreme cells",
+                    "yes" if not missing else "no: " + ", ".join(missing), "yes", rg.equal(),
+                    "the paper's grids (App. H.1, I.1, I.2)")
 
 
 def axes_text(panel: Panel) -> str:
@@ -317,3 +345,11 @@ def grid_axes(cfg) -> tuple:
     """``((registry key, values), ...)`` from ``--eta-l --eta-s --tau-l --tau-s``."""
     return tuple((SYMBOL[k], values(getattr(cfg, k), k))
                  for k in ("eta_l", "eta_s", "tau_l", "tau_s"))
+
+
+def sweep_protocol():
+    """The sweep figures' protocol: the figure's grid run whole, every run drawn (nothing
+    selected); the grid itself is the regime (:func:`extremes_item`)."""
+    from .protocols import paper_fixed
+    return paper_fixed("the figure's sweep grid, every run kept (no selection)",
+                       "FedAda2 App. H.1, I.1, I.2")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from . import common
 from . import fedada2_common as fc
 from . import fedada2_ranked as rk
+from . import verdicts as vd
 
 PAPER, TARGET = "FedAda2", "Figure 3 (bottom)"
 TITLE = "DP StackOverflow sweeps: every run ranked by final test loss"
@@ -95,35 +96,50 @@ def plot(df, cfg):
                           f"({rk.axes_text(ps[-1])}); lighter = lower final test loss")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedada2_fig3_bottom",)
+CLAIMS = vd.claims(
+    vd.Claim("18a", "FedAda2", "DP StackOverflow sweeps: server-only adaptivity stabilises "
+             "FedAvg's worst runs, direct joint adaptivity further", "ordering",
+             "Figure 3 bottom, Sec. 6.1"),
+    vd.Claim("18b", "FedAda2", "zero-initialised client preconditioners widen the spread of the "
+             "worst-case runs relative to DJA; SM3 narrows it again", "every",
+             "Figure 3 bottom; spec 5 claim 18"),
+    vd.Claim("18c", "FedAda2", "zero initialisation keeps the best runs (\"did not underperform "
+             "direct joint adaptivity after optimal tuning\")", "above", "Sec. 6.1"),
+)
+PAPER_EXTREMES = {"clip": (0.1, 1.0), "eta_l": (1e-3, 1.0), "eta": (1e-3, 1.0),
+                  "eps": (1e-7, 1e-3), "tau": (1e-7, 1e-3)}
+
+
 def check(df, cfg):
     ps = panels(cfg)
     lines, stats = rk.check_preamble(
         sys.modules[__name__], cfg, df, "stackoverflow", ps,
         f"DP sigma = {cfg.noise_multiplier:g}, {cfg.rounds} rounds, {cfg.seeds} seed(s); "
         "grids: " + "; ".join(f"{p.title}: {rk.axes_text(p)}" for p in ps))
-    key = {m: f"so_{m}" for m, _ in PANELS}
-
-    def diff(a, b, col="worst_q"):
-        return rk.compare(stats, key[a], key[b], col)
-    steps = [("server-only adaptivity stabilises FedAvg", "fedadagrad", "fedavg", "worst_q", 1),
-             ("DJA stabilises further", "dja", "fedadagrad", "worst_q", 1),
-             ("zero initialisation widens the worst runs' spread", "joint-no-precond", "dja",
-              "worst_q", -1),
-             ("SM3 narrows it again", "fedada2", "joint-no-precond", "worst_q", 1)]
-    for text, a, b, col, sign in steps:
-        d = diff(a, b, col)
-        ok = d["n"] > 0 and sign * d["mean"] > 0
-        lines.append(f"claim 18 ({text}; worst-quarter final accuracy {fc.label(a, True)} - "
-                     f"{fc.label(b, True)}): {fc.fmt_pp(d)} pp -> {fc.verdict(ok)}"
-                     + (" (beyond the seeds' spread)" if ok and (sign * d['lo'] > 0
-                                                               or sign * d['hi'] < 0)
-                        else ""))
-    d = diff("joint-no-precond", "dja", "best")
-    lines.append(f"claim 18 (zero initialisation keeps the best runs: best final accuracy Joint "
-                 f"w/o precond - DJA): {fc.fmt_pp(d)} pp -> "
-                 f"{fc.verdict(d['n'] > 0 and d['mean'] > -rk.TOLERANCE)} (read as: within "
-                 f"{100 * rk.TOLERANCE:g} pp or above)")
-    return lines
+    seeds = lambda m, col="worst_q": rk.panel_seeds(stats, f"so_{m}", col)  # noqa: E731
+    card = fc.card("stackoverflow", cfg, points=False).plus(
+        rk.extremes_item([p for p in ps if p.key != "so_fedavg"], PAPER_EXTREMES))
+    proto = rk.sweep_protocol()
+    kw = dict(unit="pp", scale=100, margin=fc.MARGIN)
+    C = CLAIMS
+    out = [vd.ordering(C["18a"], [(fc.label(m, True), seeds(m))
+                                  for m in ("dja", "fedadagrad", "fedavg")],
+                       what="worst-quarter final accuracy DJA > FedAdaGrad > FedAvg", card=card,
+                       protocol=proto, **kw),
+           vd.every(C["18b"], [
+               vd.above(C["18b"], seeds("dja"), seeds("joint-no-precond"),
+                        what="DJA - Joint w/o precond, worst quarter (zero init widens)", **kw),
+               vd.above(C["18b"], seeds("fedada2"), seeds("joint-no-precond"),
+                        what="FedAda2 - Joint w/o precond, worst quarter (SM3 narrows)", **kw)],
+               what="zero init widens the worst runs' spread, SM3 narrows it", card=card,
+               protocol=proto),
+           vd.not_below(C["18c"], seeds("joint-no-precond", "best"), seeds("dja", "best"),
+                        rk.TOLERANCE, unit="pp", scale=100, card=card, protocol=proto,
+                        what="Joint w/o precond - DJA, best run (not below by more than "
+                             f"{100 * rk.TOLERANCE:g} points)")]
+    return lines + out
 
 
 if __name__ == "__main__":

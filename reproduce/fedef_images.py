@@ -76,10 +76,11 @@ import numpy as np
 import pandas as pd
 
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import HeavySign, make_compressor
-from sims.participation import Participation
+from sims.rules.compress import HeavySign, make_compressor
+from sims.core.participation import Participation
 
 from . import common, plotting
+from . import verdicts as vd
 
 PAPER, TARGET = "Fed-EF", "Figures 2-5, 10-15 and Tables 2-5"
 TITLE = ("CNN on MNIST / Fashion-MNIST: Fed-EF-SGD and -AMS with Sign, TopK, heavy-Sign; "
@@ -639,10 +640,46 @@ def plot(df, cfg):
 
 
 # ---------------------------------------------------------------------------- claims
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_fig15",
+           "fedef_fig5",
+           "fedef_fig13",
+           "fedef_fig4",
+           "fedef_fig2",
+           "fedef_fig3",
+           "fedef_fig10",
+           "fedef_fig11",
+           "fedef_fig12",
+           "fedef_fig14")
+CLAIMS = vd.claims(
+    vd.Claim("E2", "Fed-EF", "p = 0.5, Fed-EF-SGD: Sign, TopK and hv-Sign end within about 1 "
+             "point of full precision (Table 2)", "about equal", "Table 2; spec 5 E2"),
+    vd.Claim("E3", "Fed-EF", "p = 0.5, Fed-EF-AMS: Sign and TopK within about 0.6 points of full "
+             "precision, hv-Sign slightly lower (Table 3)", "about equal", "Table 3; spec 5 E3"),
+    vd.Claim("E4", "Fed-EF", "p = 0.1, Fed-EF-SGD: all three compressors within about 0.5 "
+             "points of full precision (Table 4)", "about equal", "Table 4; spec 5 E4"),
+    vd.Claim("E5", "Fed-EF", "p = 0.1, Fed-EF-AMS: TopK matches full precision; the sign-based "
+             "compressors are outperformed by TopK (Table 5)", "every", "Table 5; spec 5 E5"),
+    vd.Claim("E6", "Fed-EF", "the matching curves use >= 100x fewer uplink bits than full "
+             "precision for TopK and hv-Sign, about 32x for Sign", "every",
+             "Figs. 4-5; spec 5 E6"),
+    vd.Claim("E7", "Fed-EF", "accuracy generally decreases as compression increases", "ordering",
+             "Figs. 2-3, 10-15; spec 5 E7"),
+)
+MATCH = 0.01             # "within about 1 point" (spec 5: ~1 pooled std of the paper's)
+CLAIM_OF = {(0.5, "sgd"): "E2", (0.5, "ams"): "E3", (0.1, "sgd"): "E4", (0.1, "ams"): "E5"}
+
+
+def _acc_seeds(df, ds, p, server, spec):
+    return vd.per_seed(df, "test_acc", "final", run=f"{ds}_p{p:g}_{server}_{spec}")
+
+
 def check(df, cfg):
     final = finals(df, cfg.rounds)
     chosen = select(final)
     lines = [scale_note(df, cfg)]
+    from . import regime as rg
+    out = []
     for (ds, p, server), grp in final.groupby(["dataset", "p", "server"]):
         fp = grp[grp.family == "full"]
         accs = ", ".join(f"{r.compressor} " + (f"diverged at round {int(r.diverged_at)}"
@@ -650,63 +687,74 @@ def check(df, cfg):
                          for _, r in grp.iterrows())
         lines.append(f"{DATASET_LABEL[ds]} p={p:g} {SERVER_LABEL[server]}: final test accuracy "
                      f"(%) {accs}")
+        n = int(df.loc[df.dataset == ds, "n"].iloc[0])
+        m = clients_per_round(float(p), n)
+        card = rg.RegimeCard([rg.clients(n, 200, source="Sec. 5: n = 200"),
+                              rg.clients_per_round(m, int(round(float(p) * 200)),
+                                                   source=f"Sec. 5: p = {p:g} of 200"),
+                              rg.horizon(cfg.rounds, 100, source="100 rounds"),
+                              rg.seeds(cfg.seeds, 3, "Tables 2-5: mean (std)")])
+        proto = "paper: Table 1's rates (the paper tuned each compressor over App. B.1)"
+        scope = f"{DATASET_LABEL[ds]}, p={p:g}, {SERVER_LABEL[server]}"
         if not len(fp):
             continue
-        fp_acc, fp_bits = float(fp.acc.iloc[0]), float(fp.bits.iloc[0])
-        fp_tail = float(fp.acc_tail.iloc[0])
+        fp_bits = float(fp.bits.iloc[0])
         sel = chosen[(chosen.dataset == ds) & (chosen.p == p) & (chosen.server == server)]
         paper = PAPER_TABLES.get((float(p), server), {}).get(ds, {})
+        fp_seeds = _acc_seeds(df, ds, p, server, fp.compressor.iloc[0])
+        cid = CLAIM_OF.get((float(p), server))
+        parts, bits = [], []
         for _, r in sel.iterrows():
             if r.family == "full":
                 continue
-            gap = r.acc - fp_acc
             pv = paper.get(r.family)
             pgap = f"; paper {pv[0] - paper['full'][0]:+.2f}" if pv else ""
-            tail_gap = r.get("acc_tail", math.nan) - fp_tail
-            what = (f"diverged at round {int(r.diverged_at)}" if r.diverged else
-                    f"{gap:+.2f} points vs full precision (tail mean {tail_gap:+.2f})")
-            lines.append(f"  {setting_label(r.compressor)} ({r.rule}): {what}{pgap}; "
-                         f"{fp_bits / r.bits:.0f}x fewer uplink bits")
-        if math.isnan(fp_acc):
-            lines.append("  -> full precision diverged: no comparison")
-            continue
-        ef = sel[sel.family.isin(EF_FAMILIES)]
-        if len(ef):
-            for what, col, ref in (("final", "acc", fp_acc),
-                                   ("tail mean", "acc_tail", fp_tail)):
-                gaps = ef[col].where(ef.diverged == 0).fillna(-np.inf) - ref
-                worst = float(gaps.min())
-                lines.append(f"  -> Fed-EF within 1 point of full precision ({what}) for all "
-                             f"of {', '.join(ef.compressor)}: "
-                             f"{'shows' if worst >= -1.0 else 'does NOT show'} (worst "
-                             f"{'a divergence' if worst == -np.inf else f'{worst:+.2f}'})")
+            lines.append(f"  {setting_label(r.compressor)} ({r.rule}): "
+                         + (f"diverged at round {int(r.diverged_at)}" if r.diverged else
+                            f"{r.acc - float(fp.acc.iloc[0]):+.2f} points vs full precision")
+                         + f"{pgap}; {fp_bits / r.bits:.0f}x fewer uplink bits")
+            if r.family in EF_FAMILIES:
+                parts.append(vd.about_equal(CLAIMS[cid] if cid else CLAIMS["E2"],
+                                            _acc_seeds(df, ds, p, server, r.compressor),
+                                            fp_seeds, MATCH, unit="pp", scale=100,
+                                            what=f"{setting_label(r.compressor)} - full "
+                                                 "precision final test accuracy"))
+                need = 32 if r.family == "sign" else 100
+                bits.append(vd.holds(CLAIMS["E6"], [fp_bits / r.bits], need * 0.95, side=">=",
+                                     what=f"{setting_label(r.compressor)}: uplink bits of full "
+                                          f"precision / its bits (>= {need}x, within 5 %)"))
+        if cid and parts and cid != "E5":
+            out.append(vd.every(CLAIMS[cid], parts, what="every Fed-EF compressor within "
+                                f"{100 * MATCH:g} point of full precision", card=card,
+                                protocol=proto, scope=scope))
+        if cid == "E5":
+            topk = [v for v in parts if "TopK" in v.what]
+            fam = sel.set_index("family")
+            extra = []
+            if "topk" in fam.index:
+                tk = _acc_seeds(df, ds, p, server, fam.loc["topk", "compressor"])
+                extra = [vd.above(CLAIMS["E5"], tk, _acc_seeds(df, ds, p, server,
+                                                               fam.loc[f, "compressor"]),
+                                  unit="pp", scale=100, margin=0.005,
+                                  what=f"TopK above {FAMILY_LABEL[f]}")
+                         for f in ("sign", "hvsign") if f in fam.index]
+            out.append(vd.every(CLAIMS["E5"], topk + extra, what="TopK matches full precision, "
+                                "sign-based compressors below TopK", card=card,
+                                protocol=proto, scope=scope))
+        if bits:
+            out.append(vd.every(CLAIMS["E6"], bits, what="fewer uplink bits at the selected "
+                                "settings", scope=scope))
         for fam in ("topk", "hvsign", "stoc"):
-            sub = grp[grp.family == fam].sort_values("bits")
-            if len(sub) >= 2 and not sub.acc.isna().all():
-                acc = sub.acc.fillna(-np.inf)   # a diverged setting counts as the worst
-                mono = acc.iloc[0] <= acc.iloc[-1] + 1e-9
-
-                def show(r):
-                    return (f"diverged at round {int(r.diverged_at)}" if r.diverged
-                            else f"{r.acc:.2f}")
-                lines.append(f"  {FAMILY_LABEL[fam]}: heaviest compression "
-                             f"({setting_label(sub.compressor.iloc[0])}) {show(sub.iloc[0])} vs "
-                             f"lightest ({setting_label(sub.compressor.iloc[-1])}) "
-                             f"{show(sub.iloc[-1])} -> {'shows' if mono else 'does NOT show'} "
-                             f"accuracy falling with compression (E7)")
-    for (ds, p), grp in chosen[chosen.server == "ams"].groupby(["dataset", "p"]):
-        if float(p) != 0.1:
-            continue
-        acc = grp.set_index("family").acc.fillna(-np.inf)
-        if {"topk", "sign", "hvsign"} <= set(acc.index):
-            ok = acc["topk"] > max(acc["sign"], acc["hvsign"])
-            lines.append(f"{DATASET_LABEL[ds]} p=0.1 Fed-EF-AMS: TopK {acc['topk']:.2f}, Sign "
-                         f"{acc['sign']:.2f}, Hv-Sign {acc['hvsign']:.2f} -> "
-                         f"{'shows' if ok else 'does NOT show'} sign-based compressors below "
-                         f"TopK (E5)")
+            sub = grp[grp.family == fam].sort_values("bits", ascending=False)
+            if len(sub) >= 2:
+                out.append(vd.ordering(CLAIMS["E7"], [
+                    (setting_label(c), _acc_seeds(df, ds, p, server, c)) for c in sub.compressor],
+                    margin=0.005, unit="pp", scale=100, card=card, protocol=proto,
+                    scope=f"{scope}, {FAMILY_LABEL[fam]}",
+                    what="final test accuracy falls as compression rises"))
     lines.append("")
     lines.append(tables_markdown(final, scale_note(df, cfg)))
-    return lines
+    return lines + out
 
 
 if __name__ == "__main__":

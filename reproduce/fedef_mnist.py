@@ -10,6 +10,8 @@ minibatch noise; the tests' tiny scale uses it for speed).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -50,3 +52,30 @@ def present(df: pd.DataFrame, **params) -> bool:
             return False
         mask &= (df[k] == v).to_numpy()
     return bool(mask.any())
+
+
+# ------------------------------------------------------------------------------ regime
+#: Fed-EF's regime (Sec. 5, spec 4.2): 200 clients of two 150-image label shards (300 images,
+#: 10 local steps of batch 32 an epoch), 100 rounds; "multiple" runs (Fig. 8: 20 seeds).
+PAPER_STEPS, PAPER_ROUNDS, PAPER_SEEDS = 10, 100, 20
+
+
+def steps_of(prob) -> int:
+    sizes = [len(p) for p in prob.parts]
+    return int(math.ceil(float(np.mean(sizes)) / prob.batch_size)) if sizes else 0
+
+
+def card(cfg, prob=None, *, m=None, m_paper=None, rounds_paper: int = PAPER_ROUNDS,
+         seeds_paper: int = PAPER_SEEDS, extra=()):
+    """A Fed-EF claim's regime card: local steps an epoch (the noise the speedup is about),
+    clients a round (``m`` against ``m_paper``), the fraction of the paper's rounds, seeds."""
+    from . import regime as rg
+    items = []
+    if prob is not None and hasattr(prob, "parts"):
+        items.append(rg.steps_per_epoch(steps_of(prob), PAPER_STEPS,
+                                        source="spec 4.2: 300 images a client, batch 32"))
+    if m is not None and m_paper is not None:
+        items.append(rg.clients_per_round(m, m_paper, source="Sec. 5"))
+    items += [rg.horizon(cfg.rounds, rounds_paper, source=f"{rounds_paper} rounds"),
+              rg.seeds(cfg.seeds, seeds_paper, "Sec. 5"), *extra]
+    return rg.RegimeCard(items)

@@ -31,11 +31,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from sims.sweep import Axis, Grid
+from sims.experiments.sweep import Axis, Grid
 
 from . import common, plotting
 from . import fedlada_common as fc
 from . import fedlada_cost as fcost
+from . import verdicts as vd
 from .sweeps import sweep_run
 
 PAPER, TARGET = "FedLADA", "Tables 3 and 5, Figure 5"
@@ -154,11 +155,12 @@ def plot(df, cfg):
     return plotting.save(fig, cfg.figures, "fedlada_alpha")
 
 
-def table3(df, cfg) -> list[str]:
-    """Table 3 from the table5 and fig5a sweeps (module docstring)."""
+def table3(df, cfg, card=None, proto=None) -> tuple[list[str], list]:
+    """Table 3 from the table5 and fig5a sweeps (module docstring): its lines and the verdict
+    on its claim (FedLADA the best combination)."""
     t5, a = _panel(df, "table5"), _panel(df, "fig5a")
     if not len(t5) or not len(a):
-        return []
+        return [], []
     alpha = fc.paper_alpha(cfg)
     pick = {"FedAvg": (a, "fedavg", None), "FedCM": (a, "fedcm", None),
             "FedAdam": (a, "fedadam-cm", 1.0), "FedAdam(*)": (a, "fedadam-cm", 0.1),
@@ -166,15 +168,16 @@ def table3(df, cfg) -> list[str]:
     combos = {"FedAvg": ("SGD", "SGD"), "FedCM": ("SGD", "SGD(+A)"), "FedAdam": ("Adam", "SGD"),
               "FedAdam(*)": ("Adam", "SGD(+A)"), "LocalAdam": ("SGD", "Adam"),
               "FedLADA": ("SGD", "Adam(+A)")}
-    acc = {}
+    acc, seeds = {}, {}
     for name, (sub, alg, al) in pick.items():
-        rows = sub[sub.algorithm == alg]
+        rows = common.healthy(sub[sub.algorithm == alg])
         if al is not None:
             rows = rows[np.isclose(rows.alpha.astype(float), al)]
         if len(rows):
             acc[name] = fc.final_by_seed(rows.assign(run=name), "test_acc").iloc[0]
+        seeds[name] = _alpha_seeds(sub, alg, "test_acc", al)
     if "FedAvg" not in acc:
-        return []
+        return [], []
     base = acc["FedAvg"]["mean"]
     lines = ["", f"Table 3 (final test accuracy %, gain over FedAvg; FedLADA at alpha "
              f"{alpha:g}; paper TinyImageNet @1500):", "",
@@ -186,83 +189,111 @@ def table3(df, cfg) -> list[str]:
             pg = PAPER_T3[name] - PAPER_T3["FedAvg"]
             lines.append(f"| {name} | {g} | {l} | {fc.pm(acc[name])} | {gain:+.1f} | "
                          f"{PAPER_T3[name]} | {pg:+.1f} |")
+    verdicts = []
     if {"FedLADA", "FedCM", "FedAdam(*)"} <= set(acc):
-        best = max(acc, key=lambda k: acc[k]["mean"])
-        lines.append(f"Table 3 claim (FedLADA best; the amendment helps local optimizers, not "
-                     f"the global Adam): best is {best} -> "
-                     f"{'shows' if best == 'FedLADA' else 'does not show'}")
-    return lines
+        parts = [vd.above(CLAIMS["T3"], seeds["FedLADA"], seeds[k], margin=fc.MARGIN,
+                          unit="pp", scale=100, what=f"FedLADA above {k}")
+                 for k in combos if k != "FedLADA" and k in seeds and len(seeds[k])]
+        verdicts.append(vd.every(CLAIMS["T3"], parts, what="FedLADA the best combination",
+                                 card=card, protocol=proto))
+    return lines, verdicts
+
+
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_alpha",)
+CLAIMS = vd.claims(
+    vd.Claim("E6", "FedLADA", "accuracy is non-monotone in alpha with an interior peak, at "
+             "0.05 (TinyImageNet: 29.5 / 41.9 / 40.1 / 38.8 / 36.5 / 34.1)", "every",
+             "Table 5; spec 4 E6"),
+    vd.Claim("E9", "FedLADA", "the amendment takes away server Adam's gain: FedAdam(*) gains "
+             "+0.5 over FedAvg against FedAdam's +4.3", "above", "Table 3; spec 4 E9"),
+    vd.Claim("E9a", "FedLADA", "lowering alpha below 1 in amended FedAdam reduces accuracy "
+             "extremely", "ordering", "Fig. 5(a); spec 4 E9"),
+    vd.Claim("E9b", "FedLADA", "no eta_g in {1e-1 .. 1e-4} gives FedAdam(*) vanilla FedAdam's "
+             "training speed", "every", "Fig. 5(b); spec 4 E9"),
+    vd.Claim("E9c", "FedLADA", "the amendment helps local SGD (FedCM +6.6 over FedAvg) more than "
+             "server Adam (FedAdam(*) +0.5)", "above", "Table 3; spec 4 E9"),
+    vd.Claim("T3", "FedLADA", "FedLADA (SGD / Adam+A) is the best of Table 3's optimizer "
+             "combinations", "every", "Table 3"),
+)
+
+
+def _alpha_seeds(df, algorithm, metric, alpha=None, how="final"):
+    rows = df[df.algorithm == algorithm]
+    if alpha is not None:
+        rows = rows[np.isclose(rows.alpha.astype(float), alpha)]
+    return vd.per_seed(rows, metric, how)
 
 
 def check(df, cfg):
     # a sweep's rows are named by grid point, so the missing sweeps are read from ``panel``
     missing = [n for n in grids(cfg) if "panel" not in df or not (df.panel == n).any()]
-    df = common.healthy(df)
     lines = [f"setting: {fc.setting_text(cfg)}, {cfg.rounds} rounds"]
     if missing:
         lines.append(f"missing sweeps (no verdict needs them): {', '.join(missing)}")
+    proto = fc.protocol(cfg)
+    card = fc.card(cfg, df, end=True).plus(*proto.card_items())
+    C, out = CLAIMS, []
+    acc = dict(unit="pp", scale=100, margin=fc.MARGIN)
     t5 = _panel(df, "table5")
     if len(t5):
-        fin = _by(t5, "test_acc", "alpha")
+        fin = _by(common.healthy(t5), "test_acc", "alpha")
         lines += ["", "Table 5 (final test accuracy %, mean [seed range]):", "",
                   "| alpha | " + " | ".join(f"{a:g}" for a in fin.index) + " |",
                   "|---|" + "---|" * len(fin),
                   "| stand-in | " + " | ".join(fc.pm(fin.loc[a]) for a in fin.index) + " |",
                   "| paper (TinyImageNet) | " + " | ".join(
                       f"{PAPER_T5[a]}" if a in PAPER_T5 else "-" for a in fin.index) + " |"]
-        peak = fin["mean"].idxmax()
-        ends = [fin.index.min(), fin.index.max()]
-        interior = ends[0] < peak < ends[1]
-        # beyond the seed spread: each end's best seed below the peak's worst seed
-        clear = interior and all(fin.loc[e, "max"] < fin.loc[peak, "min"] for e in ends)
-        lines.append(f"E6 (accuracy non-monotone in alpha, an interior peak above both ends "
-                     f"beyond the seed spread; paper: at 0.05): peak at alpha={peak:g} -> "
-                     f"{'shows' if clear else 'does not show'}; the peak at 0.05 -> "
-                     f"{'shows' if peak == 0.05 else 'does not show'}")
+        alphas = list(fin.index)
+        inner = alphas[1:-1]
+        if inner:
+            peak = max(inner, key=lambda a: fin.loc[a, "mean"])
+            at = lambda a: _alpha_seeds(t5, "fedlada", "test_acc", a)  # noqa: E731
+            parts = [vd.above(C["E6"], at(peak), at(e), what=f"alpha {peak:g} above alpha "
+                              f"{e:g} (interior peak above both ends)", **acc)
+                     for e in (alphas[0], alphas[-1])]
+            if 0.05 in alphas:
+                parts += [vd.above(C["E6"], at(0.05), at(a), what=f"alpha 0.05 above {a:g}",
+                                   **acc) for a in alphas if a != 0.05]
+            out.append(vd.every(C["E6"], parts, what="interior alpha peak, at 0.05",
+                                card=card, protocol=proto))
+        else:
+            out.append(vd.missing(C["E6"], "interior alpha peak", "fewer than 3 alphas run"))
     a = _panel(df, "fig5a")
     if len(a):
-        cm = a[a.algorithm == "fedadam-cm"]
-        fin = _by(cm, "test_acc", "alpha") if len(cm) else None
-        if fin is not None and len(fin) >= 2:
-            mono = all(np.diff(fin["mean"].to_numpy()) > 0)
-            lines.append(f"E9a (amended FedAdam worse as alpha falls below 1): final test "
-                         f"accuracy {', '.join(f'{x:g}: {fc.pm(fin.loc[x])}' for x in fin.index)}"
-                         f" -> {'shows' if mono else 'does not show'} (strictly increasing in "
-                         f"alpha)")
-        runs = fc.final_by_seed(a, "test_acc")
-        names = a.drop_duplicates("run").set_index("run")
-        pick = {alg: names.index[(names.algorithm == alg)
-                                 & ((names.alpha == 0.1) if alg == "fedadam-cm"
-                                    else True)].tolist()
-                for alg in ("fedavg", "fedcm", "fedadam-cm")}
-        if all(pick.values()):
-            base = runs.loc[pick["fedavg"][0], "mean"]
-            g_cm = runs.loc[pick["fedcm"][0], "mean"] - base
-            g_am = runs.loc[pick["fedadam-cm"][0], "mean"] - base
-            lines.append(f"E9c (the amendment helps local SGD more than server Adam; paper "
-                         f"+6.6 vs +0.5 over FedAvg): FedCM {100 * g_cm:+.1f}, FedAdam(*) "
-                         f"alpha=0.1 {100 * g_am:+.1f} points -> "
-                         f"{'shows' if g_cm > g_am else 'does not show'}")
-            vanilla = names.index[(names.algorithm == "fedadam-cm") & (names.alpha == 1.0)]
-            if len(vanilla):
-                g_ad = runs.loc[vanilla[0], "mean"] - base
-                lines.append(f"E9 (the amendment takes away server Adam's gain: FedAdam(*)'s "
-                             f"gain over FedAvg below FedAdam's; paper +0.5 vs +4.3): "
-                             f"FedAdam(*) {100 * g_am:+.1f}, FedAdam {100 * g_ad:+.1f} points "
-                             f"-> {'shows' if g_am < g_ad else 'does not show'}")
-    lines += table3(df, cfg)
+        cm_alphas = sorted({float(x) for x in a.loc[a.algorithm == "fedadam-cm", "alpha"]},
+                           reverse=True)
+        if len(cm_alphas) >= 2:
+            out.append(vd.ordering(C["E9a"], [(f"alpha {x:g}", _alpha_seeds(a, "fedadam-cm",
+                                                                              "test_acc", x))
+                                              for x in cm_alphas], card=card, protocol=proto,
+                                   what="FedAdam(*)'s final test accuracy falls as alpha falls",
+                                   **acc))
+        amended = _alpha_seeds(a, "fedadam-cm", "test_acc", 0.1)
+        vanilla = _alpha_seeds(a, "fedadam-cm", "test_acc", 1.0)
+        fedcm = _alpha_seeds(a, "fedcm", "test_acc")
+        if len(fedcm) and len(amended):
+            out.append(vd.above(C["E9c"], fedcm, amended, card=card, protocol=proto,
+                                what="FedCM's gain over FedAvg above FedAdam(*)'s (alpha 0.1): "
+                                     "FedCM - FedAdam(*) final test accuracy", **acc))
+        if len(vanilla) and len(amended):
+            out.append(vd.above(C["E9"], vanilla, amended, card=card, protocol=proto,
+                                what="FedAdam's gain over FedAvg above FedAdam(*)'s: FedAdam "
+                                     "(alpha 1) - FedAdam(*) (alpha 0.1)", **acc))
+    lines_t3, t3 = table3(df, cfg, card, proto)
+    lines += lines_t3
+    out += t3
     b = _panel(df, "fig5b")
     if len(b) and len(a):
-        ref = a[(a.algorithm == "fedadam-cm") & (a.alpha == 1.0)]
-        if len(ref):
-            r_loss = fc.final_by_seed(ref, "train_loss")["mean"].iloc[0]
-            fin = _by(b, "train_loss", "eta")
-            slower = bool((fin["mean"] > r_loss).all())
-            each = ", ".join(f"eta_g={x:g}: {v:.4f}" for x, v in fin["mean"].items())
-            lines.append(f"E9b (no eta_g gives FedAdam(*) vanilla FedAdam's training speed): "
-                         f"final train loss FedAdam {r_loss:.4f}; FedAdam(*) {each} -> "
-                         f"{'shows' if slower else 'does not show'}")
-    return lines
+        ref = _alpha_seeds(a, "fedadam-cm", "train_loss", 1.0)
+        etas = sorted({float(x) for x in b["eta"]}, reverse=True)
+        parts = [vd.above(C["E9b"], vd.per_seed(b[np.isclose(b.eta.astype(float), e)],
+                                                "train_loss"), ref,
+                          what=f"FedAdam(*) eta_g={e:g}: final training loss above vanilla "
+                               "FedAdam's") for e in etas]
+        out.append(vd.every(C["E9b"], parts, what="no eta_g recovers vanilla FedAdam's speed",
+                            card=card, protocol=proto))
+    return lines + out
 
 
 def full_work(cfg):

@@ -15,6 +15,7 @@ from . import common
 from . import fedlada_common as fc
 from . import fedlada_cost as fcost
 from . import fedlada_fig2 as fig2
+from . import verdicts as vd
 
 PAPER, TARGET = "FedLADA", "Figure 1"
 TITLE = "FedAvg vs FedAdam vs LocalAdam: test accuracy and training loss"
@@ -39,12 +40,24 @@ def plot(df, cfg):
     return fig2.plot(df, cfg, stem="fedlada_fig1", figure="Figure 1")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_fig1",)
+CLAIMS = vd.claims(
+    vd.Claim("F1a", "FedLADA", "LocalAdam drives the training loss down fastest of FedAvg, "
+             "FedAdam and LocalAdam", "above", "Fig. 1, Sec. 1"),
+    vd.Claim("F1b", "FedLADA", "FedAdam is very slow (the highest training loss)", "above",
+             "Fig. 1, Sec. 1"),
+    vd.Claim("F1c", "FedLADA", "LocalAdam generalises worse than its training loss suggests: "
+             "lower training loss than FedAvg, lower test accuracy", "every", "Fig. 1, Sec. 1"),
+)
+
+
 def check(df, cfg):
     missing = common.missing_runs(sys.modules[__name__], cfg, df)
     df, notes = common.usable(sys.modules[__name__], cfg, df)
     lines = [f"setting: {fc.setting_text(cfg)}"] + notes
     if missing:
-        return lines
+        return lines + [vd.missing(c, c.statement) for c in CLAIMS.values()]
     loss = fc.final_by_seed(df, "train_loss")
     acc = fc.final_by_seed(df, "test_acc")
     lines.append("final training loss: " + ", ".join(
@@ -53,21 +66,30 @@ def check(df, cfg):
         f"{fc.label(m)} {fc.pm(acc.loc[m])}" for m in acc.index))
     # speed of training: the training loss averaged over every evaluated round (the area
     # under the curve / rounds), so early slowness counts, not only where a run ends
-    sub = df[df.metric == "train_loss"]
-    area = sub.groupby(["run", "seed"])["value"].mean().groupby("run").agg(["mean", "min", "max"])
-    lines.append("training loss averaged over the rounds: " + ", ".join(
-        f"{fc.label(m)} {fc.pm(area.loc[m], 1, 4)}" for m in area.index))
-    fastest = area["mean"].idxmin()
-    lines.append(f"LocalAdam trains fastest (lowest average training loss): lowest is "
-                 f"{fc.label(fastest)} -> {'shows' if fastest == 'localadam' else 'does not show'}")
-    slowest = area["mean"].idxmax()
-    lines.append(f"FedAdam slowest (highest average training loss): highest is "
-                 f"{fc.label(slowest)} -> {'shows' if slowest == 'fedadam' else 'does not show'}")
-    gap = acc.loc["localadam", "mean"] < acc.loc["fedavg", "mean"] \
-        and loss.loc["localadam", "mean"] < loss.loc["fedavg", "mean"]
-    lines.append(f"LocalAdam generalises worse (lower loss than FedAvg yet lower test "
-                 f"accuracy) -> {'shows' if gap else 'does not show'}")
-    return lines
+    area = {m: fc.seeds_of(df, m, "train_loss", "mean") for m in df["run"].unique()}
+    proto = fc.protocol(cfg)
+    card = fc.card(cfg, df).plus(*proto.card_items())
+    C, others = CLAIMS, [m for m in ("fedavg", "fedadam") if m in area]
+    out = [vd.every(C["F1a"], [vd.above(C["F1a"], area["localadam"], area[m],
+                                        lower_is_better=True,
+                                        what=f"LocalAdam below {fc.label(m)} (training loss "
+                                             "averaged over rounds)") for m in others],
+                    what="LocalAdam trains fastest", card=card, protocol=proto),
+           vd.every(C["F1b"], [vd.above(C["F1b"], area["fedadam"], area[m],
+                                        what=f"FedAdam above {fc.label(m)} (training loss "
+                                             "averaged over rounds)")
+                               for m in ("fedavg", "localadam")],
+                    what="FedAdam trains slowest", card=card, protocol=proto),
+           vd.every(C["F1c"], [
+               vd.above(C["F1c"], fc.seeds_of(df, "localadam", "train_loss"),
+                        fc.seeds_of(df, "fedavg", "train_loss"), lower_is_better=True,
+                        what="LocalAdam's final training loss below FedAvg's"),
+               vd.above(C["F1c"], fc.seeds_of(df, "fedavg", "test_acc"),
+                        fc.seeds_of(df, "localadam", "test_acc"), margin=fc.MARGIN,
+                        unit="pp", scale=100,
+                        what="FedAvg's final test accuracy above LocalAdam's")],
+               what="LocalAdam generalises worse", card=card, protocol=proto)]
+    return lines + out
 
 
 def full_work(cfg):

@@ -1,7 +1,7 @@
 """FedLADA Figure 7 (Table 8): smooth activations, GeLU and SMU -- test accuracy and training
 loss of FedAvg, FedAdam, LocalAdam and FedLADA.
 
-The paper: the LeNet of spec 3.1 (:class:`sims.models.LeNet`, ``activation="gelu"`` /
+The paper: the LeNet of spec 3.1 (:class:`sims.problems.models.LeNet`, ``activation="gelu"`` /
 ``"smu"``) on CIFAR-10 with Dirichlet-0.3 clients, T = 4000 rounds, each method at its best
 hyperparameters (not listed); it says SCAFFOLD and FedCM "may diverge" with smooth
 activations and leaves them out. ``--full`` runs that (LeNet, 5 local epochs, the paper's
@@ -11,7 +11,7 @@ FedLADA with the LeNet costs 20 s here (10 clients x 24 steps of batch 50, one c
 the default's 16 replicas x 100 rounds would take about 9 hours and 10 minutes buy about 2
 LeNet rounds a replica. The stand-in therefore keeps the smooth activations and the
 Dirichlet-0.3 split and swaps the model for the 784-50-10 MLP with the same activation
-(:class:`sims.models.SmoothMLP`; about 0.2 s a round), on Fashion-MNIST as Figure 2, with
+(:class:`sims.problems.models.SmoothMLP`; about 0.2 s a round), on Fashion-MNIST as Figure 2, with
 the rates of :data:`reproduce.fedlada_common.CPU_LR` (piloted on the ReLU MLP; not re-tuned).
 ``--model lenet`` runs the LeNet on the CPU anyway.
 
@@ -30,6 +30,7 @@ import seaborn as sns
 
 from . import common, plotting
 from . import fedlada_common as fc
+from . import verdicts as vd
 from . import fedlada_cost as fcost
 
 PAPER, TARGET = "FedLADA", "Figure 7"
@@ -112,29 +113,48 @@ def plot(df, cfg):
     return plotting.save(fig, cfg.figures, "fedlada_fig7")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_fig7",)
+CLAIMS = vd.claims(
+    vd.Claim("E13", "FedLADA", "with smooth activations (GeLU, SMU) the ReLU picture stays: "
+             "FedAdam converges slowly, LocalAdam is faster than FedAvg, FedLADA has the best test "
+             "accuracy and training loss", "every", "Fig. 7; spec 4 E13"),
+)
+
+
 def check(df, cfg):
     df, notes = common.usable(sys.modules[__name__], cfg, df)
     lines = [f"setting: {fc.setting_text(cfg)}, {cfg.rounds} rounds"] + notes
+    proto = fc.protocol(cfg)
+    C, out = CLAIMS["E13"], []
     for act in dict.fromkeys(df["activation"]):
         sub = df[df.activation == act].assign(run=lambda d: d["method"])
         have = set(sub["run"])
         if not set(METHODS) <= have:
+            out.append(vd.missing(C, "FedAdam slowest, LocalAdam > FedAvg, FedLADA best",
+                                  f"methods missing: {', '.join(sorted(set(METHODS) - have))}",
+                                  scope=act))
             continue
-        loss = sub[sub.metric == "train_loss"].groupby(["run", "seed"])["value"].mean() \
-            .groupby("run").agg(["mean", "min", "max"])
-        fin_acc, fin_loss = fc.final_by_seed(sub, "test_acc"), fc.final_by_seed(sub, "train_loss")
+        fin_acc = fc.final_by_seed(sub, "test_acc")
         lines.append(f"{act}: final test acc % " + ", ".join(
             f"{fc.label(m)} {fc.pm(fin_acc.loc[m])}" for m in METHODS))
-        lines.append(f"{act}: training loss averaged over rounds " + ", ".join(
-            f"{fc.label(m)} {loss.loc[m, 'mean']:.4f}" for m in METHODS))
-        slow = loss["mean"].idxmax() == "fedadam"
-        faster = loss.loc["localadam", "mean"] < loss.loc["fedavg", "mean"]
-        best = fin_acc["mean"].idxmax() == "fedlada" and fin_loss["mean"].idxmin() == "fedlada"
-        lines.append(f"{act}: E13 FedAdam slowest -> {'shows' if slow else 'does not show'}; "
-                     f"LocalAdam faster than FedAvg -> {'shows' if faster else 'does not show'}; "
-                     f"FedLADA best test accuracy and training loss -> "
-                     f"{'shows' if best else 'does not show'}")
-    return lines
+        area = {m: vd.per_seed(sub, "train_loss", "mean", run=m) for m in METHODS}
+        acc = {m: vd.per_seed(sub, "test_acc", "final", run=m) for m in METHODS}
+        loss = {m: vd.per_seed(sub, "train_loss", "final", run=m) for m in METHODS}
+        parts = [vd.above(C, area["fedadam"], area[m], what=f"FedAdam's mean training loss "
+                          f"above {fc.label(m)}'s") for m in METHODS if m != "fedadam"]
+        parts.append(vd.above(C, area["localadam"], area["fedavg"], lower_is_better=True,
+                              what="LocalAdam's mean training loss below FedAvg's"))
+        parts += [vd.above(C, acc["fedlada"], acc[m], margin=fc.MARGIN, unit="pp", scale=100,
+                           what=f"FedLADA's final test accuracy above {fc.label(m)}'s")
+                  for m in METHODS if m != "fedlada"]
+        parts += [vd.above(C, loss["fedlada"], loss[m], lower_is_better=True,
+                           what=f"FedLADA's final training loss below {fc.label(m)}'s")
+                  for m in METHODS if m != "fedlada"]
+        card = fc.card(cfg, sub, premise=True).plus(*proto.card_items())
+        out.append(vd.every(C, parts, what="FedAdam slowest, LocalAdam > FedAvg, FedLADA best",
+                            card=card, protocol=proto, scope=act))
+    return lines + out
 
 
 def full_work(cfg):

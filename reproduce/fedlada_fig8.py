@@ -6,7 +6,7 @@ Setup as Figure 2 (:mod:`reproduce.fedlada_common`; the paper: CIFAR-10 Dir-0.6,
 1``, so ``x^{t+1}`` is the clients' mean end model). The figure's alpha values are not stated
 (spec 5.17): FedLADA at ``alpha in {0.05, 0.1, 0.3, 0.5}``; Table 10's grid ``{0, 0.25, ...,
 1.5}`` for SCAFFOLD-alpha (0 = FedAvg, 1 = SCAFFOLD). The consistency term is
-:class:`sims.probes.consistency.TrackConsistency`'s metric ``consistency``.
+:class:`sims.experiments.probes.consistency.TrackConsistency`'s metric ``consistency``.
 
 Claims (spec 4): E10 -- for small alpha FedLADA's test accuracy exceeds SCAFFOLD's and its
 consistency term is smaller, growing with alpha; E11 -- SCAFFOLD-alpha's accuracy peaks at
@@ -23,6 +23,7 @@ import seaborn as sns
 
 from . import common, plotting
 from . import fedlada_common as fc
+from . import verdicts as vd
 from . import fedlada_cost as fcost
 
 PAPER, TARGET = "FedLADA", "Figure 8(b,c), Table 10"
@@ -119,6 +120,18 @@ def _mean_consistency(df, run):
     return per_seed.mean(), per_seed.min(), per_seed.max()
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_fig8",)
+CLAIMS = vd.claims(
+    vd.Claim("E10", "FedLADA", "for small alpha FedLADA's test accuracy exceeds SCAFFOLD's, and "
+             "its consistency term is smaller and grows with alpha", "every",
+             "Fig. 8(b, c); spec 4 E10"),
+    vd.Claim("E11", "FedLADA", "scaling SCAFFOLD's correction by alpha peaks at alpha = 1 "
+             "(78.32 / 80.74 / 81.09 / 81.72 / 81.77 / 81.05 / 80.62)", "every",
+             "Table 10; spec 4 E11"),
+)
+
+
 def check(df, cfg):
     df, notes = common.usable(sys.modules[__name__], cfg, df)
     lines = [f"setting: {fc.setting_text(cfg)}, {cfg.rounds} rounds"] + notes
@@ -130,31 +143,40 @@ def check(df, cfg):
         c = _mean_consistency(df, run)
         lines.append(f"| {_label(run)} | {fc.pm(fin.loc[run])} | {c[0]:.4g} "
                      f"[{c[1]:.4g}-{c[2]:.4g}] |")
+    proto = fc.protocol(cfg)
+    card = fc.card(cfg, df).plus(*proto.card_items())
+    acc = lambda r: vd.per_seed(df, "test_acc", run=r)  # noqa: E731
+    cons = lambda r: vd.per_seed(df, "consistency", "mean", run=r)  # noqa: E731
+    out = []
     lada = sorted((float(r.split("_a")[1]), r) for r in have if r.startswith("fedlada_a"))
     if lada and "scaffold_a1" in have:
         small_a, small = lada[0]
-        acc_ok = fin.loc[small, "mean"] > fin.loc["scaffold_a1", "mean"]
-        cons = {r: _mean_consistency(df, r)[0] for _, r in lada}
-        c_sc = _mean_consistency(df, "scaffold_a1")[0]
-        grows = all(cons[lada[i][1]] < cons[lada[i + 1][1]] for i in range(len(lada) - 1))
-        lines.append("")
-        lines.append(f"E10 accuracy (FedLADA alpha={small_a:g} above SCAFFOLD): "
-                     f"{fc.pm(fin.loc[small])} vs {fc.pm(fin.loc['scaffold_a1'])} -> "
-                     f"{'shows' if acc_ok else 'does not show'}")
-        lines.append(f"E10 consistency (FedLADA alpha={small_a:g} below SCAFFOLD, mean over "
-                     f"rounds): {cons[small]:.4g} vs {c_sc:.4g} -> "
-                     f"{'shows' if cons[small] < c_sc else 'does not show'}; growing with "
-                     f"alpha ({', '.join(f'{a:g}: {cons[r]:.4g}' for a, r in lada)}) -> "
-                     f"{'shows' if grows else 'does not show'}")
+        parts = [vd.above(CLAIMS["E10"], acc(small), acc("scaffold_a1"), margin=fc.MARGIN,
+                          unit="pp", scale=100,
+                          what=f"FedLADA alpha={small_a:g} above SCAFFOLD (final test acc)"),
+                 vd.above(CLAIMS["E10"], cons(small), cons("scaffold_a1"), lower_is_better=True,
+                          what=f"FedLADA alpha={small_a:g}'s consistency term below SCAFFOLD's "
+                               "(mean over rounds)")]
+        if len(lada) >= 2:
+            parts.append(vd.ordering(CLAIMS["E10"], [(f"alpha {a:g}", cons(r)) for a, r in lada],
+                                     lower_is_better=True,
+                                     what="consistency term grows with alpha"))
+        out.append(vd.every(CLAIMS["E10"], parts, what="small alpha: above SCAFFOLD, smaller "
+                            "consistency term growing with alpha", card=card, protocol=proto))
+    else:
+        out.append(vd.missing(CLAIMS["E10"], "FedLADA against SCAFFOLD"))
     sca = sorted((float(r.split("_a")[1]), r) for r in have if r.startswith("scaffold_a"))
-    if len(sca) >= 3:
-        accs = {a: fin.loc[r, "mean"] for a, r in sca}
-        peak = max(accs, key=accs.get)
-        lines.append(f"E11 (SCAFFOLD-alpha peaks at alpha = 1; paper Table 10 "
-                     f"{' / '.join(f'{v:.2f}' for v in PAPER_T10.values())}): stand-in "
-                     f"{' / '.join(f'{100 * accs[a]:.2f}' for a, _ in sca)}, peak at "
-                     f"{peak:g} -> {'shows' if peak == 1.0 else 'does not show'}")
-    return lines
+    if len(sca) >= 3 and any(a == 1.0 for a, _ in sca):
+        lines.append(f"E11 paper Table 10: {' / '.join(f'{v:.2f}' for v in PAPER_T10.values())}")
+        parts = [vd.above(CLAIMS["E11"], acc("scaffold_a1"), acc(r), margin=fc.MARGIN,
+                          unit="pp", scale=100, what=f"alpha 1 above alpha {a:g}")
+                 for a, r in sca if a != 1.0]
+        out.append(vd.every(CLAIMS["E11"], parts, what="SCAFFOLD-alpha peaks at alpha = 1",
+                            card=card, protocol=proto))
+    else:
+        out.append(vd.missing(CLAIMS["E11"], "SCAFFOLD-alpha peak",
+                              "fewer than 3 SCAFFOLD alphas, or no alpha = 1"))
+    return lines + out
 
 
 def full_work(cfg):

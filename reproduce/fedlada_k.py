@@ -20,6 +20,7 @@ import numpy as np
 
 from . import common
 from . import fedlada_common as fc
+from . import verdicts as vd
 from . import fedlada_cost as fcost
 
 PAPER, TARGET = "FedLADA", "Figure 3, Table 4"
@@ -73,6 +74,15 @@ def _rounds_to_loss(df, run, level):
     return float(np.mean(out))
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_k",)
+CLAIMS = vd.claims(
+    vd.Claim("E7", "FedLADA", "best accuracy falls as K grows (41.9 / 40.2 / 36.2 / 33.8 for K = "
+             "2 / 4 / 10 / 20 epochs); K = 4 reaches its best in the fewest rounds; K = 2 -> 4 "
+             "trains about 2.2x faster", "every", "Table 4, Fig. 3; spec 4 E7"),
+)
+
+
 def check(df, cfg):
     df, notes = common.usable(sys.modules[__name__], cfg, df)
     text = fc.setting_text(cfg).replace(f"{fc.epochs(cfg)} local epochs", "K varied")
@@ -90,28 +100,33 @@ def check(df, cfg):
               + " |",
               "| paper round | " + " | ".join(str(PAPER_T4.get(k, ('-', '-'))[1]) for k in ks)
               + " |"]
+    C = CLAIMS["E7"]
+    proto = fc.protocol(cfg)
+    card = fc.card(cfg, df, steps=False).plus(*proto.card_items())
+    parts = []
     if len(ks) >= 2:
-        accs = [best.loc[f"K{k}", "mean"] for k in ks]
-        falls = all(a > b for a, b in zip(accs, accs[1:]))
-        lines.append(f"E7 (best accuracy falls as K grows): "
-                     f"{' / '.join(f'{100 * a:.1f}' for a in accs)} -> "
-                     f"{'shows' if falls else 'does not show'}")
+        parts.append(vd.ordering(C, [(f"K={k}", vd.per_seed(df, "test_acc", "max", run=f"K{k}"))
+                                     for k in ks], margin=fc.MARGIN, unit="pp", scale=100,
+                                 what="best test accuracy falls as K grows"))
     if {"K2", "K4"} <= set(best.index):
         level = fc.final_by_seed(df[df.run == "K2"], "train_loss")["mean"].iloc[0]
-        r2, r4 = _rounds_to_loss(df, "K2", level), _rounds_to_loss(df, "K4", level)
-        speed = r2 / r4 if r4 > 0 else math.inf
-        lines.append(f"E7 speed (K=4 reaches K=2's final training loss {level:.4f} faster, "
-                     f"about 2.2x): K=2 {r2:.0f} rounds, K=4 {r4:.0f} rounds, {speed:.2f}x -> "
-                     f"faster {'shows' if speed > 1 else 'does not show'}; about 2.2x (read "
-                     f"as 1.65-2.75x, +-25 %) "
-                     f"{'shows' if 1.65 <= speed <= 2.75 else 'does not show'}")
+        to = lambda r: vd.rounds_to(df, "train_loss", level, run=r, higher=False)  # noqa: E731
+        parts.append(vd.faster(C, to("K4"), to("K2"), horizon=cfg.rounds, band=(1.65, 2.75),
+                               what=f"K=4 reaches K=2's final training loss {level:.4f} about "
+                                    "2.2x faster (read as 1.65-2.75x)"))
     if len(ks) >= 2 and 4 in ks:
-        when = {k: at[f"K{k}"] for k in ks}
-        fastest = [k for k in ks if when[k] == min(when.values())]
-        lines.append(f"E7 rounds to best (K=4 fewest; paper 878 / 614 / 959 / 1327): "
-                     f"{' / '.join(f'{when[k]:.0f}' for k in ks)} -> "
-                     f"{'shows' if fastest == [4] else 'does not show'}")
-    return lines
+        when = {k: _best_round(df, f"K{k}") for k in ks}
+        parts += [vd.above(C, when[4], when[k], lower_is_better=True,
+                           what=f"K=4 reaches its best before K={k}") for k in ks if k != 4]
+    out = vd.every(C, parts, what="accuracy falls with K; K = 4 fastest", card=card,
+                   protocol=proto) if parts else vd.missing(C, "K sweep", "fewer than 2 K")
+    return lines + [out]
+
+
+def _best_round(df, run):
+    sub = df[(df.run == run) & (df.metric == "test_acc")]
+    out = sub.loc[sub.groupby("seed")["value"].idxmax()].set_index("seed")["round"]
+    return out.astype(float)
 
 
 def full_work(cfg):

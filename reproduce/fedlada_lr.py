@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 
-from sims.sweep import Axis, Grid
+from sims.experiments.sweep import Axis, Grid
 
 from . import common, plotting
 from . import fedlada_common as fc
 from . import fedlada_cost as fcost
-from .sweeps import select, sweep_run
+from . import protocols
+from .sweeps import sweep_run
 
 PAPER, TARGET = "FedLADA", "learning-rate pilot (stand-in)"
 TITLE = "each method's local learning rate x0.3 / x1 / x3 / x10 around the paper's, best final test acc"
@@ -28,6 +29,11 @@ DEFAULT_COST = "about 4 min (28 grid points, 1 seed, 40 rounds, 784-50-10 MLP on
 
 FACTORS = (0.3, 1.0, 3.0, 10.0)
 
+
+#: A pilot of the stand-in's rates: it checks no claim of the paper.
+CLAIMS: dict = {}
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_lr",)
 
 @dataclass
 class Config(fc.StandIn):
@@ -57,7 +63,7 @@ def runs(cfg):
 
 
 def plot(df, cfg):
-    summary, _ = select(df, "final-acc")
+    summary = protocols.select(df, "final-acc")
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for alg, g in summary.groupby("algorithm", sort=False):
         ax.plot(g["eta_l"], 100 * g["score"], "o-", label=fc.label(alg))
@@ -70,8 +76,12 @@ def plot(df, cfg):
 
 
 def check(df, cfg):
-    summary, _ = select(df, "final-acc")
-    lines = ["pilot (final-acc rule, final test accuracy %, per eta_l):"]
+    summary = protocols.select(df, "final-acc")
+    proto = protocols.pilot("x0.3 / x1 / x3 / x10 the paper's local rates, final-acc rule",
+                            seeds=cfg.seeds, horizon=cfg.rounds, plotted=cfg.rounds,
+                            source="FedLADA Sec. 4.1 ('best-performing')")
+    lines = [f"protocol: {proto.describe()} (a pilot; it decides no claim)",
+             "pilot (final-acc rule, final test accuracy %, per eta_l):"]
     for alg, g in summary.groupby("algorithm", sort=False):
         vals = ", ".join(f"{r.eta_l:g}: {100 * r.score:.1f}{' *' if r.selected else ''}"
                          for r in g.itertuples())

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from . import common
 from . import fedlada_common as fc
+from . import verdicts as vd
 from . import fedlada_cost as fcost
 
 PAPER, TARGET = "FedLADA", "Figure 4"
@@ -55,28 +56,42 @@ def plot(df, cfg):
         "FedLADA Fig. 4 stand-in", "fedlada_participation")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlada_participation",)
+CLAIMS = vd.claims(
+    vd.Claim("E8", "FedLADA", "higher participation (5 -> 10 -> 20 -> 50 %) improves FedLADA, "
+             "with diminishing gains near 50 %", "every", "Fig. 4; spec 4 E8"),
+)
+
+
 def check(df, cfg):
     df, notes = common.usable(sys.modules[__name__], cfg, df)
     text = fc.setting_text(cfg).replace(f"{cfg.participation:.0%} a round", "participation varied")
     lines = [f"setting: {text}, {cfg.rounds} rounds"] + notes
     fin = fc.final_by_seed(df, "test_acc")
-    sub = df[(df.metric == "test_acc") & (df["round"] > df["round"].max() / 2)]
-    late = sub.groupby(["run", "seed"])["value"].mean().groupby("run").agg(["mean", "min", "max"])
     rates = sorted(float(r[1:]) for r in fin.index)
-    acc = {p: late.loc[f"p{p:g}", "mean"] for p in rates}
+    half = df["round"].max() / 2
+    late = {p: vd.per_seed(df[df["round"] > half], "test_acc", "mean", run=f"p{p:g}")
+            for p in rates}
     lines.append("final test accuracy %: " + ", ".join(
         f"{p:.0%}: {fc.pm(fin.loc[f'p{p:g}'])}" for p in rates))
     lines.append("test accuracy % averaged over the second half: " + ", ".join(
-        f"{p:.0%}: {fc.pm(late.loc[f'p{p:g}'])}" for p in rates))
+        f"{p:.0%}: {100 * late[p].mean():.1f}" for p in rates))
+    C = CLAIMS["E8"]
+    proto = fc.protocol(cfg)
+    card = fc.card(cfg, df, clients=False).plus(*proto.card_items())
+    parts = []
     if len(rates) >= 2:
-        up = all(acc[a] < acc[b] for a, b in zip(rates, rates[1:]))
-        lines.append(f"E8 (accuracy increases with participation) -> "
-                     f"{'shows' if up else 'does not show'}")
+        parts.append(vd.ordering(C, [(f"{p:.0%}", late[p]) for p in reversed(rates)],
+                                 margin=fc.MARGIN, unit="pp", scale=100,
+                                 what="second-half test accuracy increases with participation"))
     if {0.05, 0.1, 0.2, 0.5} <= set(rates):
-        g_lo, g_hi = acc[0.1] - acc[0.05], acc[0.5] - acc[0.2]
-        lines.append(f"E8 diminishing (gain 20->50 % below gain 5->10 %): {100 * g_hi:+.2f} vs "
-                     f"{100 * g_lo:+.2f} points -> {'shows' if g_hi < g_lo else 'does not show'}")
-    return lines
+        gain = (late[0.5] - late[0.2]) - (late[0.1] - late[0.05])
+        parts.append(vd.exceeds(C, gain, 0.0, direction=-1, unit="pp", scale=100,
+                                what="gain 20->50 % minus gain 5->10 % (diminishing: below 0)"))
+    out = (vd.every(C, parts, what="participation helps, diminishing", card=card, protocol=proto)
+           if parts else vd.missing(C, "participation", "fewer than 2 rates"))
+    return lines + [out]
 
 
 def full_work(cfg):

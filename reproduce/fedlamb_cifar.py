@@ -6,7 +6,7 @@ best Table 1 rate and Fed-LAMB at its best lambda, 3 runs) on CIFAR-10 split iid
 the CNN "with three convolutional layers followed by two fully-connected layers"
 (``cifar-cnn``: the TensorFlow tutorial net, widths not given), Figure 4 "a ResNet-9"
 (``resnet9``: Page's DAWNBench net with **GroupNorm (2 groups) in place of BatchNorm**, since
-batched clients carry no running statistics; :mod:`sims.models`). No augmentation (the
+batched clients carry no running statistics; :mod:`sims.problems.models`). No augmentation (the
 paper names none; ``--augment crop-flip`` adds Fed-EF's). Readings and selection as in
 :mod:`reproduce.fedlamb_fig12` (printed reading dashed at the MNIST CNN pilot's eps, or
 ``--printed-eps``). Claims: E2 (same ordering as E1: Fed-LAMB above Fed-AMS and Fed-SGD)
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from . import common
 from . import fedlamb_common as fl
+from . import verdicts as vd
 
 PAPER, TARGET = "Fed-LAMB", "Figures 3-4"
 TITLE = "CIFAR-10 iid, CNN and ResNet-9 (GroupNorm): Fed-LAMB vs Fed-AMS and Fed-SGD"
@@ -87,15 +88,25 @@ def plot(df, cfg):
     return fl.plot_panels(df, cfg, settings(cfg), methods(cfg), title, "fedlamb_cifar")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlamb_cifar",)
+CLAIMS = vd.claims(
+    vd.Claim("E2", "Fed-LAMB", "CIFAR-10 iid, 3-conv CNN and ResNet-9: Fed-LAMB above Fed-AMS and "
+             "Fed-SGD (the E1 ordering)", "every", "MAIN Figs. 3-4; spec 4 E2"),
+)
+
+
 def check(df, cfg):
     lines = fl.header_lines(sys.modules[__name__], cfg, df, "cifar10", cfg.n, cfg.batch)
     chosen = fl.select_best(df, cfg.rounds)
+    proto = fl.protocol(cfg, 12)
+    out = []
     for s in settings(cfg):
-        lines.append(f"E2/E3 ({s.title}): Fed-LAMB above Fed-AMS and Fed-SGD across rounds and "
-                     f"at round {cfg.rounds}")
-        lines += fl.compare(chosen, s.key, ["fed-lamb"], ["fed-ams", "fed-sgd"], "E2")
+        card = fl.card(cfg, s, proto, steps_paper=31, clients_paper=25)
+        out.append(fl.compare(chosen, df, s.key, ["fed-lamb"], ["fed-ams", "fed-sgd"],
+                              CLAIMS["E2"], card=card, protocol=proto, scope=s.title))
     lines += fl.selection_lines(chosen)
-    return lines
+    return lines + out
 
 
 if __name__ == "__main__":

@@ -11,16 +11,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sims.algorithms.base import RoundContext
+from sims.core.context import RoundContext
 from sims.algorithms.fed_lamb import PRINTED
 from sims.algorithms.registry import make_algorithm
-from sims.optim import layer_norms, layer_segments
-from sims.participation import Participation
-from sims.sweep import Axis, Grid
-from sims.sweep.grid import GridError, parse_axis
+from sims.rules.trust import layer_norms
+from sims.core.participation import Participation
+from sims.experiments.sweep import Axis, Grid
+from sims.experiments.sweep.grid import GridError, parse_axis
 
-from . import common
-from .sweeps import FED_LAMB_TABLE1, select, sweep_run
+from . import common, protocols
+from .sweeps import FED_LAMB_TABLE1, sweep_run
 
 #: SUPP Table 1, "Search grids of the learning rate" (spec 3.4), and MAIN Sec. 4's lambda:
 #: the sweep API's table (:data:`reproduce.sweeps.FED_LAMB_TABLE1`), one copy for the project.
@@ -146,6 +146,13 @@ def algorithm(method: str, **hyper):
 
 
 # ------------------------------------------------------------------------------ T5
+def _t5():
+    from . import verdicts as vd
+    return vd.Claim("T5", "Fed-LAMB", "consensus: within a round every client's layer ends at "
+                    "most alpha T phi_M from the round's start model", "holds",
+                    "MAIN Lemma / spec 4 T5")
+
+
 class ConsensusObserver:
     """T5 on a live run (spec 4 T5, property P1): within a round, every client's layer ``l``
     ends at most ``alpha T phi_M`` from the round's start model, ``T`` = its local steps.
@@ -182,11 +189,10 @@ class ConsensusObserver:
         return self._replay(view, *prev)
 
     def _replay(self, view, server, cstate):
-        from sims.engine import _stack_payloads
+        from sims.core.engine import stack_payloads
         alg, problem = view.algorithm, view.problem
         layout, theta_prev = problem.layout, server["theta"]
         dev, dtype = theta_prev.device, theta_prev.dtype
-        seg = layer_segments(layout, dev)
         lr = alg.eta_l * alg.lr_decay ** (view.t - 1)
         R = theta_prev.shape[0]
         out = {k: np.full(R, math.nan) for k in ("t5_ratio", "t5_steps_ratio", "t5_replay_err")}
@@ -199,7 +205,7 @@ class ConsensusObserver:
             rep = torch.full_like(cli, r)
             b_cast = {k: v[rep] for k, v in bcast.items()}
             c_state = {k: v[rep, cli] for k, v in cstate.items()}
-            payload, mask = _stack_payloads(problem, list(view.draws[r].payloads), dev, dtype)
+            payload, mask = stack_payloads(problem, list(view.draws[r].payloads), dev, dtype)
             ctx = RoundContext(view.t - 1, layout, rep, cli, view.last_round_before[rep, cli])
             lstate = alg.local_start(b_cast, c_state, ctx)
             start = b_cast["theta"]
@@ -207,12 +213,12 @@ class ConsensusObserver:
             walked = torch.zeros(len(cli), len(layout.sizes), dtype=torch.float64, device=dev)
             for k in range(payload.shape[1]):
                 m = mask[:, k]
-                phi = layer_norms(th, layout, seg).clamp(alg.phi_min, alg.phi_max)
+                phi = layer_norms(th, layout).clamp(alg.phi_min, alg.phi_max)
                 walked += (lr * phi * m.unsqueeze(-1)).double()
                 g = problem.stoch_grad(th, cli, payload[:, k])
                 th, lstate = alg.local_step(th, g, lstate, b_cast, c_state,
                                             None if bool(m.all()) else m, ctx)
-            drift = layer_norms(th - start, layout, seg).double()
+            drift = layer_norms(th - start, layout).double()
             steps = mask.sum(1).double().unsqueeze(-1)
             out["t5_ratio"][r] = float((drift / (lr * steps * alg.phi_max)).max())
             out["t5_steps_ratio"][r] = float((drift / walked.clamp_min(1e-300)).max())
@@ -247,8 +253,9 @@ def printed_eps_text(df, chosen, setting: str) -> str:
 T5_CLIENTS = 20
 
 
-def consensus_lines(cfg, chosen, df, s: "Setting", rounds: int = 2) -> list[str]:
-    """T5 (spec 4, property P1) asserted on a real run and printed: Fed-LAMB at the selected point
+def consensus_lines(cfg, chosen, df, s: "Setting", rounds: int = 2) -> list:
+    """T5 (spec 4, property P1) decided on a real run (:func:`reproduce.verdicts.holds`: every
+    round's ratio at most 1, the replay within 1e-8 of the run): Fed-LAMB at the selected point
     of setting ``s`` (and its printed reading's), ``rounds`` rounds of seed ``seed0`` on the
     setting's data and partition, at most :data:`T5_CLIENTS` clients a round, replayed round by
     round by :class:`ConsensusObserver`. The run uses the setting's MLP without dropout in
@@ -257,11 +264,11 @@ def consensus_lines(cfg, chosen, df, s: "Setting", rounds: int = 2) -> list[str]
     error against the run's server model."""
     import torch as _torch
 
-    from sims.engine import run
+    from sims.core.engine import run
     from sims.problems.image import build_image_problem
 
     from . import common
-    out = []
+    out, T5 = [], _t5()
     for method in ("fed-lamb", "fed-lamb-printed"):
         row = chosen[(chosen.setting == s.key) & (chosen.method == method)]
         if not len(row) or row.iloc[0]["point"] is None:
@@ -277,13 +284,17 @@ def consensus_lines(cfg, chosen, df, s: "Setting", rounds: int = 2) -> list[str]
                   observers=[ConsensusObserver()])
         ratio, steps, err = (np.nanmax(res.metrics[k]) for k in
                              ("t5_ratio", "t5_steps_ratio", "t5_replay_err"))
-        verdict = "holds" if ratio <= 1 + 1e-9 and err < 1e-8 else "VIOLATED"
         what = ", ".join(f"{k}={v:g}" for k, v in hyper.items())
-        out.append(f"T5 consensus ({LABELS[method]} {what}; {s.dataset} {s.n} clients, "
-                   f"{part.m} a round, E={s.epochs}, MLP without dropout, float64, {rounds} "
-                   f"rounds, seed {cfg.seed0}): max per-layer drift / (alpha T phi_M) = "
-                   f"{ratio:.4f}, drift / sum of step lengths <= {steps:.4f}, replay error "
-                   f"{err:.1e}: {verdict}")
+        from . import verdicts as vd
+        out.append(vd.every(T5, [
+            vd.holds(T5, res.metrics["t5_ratio"][0][1:], 1.0 + 1e-9,
+                     what="max per-layer drift / (alpha T phi_M), every round (<= 1)"),
+            vd.holds(T5, res.metrics["t5_replay_err"][0][1:], 1e-8,
+                     what="replay error against the run's server model (< 1e-8)")],
+            what=f"{LABELS[method]} {what}; {s.dataset} {s.n} clients, {part.m} a round, "
+                 f"E={s.epochs}, MLP without dropout, float64, {rounds} rounds, seed "
+                 f"{cfg.seed0}; drift / sum of step lengths <= {steps:.4f}",
+            scope=f"{s.key} {'printed' if method.endswith('-printed') else 'default'}"))
     return out
 
 
@@ -335,7 +346,7 @@ def parse_axes(text) -> list[tuple]:
     """``--axes``: space-separated ``[METHOD.]KEY=SPEC`` -> ``(method or None, key,
     values)``: the values a method's ``KEY`` runs, replacing what ``--grid`` gives (any values,
     Table 1's or beyond it: for pilots; a method not named: every method with ``KEY``).
-    ``KEY=SPEC`` is read by the sweep grid's :func:`sims.sweep.grid.parse_axis` (values or
+    ``KEY=SPEC`` is read by the sweep grid's :func:`sims.experiments.sweep.grid.parse_axis` (values or
     ``log:LO:HI:N``); the method is split off first, since the entry's methods include the
     printed pair, which is no registry name. The values must be numbers."""
     out = []
@@ -407,9 +418,8 @@ def grid_axes(method: str, mode: str, best: dict, sub: dict | None = None,
             axes[key] = values
         elif mode == "best":
             axes[key] = (best[key],)
-        else:
-            i = values.index(best[key])
-            axes[key] = values[max(0, i - 1): i + 2]
+        else:                         # "near": a bracket of one Table 1 step either side
+            axes[key] = protocols.neighbours(values, best[key])
     if method.endswith("-printed"):
         if eps:
             axes["eps"] = tuple(eps)
@@ -433,7 +443,7 @@ def grid_axes(method: str, mode: str, best: dict, sub: dict | None = None,
 
 def method_grid(method: str, mode: str, best: dict, printed_eps=(),
                 sub: dict | None = None, overrides: list | None = None) -> Grid:
-    """The :class:`sims.sweep.Grid` of one method: its registry algorithm, fixed settings
+    """The :class:`sims.experiments.sweep.Grid` of one method: its registry algorithm, fixed settings
     (the printed reading for ``*-printed``) and :func:`grid_axes` (``printed_eps``: a number
     or a sequence, the printed pair's eps axis; empty: the pilot's)."""
     base = base_method(method)
@@ -467,10 +477,12 @@ def dataset_label(name: str, data_dir) -> str:
 def select_best(df, rounds: int):
     """The paper's rule ("we take the model performance with the best alpha and lambda",
     MAIN Sec. 4; SUPP A.2 "such that the best performance is achieved"): the sweep API's
-    ``fed-lamb`` rule (:func:`sims.sweep.select`: highest final test accuracy averaged over
+    ``fed-lamb`` rule (:func:`sims.experiments.sweep.select`: highest final test accuracy averaged over
     seeds; a point any of whose seeds diverged is never selected) within each sweep, i.e. per
     (setting, method) (a point's id names its algorithm and settings, not its problem, so
     sweeps are selected one at a time).
+    Selection by :func:`reproduce.protocols.select` (the protocols' one mechanism), read at
+    round ``rounds`` (the plotted horizon).
     Returns one row per (setting, method): ``point``, ``label``, ``mean``, ``lo``, ``hi``
     (final test accuracy over seeds), ``auc`` (mean accuracy over the evaluated rounds after
     0, averaged over seeds: "across rounds"), ``seeds``, ``points`` (grid points that
@@ -481,8 +493,9 @@ def select_best(df, rounds: int):
     from . import common
     rows = []
     for name, table in df.groupby("sweep", sort=False):    # points are unique within a sweep
-        summary, curves = select(table, "fed-lamb", by=("algorithm",))
-        curves = common.healthy(curves)
+        summary = protocols.select(table, "fed-lamb", at=rounds)
+        chosen_points = set(summary.loc[summary["selected"], "point"])
+        curves = common.healthy(table[table["point"].isin(chosen_points)])
         setting, method = table["setting"].iloc[0], table["method"].iloc[0]
         row = {"setting": setting, "method": method, "points": len(summary),
                "diverged_points": int(summary["diverged"].sum()), "point": None,
@@ -505,7 +518,7 @@ def select_best(df, rounds: int):
 
 
 def ranking(summary) -> str:
-    """Every competing point of a sweep's :func:`sims.sweep.select` summary, best first: its
+    """Every competing point of a sweep's :func:`sims.experiments.sweep.select` summary, best first: its
     swept values and its score (final test accuracy, mean over seeds); "div" if diverged."""
     keys = [k for k in ("eta_l", "eta", "lam", "eps") if k in summary]
     parts = []
@@ -516,34 +529,78 @@ def ranking(summary) -> str:
     return ", ".join(parts)
 
 
-def _fmt(row) -> str:
-    if row is None or not np.isfinite(row["mean"]):
-        return "no healthy run"
-    return (f"{100 * row['mean']:.2f}% [seeds {100 * row['lo']:.2f}-{100 * row['hi']:.2f}], "
-            f"mean over rounds {100 * row['auc']:.2f}%")
+def selected_seeds(df, chosen, setting: str, method: str, how: str = "final"):
+    """Per seed, the selected point's final test accuracy (``how="final"``) or its mean over
+    the evaluated rounds after 0 (``"mean"``: "across rounds") (NaN: a diverged seed)."""
+    import pandas as pd
+
+    from .verdicts import per_seed
+    row = chosen[(chosen.setting == setting) & (chosen.method == method)]
+    if not len(row) or row.iloc[0]["point"] is None:
+        return pd.Series(dtype=float)
+    sub = df[(df.setting == setting) & (df.method == method) & (df.point == row.iloc[0]["point"])]
+    return per_seed(sub, "test_acc", how)
 
 
-def compare(chosen, setting, winners, losers, claim: str) -> list[str]:
-    """Whether every method of ``winners`` is above every method of ``losers`` at the end
-    (mean over seeds of the final test accuracy) and across rounds (mean accuracy over the
-    evaluated rounds), stated with the numbers and the seed spread; "does not show" when it
-    does not, "(within the seed spread)" when a win's seed ranges overlap."""
-    sub = chosen[chosen.setting == setting].set_index("method")
-    have = [m for m in winners + losers if m in sub.index and np.isfinite(sub.loc[m, "mean"])]
-    lines = [f"  {LABELS.get(m, m)}: " + _fmt(sub.loc[m] if m in sub.index else None)
-             for m in winners + losers]
-    missing = [m for m in winners + losers if m not in have]
-    if missing:
-        return lines + [f"  -> {claim}: no verdict ({', '.join(LABELS.get(m, m) for m in missing)}"
-                        " missing or diverged)"]
-    end = all(sub.loc[w, "mean"] > sub.loc[l, "mean"] for w in winners for l in losers)
-    across = all(sub.loc[w, "auc"] > sub.loc[l, "auc"] for w in winners for l in losers)
-    overlap = any(sub.loc[w, "lo"] <= sub.loc[l, "hi"] for w in winners for l in losers)
-    verdict = "shows" if end and across else "does not show"
-    detail = (f"at the end {'yes' if end else 'no'}, across rounds {'yes' if across else 'no'}"
-              + ("; within the seed spread" if end and overlap else ""))
-    return lines + [f"  -> {claim}: {verdict} ({detail})"]
+def compare(chosen, df, setting, winners, losers, claim, *, card=None, protocol=None,
+            scope: str = "", what: str = ""):
+    """"Every method of ``winners`` above every method of ``losers``, at the end and across
+    rounds" (Fed-LAMB E1, E2, E4, E5): for each pair, the selected points' final test accuracy
+    not below by more than half a point (:func:`reproduce.verdicts.not_below`: "higher or
+    equal") and the mean accuracy over the evaluated rounds above (:func:`reproduce.verdicts.
+    above`: "higher test accuracy across rounds"), paired by seed."""
+    from . import verdicts as vd
+    parts = []
+    for w in winners:
+        for lo in losers:
+            names = f"{LABELS.get(w, w)} vs {LABELS.get(lo, lo)}"
+            parts.append(vd.not_below(claim, selected_seeds(df, chosen, setting, w),
+                                      selected_seeds(df, chosen, setting, lo), MARGIN,
+                                      unit="pp", scale=100,
+                                      what=f"{names}: final test accuracy (higher or equal)"))
+            parts.append(vd.above(claim, selected_seeds(df, chosen, setting, w, "mean"),
+                                  selected_seeds(df, chosen, setting, lo, "mean"), unit="pp",
+                                  scale=100, what=f"{names}: accuracy across rounds"))
+    return vd.every(claim, parts, what=what or ", ".join(LABELS.get(w, w) for w in winners)
+                    + " above " + ", ".join(LABELS.get(x, x) for x in losers), card=card,
+                    protocol=protocol, scope=scope)
 
+
+MARGIN = 0.005      # "higher or equal": not below by more than half a point
+#: The paper's regime (spec 3.1-3.3): main Figs. 1-2, 60,000 MNIST images over 50 clients at
+#: batch 32 (about 38 local steps an epoch), 25 a round; supplement Fig. 1, 200 clients at
+#: batch 64 (300 images, 5 steps an epoch), all of them a round; 100 rounds; 3 runs; each
+#: method selected from its Table 1 grid (and lambda) at round 100.
+PAPER_ROUNDS, PAPER_SEEDS = 100, 3
+
+
+def protocol(cfg, pilot_round: int):
+    """The protocol a Fed-LAMB comparison rests on: ``--grid table1`` is the paper's (supp.
+    Table 1's grids and lambda, the fed-lamb rule at the plotted horizon; the paper's 3
+    seeds); the other grids come from the recorded one-seed pilot read at ``pilot_round``."""
+    if cfg.grid == "table1":
+        return protocols.Protocol("paper", "supplement Table 1 grids and lambda", rule="fed-lamb",
+                                  seeds=cfg.seeds, horizon=cfg.rounds, plotted=cfg.rounds,
+                                  required_seeds=PAPER_SEEDS, source="SUPP Table 1, MAIN Sec. 4")
+    return protocols.pilot(f"grid '{cfg.grid}' from the recorded pilot (docs/fedlamb_pilot.md), "
+                           "fed-lamb rule over the seeds", seeds=1, horizon=pilot_round,
+                           plotted=cfg.rounds, source="docs/fedlamb_pilot.md")
+
+
+def card(cfg, s: "Setting", proto, *, steps_paper: int, clients_paper: int):
+    """The regime card of a Fed-LAMB comparison on panel ``s``: local steps an epoch,
+    clients a round, the fraction of the paper's 100 rounds, seeds, and the protocol's
+    conformance (:meth:`reproduce.protocols.Protocol.card_items`)."""
+    from . import regime as rg
+    prob = problem_of(s, cfg)
+    per_client = float(np.mean([len(p) for p in prob.parts]))
+    steps = int(math.ceil(per_client / s.batch))
+    return rg.RegimeCard([
+        rg.steps_per_epoch(steps, steps_paper, source=f"{per_client:.0f} images a client at "
+                           f"batch {s.batch}"),
+        rg.clients_per_round(s.m or s.n, clients_paper, source="MAIN Sec. 4 / SUPP A.2"),
+        rg.horizon(cfg.rounds, PAPER_ROUNDS, source="100 rounds"),
+        rg.seeds(cfg.seeds, PAPER_SEEDS, "3 runs"), *proto.card_items()])
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 The paper's setting (MAIN Sec. 4, spec 3.1-3.3): MNIST split non-iid over 50 clients, half of
 them (25, drawn without replacement) active each round, local batch 32, beta = (0.9, 0.999);
 the CNN of the classic example net (``mnist-cnn``) and the MLP with one hidden layer of 200
-and dropout (``mlp-dropout``, :mod:`sims.models`); each method at its best learning rate
+and dropout (``mlp-dropout``, :mod:`sims.problems.models`); each method at its best learning rate
 from SUPP Table 1, Fed-LAMB also at its best lambda in {0, 0.01, 0.1}; 3 runs; test
 accuracy against rounds; several numbers of local epochs, not named (spec 5.17). Decisions
 (spec 5, 6): the non-iid split is two single-class label shards per client
@@ -58,6 +58,7 @@ from dataclasses import dataclass
 
 from . import common
 from . import fedlamb_common as fl
+from . import verdicts as vd
 
 PAPER, TARGET = "Fed-LAMB", "Figures 1-2"
 TITLE = "MNIST non-iid, CNN and MLP: Fed-LAMB vs Fed-AMS and Fed-SGD (test accuracy)"
@@ -111,23 +112,44 @@ def plot(df, cfg):
     return fl.plot_panels(df, cfg, settings(cfg), methods(cfg), title, "fedlamb_fig12")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlamb_fig12",)
+CLAIMS = vd.claims(
+    vd.Claim("E1", "Fed-LAMB", "MNIST non-iid, MLP and CNN: Fed-LAMB has higher test accuracy "
+             "across rounds and higher or equal final accuracy than Fed-AMS and Fed-SGD, each at "
+             "its best Table 1 point", "every", "MAIN Sec. 4, Figs. 1-2; spec 4 E1"),
+    vd.Claim("E3", "Fed-LAMB", "the E1 ordering holds at every number of local epochs tested",
+             "every", "MAIN Sec. 4; spec 4 E3"),
+    fl._t5(),
+)
+PILOT_ROUND = 12          # the recorded pilot's reading round (docs/fedlamb_pilot.md)
+
+
 def check(df, cfg):
     lines = fl.header_lines(sys.modules[__name__], cfg, df, "mnist", cfg.n, cfg.batch)
     chosen = fl.select_best(df, cfg.rounds)
+    proto = fl.protocol(cfg, PILOT_ROUND)
+    out, per_e = [], []
     for s in settings(cfg):
-        lines.append(f"E1 ({s.title}): Fed-LAMB above Fed-AMS and Fed-SGD across rounds and "
-                     f"at round {cfg.rounds}")
-        lines += fl.compare(chosen, s.key, ["fed-lamb"], ["fed-ams", "fed-sgd"], "E1")
+        card = fl.card(cfg, s, proto, steps_paper=38, clients_paper=25)
+        v = fl.compare(chosen, df, s.key, ["fed-lamb"], ["fed-ams", "fed-sgd"], CLAIMS["E1"],
+                       card=card, protocol=proto, scope=s.title)
+        out.append(v)
+        per_e.append(v)
         if "fed-lamb-printed" in methods(cfg):
-            lines += fl.compare(chosen, s.key, ["fed-lamb-printed"], ["fed-ams-printed"],
-                                "E1/E5 in the printed reading ("
-                                + fl.printed_eps_text(df, chosen, s.key) + ")")
+            out.append(fl.compare(chosen, df, s.key, ["fed-lamb-printed"], ["fed-ams-printed"],
+                                  CLAIMS["E1"], card=card, protocol=proto,
+                                  scope=f"{s.title}, printed reading ("
+                                        + fl.printed_eps_text(df, chosen, s.key) + ")"))
+    if len({s.epochs for s in settings(cfg)}) > 1:
+        out.append(vd.every(CLAIMS["E3"], per_e, what="E1 at every E tested",
+                            card=per_e[0].card if per_e else None, protocol=proto))
     lines += fl.selection_lines(chosen)
     mlp = [s for s in settings(cfg) if s.model.startswith("mlp")] or settings(cfg)
-    lines += fl.consensus_lines(cfg, chosen, df, mlp[0])
+    out += fl.consensus_lines(cfg, chosen, df, mlp[0])
     lines += fl.cost_lines(df, cfg, full_seeds=3, full_rounds=100, full_epochs=(1, 3, 5),
                            methods=methods(cfg))
-    return lines
+    return lines + out
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 from . import common
 from . import fedlamb_common as fl
+from . import verdicts as vd
 
 PAPER, TARGET = "Fed-LAMB", "Supplement Figure 1"
 TITLE = "MNIST and FMNIST, n=200, full participation: six methods, each tuned (test accuracy)"
@@ -110,30 +111,49 @@ def plot(df, cfg):
     return fl.plot_panels(df, cfg, settings(cfg), methods(cfg), title, "fedlamb_supp1")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedlamb_supp1",)
+CLAIMS = vd.claims(
+    vd.Claim("E4", "Fed-LAMB", "MNIST and FMNIST, n = 200, full participation, batch 64, 100 "
+             "rounds: Fed-LAMB and Mime-LAMB beat Fed-SGD, Fed-AMS, Adp-Fed and Mime in "
+             "convergence speed and in accuracy at round 100", "every",
+             "SUPP Fig. 1, A.2; spec 4 E4"),
+    vd.Claim("E5", "Fed-LAMB", "layer-wise adaptivity helps both bases: Fed-LAMB > Fed-AMS and "
+             "Mime-LAMB > Mime", "every", "SUPP Fig. 1; spec 4 E5"),
+    fl._t5(),
+)
+PILOT_ROUND = 6           # the recorded pilot's reading round (docs/fedlamb_pilot.md)
+
+
 def check(df, cfg):
     lines = []
     for s in settings(cfg):
         lines += fl.header_lines(sys.modules[__name__], cfg, df, s.dataset, cfg.n, cfg.batch)
     lines = list(dict.fromkeys(lines))
     chosen = fl.select_best(df, cfg.rounds)
+    proto = fl.protocol(cfg, PILOT_ROUND)
+    out = []
     for s in settings(cfg):
-        lines.append(f"E4 ({s.title}): Fed-LAMB and Mime-LAMB above Fed-SGD, Fed-AMS, Adp-Fed "
-                     f"and Mime, across rounds and at round {cfg.rounds} (paper: 100)")
-        lines += fl.compare(chosen, s.key, ["fed-lamb", "mime-lamb"],
-                            ["fed-sgd", "fed-ams", "adp-fed", "mime"], "E4")
-        lines.append(f"E5 ({s.title}): layer-wise adaptivity helps both bases")
-        lines += fl.compare(chosen, s.key, ["fed-lamb"], ["fed-ams"], "E5 Fed-LAMB > Fed-AMS")[-1:]
-        lines += fl.compare(chosen, s.key, ["mime-lamb"], ["mime"], "E5 Mime-LAMB > Mime")[-1:]
+        card = fl.card(cfg, s, proto, steps_paper=5, clients_paper=200)
+        out.append(fl.compare(chosen, df, s.key, ["fed-lamb", "mime-lamb"],
+                              ["fed-sgd", "fed-ams", "adp-fed", "mime"], CLAIMS["E4"],
+                              card=card, protocol=proto, scope=s.title))
+        out.append(vd.every(CLAIMS["E5"], [
+            fl.compare(chosen, df, s.key, ["fed-lamb"], ["fed-ams"], CLAIMS["E5"]),
+            fl.compare(chosen, df, s.key, ["mime-lamb"], ["mime"], CLAIMS["E5"])],
+            what="Fed-LAMB > Fed-AMS and Mime-LAMB > Mime", card=card, protocol=proto,
+            scope=s.title))
         if "fed-lamb-printed" in methods(cfg):
-            lines += fl.compare(chosen, s.key, ["fed-lamb-printed"], ["fed-ams-printed"],
-                                "E5 in the printed reading ("
-                                + fl.printed_eps_text(df, chosen, s.key) + ")")
+            out.append(fl.compare(chosen, df, s.key, ["fed-lamb-printed"], ["fed-ams-printed"],
+                                  CLAIMS["E5"], card=card, protocol=proto,
+                                  scope=f"{s.title}, printed reading ("
+                                        + fl.printed_eps_text(df, chosen, s.key) + ")"))
     lines += fl.selection_lines(chosen)
     for s in settings(cfg):
-        lines += fl.consensus_lines(cfg, chosen, df, s)
+        out += fl.consensus_lines(cfg, chosen, df, s)
     lines += fl.cost_lines(df, cfg, full_seeds=3, full_rounds=100, full_epochs=(cfg.epochs,),
                            methods=methods(cfg))
-    return lines
+    return lines + out
 
 
 if __name__ == "__main__":

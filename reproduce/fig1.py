@@ -28,13 +28,15 @@ from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import Identity, Sign
-from sims.participation import Participation, ParticipationError
-from sims.synthetic.stats import fmt_interval, seed_interval
+from sims.rules.compress import Identity, Sign
+from sims.core.participation import Participation, ParticipationError
+from sims.experiments.synthetic.stats import fmt_interval, seed_interval
 
 from . import common, fedef_mnist, plotting
+from . import verdicts as vd
 
 PAPER, TARGET = "Fed-EF", "Figure 1"
 TITLE = ("Sign compression without error feedback against full precision, MLP on MNIST "
@@ -126,44 +128,42 @@ def late_slope(df, method, cfg) -> dict:
     return out
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_fig1",)
+CLAIMS = vd.claims(
+    vd.Claim("E1", "Fed-EF", "Fed-SGD with Sign compression and no error feedback suffers a "
+             "catastrophic performance downgrade against full precision", "every",
+             "Fig. 1, Sec. 1; spec 5 E1"),
+)
+
+
 def check(df, cfg):
     df, lines = common.usable(sys.modules[__name__], cfg, df)
     lines.append(f"data: {cfg.dataset_title()}; {cfg.participation} of n={cfg.n} a round; "
                  "mean [95% t-interval] over seeds")
+    c = CLAIMS["E1"]
     if not len(df) or not {FP, SIGN} <= set(df["method"]):
-        lines.append("-> full precision or direct Sign has no healthy results: no verdict")
-        return lines
+        return lines + [vd.missing(c, "catastrophic downgrade", "full precision or direct Sign "
+                                   "has no healthy results")]
     T = int(min(df[df.method == m]["round"].max() for m in (FP, SIGN)))
     acc = {m: _by_seed(df, m, "test_acc", T) for m in VARIANTS if m in set(df.method)}
     for m, v in acc.items():
         slope = seed_interval(list(late_slope(df, m, cfg).values()))
         lines.append(f"{m}: test accuracy at round {T} {fmt_interval(seed_interval(100 * v), 1)}"
                      f" %; late slope {fmt_interval(slope, 2)} points per 10 rounds")
-    gap = (100 * (acc[FP] - acc[SIGN])).dropna()
-    giv = seed_interval(gap)
-    siv = seed_interval(list(late_slope(df, SIGN, cfg).values()))
-    fiv = seed_interval(list(late_slope(df, FP, cfg).values()))
-    if not np.isfinite(giv[1]):
-        lines.append(f"-> direct Sign {giv[0]:.1f} points below full precision at round {T} "
-                     "(one seed: no interval, no verdict)")
-        return lines
-    if siv[1] > 0:
-        state = "it is still rising"
-    elif siv[2] < 0:
-        state = "it is falling"
-    else:
-        state = ("its late trend is not resolved (the late-slope interval contains 0: "
-                 "stalled or slowly rising)")
-    lines.append(f"-> seen: direct Sign is {fmt_interval(giv, 1)} accuracy points below full "
-                 f"precision at round {T}, and {state}")
-    collapse = giv[1] >= cfg.collapse_gap and siv[0] < 0.25 * fiv[0]
-    lines.append(f"-> {'shows' if collapse else 'does NOT show'} the paper's \"catastrophic "
-                 f"performance downgrade\" (criterion: gap interval above "
-                 f"{cfg.collapse_gap:g} points and Sign's late slope below a quarter of full "
-                 "precision's)"
-                 + ("" if collapse or giv[1] <= 0 else
-                    f"; it shows a slowdown of {giv[0]:.1f} points at round {T}"))
-    return lines
+    gap = acc[FP] - acc[SIGN]
+    s_sign = pd.Series(late_slope(df, SIGN, cfg), dtype=float)
+    s_fp = pd.Series(late_slope(df, FP, cfg), dtype=float)
+    prob = fedef_mnist.problem(cfg, model="mlp", n_clients=cfg.n)
+    card = fedef_mnist.card(cfg, prob)
+    parts = [vd.exceeds(c, gap, cfg.collapse_gap / 100, unit="pp", scale=100,
+                        what=f"full precision - direct Sign test accuracy at round {T} above "
+                             f"{cfg.collapse_gap:g} points"),
+             vd.exceeds(c, s_sign - 0.25 * s_fp, 0.0, direction=-1,
+                        what="Sign's late slope minus a quarter of full precision's (below 0: "
+                             "stalled)")]
+    return lines + [vd.every(c, parts, what="a catastrophic gap and a stalled Sign curve",
+                             card=card, protocol="none: Fig. 1's rates (eta = 1, eta_l = 0.01)")]
 
 
 if __name__ == "__main__":

@@ -34,9 +34,11 @@ and of the averaged train loss, and gives the mean slope with its 95% Student-t 
 over seeds. Theory at these learning rates
 (``eta eta_l`` growing like ``sqrt(n)``): slope ``-1/2`` in ``n`` (Corollary 1,
 ``O(1/sqrt(TKn))``) and ``-1`` in ``m`` at fixed ``n`` (Theorem 4.4,
-``O(sqrt(n/m)/sqrt(TKm))``). Verdicts: a speedup shows when the interval lies below 0;
-the larger spread across ``m`` shows when the paired (same seed) difference ``slope_m -
-slope_n`` has its interval below 0.
+``O(sqrt(n/m)/sqrt(TKm))``). Verdicts (:mod:`reproduce.verdicts`): the theorems' left side
+(the averaged and the late squared gradient norm) decides the predicted slope (its interval
+inside the theory +- :data:`SLOPE_MARGIN`: :func:`reproduce.verdicts.slope`), the train loss
+only a speedup (interval below 0); the larger spread across ``m`` is the paired (same seed)
+difference ``slope_m - slope_n`` with its interval below 0.
 """
 from __future__ import annotations
 
@@ -45,16 +47,16 @@ import sys
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import TopK
-from sims.participation import Participation
+from sims.rules.compress import TopK
+from sims.core.participation import Participation
 
-from sims.synthetic.stats import fmt_interval, loglog_slope, seed_interval
+from sims.experiments.synthetic.stats import loglog_slope
 
 from . import common, fedef_mnist, plotting
+from . import verdicts as vd
 
 PAPER, TARGET = "Fed-EF", "Figure 8"
 TITLE = ("speedup in n (full participation) and m (partial participation), MLP on MNIST "
@@ -193,71 +195,77 @@ def slopes(df, cfg, metric: str = "grad_norm2", measure: str = "late") -> dict:
     return out
 
 
-def _speedup_verdict(iv) -> str:
-    mean, lo, hi = iv
-    if not np.isfinite(lo):
-        return "no verdict (one seed: no interval)"
-    return "shows" if hi < 0 else "does NOT show"
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_fig8",)
+CLAIMS = vd.claims(
+    vd.Claim("E10a", "Fed-EF", "linear speedup in n under full participation: the averaged "
+             "squared gradient norm falls like n^-1/2 (Cor. 1 at eta eta_l growing like sqrt n)",
+             "slope", "Fig. 8, Cor. 1; spec 5 E10"),
+    vd.Claim("E10b", "Fed-EF", "speedup in m under partial participation: like m^-1 at fixed n "
+             "(Thm 4.4 at these rates)", "slope", "Fig. 8, Thm 4.4; spec 5 E10"),
+    vd.Claim("E10c", "Fed-EF", "the partial-participation curves spread further apart across m "
+             "than the full ones across n (the stale error's extra sqrt(n/m))", "exceeds",
+             "Fig. 8, Sec. 4.3; spec 5 E10"),
+)
+SLOPE_MARGIN = 0.15      # a slope "is" the predicted one within +-0.15
+
+
+def _slope_series(sl: dict, setting: str, seeds=()):
+    """Per seed the slope; NaN for a seed of the run whose replicas were left out as
+    diverged (counted as such by the verdict, never evidence)."""
+    s = pd.Series(sl.get(setting, {}), dtype=float)
+    return s.reindex(sorted(set(s.index) | set(seeds)))
 
 
 def check(df, cfg):
+    all_seeds = sorted(set(df["seed"])) if len(df) else []
+    missing = common.missing_runs(sys.modules[__name__], cfg, df)   # no rows at all
     df, lines = common.usable(sys.modules[__name__], cfg, df)
     lines.append(f"data: {cfg.dataset_title()}; {cfg.rounds} rounds (grad_norm2's mean over "
-                 "rounds 1..T is the left side of Cor. 1 / Thm 4.4); slopes: mean [95% "
-                 "t-interval] over seeds")
-    if not len(df):
-        lines.append("-> no healthy results: no verdict on the speedup")
-        return lines
-    missing = common.missing_runs(sys.modules[__name__], cfg, df)
+                 "rounds 1..T is the left side of Cor. 1 / Thm 4.4); slopes: per seed, mean "
+                 "[95% t-interval] over seeds")
     incomplete = {name.split("_")[0] for name in missing}
+    ns = _ints(cfg.ns)
+    prob = _problem(cfg, max(ns), cfg.n_partial if cfg.partition == "subset_of_200" else None)
+    card = fedef_mnist.card(cfg, prob)
+    proto = "none: the theorem's rates (eta = 0.1 sqrt(n or m), eta_l = 0.1), Sec. 5.4"
+    out = []
     for metric, measure in CHECKED:
         lev = late_levels(df, cfg, metric, measure)
         sl = slopes(df, cfg, metric, measure)
+        scope = f"{metric}, {MEASURES[measure]}"
         for setting, var in (("full", "n"), ("partial", "m")):
             means = lev[lev.setting == setting].groupby("x")["level"].mean()
-            if not len(means):
-                lines.append(f"{metric}, {setting}: no results")
-                continue
-            lines.append(f"{metric}, {MEASURES[measure]}, {setting} participation, by {var}: "
-                         + ", ".join(f"{var}={x}: {v:.4g}" for x, v in means.items()))
-            per_seed = list(sl.get(setting, {}).values())
-            if not per_seed:
-                lines.append("  -> fewer than two populations: no slope, no verdict")
-                continue
-            iv = seed_interval(per_seed)
+            if len(means):
+                lines.append(f"{metric}, {MEASURES[measure]}, {setting} participation, by "
+                             f"{var}: " + ", ".join(f"{var}={x}: {v:.4g}"
+                                                    for x, v in means.items()))
+        for setting, cid in (("full", "E10a"), ("partial", "E10b")):
+            var = "n" if setting == "full" else "m"
             if setting in incomplete:
-                lines.append(f"  -> slope in {var} over the populations present "
-                             f"{fmt_interval(iv)}: no verdict ({setting} participation "
-                             f"runs missing)")
+                out.append(vd.missing(CLAIMS[cid], f"slope in {var}",
+                                      f"{setting} participation runs missing", scope=scope))
                 continue
-            verdict = f"{_speedup_verdict(iv)} a speedup in {var}"
-            theory = ""
-            if metric == "grad_norm2" and np.isfinite(iv[1]):
-                # the claim is the linear speedup: the theory's slope inside the interval
-                inside = iv[1] <= THEORY[setting] <= iv[2]
-                theory = (f"; theory {THEORY[setting]:g} "
-                          f"({'inside' if inside else 'outside'} the interval)")
-                if iv[2] < 0:
-                    verdict += ("; shows the linear speedup" if inside else
-                                "; does NOT show the linear speedup (slower than the theory)")
-            lines.append(f"  -> slope in {var} {fmt_interval(iv)} over {len(per_seed)} "
-                         f"seed(s){theory}: {verdict}")
-        full, part = sl.get("full", {}), sl.get("partial", {})
-        paired = [part[s] - full[s] for s in full if s in part]
+            s = _slope_series(sl, setting, all_seeds)
+            if metric == "grad_norm2":
+                out.append(vd.slope(CLAIMS[cid], s, THEORY[setting], SLOPE_MARGIN, card=card,
+                                    protocol=proto, scope=scope,
+                                    what=f"log-log slope in {var} (theory {THEORY[setting]:g} "
+                                         f"+- {SLOPE_MARGIN:g})"))
+            else:
+                out.append(vd.exceeds(CLAIMS[cid], s, 0.0, direction=-1, card=card,
+                                      protocol=proto, scope=scope,
+                                      what=f"log-log slope in {var} below 0 (a speedup)"))
+        full = _slope_series(sl, "full", all_seeds)
+        part = _slope_series(sl, "partial", all_seeds)
         if incomplete:
-            lines.append(f"  -> {metric} ({measure}): runs missing: no verdict on the larger "
-                         "spread across m")
-        elif paired:
-            iv = seed_interval(paired)
-            verdict = (_speedup_verdict(iv) if np.isfinite(iv[1])
-                       else "no verdict (one seed: no interval)")
-            lines.append(f"  -> {metric} ({measure}): slope in m minus slope in n (paired by seed) "
-                         f"{fmt_interval(iv)}: {verdict} the larger spread across m "
-                         f"(the stale error's sqrt(n/m))")
+            out.append(vd.missing(CLAIMS["E10c"], "larger spread across m", "runs missing",
+                                  scope=scope))
         else:
-            lines.append(f"  -> {metric} ({measure}): full and partial slopes not both "
-                         "available: no verdict on the larger spread across m")
-    return lines
+            out.append(vd.exceeds(CLAIMS["E10c"], part - full, 0.0, direction=-1,
+                                  card=card, protocol=proto, scope=scope,
+                                  what="slope in m minus slope in n, paired by seed (below 0)"))
+    return lines + out
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ Claim (spec E11): after round 50 the squared gradient norm with restarting is be
 standard run's. The check is a paired comparison across seeds: per seed, the mean over the
 evaluations after round 50 of ``log(grad norm^2 with restarting) - log(standard)`` (the two
 runs of a seed share every random draw), with its 95% Student-t interval over seeds;
-"shows" when the interval lies below 0, "worse" when above, "not resolved" when it contains
-0. The CPU default runs 6 seeds for 100 rounds, evaluating the gradient norm over all
+decided by :func:`reproduce.verdicts.exceeds` (shows when the interval lies below 0, does not
+show when above, underpowered when it contains 0), with the run's regime card. The CPU default runs 6 seeds for 100 rounds, evaluating the gradient norm over all
 60,000 training samples every 5 rounds.
 """
 from __future__ import annotations
@@ -29,14 +29,14 @@ from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import TopK
-from sims.participation import Participation
-
-from sims.synthetic.stats import fmt_interval, seed_interval
+from sims.rules.compress import TopK
+from sims.core.participation import Participation
 
 from . import common, fedef_mnist, plotting
+from . import verdicts as vd
 
 PAPER, TARGET = "Fed-EF", "Figure 9"
 TITLE = "error restarting (S = 10 from round 50) under partial participation"
@@ -124,38 +124,41 @@ def paired_log_ratio(df, cfg, model, m) -> dict:
     return {seed: float(g.mean()) for seed, g in diff.groupby(level="seed")}
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_fig9",)
+CLAIMS = vd.claims(
+    vd.Claim("E11", "Fed-EF", "error restarting (S = 10 after round 50) yields a lower squared "
+             "gradient norm than standard Fed-EF, for logistic regression and the MLP",
+             "exceeds", "Fig. 9, Sec. 5.4; spec 5 E11"),
+)
+
+
 def check(df, cfg):
     df, lines = common.usable(sys.modules[__name__], cfg, df)
     lines.append(f"data: {cfg.dataset_title()}; paired log-ratio restart/standard of the "
                  f"squared gradient norm after round {cfg.restart_start}: mean [95% "
                  "t-interval] over seeds (negative: restarting lower)")
+    c = CLAIMS["E11"]
     if cfg.rounds <= cfg.restart_start:
-        lines.append(f"-> --rounds {cfg.rounds} ends before restarting starts (round "
-                     f"{cfg.restart_start}): no verdict")
-        return lines
+        return lines + [vd.missing(c, "restarting lowers the gradient norm",
+                                   f"--rounds {cfg.rounds} ends before restarting starts "
+                                   f"(round {cfg.restart_start})")]
     if not len(df):
-        lines.append("-> no healthy results: no verdict")
-        return lines
+        return lines + [vd.missing(c, "restarting lowers the gradient norm",
+                                   "no healthy results")]
+    from . import regime as rg
+    out = []
     for model, m in _panels(df):
-        per_seed = paired_log_ratio(df, cfg, model, m)
-        if not per_seed:
-            lines.append(f"{model}, m={m}: no pair of standard and restarting results after "
-                         f"round {cfg.restart_start}: no verdict")
-            continue
-        iv = seed_interval(list(per_seed.values()))
-        ratio = f"{np.exp(iv[0]):.3f}x"
-        if not np.isfinite(iv[1]):
-            verdict = "no verdict (one seed: no interval)"
-        elif iv[2] < 0:
-            verdict = "shows the improvement"
-        elif iv[1] > 0:
-            verdict = "does NOT show the improvement (restarting is worse)"
-        else:
-            verdict = (f"does NOT show the improvement: not resolved with {len(per_seed)} "
-                       "seeds (the interval contains 0)")
-        lines.append(f"{model}, m={m}: log-ratio {fmt_interval(iv, 3)} (restarting / standard "
-                     f"= {ratio} on average) over {len(per_seed)} seeds -> {verdict}")
-    return lines
+        per_seed = pd.Series(paired_log_ratio(df, cfg, model, m), dtype=float)
+        prob = fedef_mnist.problem(cfg, model=model, n_clients=cfg.n)
+        card = fedef_mnist.card(cfg, prob, m=m, m_paper=m, extra=(
+            rg.value("restart start / horizon", cfg.restart_start / cfg.rounds, 0.5,
+                     rg.within(0.1), "Fig. 9: from round 50 of 100"),))
+        out.append(vd.exceeds(c, per_seed, 0.0, direction=-1, card=card, scope=f"{model}, m={m}",
+                              protocol="none: Fig. 9's settings (eta = 1, eta_l = 0.1)",
+                              what="mean log-ratio of the gradient norm, restarting / standard "
+                                   "(below 0: lower)"))
+    return lines + out
 
 
 if __name__ == "__main__":

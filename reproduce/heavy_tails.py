@@ -6,8 +6,8 @@ infinite variance) and ``cauchy`` with one ``Cauchy(0, 0.2)`` client among ``N(0
 local step, ``x_0 = 1``. FedAvg, client AdaGrad (Prop. 9 (ii)'s ``1/(t+2)`` and (iv)'s
 ``1/t^2`` schedules, ``eps = 0.5``), clipped SGD and server-only AdaGrad, all on the same
 noise draws, over ``--paths`` independent Monte-Carlo paths (vectorised,
-:mod:`sims.montecarlo`; reproducible from ``--seed0``). See
-:mod:`sims.synthetic.heavy_tails` for every constant.
+:mod:`sims.experiments.montecarlo`; reproducible from ``--seed0``). See
+:mod:`sims.experiments.synthetic.heavy_tails` for every constant.
 
 The claims: FedAvg's ``E|grad f(x_T)|^2`` is infinite (``t_2``; also ``E|grad f|`` for
 Cauchy), so its estimates keep growing with the number of paths, its sample maximum grows
@@ -25,10 +25,11 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from sims.synthetic import heavy_tails as ht
-from sims.synthetic import torch_threads
+from sims.experiments.synthetic import heavy_tails as ht
+from sims.experiments.synthetic import torch_threads
 
 from . import common, plotting
+from . import verdicts as vd
 
 PAPER, TARGET = "FedAda2", "Props. 2/9, 10, 5/14, Thm 4/13"
 TITLE = "heavy-tailed client noise on quadratics: FedAvg vs client AdaGrad (Monte Carlo)"
@@ -185,17 +186,29 @@ def _growth(df, noise, method, metric):
     return sub.iloc[-1] / sub.iloc[0], sub.index[0], sub.index[-1]
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedada2_heavy_tails",)
+CLAIMS = vd.claims(
+    vd.Claim("1", "FedAda2", "with a heavy-tailed client, FedAvg's second-moment estimate grows "
+             "without bound in the number of paths (Prop. 9 i, Cauchy: Prop. 10), while client "
+             "AdaGrad's stays finite (Prop. 9 ii)", "every", "Props. 2/9-10; spec 5 claims 1, 2, 5"),
+)
+GROWS, FLAT = 1.15, 0.05     # "grows": x1.15 or more from small to large blocks; "flat": within 5 %
+
+
 def check(df, cfg):
     """Per noise law, the claim's verdict from that noise's run; a noise whose run is missing
-    (``--plot-only --available``) gets no verdict, and neither does the claim as a whole."""
-    lines = []
+    (``--plot-only --available``) gets no verdict."""
+    lines, out = [], []
+    c = CLAIMS["1"]
     present = set(df.noise) if "noise" in df else set()
-    missing = [n for n in _names(cfg.noises) if n not in present]
-    for noise in missing:
-        lines.append(f"{noise}: no results (run missing): no verdict for this noise law, so "
-                     "none for the claim as a whole")
+    for noise in [n for n in _names(cfg.noises) if n not in present]:
+        out.append(vd.missing(c, "FedAvg grows, client AdaGrad flat", "run missing", scope=noise))
     if not len(df):
-        return lines
+        return lines + out
+    from . import regime as rg
+    card = rg.RegimeCard([rg.value("paths", cfg.paths, 200_000, rg.at_least(10_000),
+                                   "spec 2.8: the growth shows over decades of paths")])
     methods = [m for m in _names(cfg.methods) if m in set(df.method)]
     for noise in [n for n in _names(cfg.noises) if n in present]:
         metric = "block_median_m2"
@@ -211,16 +224,19 @@ def check(df, cfg):
                          f"(a.s. bound {_value(df, noise, m, 'step_bound'):.3g}), "
                          f"share {_value(df, noise, m, 'largest_share', cfg.paths):.2e}")
         if not ("fedavg" in methods and "client_adagrad" in methods):
-            lines.append("  -> no verdict: the claim compares fedavg with client_adagrad, and "
-                         "--methods leaves one out")
-        else:
-            g_avg, _, _ = _growth(df, noise, "fedavg", metric)
-            g_ada, _, _ = _growth(df, noise, "client_adagrad", metric)
-            shows = g_avg > 1.15 and abs(g_ada - 1) < 0.05
-            lines.append(f"  -> FedAvg's second-moment estimate grows (x{g_avg:.3g}) while client "
-                         f"AdaGrad's stays flat (x{g_ada:.3g}): "
-                         f"{'shows' if shows else 'does NOT show'} the claim")
-    return lines
+            out.append(vd.missing(c, "FedAvg grows, client AdaGrad flat", "--methods leaves "
+                                  "fedavg or client_adagrad out", scope=noise))
+            continue
+        g_avg, _, _ = _growth(df, noise, "fedavg", metric)
+        g_ada, _, _ = _growth(df, noise, "client_adagrad", metric)
+        out.append(vd.every(c, [
+            vd.holds(c, [g_avg], GROWS, side=">=",
+                     what=f"FedAvg's second-moment estimate grows (x{GROWS:g} or more)"),
+            vd.exact(c, g_ada, 1.0, tol=FLAT,
+                     what=f"client AdaGrad's stays flat (x1 within {100 * FLAT:g} %)")],
+            what="FedAvg grows, client AdaGrad flat", card=card, scope=noise,
+            protocol="none: the propositions' settings"))
+    return lines + out
 
 
 if __name__ == "__main__":

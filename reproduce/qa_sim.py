@@ -6,7 +6,7 @@
    draws of the per-draw ``q_A^2`` against the "compression of the average" ``q_C^2``.
    ``--layout disjoint`` (default: 5 blocks of 220, every coordinate strong for one client)
    or ``partial`` (5 blocks of 100, 600 coordinates weak everywhere); see
-   :mod:`sims.synthetic.qa`.
+   :mod:`sims.experiments.synthetic.qa`.
    Figure 16 (Gaussian) and Figure 17 (Laplace) draw one draw's client vectors at each
    ``s``. The default is the paper's ``10^5`` draws per cell (``--draws``; the mean's
    standard error is printed beside it).
@@ -21,7 +21,7 @@
 
 The claims: Fig. 18, ``q_A^2 < 1`` for both compressors, both laws and every ``s`` (mean +
 2 s.e.); Fig. 19, ``q_A`` "well below 1" throughout training, read here as every round's
-``q_A^2 <= 0.5`` (:data:`sims.synthetic.qa.WELL_BELOW`: ``q_A <= 0.71``, where the
+``q_A^2 <= 0.5`` (:data:`sims.experiments.synthetic.qa.WELL_BELOW`: ``q_A <= 0.71``, where the
 theory's constant ``q^2/(1-q^2)^3`` is 4 rather than unbounded); the check says for which
 compressor and problem it fails, and from which round.
 """
@@ -36,16 +36,17 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from sims import engine
+from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import make_compressor
+from sims.rules.compress import make_compressor
 from sims.data import dataset_label, paper_dataset
-from sims.participation import Participation
+from sims.core.participation import Participation
 from sims.problems.quadratic import heterogeneous_quadratic
-from sims.results import tidy
-from sims.synthetic import qa, torch_threads
+from sims.store.results import tidy
+from sims.experiments.synthetic import qa, torch_threads
 
 from . import common, plotting
+from . import verdicts as vd
 
 PAPER, TARGET = "Fed-EF", "Figures 16-18 (and 19's quantity)"
 TITLE = "compression discrepancy q_A on simulated heterogeneous gradients and in training"
@@ -231,45 +232,58 @@ def table(df) -> pd.DataFrame:
     return sim.pivot_table(index=["dist", "s", "compressor"], columns="metric", values="value")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_qa_sim",)
+CLAIMS = vd.claims(
+    vd.Claim("E12", "Fed-EF", "simulated q_A^2 < 1 for TopK-0.1 and Sign, Gaussian and Laplace "
+             "gradients, s in {2, 10, 100}", "every", "Fig. 18, App. C.1; spec 5 E12"),
+    vd.Claim("E13x", "Fed-EF", "E13 beyond the paper's CNN: in Fed-EF-SGD training of the MLP "
+             "and a quadratic, q_A^2 stays well below 1 (read: <= 0.5 in every round)", "every",
+             "Fig. 19, App. C.2; spec 5 E13 (fedef_qa_train decides E13 itself)"),
+)
+PAPER_M = 100            # Fig. 19: about 100 clients a round (spec 4.11)
+
+
 def check(df, cfg):
     df, lines = common.usable(sys.modules[__name__], cfg, df)
+    from . import regime as rg
+    out = []
     if "part" in df and (df.part == "sim").any():
         tab = table(df)
+        parts = []
         for (dist, s, comp), row in tab.iterrows():
             lines.append(f"{dist:8s} s={s:<5g} {comp:9s} q_A^2 = {row.qA2:.4f} +/- "
                          f"{2 * row.qA2_se:.4f} (q_C^2 = {row.qC2:.3f}; largest single draw "
                          f"{row.qA2_max:.3f})")
-        ok = bool((tab.qA2 + 2 * tab.qA2_se < 1).all())
-        draws = "" if cfg.draws >= 100_000 else (f" ({cfg.draws:,} draws, not the paper's "
-                                                 "10^5: the +/- is 2 standard errors)")
-        lines.append(f"-> q_A^2 < 1 in all {len(tab)} cells (mean + 2 s.e.){draws}: "
-                     f"{'shows' if ok else 'does NOT show'} Fig. 18's claim")
+            est = vd.Estimate.summary(row.qA2, row.qA2_se * math.sqrt(cfg.draws), cfg.draws)
+            parts.append(vd.exceeds(CLAIMS["E12"], est, 1.0, direction=-1,
+                                    what=f"{dist} s={s:g} {comp}: mean q_A^2 over draws below 1"))
+        card = rg.RegimeCard([rg.value("draws per cell", cfg.draws, 100_000, rg.info(),
+                                       "App. C.1: 10^5")])
+        out.append(vd.every(CLAIMS["E12"], parts, what=f"q_A^2 < 1 in all {len(tab)} cells",
+                            card=card, protocol="none: Monte-Carlo draws"))
+    elif _list(cfg.dists, str):
+        out.append(vd.missing(CLAIMS["E12"], "q_A^2 < 1 in every cell", "simulation runs missing"))
     if "part" in df and (df.part == "train").any():
         train = common.healthy(df[(df.part == "train") & (df.metric == "qA2")])
-        fails = []
+        parts = []
         for (which, comp), grp in train.groupby(["train_problem", "compressor"]):
-            per_round = grp.groupby("round").value.mean().dropna()
-            if not len(per_round):
-                lines.append(f"training ({_problem_label(cfg, which)}) {comp}: no finite q_A^2")
-                fails.append(f"{comp} on the {which} (no finite value)")
-                continue
-            above = per_round[per_round > qa.WELL_BELOW]
-            lines.append(f"training ({_problem_label(cfg, which)}) {comp}: q_A^2 over "
-                         f"{len(per_round)} rounds mean {per_round.mean():.3f}, first "
-                         f"{per_round.iloc[0]:.3f}, last {per_round.iloc[-1]:.3f}, max "
-                         f"{per_round.max():.3f}"
-                         + (f"; above {qa.WELL_BELOW:g} in {len(above)} rounds from round "
-                            f"{int(above.index[0])}" if len(above) else ""))
-            if len(above):
-                fails.append(f"{comp} on the {which} (max {per_round.max():.2f})")
-        worst = train.groupby(["train_problem", "compressor", "round"]).value.mean().max()
-        lines.append(f"-> largest per-round q_A^2 in training {worst:.3f}: "
-                     f"{'< 1 in every round' if worst < 1 else 'NOT < 1 in every round'}")
-        lines.append(f"-> q_A^2 <= {qa.WELL_BELOW:g} (\"well below 1\": q_A <= "
-                     f"{qa.WELL_BELOW ** 0.5:.2f}) in every round: "
-                     + ("shows Fig. 19's claim" if not fails else
-                        "does NOT show Fig. 19's claim for " + ", ".join(fails)))
-    return lines
+            per_round = grp.groupby("round").value.mean()
+            finite = per_round.dropna()
+            if len(finite):
+                lines.append(f"training ({_problem_label(cfg, which)}) {comp}: q_A^2 over "
+                             f"{len(finite)} rounds mean {finite.mean():.3f}, first "
+                             f"{finite.iloc[0]:.3f}, last {finite.iloc[-1]:.3f}, max "
+                             f"{finite.max():.3f}")
+            parts.append(vd.holds(CLAIMS["E13x"], per_round.to_numpy(float), qa.WELL_BELOW,
+                                  what=f"{_problem_label(cfg, which)} {comp}: per-round q_A^2 "
+                                       f"<= {qa.WELL_BELOW:g}"))
+        card = rg.RegimeCard([rg.clients_per_round(cfg.train_m, PAPER_M,
+                                                   source="Fig. 19 (spec 4.11)"),
+                              rg.horizon(cfg.rounds, 100, source="100 rounds")])
+        out.append(vd.every(CLAIMS["E13x"], parts, what="q_A^2 well below 1 during training",
+                            card=card, protocol="none: Fed-EF-SGD at the entry's rates"))
+    return lines + out
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ its noise terms, and the measured ``||grad f||^2`` is a noise floor that separat
 ``n`` ends at the same floor; the earlier default measured that.)
 
 Fed-EF-SGD with TopK-0.25 and the learning rates the rates prescribe
-(:func:`sims.synthetic.speedup.learning_rates`): ``eta = sqrt(K n)``, ``eta_l = 0.4 / (K
+(:func:`sims.experiments.synthetic.speedup.learning_rates`): ``eta = sqrt(K n)``, ``eta_l = 0.4 / (K
 sqrt(T))`` (full) and ``eta = sqrt(K m)``, ``eta_l = 0.4 sqrt(m) / (K sqrt(T n))`` (partial).
 Measured: the theorem's left side ``(1/T) sum_t ||grad f(theta_t)||^2`` and the late floor
 (mean over the second half of the rounds), per seed; the slope of each against ``n`` (or
@@ -38,15 +38,16 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from sims import engine
+from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import make_compressor
-from sims.participation import Participation
+from sims.rules.compress import make_compressor
+from sims.core.participation import Participation
 from sims.problems.quadratic import NoiseLaw, QuadraticProblem
-from sims.results import tidy
-from sims.synthetic import speedup, stats, torch_threads
+from sims.store.results import tidy
+from sims.experiments.synthetic import speedup, stats, torch_threads
 
 from . import common, plotting
+from . import verdicts as vd
 
 PAPER, TARGET = "Fed-EF", "Corollary 1 and Theorem 4.4 (speedup in n and m)"
 TITLE = "speedup in n (full) and m (partial) on a quadratic: fitted log-log slopes vs theory"
@@ -207,6 +208,18 @@ def plot(df, cfg):
     return plotting.save(fig, cfg.figures, "fedef_speedup")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_speedup",)
+CLAIMS = vd.claims(
+    vd.Claim("T1", "Fed-EF", "Fed-EF achieves O(1/sqrt(TKn)) once T >= K n sigma_g^2 / "
+             "sigma^2: the averaged squared gradient norm falls like n^-1/2 (linear speedup)",
+             "slope", "Cor. 1, Thm 4.2; spec 5 T1"),
+    vd.Claim("T2", "Fed-EF", "under partial participation O(sqrt(n/m) / sqrt(TKm)): the headline "
+             "slope -1 in m at fixed n", "slope", "Thm 4.4; spec 5 T2"),
+)
+SLOPE_MARGIN = 0.15      # a slope "is" the predicted one within +-0.15
+
+
 def check(df, cfg):
     df, lines = common.usable(sys.modules[__name__], cfg, df)
     bad = df[(df.metric == "grad_norm2") & ~np.isfinite(df["value"].astype(float))]
@@ -215,33 +228,36 @@ def check(df, cfg):
         lines.append(f"DIVERGED: {', '.join(runs_bad)} (left out, never evidence)")
         df = df[~df["run"].isin(runs_bad)]
     if not len(df):
-        lines.append("-> no healthy results: no verdict")
-        return lines
+        return lines + [vd.missing(c, c.statement, "no healthy results") for c in CLAIMS.values()]
     prob = problem(cfg, max(_ints(cfg.ns) + [cfg.n_partial]))
     const = prob.constants()
     lines.append(f"regime: sigma^2 = {const['sigma2']:.3g}, sigma_g^2 = {const['sigma_g2']:.3g}, "
                  f"f(theta_1) - f* = {const['f0_minus_fstar']:.3g} (the bound's noise terms "
                  "are what is left when the last two are 0); slopes: mean [95% t-interval] "
                  "over seeds")
+    from . import regime as rg
+    card = rg.RegimeCard([
+        rg.value("sigma_g^2 / sigma^2", float(const["sigma_g2"] / const["sigma2"]), 0.0,
+                 rg.at_most(0.05), "Cor. 1's condition T >= K n sigma_g^2 / sigma^2"),
+        rg.value("f(theta_1) - f* (noise-dominated)", float(const["f0_minus_fstar"]), 0.0,
+                 rg.at_most(0.05), "the bound's noise terms dominate"),
+        rg.seeds(cfg.seeds, 20, "Fig. 8: 20 seeds")])
     tab = summary(df, cfg)
     for _, row in tab.sort_values(["setting", "x"]).iterrows():
         lines.append(f"{row.setting:7s} n={row.n:<3g} m={row.m:<3g}: mean ||grad f||^2 "
                      f"{row.avg_grad_norm2:.4g}, late floor {row.late_grad_norm2:.4g}")
-    sl = slopes(df, cfg)
-    for setting, s in sl.items():
+    out = []
+    for setting, by in seed_slopes(df, cfg).items():
         xlab = "n" if setting == "full" else "m"
+        c = CLAIMS["T1" if setting == "full" else "T2"]
+        theory = speedup.THEORY_SLOPE[setting]
         for meas in MEASURES:
-            mean, lo, hi = s[meas]
-            if not np.isfinite(lo):
-                verdict = "no verdict (one seed: no interval)"
-            elif lo <= s["theory"] <= hi:
-                verdict = f"shows the predicted slope {s['theory']:g}"
-            else:
-                verdict = (f"does NOT show the predicted slope {s['theory']:g}"
-                           + (" (flat: the interval contains 0)" if lo <= 0 <= hi else ""))
-            lines.append(f"-> {setting}: {MEASURES[meas]}, slope in {xlab} "
-                         f"{stats.fmt_interval(s[meas])} over {s['seeds']} seeds: {verdict}")
-    return lines
+            out.append(vd.slope(c, pd.Series(by[meas], dtype=float), theory, SLOPE_MARGIN,
+                                card=card, scope=MEASURES[meas],
+                                protocol="none: the theorem's learning rates",
+                                what=f"log-log slope in {xlab} (theory {theory:g} +- "
+                                     f"{SLOPE_MARGIN:g})"))
+    return lines + out
 
 
 if __name__ == "__main__":

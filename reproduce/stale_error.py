@@ -10,7 +10,7 @@ replacement; ``m = n`` is full participation).
 
 * Staleness: the rounds since a participant's error was last updated, from
   ``RunOutput.staleness``, against Geometric(``m/n``) (mean ``n/m``; with the finite-run
-  correction of :func:`sims.synthetic.stats.staleness_pmf`).
+  correction of :func:`sims.experiments.synthetic.stats.staleness_pmf`).
 * Slowdown: rounds to bring ``||grad f||^2`` to ``--target`` times its start, Fed-EF over
   full precision at the same ``m``, normalised by the same ratio at ``m = n``, against
   Theorem 4.4's extra ``sqrt(n/m)`` factor (the fitted log-log slope in ``n/m`` beside 1/2).
@@ -35,15 +35,16 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from sims import engine
+from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
-from sims.compress import Identity, TopK
-from sims.participation import Participation
+from sims.rules.compress import Identity, TopK
+from sims.core.participation import Participation
 from sims.problems.quadratic import heterogeneous_quadratic
-from sims.results import tidy
-from sims.synthetic import stats, torch_threads
+from sims.store.results import tidy
+from sims.experiments.synthetic import stats, torch_threads
 
 from . import common, plotting
+from . import verdicts as vd
 
 PAPER, TARGET = "Fed-EF", "Sec. 4.3 / Thm 4.4 / Remark 5 (stale error), Fig. 9's restarting"
 TITLE = "stale error under partial participation and error restarting on a quadratic"
@@ -272,42 +273,100 @@ def plot(df, cfg):
     return plotting.save(fig, cfg.figures, "fedef_stale_error")
 
 
+#: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
+FIGURES = ("fedef_stale_error",)
+CLAIMS = vd.claims(
+    vd.Claim("S1", "Fed-EF", "under partial participation a client's error is stale by a "
+             "Geometric(m/n) number of rounds (mean n/m)", "holds", "Sec. 4.3"),
+    vd.Claim("S2", "Fed-EF", "the stale error slows Fed-EF down against full precision by a "
+             "factor growing with n/m (the extra sqrt(n/m) of Thm 4.4)", "exceeds",
+             "Thm 4.4, Remark 5; spec 5 T2"),
+    vd.Claim("S3", "Fed-EF", "error restarting lowers the squared gradient norm", "exceeds",
+             "Sec. 5.4, Fig. 9; spec 5 E11"),
+)
+
+
+def seed_slowdown_slopes(df, cfg) -> pd.Series:
+    """Per seed: the log-log slope against ``n/m`` of the slowdown (Fed-EF's rounds to the
+    target over full precision's, each m normalised by the largest m) on that seed's curves;
+    NaN where fewer than two ``n/m`` reach the target."""
+    out = {}
+    for seed in sorted(set(df["seed"])):
+        xs, ys = [], []
+        for m in sorted(_ints(cfg.ms)):
+            curves = {}
+            for kind in ("ef", "fp"):
+                sub = df[(df.run == f"{kind}_m{m}") & (df.metric == "grad_norm2")
+                         & (df.seed == seed)].sort_values("round")
+                curves[kind] = (sub["round"].to_numpy(), sub["value"].to_numpy(float))
+            if not len(curves["ef"][1]) or not len(curves["fp"][1]):
+                continue
+            target = cfg.target * curves["fp"][1][0]
+            t_ef = stats.rounds_to_target(*curves["ef"], target)
+            t_fp = stats.rounds_to_target(*curves["fp"], target)
+            if np.isfinite(t_ef) and np.isfinite(t_fp) and t_fp > 0:
+                xs.append(cfg.n / m)
+                ys.append(t_ef / t_fp)
+        out[seed] = stats.loglog_slope(xs, ys)[0] if len(set(xs)) >= 2 else math.nan
+    return pd.Series(out, dtype=float)
+
+
 def check(df, cfg):
     df, lines = common.usable(sys.modules[__name__], cfg, df)
+    from . import regime as rg
+    card = rg.RegimeCard([rg.seeds(cfg.seeds, 20, "Fig. 8: 20 seeds")])
+    slope_card = card.plus(rg.value("n/m values", len(set(_ints(cfg.ms))), 2, rg.at_least(2),
+                                    "a slope needs two participation levels"))
+    proto = "none: the theorem's setting on a quadratic"
+    out = []
     fits = staleness_fits(df, cfg)
+    parts = []
     for m, fit in fits.items():
         z = (fit["mean"] - fit["mean_window"]) / fit["se"] if fit["se"] else math.nan
-        shows = fit["p_value"] >= 0.01
         lines.append(f"staleness m={m}: mean {fit['mean']:.3f} over {fit['n_samples']} samples vs "
                      f"n/m = {fit['mean_theory']:.3g} (finite-run {fit['mean_window']:.3f}, "
-                     f"z = {z:.2f}); chi-square {fit['chi2']:.1f} on {fit['dof']} dof, "
-                     f"p = {fit['p_value']:.3f}; max |pmf diff| {fit['max_abs_pmf_diff']:.4f} -> "
-                     f"{'shows' if shows else 'does NOT show'} Geometric(m/n) staleness")
+                     f"z = {z:.2f}); chi-square {fit['chi2']:.1f} on {fit['dof']} dof; max |pmf "
+                     f"diff| {fit['max_abs_pmf_diff']:.4f}")
+        parts.append(vd.holds(CLAIMS["S1"], [fit["p_value"]], 0.01, side=">=",
+                              what=f"m={m}: chi-square p-value against Geometric(m/n) "
+                                   "(not rejected at 1 %)"))
+    out.append(vd.every(CLAIMS["S1"], parts, what="staleness is Geometric(m/n)", card=card,
+                        protocol=proto) if parts else
+               vd.missing(CLAIMS["S1"], "staleness law", "no partial-participation runs"))
     tab = slowdowns(df, cfg)
     for _, row in tab.iterrows():
         lines.append(f"m={row.m:g} (n/m={row.n_over_m:g}): rounds to target Fed-EF "
-                     f"{row.rounds_ef:g}, full precision {row.rounds_fp:g}; slowdown {row.slowdown:.2f} "
-                     f"(mean-grad-norm ratio {row.avg_slowdown:.2f}) vs sqrt(n/m) {row.theory:.2f}")
-    ok = tab.slowdown.notna() & (tab.n_over_m > 0) if len(tab) else []
-    wanted = [m for m in _ints(cfg.ms)]
-    if len(tab) and ok.sum() >= 2 and tab.n_over_m[ok].nunique() >= 2 \
-            and set(tab.m) == set(wanted):
-        slope, _ = stats.loglog_slope(tab.n_over_m[ok], tab.slowdown[ok])
-        lines.append(f"-> slowdown grows with n/m with log-log slope {slope:.2f} "
-                     f"(theory's extra factor sqrt(n/m): 0.5): "
-                     f"{'shows' if slope > 0 else 'does NOT show'} the stale-error slowdown")
+                     f"{row.rounds_ef:g}, full precision {row.rounds_fp:g}; slowdown "
+                     f"{row.slowdown:.2f} (mean-grad-norm ratio {row.avg_slowdown:.2f}) vs "
+                     f"sqrt(n/m) {row.theory:.2f}")
+    missing = [m for m in _ints(cfg.ms) if not (df.run == f"ef_m{m}").any()
+               or not (df.run == f"fp_m{m}").any()]
+    if missing:
+        out.append(vd.missing(CLAIMS["S2"], "slowdown grows with n/m",
+                              f"runs of m = {', '.join(map(str, missing))} missing"))
     else:
-        lines.append("-> no verdict on the slowdown: it needs every m's Fed-EF and full-precision "
-                     "runs, healthy, with at least two values of n/m reaching the target "
-                     f"({cfg.target:g} x the start; more --rounds may be needed)")
-    for row in restart_effect(df, cfg):
-        shows = row["ratio"] < 1 and row["seeds_lower"] > row["seeds"] / 2
-        lines.append(f"restart S={row['S']} (m={row['m']}): mean ||grad f||^2 after round "
-                     f"{cfg.restart_start} {row['avg_after_restart']:.4g} vs "
-                     f"{row['avg_after_plain']:.4g} without (x{row['ratio']:.2f}; lower in "
-                     f"{row['seeds_lower']}/{row['seeds']} seeds) -> "
-                     f"{'shows' if shows else 'does NOT show'} restarting helping")
-    return lines
+        slopes = seed_slowdown_slopes(df, cfg).dropna()
+        what = "per-seed log-log slope of the slowdown in n/m (above 0; theory 0.5)"
+        out.append(vd.exceeds(CLAIMS["S2"], slopes, 0.0, card=slope_card, protocol=proto,
+                              what=what) if len(slopes) else
+                   vd.undecided(CLAIMS["S2"], what, "in no seed do two n/m reach the target "
+                                f"({cfg.target:g} x the start; more --rounds)",
+                                card=slope_card, protocol=proto))
+    m0 = min(_ints(cfg.ms))
+    base = df[(df.run == f"ef_m{m0}") & (df.metric == "grad_norm2")]
+    after = lambda d: d[d["round"] > cfg.restart_start].groupby("seed").value.mean()  # noqa
+    effects = restart_effect(df, cfg)
+    if not effects:
+        out.append(vd.missing(CLAIMS["S3"], "restarting lowers the gradient norm",
+                              f"the runs at m = {m0} (plain and restarting) missing"))
+    for row in effects:
+        r = after(df[(df.run == f"restart_m{m0}_S{row['S']}") & (df.metric == "grad_norm2")])
+        out.append(vd.exceeds(CLAIMS["S3"], np.log(r) - np.log(after(base)).reindex(r.index),
+                              0.0, direction=-1, card=card, protocol=proto,
+                              scope=f"S={row['S']}, m={m0}",
+                              what=f"log-ratio of the mean ||grad f||^2 after round "
+                                   f"{cfg.restart_start}, restarting / plain (below 0)"))
+    return lines + out
 
 
 if __name__ == "__main__":

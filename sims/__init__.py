@@ -1,11 +1,11 @@
 """Batched federated-optimization simulator.
 
-Data flows one way: a config is built (by `reproduce` or `sims.synthetic`), the engine
-(`sims.engine`) runs it and writes results (`sims.results`), plotting reads results.
+Data flows one way: a config is built (by `reproduce` or `sims.experiments.synthetic`), the engine
+(`sims.core.engine`) runs it and writes results (`sims.store.results`), plotting reads results.
 
 Conventions pinned for every algorithm (see each docstring for the paper's equation):
 
-* parameters are flat vectors ``theta`` of length ``d``; a :class:`sims.params.ParamLayout`
+* parameters are flat vectors ``theta`` of length ``d``; a :class:`sims.core.params.ParamLayout`
   names the layers (slices) so per-layer compressors and layer-wise rules can see them;
 * a client's update is the pseudo-gradient ``delta = theta_start - theta_end`` and the
   server moves ``theta <- theta - eta * aggregate`` (Fed-EF spec section 0: the paper's
@@ -13,7 +13,7 @@ Conventions pinned for every algorithm (see each docstring for the paper's equat
 * aggregation is the uniform mean over the participating clients.
 """
 
-from .interrupts import quiet_while_starting as _quiet_while_starting
+from .core.interrupts import quiet_while_starting as _quiet_while_starting
 
 __all__ = ["__version__"]
 __version__ = "0.1.0"

@@ -4,7 +4,7 @@ Everything here is tiny and seeded: a float64 quadratic with d = 120, a random 2
 "image" dataset of 62 samples split among 5 clients of unequal sizes (so clients take
 different numbers of local steps), a 784-4-10 MLP on it (d = 3,190) through the fast
 linear-stack path and through the generic ``torch.func`` path, and a CNN from
-:mod:`sims.models` on 6x6 images with dropout 0 (generic path).
+:mod:`sims.problems.models` on 6x6 images with dropout 0 (generic path).
 
 ``engine_vs_reference`` runs the batched engine once for several seeds and the sequential
 reference once per seed and asserts they agree (the core requirement of the suite).
@@ -12,8 +12,9 @@ reference once per seed and asserts they agree (the core requirement of the suit
 from __future__ import annotations
 
 import math
-import pickle
 import os
+import pickle
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +22,33 @@ import pytest
 import torch
 
 from sims.data import Dataset
-from sims.engine import run
-from sims.models import MLP, make_model
+from sims.core.engine import run
+from sims.problems.models import MLP, make_model
 from sims.problems.neural import NeuralProblem
 from sims.problems.quadratic import heterogeneous_quadratic
-from sims.reference import run_fed_ef_reference
+from sims.reference.fed_ef import run_fed_ef_reference
+
+# The tests mirror the package tree (tests/core, tests/rules, ...); a test module may import
+# another's helpers by module name (test names are unique across the folders).
+for _folder in sorted(Path(__file__).resolve().parent.iterdir()):
+    if _folder.is_dir() and not _folder.name.startswith((".", "_")):
+        sys.path.insert(1, str(_folder))
+
+#: Whole folders and modules of seconds-long tests (end-to-end entries, processes killed and
+#: resumed, Ray, benchmarks): marked ``slow``, so ``-m "not slow"`` is the fast subset (CI
+#: runs it once more with every fast form off). Single slow tests carry the marker themselves.
+SLOW_PATHS = ("reproduce/", "benchmarks/", "store/test_results_trust.py",
+              "store/test_hostile_probes.py",
+              "experiments/test_sweep_ray.py", "experiments/test_synthetic_entries.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    here = Path(__file__).resolve().parent
+    for item in items:
+        rel = Path(str(item.fspath)).resolve().relative_to(here).as_posix()
+        if rel.startswith(SLOW_PATHS):
+            item.add_marker(pytest.mark.slow)
+
 
 # The test machine has 2 shared cores; torch's intra-op threads spin against other processes
 # there and make small ops 10x slower. One thread keeps the suite fast and its timings stable.
@@ -77,32 +100,19 @@ def tiny_uneven_problem(**kw) -> NeuralProblem:
 
 
 @pytest.fixture
-def torch_kernels_eager():
-    """torch's fused optimizer kernels on and the compiled steps off for the test, both left
-    as they were found (``pytestmark = pytest.mark.usefixtures("torch_kernels_eager")``)."""
-    from sims import compiled, torch_fused
-    was, was_c = torch_fused.enabled(), compiled.enabled()
-    torch_fused.enable(True)
-    compiled.enable(False)
-    yield
-    torch_fused.enable(was)
-    compiled.enable(was_c)
-
-
-@pytest.fixture
 def onednn_calls(monkeypatch):
-    """Every oneDNN product (``sims.problems.mlp_grad``) counted in the returned list, and
+    """Every oneDNN product (``sims.problems.onednn``) counted in the returned list, and
     the size threshold lowered so every layer, however small, takes it."""
-    from sims.problems import mlp_grad
+    from sims.problems import onednn
     seen = []
-    real = mlp_grad._ONEDNN_LINEAR
+    real = onednn._ONEDNN_LINEAR
 
     def counting(*args):
         seen.append(1)
         return real(*args)
 
-    monkeypatch.setattr(mlp_grad, "_ONEDNN_LINEAR", counting)
-    monkeypatch.setattr(mlp_grad, "ONEDNN_MIN_MACS", 0)
+    monkeypatch.setattr(onednn, "_ONEDNN_LINEAR", counting)
+    monkeypatch.setattr(onednn, "ONEDNN_MIN_MACS", 0)
     return seen
 
 
@@ -157,7 +167,7 @@ def mlp_generic(image_data):
 
 @pytest.fixture(scope="session")
 def cnn_problem():
-    """sims.models CNN on 6x6 images (d = 28,426), dropout 0, generic path, float64."""
+    """sims.problems.models CNN on 6x6 images (d = 28,426), dropout 0, generic path, float64."""
     data = random_dataset(sum(CLIENT_SIZES), 6, seed=1)
     model = make_model("cnn", (1, 6, 6), 10, dropout=0.0)
     prob = NeuralProblem(data, unequal_parts(), model, batch_size=4, dtype=torch.float64)
@@ -266,7 +276,7 @@ def write_cifar100(root, n_train=20, n_test=4):
 
 
 def assert_same_runs(a, b, metrics: bool = False) -> None:
-    """Two engine results (``sims.engine.run``) bit for bit: every server leaf and the client
+    """Two engine results (``sims.core.engine.run``) bit for bit: every server leaf and the client
     state; ``metrics``: every metric too but the clocks."""
     for k in b.server:
         for x, y in zip(torch.utils._pytree.tree_leaves(a.server[k]),
@@ -281,11 +291,27 @@ def assert_same_runs(a, b, metrics: bool = False) -> None:
             assert np.array_equal(a.metrics[k], b.metrics[k], equal_nan=True), k
 
 
+def require_accel() -> None:
+    """For a test of what :mod:`sims.accel` plans: skipped where the fast forms are turned off
+    for the run (``FEDTOOLKIT_ACCEL=0``: the readable rules run, and the rest of the suite
+    tests those)."""
+    if os.environ.get("FEDTOOLKIT_ACCEL", "1") == "0":
+        pytest.skip("the fast forms are turned off (FEDTOOLKIT_ACCEL=0)")
+
+
+@pytest.fixture(autouse=True)
+def _accel_marked(request):
+    """Tests marked ``accel`` test the fast forms: skipped with ``FEDTOOLKIT_ACCEL=0``."""
+    if request.node.get_closest_marker("accel") is not None:
+        require_accel()
+
+
 def require_native() -> None:
-    """For a test of the C kernels (:mod:`sims.native`): skipped where they are turned off
+    """For a test of the C kernels (:mod:`sims.accel.native`): skipped where they are turned off
     (``FEDTOOLKIT_NATIVE=0``: the torch forms are what runs then, and the rest of the suite
     tests those); where they are on they must build (a failed build fails the test)."""
-    from sims import native
+    from sims.accel import native
+    require_accel()
     if os.environ.get("FEDTOOLKIT_NATIVE", "1") == "0" or not native.enabled():
         pytest.skip("the C kernels are turned off (FEDTOOLKIT_NATIVE=0)")
     assert native.library() is not None, native.failure()

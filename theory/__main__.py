@@ -1,8 +1,9 @@
-"""``python -m theory [--format table|json|markdown|readme] [--paper NAME] [--label LABEL] [--kind KIND]``: print the audit.
+"""``python -m theory [--format table|json|markdown|readme] [--paper NAME] [--label LABEL] [--kind KIND] [--coverage]``: print the audit.
 
 Paper names are case- and hyphen-insensitive (``Fed-EF``, ``fed_ef``, ``fedef`` all name fed-ef).
 ``--label`` keeps the refuted checks of one severity (rate, constant, proof, typo); ``--kind`` keeps the
-paper's own claims, the toolkit's derived claims or the spec's readings.
+paper's own claims, the textbook premises, the toolkit's derived claims or the spec's readings.  ``--coverage`` prints,
+per numbered result and per paper, the fraction of the proof's displayed steps that a check evaluates (theory.steps).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import sys
 
 from .core import KINDS, PAPERS, SEVERITIES, run_all
-from .report import RENDERERS
+from .report import RENDERERS, coverage_json, coverage_markdown, render_coverage_table
 
 
 def _key(name: str) -> str:
@@ -39,11 +40,24 @@ def build_parser() -> argparse.ArgumentParser:
                     help="only the refuted checks with this severity: " + "; ".join(f"{k}: {v}" for k, v in SEVERITIES.items()))
     ap.add_argument("--kind", choices=sorted(KINDS), default=None,
                     help="only one kind of claim: " + "; ".join(f"{k}: {v}" for k, v in KINDS.items()))
+    ap.add_argument("--coverage", action="store_true",
+                    help="print the proof-step coverage (per numbered result and per paper) instead of the checks")
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.coverage:
+        from .steps import coverage
+
+        cov = coverage(args.paper)
+        if args.format == "json":
+            sys.stdout.write(coverage_json(cov))
+        elif args.format in ("markdown", "readme"):
+            sys.stdout.write("\n".join(coverage_markdown(cov)) + "\n")
+        else:
+            sys.stdout.write(render_coverage_table(cov))
+        return 0
     sys.stdout.write(RENDERERS[args.format](run_all(args.paper, label=args.label, kind=args.kind)))
     return 0
 

@@ -52,9 +52,12 @@ SEVERITIES = {
 #: Whose claim a check tests: the paper's own text, a claim the toolkit derives from it, or the spec's reading.
 KINDS = {
     "paper": "the papers' own claims",
+    "textbook": "textbook premises the proofs use (standard facts, not claims of the papers under test)",
     "derived": "claims the toolkit derives (consequences, sharper forms, simulations)",
     "spec": "the specs' readings of the papers (specs/*.md)",
 }
+#: the kinds that are not a paper claim under test: tallied apart from the headline
+SUPPORTING_KINDS = ("textbook", "derived", "spec")
 
 #: Paper identifiers, in report order, mapped to the module holding their checks.
 PAPER_MODULES = {
@@ -93,6 +96,9 @@ class Result:
     point: tuple[tuple[str, object], ...] = ()
     #: the check's hypotheses evaluated at ``point`` by :meth:`Check.run`: (statement, held, paper line) triples
     hypotheses: tuple[tuple[str, bool, str], ...] = ()
+    #: per displayed step the check evaluated: (paper lines, "verified" or "refuted"); a check that evaluates several
+    #: displays reports each one's own outcome here (theory.steps reads it)
+    steps: tuple[tuple[str, str], ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -352,3 +358,92 @@ def run_all(paper: str | None = None, label: str | None = None, kind: str | None
 def timings() -> dict[str, float]:
     """Wall-clock seconds spent in each check run so far (not part of any report)."""
     return dict(_TIMINGS)
+
+
+# ---------------------------------------------------------------------------
+# corrections: the corrected expression must differ from the printed one
+# ---------------------------------------------------------------------------
+
+
+def printed_arguments(c: Check) -> dict:
+    """The printed values of the arguments a check's correction replaces (the function's defaults)."""
+    import inspect
+
+    params = inspect.signature(c.func).parameters
+    return {k: params[k].default if k in params else inspect.Parameter.empty for k in (c.corrected or {})}
+
+
+def _probe_values(arity: int):
+    import itertools
+
+    import sympy as sp
+
+    grid = (sp.Rational(3, 10), sp.Rational(7, 10), sp.Integer(2), sp.Integer(3), sp.Integer(5), sp.Rational(-1, 2))
+    total = len(grid) ** arity
+    step = max(1, total // 40)
+    out = []
+    for idx in range(0, total, step):   # every step-th point of the grid^arity, decoded without enumerating it
+        digits = []
+        for _ in range(arity):
+            idx, r = divmod(idx, len(grid))
+            digits.append(grid[r])
+        out.append(tuple(reversed(digits)))
+    return out
+
+
+def _same_value(a, b) -> bool:
+    import sympy as sp
+
+    try:
+        d = sp.nsimplify(sp.sympify(a) - sp.sympify(b)) if not isinstance(a, (float, int)) else a - b
+        d = sp.simplify(d) if isinstance(d, sp.Basic) else d
+        return d == 0 or (isinstance(d, (float, int)) and abs(d) < 1e-12)
+    except (TypeError, ValueError, sp.SympifyError, AttributeError):
+        return a == b
+
+
+def expressions_differ(printed, corrected) -> tuple[bool, str]:
+    """Whether a correction changes the expression it replaces: (differs, why).
+
+    Flags (bool or str values) are rejected: a correction is a formula, a number, a dict or tuple of them, or a
+    function, never a switch; functions are compared on a grid of probe arguments."""
+    import inspect
+
+    if isinstance(corrected, (bool, str)) or isinstance(printed, (bool, str)):
+        return False, f"a flag ({printed!r} -> {corrected!r}), not an expression"
+    if printed is inspect.Parameter.empty or printed is None:
+        return False, "the printed value is not spelled out as the function's default"
+    if isinstance(corrected, dict) and isinstance(printed, dict):
+        if set(printed) != set(corrected):
+            return True, f"terms {sorted(set(printed) ^ set(corrected))} added or removed"
+        for k in printed:
+            ok, why = expressions_differ(printed[k], corrected[k])
+            if ok:
+                return True, f"{k}: {why}"
+        return False, "every entry equal"
+    if isinstance(corrected, (tuple, list)) and isinstance(printed, (tuple, list)):
+        if len(printed) != len(corrected):
+            return True, "different lengths"
+        for i, (a, b) in enumerate(zip(printed, corrected)):
+            ok, why = expressions_differ(a, b)
+            if ok:
+                return True, f"entry {i}: {why}"
+        return False, "every entry equal"
+    if callable(corrected) and callable(printed):
+        try:
+            probes = _probe_values(len(inspect.signature(corrected).parameters))
+        except ValueError:  # a builtin such as min / max: probe it on sequences
+            probes = [(tuple(p),) for p in _probe_values(3)]
+        tried = 0
+        for args in probes:
+            try:
+                a, b = printed(*args), corrected(*args)
+            except Exception:  # noqa: BLE001 - a probe outside the function's domain
+                continue
+            tried += 1
+            if not _same_value(a, b):
+                return True, f"at {tuple(str(x) for x in args)}: {a} vs {b}"
+        return False, f"equal at all {tried} probe points"
+    if _same_value(printed, corrected):
+        return False, f"{printed} equals {corrected}"
+    return True, f"{printed} -> {corrected}"

@@ -219,7 +219,7 @@ def _c1_sgd_definition():
        "(Lemma D.5 recursion (17); same algebra for the two-way server error phi of Sec. 6).",
        spec=("V1", "V21"), severity="constant")
 def _young_rho():
-    """fed-ef.txt Lemma D.5 (line 1034ff, eq. 17) and Sec. 6 (line 398ff)."""
+    """fed-ef.txt Lemma D.5 (line 1034ff, eq. 17) and Sec. 6 (line 398ff). Display 1045-1048."""
     rho = (1 - q**2) / (2 * q**2)
     res = identities([
         ("q^2(1+rho)", q**2 * (1 + rho), (1 + q**2) / 2),
@@ -239,7 +239,7 @@ def _young_rho():
        "(2q^2/(1-q^2)) * 4 * 2/(1-q^2) = 16q^2/(1-q^2)^2 and (2q^2/(1-q^2)) * 20 * 2/(1-q^2) = 80q^2/(1-q^2)^2.",
        spec=("V2",), severity="constant")
 def _lemma_d5():
-    """fed-ef.txt Lemma D.5, line 1039-1040."""
+    """fed-ef.txt Lemma D.5, line 1039-1040. Display 1038-1040."""
     a = 2 * q**2 / (1 - q**2)
     geo = geometric_series((1 + q**2) / 2)
     return identities([
@@ -253,7 +253,7 @@ def _lemma_d5():
        "Lemma D.7: 4(1+q^2)(1 + 4q^2/(1-q^2)^2) = 4(1+q^2)^3/(1-q^2)^2, using (1-q^2)^2 + 4q^2 = (1+q^2)^2.",
        spec=("V3",), severity="constant")
 def _lemma_d7():
-    """fed-ef.txt Lemma D.7, line 1100."""
+    """fed-ef.txt Lemma D.7, line 1100. Display 1106-1110."""
     return identities([
         ("(1-q^2)^2 + 4q^2", (1 - q**2) ** 2 + 4 * q**2, (1 + q**2) ** 2),
         ("v-hat constant", 4 * (1 + q**2) * (1 + 4 * q**2 / (1 - q**2) ** 2), 4 * (1 + q**2) ** 3 / (1 - q**2) ** 2),
@@ -266,7 +266,7 @@ def _lemma_d7():
        "(1-q^2)/4 condition implies the sqrt(15)/14 one.",
        spec=("V4",), severity="constant", depends=("lemma_D7_identity",))
 def _thm43_term_i():
-    """fed-ef.txt proof of Thm 4.3, lines 740-744 (term I, eq. 7)."""
+    """fed-ef.txt proof of Thm 4.3, lines 740-744 (term I, eq. 7). Display 722-726."""
     bound_l = sp.sqrt(15) * (1 - q**2) * sp.sqrt(eps) / (14 * (1 + q**2) ** sp.Rational(3, 2) * K * G)
     lhs = (4 * eta_l**2 * (1 + q**2) ** 3 * K**2 * G**2 / (1 - q**2) ** 2).subs(eta_l, bound_l)
     res = identities([
@@ -287,7 +287,7 @@ def _thm43_term_i():
        "and 60 eta_l^2 K^2 L^2 + 1 < 2.",
        spec=("V5",), severity="constant")
 def _lemma_d3():
-    """fed-ef.txt Lemma D.3 (line 974) and its proof ending at line 995."""
+    """fed-ef.txt Lemma D.3 (line 974) and its proof ending at line 995. Displays 978 and 993."""
     x = (eta_l * K * L) ** 2
     at = {eta_l: 1 / (8 * K * L)}
     ok = (sp.nsimplify(30 * x / 2).subs(at) == sp.Rational(15, 64)
@@ -304,7 +304,7 @@ def _lemma_d3():
        "the difference is 4 beta1 q/((1-beta1)(1-q^2)) >= 0.",
        spec=("V6",), severity="constant")
 def _c2_le_c1sq():
-    """fed-ef.txt line 830 (simplification C2 <= C1^2) and eq. (11)."""
+    """fed-ef.txt line 830 (simplification C2 <= C1^2) and eq. (11). Display 838-839 (C_2 <= C_1^2)."""
     diff = sp.factor(simplify_zero(C1_ams**2 - C2_ams))
     expected = 4 * beta1 * q / ((1 - beta1) * (1 - q**2))
     if not is_identity(diff, expected):
@@ -318,7 +318,7 @@ def _c2_le_c1sq():
        "(in units of eta*eta_l*K/sqrt(eps)).",
        spec=("V7",), kind="derived", severity="constant")
 def _thm43_terms_64():
-    """fed-ef.txt proof of Thm 4.3, lines 808-816 (condition and Upsilon_1 <= -eta eta_l K/(16 sqrt eps))."""
+    """fed-ef.txt proof of Thm 4.3, lines 808-816 (condition and Upsilon_1 <= -eta eta_l K/(16 sqrt eps)). Display 802-807."""
     rho = L * eta
     C2 = sp.Symbol("C2", positive=True)
     unit_ = eta * eta_l * K / (64 * sp.sqrt(eps))
@@ -361,7 +361,7 @@ def _thm43_48(per_term=sp.Rational(1, 48)):
        "1/(max{16,32C1^2} eta), 1/(3 eta^(1/3))} implies the proof's five component conditions.",
        spec=("V8",), severity="constant", depends=("C2_le_C1_squared",))
 def _thm43_implies():
-    """fed-ef.txt line 239 (theorem) vs line 811 (proof's component conditions)."""
+    """fed-ef.txt line 239 (theorem) vs line 811 (proof's component conditions). Display 811-812."""
     C2 = sp.Symbol("C2", positive=True)
     pre = sp.sqrt(eps) / (8 * K * L)
     thm = {
@@ -469,7 +469,7 @@ def _thm42_condition(second=lambda c1, eta_v: 1 / (2 * eta_v * (c1 + 1))):
     eta^2 eta_l^2 (C1+1) K^2 L (60 eta_l^2K^2L^2+1), then claimed eta eta_l K/8).
 
     ``second(C1, eta)`` is the second term of the condition (times KL); exact search over q in {0, 1/4, 1/2, 3/4},
-    eta in {1/4, 1, 4} (K = L = 1; the coefficient grows with eta_l, so the condition's boundary decides)."""
+    eta in {1/4, 1, 4} (K = L = 1; the coefficient grows with eta_l, so the condition's boundary decides). Display 906."""
     for q0 in (sp.Integer(0), sp.Rational(1, 4), sp.Rational(1, 2), sp.Rational(3, 4)):
         for eta0 in (sp.Rational(1, 4), sp.Integer(1), sp.Integer(4)):
             c1 = C1_sgd.subs(q, q0)
@@ -498,7 +498,7 @@ def _thm42_condition(second=lambda c1, eta_v: 1 / (2 * eta_v * (c1 + 1))):
        "eta_l <= min{1/(8KL), 1/(16 K L eta C1_sgd)} makes the proof's coefficient <= -eta*eta_l*K/8.",
        spec=("V9",), kind="derived", severity="constant", depends=("C1_sgd_definition", "lemma_D3_constants"))
 def _thm42_sufficient():
-    """fed-ef.txt proof of Thm 4.2, line 901 (coefficient) with the corrected condition (spec sec. 6 item 22b)."""
+    """fed-ef.txt proof of Thm 4.2, line 901 (coefficient) with the corrected condition (spec sec. 6 item 22b). Display 906."""
     # coefficient is increasing in eta_l; use 60x+1 <= 60/64+1 < 2 (eta_l <= 1/(8KL)), then eta_l = 1/(16KL eta C1)
     lr = 1 / (16 * K * L * eta * C1_SGD)
     coef = sp.simplify(sp.Rational(-1, 4) + eta * lr * C1_SGD * K * L * 2)
@@ -538,7 +538,7 @@ def _thm41_coefficient(target=sp.Rational(-1, 8)):
 def _thm41_q(q_max=sp.Integer(1)):
     """fed-ef.txt line 199 (statement without q-bound) vs line 1315 ("and q <= 1/32" in the proof).
 
-    ``q_max``: the range of q the statement allows (q < 1 in the statement; the proof adds q <= 1/32)."""
+    ``q_max``: the range of q the statement allows (q < 1 in the statement; the proof adds q <= 1/32). Display 1317-1319 (the per-round bound that needs q <= 1/32)."""
     qq = sp.Symbol("qq", positive=True)
     # smallest the coefficient can be for given q: eta_l -> 0 kills the x and y terms
     coef_limit = -1 + sp.Rational(3, 4) + sp.Rational(1, 16) + 32 * qq
@@ -584,7 +584,7 @@ def _cor1_feasibility():
 def _thm44_one_sixth(first=sp.Rational(1, 6)):
     """fed-ef.txt line 265 (eta_l <= min{1/6, ...}/(KL)) vs Lemma D.1 (line 926: eta_l <= 1/(8LK)) used in D.4 term I.
 
-    ``first`` is the condition's first constant (printed 1/6)."""
+    ``first`` is the condition's first constant (printed 1/6). Display 1254."""
     vals = {q: sp.Rational(1, 100), n: sp.Integer(10), m: sp.Integer(9), eta: sp.Rational(1, 100), K: sp.Integer(1),
             L: sp.Integer(1)}
     bounds = []
@@ -605,21 +605,19 @@ def _thm44_one_sixth(first=sp.Rational(1, 6)):
 @check(PAPER, "thm44_missing_m2_over_n2",
        "Thm 4.4's learning-rate condition makes the stale-error term 8 eta^2 eta_l^2 q^2 L/((1-q^2)^2 m^2) ||sum grad||^2 "
        "no larger than the negative term eta*eta_l/(2K n^2) ||sum grad||^2 of D.4.",
-       spec=("V24", "err-24"), severity="constant", corrected={"m2_over_n2": True},
+       spec=("V24", "err-24"), severity="constant", corrected={"fifth": m**2 / (32 * C1_PP * eta * K * L * n**2)},
        hypotheses=(H_Q, H_PP, H_POS, H_LR44))
-def _thm44_m2n2(m2_over_n2=False):
+def _thm44_m2n2(fifth=1 / (32 * C1_PP * eta * K * L)):
     """fed-ef.txt proof of Thm 4.4, line 1246 (negative term -eta eta_l/(2Kn^2) ...) and line 1249
     (8 eta^2 eta_l^2 q^2 L/((1-q^2)^2 m^2) ...), condition line 1254.
 
-    ``m2_over_n2``: multiply the condition's 1/(32 C1 eta K L) term by m^2/n^2 (the correction).  Exact search over
+    ``fifth``: the condition's fifth term (printed 1/(32 C1 eta K L); the correction multiplies it by m^2/n^2).  Exact search over
     q^2 in {1/10, 1/2, 9/10}, (n, m) in {(4000, 2000), (100, 10), (10, 9)}, eta in {1/2, 2, 8}, K = L = 1."""
     ratio = (8 * eta**2 * eta_l**2 * q**2 * L / ((1 - q**2) ** 2 * m**2)) / (eta * eta_l / (2 * K * n**2))
     expected = 16 * eta * eta_l * q**2 * L * K * n**2 / ((1 - q**2) ** 2 * m**2)
     if not is_identity(ratio, expected):
         return refuted(f"ratio simplifies to {show(ratio)}")
-    conditions = dict(THM44_CONDITIONS)
-    if m2_over_n2:
-        conditions["eta_l <= 1/(32 C1 eta K L)"] = m**2 / (32 * C1_PP * eta * K * L * n**2)
+    conditions = dict(THM44_CONDITIONS, **{"eta_l <= 1/(32 C1 eta K L)": fifth})
     worst = sp.Integer(0)
     for q2 in (sp.Rational(1, 10), sp.Rational(1, 2), sp.Rational(9, 10)):
         for nv, mv in ((4000, 2000), (100, 10), (10, 9)):
@@ -657,7 +655,7 @@ def _thm44_m2n2(m2_over_n2=False):
        "O((1+q^2)/sqrt(TKn) + (1+q^2)/(TK) (sigma^2 + K sigma_g^2) + q^2 sigma^2/(Kn)).",
        spec=("V11",), severity="rate", depends=("thm41_coefficient_one_eighth", "thm41_needs_q_bound"))
 def _thm41_rate():
-    """fed-ef.txt line 207, eq. (2), and line 1326 (D.5)."""
+    """fed-ef.txt line 207, eq. (2), and line 1326 (D.5). Statement display 206 and the proof's display 1328."""
     ok, notes = compare_rate(THM41, COR1_LR, THM41_RATE + F / sp.sqrt(T * K * n), SCALE, T)
     return (verified if ok else refuted)("; ".join(notes))
 
@@ -667,7 +665,7 @@ def _thm41_rate():
        "T -> infinity under the Corollary learning rates; it vanishes for q = 0.",
        spec=("T1",), severity="rate", depends=("thm41_needs_q_bound",))
 def _thm41_floor():
-    """fed-ef.txt line 199 (bias term 64q^2 sigma^2/(Kn)), Remark 1 (line 209)."""
+    """fed-ef.txt line 199 (bias term 64q^2 sigma^2/(Kn)), Remark 1 (line 209). Display 206."""
     b = sp.Add(*THM41.values()).subs(COR1_LR)
     lim = sp.limit(b, T, sp.oo)
     if is_identity(lim, 64 * q**2 * sigma**2 / (K * n)) and lim.subs(q, 0) == 0:
@@ -681,7 +679,7 @@ def _thm41_floor():
        "which vanishes as T -> infinity.",
        spec=("V11", "T1"), severity="rate", depends=("thm42_lr_condition_sufficient", "thm42_keeps_lemma_D3_term", "C1_sgd_definition", "lemma_D5_geometric_constants", "lemma_D3_constants", "ef_virtual_sequence_identities"))
 def _cor1_sgd():
-    """fed-ef.txt line 249 (Corollary 1, SGD) from Thm 4.2 (line 223)."""
+    """fed-ef.txt line 249 (Corollary 1, SGD) from Thm 4.2 (line 223). Display 250."""
     ok, notes = compare_rate(THM42, COR1_LR, COR1_SGD_RATE, SCALE, T)
     lim = sp.limit(sp.Add(*THM42.values()).subs(COR1_LR), T, sp.oo)
     return (verified if ok and lim == 0 else refuted)("; ".join(notes) + f"; limit T -> oo: {show(lim)}")
@@ -692,7 +690,7 @@ def _cor1_sgd():
        "O((f1-f*)/sqrt(TKn) + sigma^2/sqrt(TKn) + (1/(TK) + sqrt(n)/(T^1.5 sqrt K))(sigma^2 + K sigma_g^2)).",
        spec=("V11", "err-23"), severity="rate", depends=("thm43_each_term_one_64th", "thm43_C1_at_least_one", "thm43_hidden_factor", "thm43_condition_implies_components", "thm43_termI_G_condition", "C2_le_C1_squared", "lemma_D7_identity", "lemma_D8_telescoping", "ef_virtual_sequence_identities"))
 def _cor1_ams():
-    """fed-ef.txt line 251 (Corollary 1, AMS) from Thm 4.3 (line 240)."""
+    """fed-ef.txt line 251 (Corollary 1, AMS) from Thm 4.3 (line 240). Display 254."""
     ok, notes = compare_rate(THM43, COR1_LR, COR1_AMS_RATE, SCALE, T)
     msg = "; ".join(notes) + ("; note: the d G^2/T and sqrt(Kn) d G^2/T^1.5 terms of Thm 4.3 are matched only by "
                               "treating d, G, eps as constants (the corollary drops them silently)")
@@ -705,9 +703,7 @@ def _cor1_ams():
        corrected={"displayed": dict(THM42, drift_local=20 * eta_l**2 * K * L**2 * H)},
        hypotheses=(H_Q, H_POS, H_LR42, Hyp("eta_l = c_l/(K sqrt T), eta = c_g sqrt(Kn) (Cor. 1's choice)",
                    lambda p: _v(p, "eta_l") == _v(p, "c_l") / (_v(p, "K") * sp.sqrt(_v(p, "T")))
-                   and _v(p, "eta") == _v(p, "c_g") * sp.sqrt(_v(p, "K") * _v(p, "n")), "fed-ef.txt line 248"),
-                   Hyp("the dropped term exceeds the displayed sigma_g term at the point (ratio > 1)",
-                       lambda p: p["ratio"] > 1, "fed-ef.txt line 877 vs line 249")))
+                   and _v(p, "eta") == _v(p, "c_g") * sp.sqrt(_v(p, "K") * _v(p, "n")), "fed-ef.txt line 248"),))
 def _thm42_dropped(displayed=THM42):
     """fed-ef.txt lines 874-877 (Lemma D.3 contributes 5 eta eta_l^3 K^2 L^2/2 (sigma^2+6K sigma_g^2) per round)
     vs line 901 (the summed inequality, where this term is missing) and line 915 (final bound), Cor. 1 (line 249).
@@ -761,7 +757,7 @@ def _cor1_threshold():
        "O(sqrt(n/m) ((f1-f*)/sqrt(TKm) + sigma^2/sqrt(TKm) + sqrt(K)/sqrt(Tm) sigma_g^2)) (for m <= n, C' <= 1).",
        spec=("V12", "T2"), severity="rate", depends=("thm44_lr_one_sixth_vs_lemma_D1", "thm44_missing_m2_over_n2", "thm44_paper_bound_on_A", "thm44_gamma_step_constants", "thm44_sampling_second_moment", "ef_virtual_sequence_identities"))
 def _thm44_rate():
-    """fed-ef.txt line 267 (rate of Thm 4.4) and lines 1305-1312 (proof's intermediate form)."""
+    """fed-ef.txt line 267 (rate of Thm 4.4) and lines 1305-1312 (proof's intermediate form). Displays 273, 1263-1264, 1268."""
     coeff = order_match([
         ("1/(eta eta_l T K)", 1 / (eta * eta_l * T * K), sp.sqrt(n) / (m * sp.sqrt(K * T))),
         ("eta eta_l/m", eta * eta_l / m, 1 / sp.sqrt(K * T * n)),
@@ -822,7 +818,7 @@ def _thm44_q0():
        "1680/(1-q^2)^3 = 720/(1-q^2)^2 * 2/(1-q^2) + 240/(1-q^2)^3, 3360 = 2*1680, 53760 = 16*3360, 96 = 16*6.",
        spec=("V13",), severity="constant")
 def _thm44_gamma():
-    """fed-ef.txt proof of Thm 4.4 (App. D.4), lines 1222-1260."""
+    """fed-ef.txt proof of Thm 4.4 (App. D.4), lines 1222-1260. Display 1224-1225."""
     gam = (1 - q**2) / (2 * q**2)
     ints = [(70, 3 * 20 + 2 * 5), (180, 3 * 60), (280, 2 * 140), (3360, 2 * 1680), (53760, 16 * 3360), (96, 16 * 6)]
     bad = [f"{a} != {b}" for a, b in ints if a != b]
@@ -847,7 +843,7 @@ def _subset_second_moment(et, e, n_, m_):
        "- c||sum (e~_i - e_i)||^2 + c sum||e~_i - e_i||^2 with c = m(n-m)/(n(n-1)).",
        spec=("V14",), severity="constant")
 def _thm44_sampling():
-    """fed-ef.txt proof of Thm 4.4, lines 1190-1200 (second moment A)."""
+    """fed-ef.txt proof of Thm 4.4, lines 1190-1200 (second moment A). Display 1181-1182 (term II uses this second moment)."""
     notes = []
     for n_ in range(2, 6):
         et = sp.symbols(f"a0:{n_}")
@@ -880,7 +876,7 @@ def _thm44_paper_a(cross=1):
     and the final inequality at line 1200).
 
     ``cross`` multiplies c in the bound (printed 1).  Exhaustive exact search: 1 <= m < n <= 3, scalar errors in {-1, 0, 1}
-    (a bound on quadratic forms in scalars; the vector case adds coordinates)."""
+    (a bound on quadratic forms in scalars; the vector case adds coordinates). Display 1194-1201."""
     found = None
     cases = 0
     for n_ in (2, 3):
@@ -968,7 +964,7 @@ def _prop31():
        "orthogonal split of Prop. 3.2.",
        spec=("V16", "T4", "err-13"), kind="derived", severity="constant")
 def _compressor_bounds():
-    """fed-ef.txt Prop. 3.1 (line 76), Prop. 3.2 (line 105) and its proof (lines 110-121), footnote 2 (layer-wise TopK)."""
+    """fed-ef.txt Prop. 3.1 (line 76), Prop. 3.2 (line 105) and its proof (lines 110-121), footnote 2 (layer-wise TopK). Displays 86-88 and 92-95 (Prop. 3.1's proof)."""
     from .bounds import compressor_q2
 
     r = np.random.default_rng(0)
@@ -1025,7 +1021,7 @@ def _hvsign_flooring(q2=lambda k, d: 1 - k / d):
     experiments' TopK floors the kept count per layer (footnote 2).
 
     ``q2(k, d)``: the bound tested (printed 1 - k/d).  Search over single-layer vectors of 1s and 2s, d = 2..4,
-    k in {0.3, 0.6, 0.9}, with this module's topk / hv_sign (Definition 2 with scale ||.||_1/d)."""
+    k in {0.3, 0.6, 0.9}, with this module's topk / hv_sign (Definition 2 with scale ||.||_1/d). Display 118-119 (Prop. 3.2's bound)."""
     for d in (2, 3, 4):
         for k in (0.3, 0.6, 0.9):
             for x in itertools.product((1.0, 2.0), repeat=d):
@@ -1215,7 +1211,7 @@ def _ef_run(rule, seed=0, n_=5, m_=None, dim=12, T_=25, eta_=0.7, b1=0.9, b2=0.9
        "- eta e_bar_t moves by -eta Delta_bar_t (Sec. 6).",
        spec=("V22", "T3"), severity="rate")
 def _ef_identities():
-    """fed-ef.txt eq. (14) line 851, D.1 virtual sequence (line 664ff), eq. (18) line 1151, Sec. 6 line 398ff."""
+    """fed-ef.txt eq. (14) line 851, D.1 virtual sequence (line 664ff), eq. (18) line 1151, Sec. 6 line 398ff. Displays 677-683 and 851-855."""
     res = {rule: max(_ef_run(rule, seed=s, m_=2) for s in range(3)) for rule in ("sgd", "ams", "pp", "two_way")}
     bad = {k: v for k, v in res.items() if v > 1e-10}
     if bad:
@@ -1276,3 +1272,4 @@ def _realistic_q():
     return verified(f"q^2 = 1 - 10^-6 gives C1_sgd = {fmt(float(c1))}, C1_pp = {fmt(float(C1_pp.subs(q, sp.sqrt(q2))))} and "
                     f"eta_l K L eta <= {fmt(float(lr))}; TopK-0.01 (q^2 = 0.99) gives C1_sgd = "
                     f"{fmt(float(C1_sgd.subs(q, sp.sqrt(sp.Rational(99, 100)))))}", "exact")
+from . import fed_ef_steps as _steps  # noqa: E402,F401  (the proof-step map and its checks, registered after this module)

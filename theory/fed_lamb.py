@@ -86,7 +86,7 @@ def _virtual(cur, prev):
        "MAIN (9)-(10): vartheta_(r+1) - vartheta_r = (theta_(r+1) - theta_r)/(1-beta1) - beta1/(1-beta1) (theta_r - theta_(r-1)).",
        spec=("S1",), severity="rate")
 def _s1():
-    """fed-lamb.txt eq. (9) line 209 and eq. (10) line 213."""
+    """fed-lamb.txt eq. (9) line 209 and eq. (10) line 213; fed-lamb-supplement.txt (2) line 104 and the first line of (3), line 108."""
     tp, tr, tn = _th
     lhs = _virtual(tn, tr) - _virtual(tr, tp)
     rhs = (tn - tr) / (1 - beta1) - beta1 / (1 - beta1) * (tr - tp)
@@ -109,7 +109,7 @@ def _s2_parts():
        "vartheta_(r+1) - vartheta_r = -alpha beta1/(1-beta1) (c_r/s_r - c_(r-1)/s_(r-1)) m_(r-1) - alpha (c_r/s_r) g_r (both terms negative).",
        spec=("S2",), kind="derived", severity="rate")
 def _s2():
-    """fed-lamb.txt eqs. (11)-(12), lines 215-217; SUPP eq. (3)."""
+    """fed-lamb.txt eqs. (11)-(12), lines 215-217; fed-lamb-supplement.txt eq. (3), line 108."""
     lhs, correct, _, _ = _s2_parts()
     return identities([("virtual step", lhs, correct)])
 
@@ -118,10 +118,10 @@ def _s2():
        "MAIN (11)-(12) (and SUPP (3)) state vartheta_(r+1) - vartheta_r = +alpha beta1/(1-beta1)(c_r/s_r - c_(r-1)/s_(r-1)) m_(r-1) "
        "+ alpha (c_r/s_r) g_r, with (11) = (alpha/(1-beta1)) c_r m_r/s_r - (alpha/(1-beta1)) c_(r-1) m_(r-1)/s_(r-1).",
        spec=("S2", "err-8"), severity="typo", corrected={"sign": -1, "coef11": beta1},
-       hypotheses=(H_B1, Hyp("alpha > 0 and the printed (12) differs from the true step at the point",
-                             lambda q: q["alpha"] > 0 and q["printed (12)"] != q["true step"], "fed-lamb.txt lines 215-217")))
+       hypotheses=(H_B1, Hyp("alpha > 0 (constant learning rate), c_r/s_r, c_(r-1)/s_(r-1) > 0 (positive step scalings)",
+                             lambda q: q["alpha"] > 0 and q["c_r/s_r"] > 0 and q["c_(r-1)/s_(r-1)"] > 0, "fed-lamb.txt lines 213-219")))
 def _s2_signs(sign=1, coef11=1):
-    """fed-lamb.txt lines 215 (eq. 11) and 217 (eq. 12); ``sign`` multiplies both printed forms (printed +1) and
+    """fed-lamb.txt lines 215 (eq. 11) and 217 (eq. 12), repeated in fed-lamb-supplement.txt (3), line 108; ``sign`` multiplies both printed forms (printed +1) and
     ``coef11`` is the numerator of (11)'s second coefficient coef11/(1-beta1) (printed 1)."""
     lhs, _, p11, p12 = _s2_parts()
     tp, tr, tn = _th
@@ -156,9 +156,9 @@ def _s3(coef=1):
 
 @check(PAPER, "S4_norm_inequalities",
        "||a||^2 >= (1/2)||b||^2 - ||a - b||^2 (SUPP) and ||a|| >= (1/2)||b|| - ||a - b|| (MAIN (40)).",
-       spec=("S4",), severity="constant")
+       spec=("S4",), kind="textbook", severity="constant")
 def _s4():
-    """fed-lamb.txt eq. (40)-(41) line 342; SUPP step after (10)."""
+    """fed-lamb.txt eq. (40) line 336 (first line of (41), line 340); SUPP lines 190-194 (first line), after (10)."""
     A, C = pos("A C")  # A = ||a||, C = ||a - b||; triangle: ||b|| <= A + C
     gap1 = sp.expand(2 * A**2 + 2 * C**2 - (A + C) ** 2)
     gap2 = sp.expand(A - ((A + C) / 2 - C))
@@ -177,7 +177,7 @@ def _s4():
        "MAIN (38): sum_l (L_l/2) beta1^2/(1-beta1)^2 (Lc(1-beta2)/p) M^2 phi_M^2 (n p/v0) = Lbar beta1^2 Lc (1-beta2) M^2 phi_M^2 n/(2(1-beta1)^2 v0).",
        spec=("S5",), severity="constant")
 def _s5():
-    """fed-lamb.txt eq. (32)-(38), lines 300-312."""
+    """fed-lamb.txt eqs. (32)-(38); the collected constant of (38), line 326."""
     Ls = sp.symbols("L1:4", positive=True)
     Lc, v0 = pos("Lc v0")
     per = beta1**2 / (1 - beta1) ** 2 * Lc * (1 - beta2) / p * M**2 * phi_M**2 * n * p / v0
@@ -190,10 +190,10 @@ def _s5():
        "MAIN (26)/(38): sum_(l=1)^L sum_(i=1)^n sum_(j=1)^(p_l) sigma/sqrt(n) = sigma L p sqrt(n).",
        spec=("S6", "err-9"), severity="constant",
        corrected={"printed": lambda sig, layers, P: sig * P * sp.sqrt(n)},
-       hypotheses=(Hyp("L >= 2 layers (for L = 1 the two coincide), n >= 1, sigma > 0", lambda q: q["L"] >= 2 and q["n"] >= 1
-                       and q["sigma"] > 0, "fed-lamb.txt line 79, eq. (26)"),))
+       hypotheses=(Hyp("L >= 1 layers, n >= 1 clients (integers), sigma > 0", lambda q: int(q["L"]) == q["L"] >= 1
+                       and int(q["n"]) == q["n"] >= 1 and q["sigma"] > 0, "fed-lamb.txt line 79, H3 (line 141), eq. (26)"),))
 def _s6(printed=lambda sig, layers, P: sig * layers * P * sp.sqrt(n)):
-    """fed-lamb.txt eq. (26) line 261 and eq. (38); ``printed(sigma, L, p)`` is the printed value of the triple sum."""
+    """fed-lamb.txt eq. (26) line 261 and eq. (38) line 326; ``printed(sigma, L, p)`` is the printed value of the triple sum."""
     ps = sp.symbols("p1:4", positive=True)
     sig = sp.Symbol("sigma", positive=True)
     total = sum(n * pl * sig / sp.sqrt(n) for pl in ps)
@@ -210,7 +210,7 @@ def _s6(printed=lambda sig, layers, P: sig * layers * P * sp.sqrt(n)):
        "sum_r d_r^2 <= (max_r d_r) sum_r d_r <= 1/eps.",
        spec=("S7",), severity="constant")
 def _s7():
-    """fed-lamb.txt eq. (32) (telescoping of the max operator), line 300."""
+    """fed-lamb.txt eq. (32) (telescoping of the max operator), lines 291-297."""
     v = sp.symbols("v0:6", positive=True)
     d = [1 / sp.sqrt(v[r - 1]) - 1 / sp.sqrt(v[r]) for r in range(1, 6)]
     tele = sp.simplify(sum(d) - (1 / sp.sqrt(v[0]) - 1 / sp.sqrt(v[5])))
@@ -224,8 +224,9 @@ def _s7():
        "SUPP (9): B_1 <= (L/sqrt(eps)) sum_i ||theta_bar - theta_i||^2 <= n (alpha^2 L/sqrt(eps)) M^2 T^2 phi_M^2 (1-beta2) p, using Lemma 1.",
        spec=("S11", "err-10"), severity="constant", depends=("S9_lemma1_consensus_bound",),
        corrected={"eps_power": sp.Rational(3, 2)},
-       hypotheses=(H_EPS, Hyp("the derived bound exceeds the printed one at the point (eps < 1)", lambda q: q["derived/printed"] > 1,
-                              "fed-lamb-supplement.txt line 150")))
+       hypotheses=(H_EPS, H_B2, Hyp("alpha, M, T, phi_M, p > 0, n >= 1 (Theorem 5's constants)", lambda q: all(q[k] > 0 for k in
+                                                                                               ("alpha", "M", "T", "phi_M", "p", "n")),
+                                    "fed-lamb-supplement.txt lines 78, 96")))
 def _s11(eps_power=sp.Rational(1, 2)):
     """fed-lamb-supplement.txt eq. (9), line 150, with Lemma 1 (line 78: bound carries 1/eps); ``eps_power``: the printed
     power of 1/eps in (9) (1/2)."""
@@ -237,14 +238,15 @@ def _s11(eps_power=sp.Rational(1, 2)):
         return verified("powers agree")
     return refuted(f"plugging Lemma 1 (which carries 1/eps) into 1/sqrt(v_hat) <= 1/sqrt(eps) gives {show(derived)}, i.e. the printed "
                    f"bound times {show(ratio)}: eps^(-3/2), not eps^(-1/2) (for eps < 1 the printed bound is too small)",
-                   at={"eps": sp.Rational(1, 100), "derived/printed": ratio.subs(eps, sp.Rational(1, 100))})
+                   at={"eps": sp.Rational(1, 100), "beta2": sp.Rational(999, 1000), "alpha": sp.Rational(1, 10), "M": 1, "T": 1,
+                       "phi_M": 1, "p": 1, "n": 2, "derived/printed": ratio.subs(eps, sp.Rational(1, 100))})
 
 
 @check(PAPER, "S12_layer_count_bound",
        "(2/n) sum_i sum_l ||phi psi^l/||psi^l|| ||^2 <= 2 h phi_M^2 (each layer contributes a vector of norm phi <= phi_M), which is <= 2 p phi_M^2.",
        spec=("S12",), severity="constant")
 def _s12():
-    """fed-lamb-supplement.txt B_2 bound (lines 154-167)."""
+    """fed-lamb-supplement.txt B_2 bound (lines 156-167): the layer count of ||g_bar/v^(1/4)||^2 in line 156."""
     r = np.random.default_rng(0)
     worst = 0.0
     for _ in range(200):
@@ -323,29 +325,58 @@ def _s8():
     return refuted(f"worst {worst}, bound {bound}, tight {tight}", "numeric")
 
 
+def server_v_ratio(n_: int, b1: float = 0.9, b2: float = 0.999, rounds: int = 3000, bias_correction: bool = False) -> float:
+    """|m_1/sqrt(v_hat)| after ``rounds`` rounds of Algorithm 2 (T = 1) with n clients: client 1 receives the gradient sequence
+    g_s = (b1/b2)^(rounds - s) (the extremal sequence of the own-v Cauchy-Schwarz bound), the other n - 1 clients gradient 0
+    (|g| <= M holds); each client keeps the EMAs of lines 8 and 10 (with the bias corrections of lines 9 and 11 at the local
+    step t = T = 1 when asked), the devices send v (line 15), and the
+    server sets v_hat = max(v_hat, mean_i v_i) (line 17), v_hat_0 = 0 (eps = 0 as in Theorem 1)."""
+    m = np.zeros(n_)
+    v = np.zeros(n_)
+    vhat = 0.0
+    for s_ in range(1, rounds + 1):
+        g = np.zeros(n_)
+        g[0] = (b1 / b2) ** (rounds - s_)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        mm, vv = (m / (1 - b1), v / (1 - b2)) if bias_correction else (m, v)  # lines 9, 11 at local step t = T = 1
+        vhat = max(vhat, float(vv.mean()))
+    return abs(float(mm[0])) / math.sqrt(vhat)
+
+
 @check(PAPER, "S8_ratio_bound_global_v",
        "The ratio bound |m^j/sqrt(v_hat^j)| <= 1/sqrt(1-b2) (used for ||p^l|| <= sqrt(p_l/(1-b2))) still holds when v_hat is the server's "
        "average of the clients' second moments (Algorithm 2, line 17).",
        spec=("S8", "err-6"), severity="rate",
        hypotheses=(H_B1, H_B2, Hyp("beta1^2 < beta2 (the own-v ratio bound's condition)", lambda q: q["beta1"] ** 2 < q["beta2"],
                                    "fed-lamb.txt A_1 bound"),
-                   Hyp("n >= 1 clients; the others' gradients are 0 (allowed: |g| <= M)", lambda q: q["n"] >= 1,
-                       "fed-lamb.txt Algorithm 2 line 17"),
+                   Hyp("n >= 1 clients (an integer) whose gradients satisfy |g| <= M (H2; a client may have gradient 0)",
+                       lambda q: int(q["n"]) == q["n"] >= 1 and q["max |g|"] <= q["M"], "fed-lamb.txt H2, Algorithm 2 line 17"),
                    Hyp("the devices' ratio uses the server's v_hat (line 17: 'send them back to the devices'; line 12 "
                        "writes v_hat_(r,i))", lambda q: q["v_hat"] == "server average", "fed-lamb.txt Algorithm 2 lines 12, 17")))
 def _s8_global():
-    """fed-lamb.txt Algorithm 2 line 17 (v_hat_(r+1) = max(v_hat_r, mean_i v_i)) and the ratio bound of A_1."""
+    """fed-lamb.txt Algorithm 2 line 17 (v_hat_(r+1) = max(v_hat_r, mean_i v_i)) and the ratio bound of A_1 (line 233).
+
+    Computed by simulating the moment recursions (server_v_ratio) at fixed sizes n in {1, 19, 100}, without the bias
+    corrections of lines 9 and 11 as in the proof's (12) (and, for reference, with them at n = 100 and 200)."""
     b1, b2 = 0.9, 0.999
-    own = _ratio_sup(b1, b2)
-    n_min = math.ceil((1 / math.sqrt(1 - b2) / own) ** 2)
-    n_ = n_min
-    ratio = own * math.sqrt(n_)  # one client carries all gradient energy; the others send v = 0
-    if ratio <= 1 / math.sqrt(1 - b2):
-        return verified("bound holds")
-    return refuted(f"if one client's gradients dominate and the other n-1 send v ~ 0, v_hat = v_i/n and the ratio grows by sqrt(n): "
-                   f"{fmt(own)} sqrt(n) = {fmt(ratio)} > 1/sqrt(1-b2) = {fmt(1 / math.sqrt(1 - b2))} already at n = {n_} "
-                   "(non-iid data); the line-233 bound ||p|| <= sqrt(p_l/(1-beta2)) holds with each client's own v_hat "
-                   "(S8_ratio_bound_own_v)", "numeric", at={"beta1": b1, "beta2": b2, "n": n_, "v_hat": "server average"})
+    bound = 1 / math.sqrt(1 - b2)
+    vals = {n_: server_v_ratio(n_, b1, b2) for n_ in (1, 19, 100)}
+    corrected = {n_: server_v_ratio(n_, b1, b2, bias_correction=True) for n_ in (100, 200)}
+    over = [n_ for n_, v in vals.items() if v > bound]
+    if not over:
+        return verified(f"simulated ratios {', '.join(f'{fmt(v)} (n = {k})' for k, v in vals.items())} <= 1/sqrt(1-b2) = {fmt(bound)}",
+                        "numeric")
+    n_ = over[0]
+    return refuted(f"simulating Algorithm 2's moment recursions (T = 1, lines 8, 10, 17, no bias correction as in (12)) with client 1 on "
+                   f"the extremal sequence g_s = (b1/b2)^(R-s) and the other n-1 clients at gradient 0, R = 3000 rounds, b1 = 0.9, "
+                   f"b2 = 0.999: |m_1/sqrt(v_hat)| = " + ", ".join(f"{fmt(v)} (n = {k})" for k, v in vals.items())
+                   + f" against the bound 1/sqrt(1-b2) = {fmt(bound)}: the server average divides v_1 by n, so the ratio grows like "
+                   f"sqrt(n) (7.27 sqrt(n)); with the bias corrections of lines 9 and 11 it is "
+                   + ", ".join(f"{fmt(v)} (n = {k})" for k, v in corrected.items())
+                   + ". The line-233 bound ||p|| <= sqrt(p_l/(1-beta2)) holds with each client's own v_hat (S8_ratio_bound_own_v)",
+                   "numeric", at={"beta1": b1, "beta2": b2, "n": n_, "M": 1, "max |g|": 1, "v_hat": "server average",
+                                  "ratio": vals[n_]})
 
 
 def _lamb_layer_step(theta, grad, alpha_, phi, eps_=0.0, v_hat=None, lam=0.0):
@@ -363,16 +394,15 @@ def _lamb_layer_step(theta, grad, alpha_, phi, eps_=0.0, v_hat=None, lam=0.0):
        corrected={"bound": lambda al_, M_, T_, phiM, b2, p_, e, h_: 4 * al_**2 * T_**2 * phiM**2 * h_},
        hypotheses=(H_B2, H_EPS, H_PHI, H_M, H_N, Hyp("lambda = 0 (Theorem 5)", lambda q: q["lambda"] == 0,
                                                     "fed-lamb-supplement.txt line 96")))
-def _s9(bound=None):
-    """fed-lamb-supplement.txt Lemma 1, line 78-90; exact step length (P1) of Algorithm 2 line 13.
+def _s9(bound=lambda al_, M_, T_, phiM, b2, p_, e, h_: al_**2 * M_**2 * T_**2 * phiM**2 * (1 - b2) * p_ / e):
+    """fed-lamb-supplement.txt Lemma 1, statement line 80, proof line 90; exact step length (P1) of Algorithm 2 line 13.
     ``bound(alpha, M, T, phi_M, beta2, p, eps, h)``: the bound tested (Lemma 1's by default)."""
     al_, phiM, Mv, b2, e = 0.1, 1.0, 1.0, 0.999, 0.01
     start = np.zeros(1)
     loc = [_lamb_layer_step(start, np.array([s * Mv]), al_, phiM) for s in (+1, -1)]  # two clients, opposite gradients
     avg = sum(loc) / 2
     dist2 = float(np.sum((avg - loc[0]) ** 2))
-    paper = (al_**2 * Mv**2 * 1 * phiM**2 * (1 - b2) * 1 / e if bound is None
-             else bound(al_, Mv, 1, phiM, b2, 1, e, 1))
+    paper = bound(al_, Mv, 1, phiM, b2, 1, e, 1)
     ratio = sp.simplify((alpha**2 * M**2 * T**2 * phi_M**2 * (1 - beta2) * p / eps) / (4 * alpha**2 * T**2 * phi_M**2 * h))
     if dist2 <= paper:
         return verified(f"two clients with opposite gradients, one local step of length alpha phi each: ||theta_bar - theta_i||^2 = "
@@ -383,6 +413,64 @@ def _s9(bound=None):
                    "lemma holds only when M^2 (1-beta2) p >= 4 eps h", "numeric",
                    at={"n": 2, "T": 1, "h": 1, "p": 1, "phi": (phiM,), "phi_m": 0.5, "phi_M": phiM, "alpha": al_, "M": Mv,
                        "gradients": (Mv, -Mv), "beta2": b2, "eps": e, "lambda": 0})
+
+
+def _main_lemma1_distance(al_: float = 0.1, phi_: float = 1.0, n_: int = 2) -> float:
+    """||theta_bar_r - theta_(r,1)|| after one local step (T = 1) of Algorithm 2 from a common start, one layer of size 1,
+    clients with opposite gradients +-M (so the ratios p_i and their unit directions are opposite)."""
+    start = np.zeros(1)
+    loc = [_lamb_layer_step(start, np.array([(-1) ** i * 1.0]), al_, phi_) for i in range(n_)]
+    avg = sum(loc) / n_
+    return float(np.linalg.norm(avg - loc[0]))
+
+
+_MAIN_L1_HYP = (H_B2, H_PHI, Hyp("|g| <= M (H2)", lambda q: max(abs(float(x)) for x in q["gradients"]) <= float(q["M"]),
+                                 "fed-lamb.txt line 139 (H2)"),
+                Hyp("v_0 > 0 (Algorithm 2 initialises v_0 = eps 1; the lemma divides by v_0), T = 1 (the proof's case), "
+                    "n >= 1 clients, p >= 1", lambda q: q["v_0"] > 0 and q["T"] == 1 and q["n"] >= 1 and q["p"] >= 1,
+                    "fed-lamb.txt lines 102, 179-183"))
+
+
+@check(PAPER, "main_lemma1_eq3",
+       "MAIN Lemma 1, eq. (3): ||theta_bar_r - theta_(r,i)|| <= alpha^2 M^2 phi_M^2 (1-beta2) p/v_0 (a norm bounded by a "
+       "quantity quadratic in alpha).",
+       spec=("S9",), severity="constant", corrected={"bound": lambda al_, M_, phiM, b2, p_, v0, h_: 2 * al_ * phiM * math.sqrt(h_)},
+       hypotheses=_MAIN_L1_HYP)
+def _main_l1_eq3(bound=lambda al_, M_, phiM, b2, p_, v0, h_: al_**2 * M_**2 * phiM**2 * (1 - b2) * p_ / v0):
+    """fed-lamb.txt Lemma 1, line 179, eq. (3) at line 181.  ``bound(alpha, M, phi_M, beta2, p, v_0, h)``: the bound on the
+    norm (printed alpha^2 M^2 phi_M^2 (1-beta2) p/v_0).  Each local step moves a layer by exactly alpha phi (P1), so the
+    distance is linear in alpha; the valid bound is 2 alpha phi_M sqrt(h).  Instance: n = 2, one layer of size 1 (h = p = 1),
+    T = 1, phi = phi_M = 1, gradients +-M with M = 1, beta2 = 0.999, v_0 = 1/100, alpha in {1/10, 1/1000}."""
+    for al_ in (0.1, 0.001):
+        dist = _main_lemma1_distance(al_)
+        b = bound(al_, 1.0, 1.0, 0.999, 1, 0.01, 1)
+        if dist > b * (1 + 1e-12):
+            return refuted(f"n = 2 clients with gradients +-1 (M = 1), one layer of size 1, T = 1, phi = phi_M = 1, alpha = {al_:g}, "
+                           f"beta2 = 0.999, v_0 = 1/100: each local step has length alpha phi exactly, so ||theta_bar - theta_1|| = "
+                           f"{fmt(dist)} > eq. (3)'s {fmt(b)}: (3) bounds a quantity linear in alpha by one quadratic in alpha; "
+                           "a valid bound is 2 alpha phi_M sqrt(h) (with Theorem 1's eps = 0, v_0 = eps = 0 makes (3) vacuous)",
+                           "numeric", at={"n": 2, "T": 1, "h": 1, "p": 1, "phi": (1.0,), "phi_m": 0.5, "phi_M": 1.0, "alpha": al_,
+                                          "M": 1.0, "gradients": (1.0, -1.0), "beta2": 0.999, "v_0": 0.01})
+    return verified("||theta_bar - theta_i|| <= bound at alpha in {1/10, 1/1000}", "numeric")
+
+
+@check(PAPER, "main_lemma1_eq5",
+       "MAIN Lemma 1's proof, eq. (5): ||theta_bar_r - theta_(r,i)||^2 <= alpha^2 M^2 phi_M^2 (1-beta2) p/v_0 (T = 1).",
+       spec=("S9",), severity="constant", corrected={"bound": lambda al_, M_, phiM, b2, p_, v0, h_: 4 * al_**2 * phiM**2 * h_},
+       hypotheses=_MAIN_L1_HYP)
+def _main_l1_eq5(bound=lambda al_, M_, phiM, b2, p_, v0, h_: al_**2 * M_**2 * phiM**2 * (1 - b2) * p_ / v0):
+    """fed-lamb.txt Lemma 1's proof, eqs. (4)-(5) at lines 185-189 (squared form, as the supplement's Lemma 1 with T = 1 and
+    v_0 for eps).  ``bound``: the bound on the squared distance (printed); the sharp bound is 4 alpha^2 phi_M^2 h.  Same
+    instance as main_lemma1_eq3."""
+    dist2 = _main_lemma1_distance(0.1) ** 2
+    b = bound(0.1, 1.0, 1.0, 0.999, 1, 0.01, 1)
+    if dist2 <= b * (1 + 1e-12):
+        return verified(f"||theta_bar - theta_1||^2 = {fmt(dist2)} <= {fmt(b)}", "numeric")
+    return refuted(f"n = 2 clients with gradients +-1 (M = 1), one layer of size 1, T = 1, phi = phi_M = 1, alpha = 0.1, beta2 = 0.999, "
+                   f"v_0 = 1/100: ||theta_bar - theta_1||^2 = {fmt(dist2)} > (5)'s {fmt(b)}; (4)'s step has length alpha phi, so the "
+                   "bound needs 4 alpha^2 phi_M^2 h (the factor (1-beta2)p/v_0 is not a bound on ||m/(sqrt(v)||p||)||^2 = 1)",
+                   "numeric", at={"n": 2, "T": 1, "h": 1, "p": 1, "phi": (1.0,), "phi_m": 0.5, "phi_M": 1.0, "alpha": 0.1,
+                                  "M": 1.0, "gradients": (1.0, -1.0), "beta2": 0.999, "v_0": 0.01})
 
 
 # ===========================================================================
@@ -403,7 +491,7 @@ def _rate_expansion():
        "independent of h.",
        spec=("S10", "T2", "T3"), kind="derived", severity="rate", depends=("thm5_statement_matches_proof", "thm5_init_term_from_descent", "S9_lemma1_consensus_bound", "S11_epsilon_powers", "S8_ratio_bound_global_v", "supp10_cross_terms", "S1_virtual_sequence", "S2_virtual_step"))
 def _s10():
-    """fed-lamb-supplement.txt Theorem 5 (line 96-100); spec sec. 2.6."""
+    """fed-lamb-supplement.txt Theorem 5, statement display line 98; spec sec. 2.6."""
     C1, C2, C3 = _rate_expansion()
     total = sp.Add(*THM5.values()).subs(LR_SQRT_R)
     res = identities([("expansion", total, C1 / sp.sqrt(n * R) + C2 / R + C3 / (n * R))])
@@ -419,38 +507,54 @@ def _s10():
     return verified(res.evidence + f"; threshold R = {show(thr[0])}; kappa* = {show(kstar[0])}; C1(kappa*) = {show(c1min)} (no h)")
 
 
-@check(PAPER, "S10_claimed_rate_sqrt_pL_over_nR",
-       "MAIN's contribution claim: the bound is O(sqrt(p L/(n R))) with L the number of layers (MAIN line 79; h in SUPP): "
-       "Theorem 5's leading 1/sqrt(nR) coefficient (at the best kappa) grows no faster than sqrt(p h) (with p >= h).",
-       spec=("S10", "err-23"), severity="rate", depends=("S10_rate_expansion",),
-       corrected={"claimed": (sp.Rational(1, 4), 0)},
-       hypotheses=(Hyp("L in the claim is the number of layers (MAIN's notation, line 79; h in SUPP)",
-                       lambda q: q["L"] == "number of layers h", "fed-lamb.txt lines 36, 79"),
-                   Hyp("alpha = kappa/sqrt(R) with kappa > 0 (the rate's learning rate), kappa at its best value",
-                       lambda q: q["kappa"] > 0, "fed-lamb-supplement.txt Theorem 5"),
-                   Hyp("O(.) is an upper bound: the coefficient grows faster than claimed in p or in h (p >= h >= 1, as "
-                       "p = sum of the h layer sizes)", lambda q: q["exponents (p, h)"][0] > q["claimed (p, h)"][0]
-                       or q["exponents (p, h)"][0] + q["exponents (p, h)"][1] > q["claimed (p, h)"][0] + q["claimed (p, h)"][1],
-                       "fed-lamb.txt line 36 ('Our bound in O(sqrt(pL/(nR)))')",
-                       spec="specs/fed-lamb.md sec. 2.6 reads the claim as the exact scaling: p^(1/4) 'does not match' "
-                            "sqrt(pL/(nR))")))
-def _s10_claim(claimed=(sp.Rational(1, 2), sp.Rational(1, 2))):
-    """fed-lamb.txt line 36 (contribution claim; L = number of layers by the notation of line 79, not the smoothness
-    constant) vs Theorem 5 (SUPP line 96).  ``claimed``: exponents of (p, h) in the leading coefficient (printed (1/2, 1/2)).
-    The coefficient C1 = M sqrt(p) Delta/(h kappa) + 4 h kappa phi_M sigma^2 is read at the best kappa."""
+def _leading_exponents():
+    """(C1 at the best kappa, its exponents of (p, h)): Theorem 5's 1/sqrt(nR) coefficient C1 = M sqrt(p) Delta/(h kappa) +
+    4 h kappa phi_M sigma^2 minimised over kappa."""
     C1, _, _ = _rate_expansion()
     kstar = [k for k in sp.solve(sp.diff(C1, kappa), kappa) if k.is_positive][0]
     c1min = sp.simplify(C1.subs(kappa, kstar))
     d = sp.powsimp(sp.expand_power_base(c1min, force=True), force=True).as_powers_dict()
-    got = (sp.nsimplify(d.get(p, 0)), sp.nsimplify(d.get(h, 0)))
+    return c1min, kstar, (sp.nsimplify(d.get(p, 0)), sp.nsimplify(d.get(h, 0)))
+
+
+_H_LAYERS = Hyp("L in the claim is the number of layers (MAIN's notation, line 79; h in SUPP), p >= h >= 1",
+                lambda q: q["L"] == "number of layers h", "fed-lamb.txt lines 36, 79")
+_H_KAPPA = Hyp("alpha = kappa/sqrt(R) with kappa > 0 (the rate's learning rate), kappa at its best value",
+               lambda q: q["kappa"] > 0, "fed-lamb-supplement.txt Theorem 5")
+
+
+@check(PAPER, "S10_claimed_rate_sqrt_pL_over_nR",
+       "MAIN's contribution claim: the bound is O(sqrt(p L/(n R))) with L the number of layers (MAIN line 79; h in SUPP): "
+       "Theorem 5's leading 1/sqrt(nR) coefficient (at the best kappa) grows no faster than sqrt(p h) for p >= h >= 1.",
+       spec=("S10",), severity="rate", depends=("S10_rate_expansion",), hypotheses=(_H_LAYERS, _H_KAPPA))
+def _s10_claim(claimed=(sp.Rational(1, 2), sp.Rational(1, 2))):
+    """fed-lamb.txt line 36 (contribution claim; L = number of layers by the notation of line 79, not the smoothness
+    constant) vs Theorem 5 (SUPP line 96).  ``claimed``: exponents (a, b) of p^a h^b in the claimed O(.) (printed (1/2, 1/2)).
+    p^x h^y <= p^a h^b for all p >= h >= 1 iff x <= a and x + y <= a + b."""
+    c1min, kstar, got = _leading_exponents()
+    a_, b_ = (sp.nsimplify(c) for c in claimed)
+    if got[0] <= a_ and got[0] + got[1] <= a_ + b_:
+        return verified(f"the leading coefficient at the best kappa, {show(c1min)}, scales as p^{got[0]} h^{got[1]} <= p^{a_} h^{b_} "
+                        "for p >= h >= 1: the O(.) holds as an upper bound (not as the exact scaling, S10_spec_exact_scaling)")
+    return refuted(f"the leading 1/sqrt(nR) coefficient at the best kappa is {show(c1min)}: it scales as p^{got[0]} h^{got[1]}, which "
+                   f"grows faster than p^{a_} h^{b_}", at={"L": "number of layers h", "kappa": 1, "exponents (p, h)": got})
+
+
+@check(PAPER, "S10_spec_exact_scaling",
+       "The spec's reading of MAIN's claim: Theorem 5's leading 1/sqrt(nR) coefficient (at the best kappa) scales exactly as "
+       "sqrt(p L) (L = number of layers).",
+       spec=("S10", "err-23"), kind="spec", severity="rate", depends=("S10_rate_expansion",), hypotheses=(_H_LAYERS, _H_KAPPA))
+def _s10_spec(claimed=(sp.Rational(1, 2), sp.Rational(1, 2))):
+    """specs/fed-lamb.md sec. 2.6 ('p^(1/4) does not match sqrt(pL/(nR))') on fed-lamb.txt line 36 and Theorem 5 (SUPP line 96);
+    ``claimed``: the exponents of (p, h) read as exact."""
+    c1min, kstar, got = _leading_exponents()
     if got == tuple(sp.nsimplify(c) for c in claimed):
-        return verified(f"the leading coefficient at the best kappa, {show(c1min)}, scales as p^{got[0]} h^{got[1]} as claimed")
+        return verified(f"the leading coefficient at the best kappa, {show(c1min)}, scales as p^{got[0]} h^{got[1]} exactly")
     return refuted(f"the leading 1/sqrt(nR) coefficient at the best kappa is {show(c1min)}: it scales as p^{got[0]} h^{got[1]}, not "
                    f"p^{claimed[0]} h^{claimed[1]} (at a fixed kappa it is M sqrt(p) Delta/(h kappa) + 4 h kappa phi_M sigma^2, "
-                   "non-monotone in h); reading L as the smoothness constant instead, Theorem 5's leading term does not involve it "
-                   "either, so the claim does not follow under either meaning of L",
+                   "non-monotone in h); as an upper bound the paper's O(.) holds (S10_claimed_rate_sqrt_pL_over_nR)",
                    at={"L": "number of layers h", "kappa": kstar.subs({M: 1, p: 1, Delta: 1, h: 1, phi_M: 1, sigma: 1}),
-                       "exponents (p, h)": got, "claimed (p, h)": tuple(sp.nsimplify(c) for c in claimed)})
+                       "exponents (p, h)": got})
 
 
 @check(PAPER, "S10_alpha_sqrt_n_no_speedup",
@@ -468,11 +572,11 @@ def _s10_n():
 @check(PAPER, "thm5_proof_form_speedup",
        "The proof's final display of Theorem 5 also exhibits linear speedup in n with alpha = kappa/sqrt(R).",
        spec=("S10", "err-4"), severity="rate",
-       hypotheses=(Hyp("alpha = kappa/sqrt(R), kappa > 0, M <= 1 (the display's 'assuming M <= 1'), eps > 0",
-                       lambda q: q["kappa"] > 0 and q["M"] <= 1 and q["eps"] > 0, "fed-lamb-supplement.txt line 206"),
-                   Hyp("the term exceeds 1/sqrt(nR) at the point", lambda q: q["term*sqrt(nR)"] > 1, "fed-lamb-supplement.txt line 206")))
+       hypotheses=(Hyp("alpha = kappa/sqrt(R), kappa > 0, M <= 1 (the display's 'assuming M <= 1'), eps > 0, n, R >= 1",
+                       lambda q: q["kappa"] > 0 and q["M"] <= 1 and q["eps"] > 0 and q["n"] >= 1 and q["R"] >= 1,
+                       "fed-lamb-supplement.txt line 206"),))
 def _proof_speedup():
-    """fed-lamb-supplement.txt final display after 'assuming M <= 1' (line 206ff)."""
+    """fed-lamb-supplement.txt final display after 'assuming M <= 1' (lines 208-217)."""
     term = THM5_PROOF["T3_grad"].subs(LR_SQRT_R)
     ratio = sp.simplify(term / (1 / sp.sqrt(n * R)))
     if n not in ratio.free_symbols:
@@ -486,11 +590,11 @@ def _proof_speedup():
 @check(PAPER, "thm5_statement_matches_proof",
        "Theorem 5's statement is the proof's final display with terms organised (same powers of alpha, same terms).",
        spec=("err-4", "err-5", "S10"), severity="proof", corrected={"statement": THM5_PROOF},
-       hypotheses=(Hyp("0 < alpha < 1, M <= 1 (the display's assumption), T >= 1, sigma > 0: the terms differ there",
-                       lambda q: 0 < q["alpha"] < 1 and q["M"] <= 1 and q["T"] >= 1 and q["differing terms"] > 0,
+       hypotheses=(Hyp("alpha > 0 (constant), M <= 1 (the display's assumption), T >= 1, sigma >= 0, 0 <= beta1 < 1",
+                       lambda q: q["alpha"] > 0 and q["M"] <= 1 and q["T"] >= 1 and q["sigma"] >= 0 and 0 <= q["beta1"] < 1,
                        "fed-lamb-supplement.txt lines 96-100, 206"),))
 def _statement_vs_proof(statement=THM5):
-    """fed-lamb-supplement.txt Theorem 5 statement (line 96-100) vs the proof's last display (line 206ff);
+    """fed-lamb-supplement.txt Theorem 5 statement (line 98) vs the proof's last display (lines 208-217);
     ``statement``: the statement's terms (default: as printed)."""
     diffs = [f"{k}: statement/proof = {show(r)}" for k in THM5_PROOF if k in statement
              for r in [sp.simplify(statement[k] / THM5_PROOF[k])] if r != 1]
@@ -499,7 +603,8 @@ def _statement_vs_proof(statement=THM5):
         return verified("every term of the proof's final display appears in the statement with the same expression")
     return refuted("; ".join(diffs) + f"; proof terms absent from the statement: {', '.join(missing)} (the consensus term has T in "
                    "the denominator); phi_m appears in neither although the proof's descent coefficient is alpha phi_m^2 (1-beta2)/4",
-                   at={"alpha": sp.Rational(1, 10), "M": 1, "T": 1, "sigma": 1, "differing terms": len(diffs) + len(missing)})
+                   at={"alpha": sp.Rational(1, 10), "M": 1, "T": 1, "sigma": 1, "beta1": sp.Rational(9, 10),
+                       "differing terms": len(diffs) + len(missing)})
 
 
 @check(PAPER, "thm5_init_term_from_descent",
@@ -507,13 +612,11 @@ def _statement_vs_proof(statement=THM5):
        "proof's descent coefficient alpha phi_m^2 (1-beta2)/4 (the A_1 bound) gives for the initial gap.",
        spec=("S10", "err-5"), severity="rate",
        corrected={"prefactor": 4 / (phi_m**2 * (1 - beta2))},
-       hypotheses=(H_B2, Hyp("0 < phi_m (H4), M <= 1, n >= 1", lambda q: q["phi_m"] > 0 and q["M"] <= 1 and q["n"] >= 1,
-                             "fed-lamb.txt H4, fed-lamb-supplement.txt line 206"),
-                   Hyp("the derived term exceeds the stated one at the point", lambda q: q["derived/stated"] > 1,
-                       "fed-lamb-supplement.txt line 199")))
+       hypotheses=(H_B2, Hyp("0 < phi_m (H4), M <= 1, n >= 1, h >= 1, p >= h", lambda q: q["phi_m"] > 0 and q["M"] <= 1 and q["n"] >= 1
+                             and q["h"] >= 1 and q["p"] >= q["h"], "fed-lamb.txt H4, fed-lamb-supplement.txt lines 96, 206"),))
 def _thm5_init(prefactor=sp.sqrt(M**2 * p / n) / h):
-    """fed-lamb-supplement.txt A_1 bound (line 199: -alpha phi_m^2 (1-beta2)/4 ||grad f/v^(1/4)||^2) and the telescoped
-    final display (lines 206-220), whose first term is sqrt(M^2 p/n) Delta/(h alpha R); ``prefactor`` is the printed one."""
+    """fed-lamb-supplement.txt A_1 bound (lines 198-204: -alpha phi_m^2 (1-beta2)/4 ||grad f/v^(1/4)||^2) and the telescoped
+    final display (lines 208-217), whose first term is sqrt(M^2 p/n) Delta/(h alpha R); ``prefactor`` is the printed one."""
     coeff = alpha * phi_m**2 * (1 - beta2) / 4
     derived = Delta / (coeff * R)  # (f(theta_1) - min f) / (R * descent coefficient)
     ratio = sp.simplify(derived / (prefactor * Delta / (alpha * R)))
@@ -531,13 +634,13 @@ def _thm5_init(prefactor=sp.sqrt(M**2 * p / n) / h):
 @check(PAPER, "B2_sign_probability_step",
        "SUPP B_2 bound: -E[phi (grad_l f)^j (g^j/||psi||) 1(sign(grad_l f)^j != sign g^j)] <= phi_M (grad_l f)^j "
        "P[sign(grad_l f)^j != sign g^j] for every coordinate (beta1 = 0, so psi = g/sqrt(v_hat)).",
-       spec=("S12",), severity="typo", corrected={"absolute": True},
+       spec=("S12",), severity="typo", corrected={"right": lambda gf: abs(gf)},
        hypotheses=(H_M, H_PHI, Hyp("zero-mean noise (E g = grad f, H2), 0 < v_hat <= M^2", lambda q: q["noise mean"] == 0
                                    and 0 < q["v_hat"] <= q["M"] ** 2, "fed-lamb.txt H2, Algorithm 2")))
-def _b2_sign(absolute=False):
-    """fed-lamb-supplement.txt B_2 bound, lines 154-165 (sign-probability step).  One coordinate per layer (p_l = 1), beta1 = 0
+def _b2_sign(right=lambda gf: gf):
+    """fed-lamb-supplement.txt B_2 bound, lines 160-163 (sign-probability step).  One coordinate per layer (p_l = 1), beta1 = 0
     so psi = g/sqrt(v_hat) and g/||psi|| = sqrt(v_hat) sign(g); gradients bounded by M <= 1 (the proof's 'assuming M <= 1'),
-    v_hat in [eps, M^2].  ``absolute``: read the right side with |(grad_l f)^j| instead of (grad_l f)^j (printed: signed).
+    v_hat in [eps, M^2].  ``right(grad_l f^j)``: the factor of the right side (printed: the signed (grad_l f)^j).
     Exact search over grad f in {+-1/4, +-1/2}, zero-mean two-point noise +-s, s in {1/2, 3/4}, v_hat in {1/100, M^2},
     phi in {phi_m, phi_M} = {1/2, 1}."""
     phi_M_ = Fraction(1)
@@ -553,7 +656,7 @@ def _b2_sign(absolute=False):
                     lhs = -sum(float(ph * gf) * root * (1 if o > 0 else -1) for o in outcomes
                                if o != 0 and (o > 0) != (gf > 0)) / 2
                     prob = Fraction(sum(1 for o in outcomes if o != 0 and (o > 0) != (gf > 0)), 2)
-                    rhs = float(phi_M_ * (abs(gf) if absolute else gf) * prob)
+                    rhs = float(phi_M_ * right(gf) * prob)
                     if lhs > rhs + 1e-15:
                         return refuted(f"grad f = {gf}, noise +-{s} (M = {M_} <= 1), v_hat = {vhat}, phi = {ph}: the left side "
                                        f"is {fmt(lhs)} >= 0 (on the sign-mismatch event grad f * g <= 0) but the right side "
@@ -571,7 +674,7 @@ def _b2_sign(absolute=False):
        hypotheses=(H_M, H_PHI, H_B2, Hyp("beta1 = 0 (the claim's case), v_hat > 0, clients' f_i may differ (federated)",
                                          lambda q: q["beta1"] == 0 and q["v_hat"] > 0, "fed-lamb-supplement.txt lines 180-186")))
 def _supp10(cases=(((1, Fraction(-1, 2)), 1), ((1, -1), 1), ((Fraction(1, 4), Fraction(-1, 8), 1), 1))):
-    """fed-lamb-supplement.txt eq. (10), lines 180-186; noise-free clients (g = grad f_i), one coordinate, v_hat fixed,
+    """fed-lamb-supplement.txt eq. (10), lines 182-186; noise-free clients (g = grad f_i), one coordinate, v_hat fixed,
     phi = phi_m = phi_M = 1, beta2 = 999/1000; ``cases``: (client gradients, v_hat) tested."""
     b2 = Fraction(999, 1000)
     for grads, vhat in cases:
@@ -600,7 +703,7 @@ def _supp10(cases=(((1, Fraction(-1, 2)), 1), ((1, -1), 1), ((Fraction(1, 4), Fr
            float(v) > 0 for k, v in q.items() if k != "beta2") and 0 < q["beta2"] < 1 and q["M"] <= 1,
            "fed-lamb-supplement.txt Theorem 5, line 206"),))
 def _t6():
-    """fed-lamb-supplement.txt Theorem 5 (line 96-100); spec sec. 4 T6."""
+    """fed-lamb-supplement.txt Theorem 5 (line 98); spec sec. 4 T6."""
     w = sp.Symbol("w", positive=True)  # w = 1 - beta2 > 0
     b = sp.Add(*THM5.values()).subs(beta2, 1 - w)
     if phi_m in b.free_symbols:
@@ -627,8 +730,8 @@ def _t6():
        spec=("err-3", "err-2"), severity="rate",
        hypotheses=(Hyp("T = 1 and eps = lambda = 0 (Theorem 1's setting)", lambda q: q["T"] == 1 and q["eps"] == 0
                        and q["lambda"] == 0, "fed-lamb.txt line 147"),
-                   Hyp("alpha > 0 constant, some R-independent term positive", lambda q: q["alpha"] > 0 and q["limit"] > 0,
-                       "fed-lamb.txt eq. (42), line 344")))
+                   Hyp("alpha > 0 constant (the proof assumes a constant learning rate), v_0 > 0, n >= 1",
+                       lambda q: q["alpha"] > 0 and q["v_0"] > 0 and q["n"] >= 1, "fed-lamb.txt lines 102, 219")))
 def _main42():
     """fed-lamb.txt eq. (42), line 344 (Theorem 1's right-hand side is the placeholder 'dd', line 147)."""
     gap, sig, Lc, Lbar, v0, noise = pos("gap sig Lc Lbar v0 noise")  # noise: (1/n)||sum_i sigma_i^2 E[phi/(sqrt(v)||p||)]||^2
@@ -642,7 +745,7 @@ def _main42():
         return refuted("as R -> oo the bound tends to itself minus its last term (> 0): the initial gap is not divided by alpha R and "
                        "the noise term (1/n)||sum sigma_i^2 E[...]||^2, alpha phi_M sigma L p sqrt(n) and constant beta1 terms remain; only the last term decays like 1/R (and "
                        "Theorem 1's right-hand side is the placeholder 'dd')",
-                       at={"T": 1, "eps": 0, "lambda": 0, "alpha": sp.Rational(1, 10),
+                       at={"T": 1, "eps": 0, "lambda": 0, "alpha": sp.Rational(1, 10), "v_0": 1, "n": 1,
                            "limit": rest.subs({gap: 1, noise: 0, sig: 0, Lc: 1, Lbar: 1, v0: 1, alpha: sp.Rational(1, 10), beta1: 0,
                                                phi_M: 1, beta2: sp.Rational(1, 2), M: 1, p: 1, n: 1})})
     return verified("the R-independent part vanishes")
@@ -653,7 +756,7 @@ def _main42():
        "the direction is invariant to the bias correction of m (a positive rescaling).",
        spec=("T5",), kind="derived", severity="constant")
 def _p1p2():
-    """fed-lamb.txt Algorithm 2, line 13 (spec sec. 1.2, properties P1 and P2)."""
+    """fed-lamb.txt Algorithm 2, line 13 (spec sec. 1.2, properties P1 and P2); the T local steps of SUPP Lemma 1's line 86 are such steps."""
     r = np.random.default_rng(0)
     worst_len = worst_dir = 0.0
     for _ in range(200):
@@ -678,7 +781,7 @@ def _p1p2():
        "improve the worst-case bound at fixed alpha and R.",
        spec=("T4",), kind="derived", severity="constant")
 def _t4():
-    """fed-lamb-supplement.txt Theorem 5 (line 96-100): term 4 alpha^2 L M^2 T^2 phi_M^2 (1-beta2) p/sqrt(eps)."""
+    """fed-lamb-supplement.txt Theorem 5 (line 98): term 4 alpha^2 L M^2 T^2 phi_M^2 (1-beta2) p/sqrt(eps)."""
     w = sp.Symbol("w", positive=True)
     dT = sp.expand(sp.diff(sp.Add(*THM5.values()).subs(beta2, 1 - w), T))
     if all(term.as_coeff_Mul()[0] > 0 for term in sp.Add.make_args(dT)):
@@ -689,15 +792,16 @@ def _t4():
 @check(PAPER, "phi_M_factored_out_of_difference",
        "MAIN (32): phi(||theta_r||)/a_r - phi(||theta_(r-1)||)/a_(r-1) can be bounded by phi_M (1/a_r - 1/a_(r-1)) "
        "(phi_M factored out of a difference).",
-       spec=("err-7",), severity="rate", corrected={"with_phi_change": True},
+       spec=("err-7",), severity="rate", corrected={"extra": lambda phi_r, phi_prev, a_prev: abs(phi_r - phi_prev) / a_prev},
        hypotheses=(H_PHI, Hyp("a_r, a_(r-1) > 0 (sqrt(v_hat) terms)", lambda q: q["a_r"] > 0 and q["a_(r-1)"] > 0,
                               "fed-lamb.txt eq. (32)")))
-def _phi_difference(with_phi_change=False):
-    """fed-lamb.txt eq. (32), lines 295-301.  ``with_phi_change`` adds the missing |phi_r - phi_(r-1)|/a_(r-1) to the bound
-    (|phi_r/a_r - phi_(r-1)/a_(r-1)| <= phi_M |1/a_r - 1/a_(r-1)| + |phi_r - phi_(r-1)|/a_(r-1), which does not telescope)."""
+def _phi_difference(extra=lambda phi_r, phi_prev, a_prev: 0):
+    """fed-lamb.txt eq. (32), lines 291-297.  ``extra(phi_r, phi_(r-1), a_(r-1))`` is added to the bound (printed 0; the
+    correction adds the missing |phi_r - phi_(r-1)|/a_(r-1):
+    |phi_r/a_r - phi_(r-1)/a_(r-1)| <= phi_M |1/a_r - 1/a_(r-1)| + |phi_r - phi_(r-1)|/a_(r-1), which does not telescope)."""
     phiM_, phi_r, phi_prev, a_r, a_prev = (Fraction(1), Fraction(1, 10), Fraction(1), Fraction(1), Fraction(1))  # v_hat unchanged
     lhs = phi_r / a_r - phi_prev / a_prev
-    rhs = abs(phiM_ * (Fraction(1, a_r) - Fraction(1, a_prev))) + (abs(phi_r - phi_prev) / a_prev if with_phi_change else 0)
+    rhs = abs(phiM_ * (Fraction(1, a_r) - Fraction(1, a_prev))) + extra(phi_r, phi_prev, a_prev)
     if abs(lhs) <= rhs:
         return verified(f"|phi_r/a_r - phi_(r-1)/a_(r-1)| = {abs(lhs)} <= {rhs} at phi_r = 1/10, phi_(r-1) = 1, a_r = a_(r-1) = 1",
                         "exact")
@@ -707,20 +811,46 @@ def _phi_difference(with_phi_change=False):
                    at={"phi": (phi_r, phi_prev), "phi_m": Fraction(1, 10), "phi_M": phiM_, "a_r": a_r, "a_(r-1)": a_prev})
 
 
+def eq39_instances(seed: int = 0, count: int = 200):
+    """Seeded instances of (39)'s two sides: n in {2, 3} clients, one layer of size p_l in {1, 2, 3}, client gradients
+    grad f_i in [-1, 1]^(p_l) (so |g| <= M = 1, heterogeneous), phi_i in [phi_m, phi_M] = [1/2, 1], ratio p_i = m_i/sqrt(v_hat)
+    with m_i = grad f_i (beta1 = 0, T = 1) and the server's v_hat = mean_i grad f_i^2 + eps (line 17, eps = 1e-3); weights
+    w_i = phi_i/(sqrt(v_hat) ||p_i||) per coordinate.  Yields (weights, grads, v_hat) as numpy arrays."""
+    r = np.random.default_rng(seed)
+    for _ in range(count):
+        n_, pl = int(r.integers(2, 4)), int(r.integers(1, 4))
+        grads = r.uniform(-1, 1, size=(n_, pl))
+        phis = r.uniform(0.5, 1.0, size=n_)
+        vhat = (grads**2).mean(0) + 1e-3
+        pn = np.linalg.norm(grads / np.sqrt(vhat), axis=1)
+        w = phis[:, None] / (np.sqrt(vhat)[None, :] * pn[:, None])
+        yield w, grads, vhat
+
+
 @check(PAPER, "eq39_vector_inequality",
        "MAIN (39): (1/n) sum_i phi(||theta_i||)/(sqrt(v) ||p_i||) grad f_i(theta_r) <= phi_M (1-beta2) grad f(theta_r)/sqrt(v) "
        "(as vectors, coordinate-wise).",
        spec=("err-12",), severity="rate",
-       hypotheses=(H_M, Hyp("weights phi/(sqrt(v)||p_i||) > 0 (phi >= phi_m > 0, H4)", lambda q: min(q["weights"]) > 0,
-                            "fed-lamb.txt H4, eq. (39)"), H_B2))
-def _eq39():
-    """fed-lamb.txt eq. (39), line 332."""
-    grads = (Fraction(1), Fraction(-1))  # two clients, heterogeneous gradients; grad f = mean = 0
-    gammas = (Fraction(1), Fraction(1, 2))  # phi/(sqrt(v)||p_i||) differs across clients (different ||p_i||)
-    lhs = sum(g * gr for g, gr in zip(gammas, grads)) / 2
-    rhs = Fraction(1) * Fraction(1, 1000) * sum(grads) / 2
-    if lhs <= rhs:
-        return verified("holds at the tested point")
-    return refuted(f"n = 2, grad f_1 = 1, grad f_2 = -1 (grad f = 0), weights phi/(sqrt(v)||p_i||) = 1 and 1/2: left side = {lhs} > "
-                   f"right side = {rhs}; with heterogeneous clients the weighted average of gradients is not controlled by the "
-                   "plain gradient", "exact", at={"gradients": grads, "M": 1, "weights": gammas, "beta2": Fraction(999, 1000)})
+       corrected={"right": lambda wmax, gmean, gabs, phiM, b2, v: wmax * gabs},
+       hypotheses=(H_M, H_B2, Hyp("weights w_i = phi_i/(sqrt(v_hat) ||p_i||) with phi_i in [phi_m, phi_M] (H4), p_i = m_i/sqrt(v_hat), "
+                                  "v_hat > 0; clients' f_i may differ", lambda q: min(q["weights"]) > 0 and q["v_hat"] > 0
+                                  and 0 < q["phi_m"] <= q["phi_M"], "fed-lamb.txt H4, Algorithm 2 lines 12-17, eq. (39)")))
+def _eq39(right=lambda wmax, gmean, gabs, phiM, b2, v: phiM * (1 - b2) * gmean / math.sqrt(v)):
+    """fed-lamb.txt eq. (39), line 332.  ``right(max_i w_i, mean_i grad f_i, mean_i |grad f_i|, phi_M, beta2, v_hat)``: the
+    right-hand side per coordinate (printed phi_M (1-beta2) grad f/sqrt(v)); a valid bound is max_i w_i mean_i |grad f_i|.
+    Search over eq39_instances (200 seeded instances, beta2 = 0.999, phi_M = 1)."""
+    b2, phiM = 0.999, 1.0
+    for w, grads, vhat in eq39_instances():
+        lhs = (w * grads).mean(0)
+        for j in range(grads.shape[1]):
+            rhs = right(float(w[:, j].max()), float(grads[:, j].mean()), float(np.abs(grads[:, j]).mean()), phiM, b2, float(vhat[j]))
+            if lhs[j] > rhs + 1e-12:
+                return refuted(f"n = {grads.shape[0]} clients, coordinate {j}: gradients ({', '.join(fmt(float(g)) for g in grads[:, j])}) "
+                               f"(|g| <= 1, heterogeneous), weights phi/(sqrt(v)||p_i||) = ({', '.join(fmt(float(x)) for x in w[:, j])}), "
+                               f"v_hat = {fmt(float(vhat[j]))}: left side {fmt(float(lhs[j]))} > right side {fmt(rhs)}; the weighted "
+                               "average of heterogeneous gradients is not controlled by phi_M (1-beta2) times the plain gradient "
+                               "(a valid coordinate bound is max_i w_i mean_i |grad f_i|)", "numeric",
+                               at={"gradients": tuple(float(g) for g in grads[:, j]), "M": 1, "beta2": b2, "weights":
+                                   tuple(float(x) for x in w[:, j]), "v_hat": float(vhat[j]), "phi_m": 0.5, "phi_M": phiM})
+    return verified("the right side bounds the left at every coordinate of the 200 seeded instances", "numeric")
+from . import fed_lamb_steps as _steps  # noqa: E402,F401  (the proof-step map and its checks, registered after this module)

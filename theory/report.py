@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from .core import KINDS, PAPER_TITLES, PAPERS, SEVERITIES, STATUSES, Check, Result
+from .core import KINDS, PAPER_TITLES, PAPERS, SEVERITIES, STATUSES, SUPPORTING_KINDS, Check, Result
 
 Rows = list[tuple[Check, Result]]
 
@@ -59,9 +59,22 @@ def label_counts(rows: Rows, kind: str | None = "paper") -> dict[str, dict[str, 
     return out
 
 
+#: plural nouns of the kinds for the headline
+KIND_NOUNS = {"paper": "claims of the papers", "textbook": "textbook premises", "derived": "derived results",
+              "spec": "spec readings"}
+
+
+def headline(rows: Rows) -> str:
+    """The audit's headline: the papers' substantive claims only, then how many checks of each other kind exist."""
+    tot = counts(rows, "paper")["total"]
+    n_paper = sum(tot.values())
+    others = [(k, sum(1 for c, _ in rows if c.kind == k)) for k in SUPPORTING_KINDS]
+    return (f"{n_paper} {KIND_NOUNS['paper']} checked: " + ", ".join(f"{tot[s]} {s}" for s in TALLIES)
+            + "; tallied apart: " + ", ".join(f"{n} {KIND_NOUNS[k]}" for k, n in others) + f" ({len(rows)} checks in all)")
+
+
 def _summary_line(rows: Rows) -> str:
-    tot = counts(rows)["total"]
-    return f"{len(rows)} checks: " + ", ".join(f"{tot[s]} {s}" for s in TALLIES)
+    return headline(rows)
 
 
 def _kind_lines(rows: Rows) -> list[str]:
@@ -148,6 +161,8 @@ def render_markdown(rows: Rows) -> str:
         "",
         "## Summary",
         "",
+        headline(rows) + ".",
+        "",
     ]
     for kind in KINDS:
         tab = counts(rows, kind)
@@ -158,7 +173,7 @@ def render_markdown(rows: Rows) -> str:
     other = {k: label_counts(rows, k)["total"] for k in KINDS if k != "paper"}
     out.append("Refutations of derived claims and spec readings: " + "; ".join(
         f"{k}: " + ", ".join(f"{v[s]} {s}" for s in SEVERITIES) for k, v in other.items()) + ".")
-    out += ["", _summary_line(rows) + ".", "", "## Findings (refuted claims)", ""]
+    out += ["", "## Findings (refuted claims)", ""]
     for c, r in rows:
         if r.status == "refuted":
             tag = f"{c.severity}" + ("" if c.kind == "paper" else f", {c.kind}")
@@ -183,6 +198,15 @@ def render_markdown(rows: Rows) -> str:
         out += ["", "## Conditional verifications", ""]
         for c, r in cond:
             out.append(f"- **{c.paper} / `{c.name}`**: verified, conditional on " + ", ".join(f"`{k}`" for k in r.conditional_on))
+    from .steps import coverage
+
+    cov = [c for c in coverage() if any(c.result.paper == ch.paper for ch, _ in rows)]
+    if cov:
+        out += ["", "## Proof-step coverage", "",
+                "Every numbered theorem, lemma, corollary and proposition of the four papers with its proof's displayed steps "
+                "(lines of `/work/shared/papers/*.txt`) and the checks that evaluate each (`python -m theory --coverage`; the map "
+                "is kept beside the checks, in `theory/*_steps.py`).", ""]
+        out += coverage_markdown(cov)
     for paper in PAPERS:
         prow = [(c, r) for c, r in rows if c.paper == paper]
         if not prow:
@@ -200,9 +224,14 @@ def render_markdown(rows: Rows) -> str:
 
 def render_readme(rows: Rows) -> str:
     """README.md's theory-summary block (between README_BEGIN and README_END): tallies by kind, refutations by label."""
+    from .steps import coverage, paper_coverage
+
+    pc = paper_coverage(coverage())
     lines = [
         README_BEGIN,
-        f"`python3 -m theory` runs {len(rows)} checks over the four papers; each computes its verdict (*conditional* = "
+        f"`python3 -m theory` checks {sum(1 for c, _ in rows if c.kind == 'paper')} claims of the four papers and tallies apart "
+        + ", ".join(f"{sum(1 for c, _ in rows if c.kind == k)} {KIND_NOUNS[k]}" for k in SUPPORTING_KINDS)
+        + f" ({len(rows)} checks); each computes its verdict (*conditional* = "
         "verified, but a step it relies on is refuted elsewhere in the audit; a refutation is reported only when every hypothesis "
         "of the paper's statement holds at its counterexample, evaluated in code; *outside* = the counterexample violates one, "
         "so it is no error of the paper):",
@@ -217,8 +246,81 @@ def render_readme(rows: Rows) -> str:
     lines += ["", "Refuted claims of the papers by what they break (`python3 -m theory --label LABEL`): "
               + "; ".join(f"*{k}* = {v}" for k, v in SEVERITIES.items()) + ".", ""]
     lines += _count_table("paper", label_counts(rows, "paper"), tuple(SEVERITIES))
+    lines += ["", "Displayed proof steps of every numbered result evaluated by a check (`python3 -m theory --coverage`): "
+              + "; ".join(f"{k} {a}/{b} ({_pct(a, b)})" for k, (a, b) in pc.items() if k != "total") + "."]
     lines.append(README_END)
     return "\n".join(lines) + "\n"
 
 
 RENDERERS = {"table": render_table, "json": render_json, "markdown": render_markdown, "readme": render_readme}
+
+
+# ---------------------------------------------------------------------------
+# proof-step coverage (theory.steps)
+# ---------------------------------------------------------------------------
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100 * a / b:.0f}%" if b else "-"
+
+
+def _step_ranges(statuses, want) -> str:
+    return ", ".join(s.lines for s, st in statuses if st == want)
+
+
+def render_coverage_table(cov) -> str:
+    """Per numbered result: steps checked / total and the unchecked steps' lines; then per paper."""
+    from .steps import GOAL, paper_coverage
+
+    w = max([len("result")] + [len(c.result.label) for c in cov])
+    lines = [f"{'paper':<9} {'result':<{w}}  checked  fraction  unchecked steps (lines)", "-" * (w + 60)]
+    for c in cov:
+        unchecked = _step_ranges(c.statuses, "unchecked")
+        lines.append(f"{c.result.paper:<9} {c.result.label:<{w}}  {c.checked:>3}/{c.total:<3}  {_pct(c.checked, c.total):>8}  "
+                     + (unchecked or "-"))
+    lines.append("")
+    for paper, (a, b) in paper_coverage(cov).items():
+        lines.append(f"{paper:<9} {a}/{b} displayed steps checked ({_pct(a, b)}; goal {GOAL:.0%})")
+    return "\n".join(lines) + "\n"
+
+
+def coverage_json(cov) -> str:
+    from .steps import GOAL, paper_coverage
+
+    data = {
+        "goal": GOAL,
+        "results": [{"paper": c.result.paper, "result": c.result.label, "file": c.result.file, "statement_lines": list(c.result.statement),
+                     "proof_lines": [list(x) for x in c.result.proof] if c.result.proof else None, "proved_in": c.result.proved_in,
+                     "note": c.result.note, "checked": c.checked, "steps": c.total,
+                     "step_map": [{"lines": s.lines, "what": s.what, "checks": list(s.checks), "status": st} for s, st in c.statuses]}
+                    for c in cov],
+        "papers": {k: {"checked": a, "steps": b} for k, (a, b) in paper_coverage(cov).items()},
+    }
+    return json.dumps(data, indent=2) + "\n"
+
+
+def coverage_markdown(cov, details: bool = True) -> list[str]:
+    """Markdown lines: per-paper coverage, per-result table and (with ``details``) every step with its checks."""
+    from .steps import GOAL, paper_coverage
+
+    out = ["| paper | displayed steps | checked | fraction |", "|---|---|---|---|"]
+    for paper, (a, b) in paper_coverage(cov).items():
+        out.append(f"| {paper} | {b} | {a} | {_pct(a, b)} |")
+    out += ["", f"Goal: at least {GOAL:.0%} of the displayed steps of every paper, every numbered result at least partly covered. "
+            "A step is checked when a check evaluates its displayed relation (its constants, symbolically, exactly or on seeded "
+            "instances inside the statement's hypotheses); its status is the most serious verdict among its checks.", "",
+            "| paper | result | statement (line) | proof (lines) | steps checked | unchecked steps (lines) |", "|---|---|---|---|---|---|"]
+    for c in cov:
+        r = c.result
+        proof = r.proof_text or (f"in {r.proved_in}" if r.proved_in else "not displayed")
+        out.append(f"| {r.paper} | {r.label} | {r.file} {r.statement[0]}-{r.statement[1]} | {proof} | {c.checked}/{c.total} | "
+                   f"{_step_ranges(c.statuses, 'unchecked') or '-'} |")
+    if details:
+        for c in cov:
+            r = c.result
+            out += ["", f"**{r.paper} {r.label}** ({r.file}, statement lines {r.statement[0]}-{r.statement[1]}"
+                    + (f", proof lines {r.proof_text}" if r.proof else "") + ")" + (f": {r.note}" if r.note else ""), ""]
+            for s, st in c.statuses:
+                checks = ", ".join(f"`{k}`" for k in s.checks) or "none"
+                out.append(f"- line {s.lines} [{st}]: {_cell(s.what)}; checks: {checks}")
+    return out

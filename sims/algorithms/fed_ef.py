@@ -32,14 +32,14 @@ inputs).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 import torch
 
-from ..compress import Identity, error_feedback
-from ..optim import SGD, Adam, OptimizerError
-from ..row_source import client_rows
-from .base import Algorithm, masked_rows
+from ..rules.base import OptimizerError, chain
+from ..rules.compress import Identity
+from ..rules.moments import Adaptive
+from ..rules.server import SGD
+from .base import Algorithm, check_common, masked_rows
 
 
 AMS_CONVENTIONS = ("paper", "torch")
@@ -47,6 +47,10 @@ AMS_CONVENTIONS = ("paper", "torch")
 
 @dataclass
 class FedEF(Algorithm):
+    """Fed-EF Alg. 1-4 (module docstring): local SGD, compressed messages with or without
+    error feedback, server SGD or AMSGrad.
+
+    Reference: :func:`sims.reference.fed_ef.run_fed_ef_reference`."""
     eta: float
     eta_l: float
     compressor: object = field(default_factory=Identity)
@@ -61,6 +65,7 @@ class FedEF(Algorithm):
     ams_convention: str = "paper"       # "paper" (Alg. 2 as printed) or "torch" (see below)
 
     def __post_init__(self):
+        check_common(self)
         if self.server not in ("sgd", "amsgrad"):
             raise OptimizerError(f"Fed-EF server must be 'sgd' or 'amsgrad', got {self.server!r}")
         if self.two_way and self.compressor.needs_uniforms:
@@ -69,14 +74,20 @@ class FedEF(Algorithm):
         if self.ams_convention not in AMS_CONVENTIONS:
             raise OptimizerError(f"Fed-EF-AMS convention must be one of {AMS_CONVENTIONS}, "
                                  f"got {self.ams_convention!r}")
+        if self.server == "amsgrad" and not self.eps > 0:
+            raise OptimizerError(f"eps must be positive, got {self.eps}")
         if self.restart_period is not None and self.restart_period < 1:
             raise OptimizerError(f"restart period S must be >= 1, got {self.restart_period}")
-        self.local_rule = SGD(self.eta_l)
+        self.local_rule = chain()                      # lines 6-9: local SGD
         torch_style = self.ams_convention == "torch"
-        self.server_rule = (SGD(self.eta) if self.server == "sgd" else
-                            Adam(self.eta, self.beta1, self.beta2, self.eps, amsgrad=True,
-                                 eps_inside_sqrt=not torch_style, bias_correction=torch_style))
+        self.server_rule = (SGD() if self.server == "sgd" else      # lines 17-19
+                            chain(Adaptive("amsgrad", self.beta1, self.beta2, self.eps,
+                                           eps_inside=not torch_style,
+                                           bias_correction=torch_style)))
         self.needs_uniforms = self.compressor.needs_uniforms
+
+    def local_lr(self, t):
+        return self.eta_l
 
     @property
     def name(self) -> str:
@@ -95,12 +106,13 @@ class FedEF(Algorithm):
 
     def server_step(self, server, mean_message, sums, active, ctx):
         """Alg. 2 lines 15-19 (one-way) or Alg. 3 lines 15-21 as corrected (two-way)."""
-        direction, opt = self.server_rule.direction(mean_message, server["opt"])
+        direction, opt = self.server_rule.update(mean_message, server["opt"], server["theta"],
+                                                 None)
         new = dict(server)
         new["opt"] = {k: masked_rows(active, v, server["opt"][k]) for k, v in opt.items()}
         if self.two_way:
-            _, sent, residual = error_feedback(self.compressor, direction, server["phi"],
-                                               ctx.layout)
+            _, sent, residual = ctx.run.error_feedback(self.compressor, direction,
+                                                       server["phi"], ctx.layout)
             new["phi"] = masked_rows(active, residual, server["phi"])
             direction = sent
         new["theta"] = masked_rows(active, server["theta"] - self.eta * direction, server["theta"])
@@ -115,42 +127,19 @@ class FedEF(Algorithm):
         return new, metrics
 
     # ------------------------------------------------------------------ clients
-    #: the participants' error rows read and written where they are (in the engine's client
-    #: state, :class:`sims.row_source.SlotRows`) where TopK's C kernel takes the step; off:
-    #: gathered, and the residual written back by the engine (the same bits, tests/test_fed_ef_rows.py)
-    error_rows_in_place: ClassVar[bool] = True
-
     def client_message(self, delta, lstate, cstate, ctx):
-        """Alg. 2 lines 11-12: ``m = C(delta + e)``, ``e <- delta + e - m``.
-
-        The error ``e`` is the participants' rows of the engine's client state where they
-        are (:func:`sims.row_source.client_rows`): TopK's C kernel reads them through a
-        table of row addresses and writes the residual over them in place, the new state
-        handing back those rows (the engine writes nothing back); a stale row (error
-        restarting) is read as a shared zero row. Anything else (another compressor, the C
-        kernels off, a plain-dict ``cstate``) gathers them as before (:func:`sims.compress.
-        error_feedback`). Saves a gather and a write-back of ``[B, d]`` a round. Measured on
-        the issue-16 benchmark (one thread; machine shared with other jobs): interleaved
-        engine runs in one process, in place against gathered (:attr:`error_rows_in_place`),
-        the fastest of 6 rounds, medians over 5 and 7 repeats, a Fed-EF-SGD round 41.7 ->
-        40.0 ms and 46.5 -> 44.8 ms, Fed-EF-AMS 42.7 -> 40.9 ms and 46.7 -> 44.5 ms (0.93-0.99
-        per repeat), ``client_message`` 3.3 -> 2.4 ms and 4.1 -> 2.8 ms;
-        ``benchmarks/algorithms_vs_loop.py --threads 1 --repeats 3``, three runs each,
-        alternating with the former code: ``speedup_vs_loop`` Fed-EF-SGD 2.03-2.18x ->
-        2.22-2.25x, Fed-EF-AMS 2.02-2.17x -> 2.19-2.21x (``ratio_to_fused_fedsgd`` 1.13-1.16
-        -> 1.10-1.11 and 1.14-1.18 -> 1.11-1.13; ``compression``'s ``message_seconds``
-        3.3-4.1 -> 2.5-2.6 ms)."""
+        """Alg. 2 lines 11-12: ``m = C(delta + e)``, ``e <- delta + e - m`` (with error
+        restarting, a stale ``e`` is zero first); without error feedback ``m = C(delta)``."""
         if not self.error_feedback:
-            msg = self.compressor(delta, ctx.layout, ctx.uniforms)
+            msg = ctx.run.compress(self.compressor, delta, ctx.layout, ctx.uniforms)
             return msg, cstate, ({"compress_in": delta} if self.compressor.biased else {})
-        error = client_rows(cstate, "error", self.error_rows_in_place)
         stale = None
         if self.restart_period is not None and ctx.t >= self.restart_start:
             stale = ctx.last_round < ctx.t - self.restart_period
-            if not bool(stale.any()):   # zeroed rows in one pass; none stale: no pass
+            if not bool(stale.any()):
                 stale = None
-        target, msg, residual = error_feedback(self.compressor, delta, error, ctx.layout,
-                                               ctx.uniforms, zero=stale)
+        target, msg, residual = ctx.run.error_feedback(self.compressor, delta, cstate["error"],
+                                                       ctx.layout, ctx.uniforms, zero=stale)
         return msg, {"error": residual}, {"compress_in": target}
 
     # ------------------------------------------------------------------ accounting

@@ -5,7 +5,7 @@ Names (``list_algorithms()`` prints them with their papers):
 * Fed-EF (Li & Li; :class:`sims.algorithms.fed_ef.FedEF`): ``fed-ef-sgd``, ``fed-ef-ams``
   (error feedback), ``fed-direct-sgd``, ``fed-direct-ams`` (compression without error
   feedback, Alg. 1), ``fed-sgd`` (full precision, server SGD with ``eta = 1``: FedAvg, also
-  Fed-LAMB's Fed-SGD). ``compressor`` is a :func:`sims.compress.make_compressor` spec
+  Fed-LAMB's Fed-SGD). ``compressor`` is a :func:`sims.rules.compress.make_compressor` spec
   (``"topk-0.01"``, ``"sign"``, ``"hvsign-0.1"``, ``"stoc-2"``, ``"full"``) and ``scope``
   its block (``"layer"`` or ``"model"``).
 * Fed-LAMB family: ``fed-ams``, ``fed-lamb``, ``adp-fed``, ``mimelite``, ``mimelite-lamb``,
@@ -17,6 +17,13 @@ Names (``list_algorithms()`` prints them with their papers):
 * FedAda2 family: ``fedadagrad``, ``fedyogi`` (and ``fedadam``), ``fedada2``,
   ``fedada2-adam``, ``dja``, ``joint-adaptive``, ``fedadaadam``, ``fedadaadagrad``,
   ``fedada2-blend``.
+* Other baselines: ``fedavgm`` (FedAvg with server momentum), ``local-yogi`` (Yogi clients,
+  FedAvg aggregation).
+
+Each name's rule is in one file: the paper's own algorithms in
+:mod:`sims.algorithms.fed_ef`, :mod:`~sims.algorithms.fed_lamb`, :mod:`~sims.algorithms.fedlada`
+and :mod:`~sims.algorithms.fedada2`, every baseline in :mod:`sims.algorithms.baselines`
+(:func:`source_of` names the file).
 
 Name clash: Fed-EF's paper calls uncompressed Fed-EF-AMS "Fed-AMS" (server AMSGrad); here
 ``fed-ams`` is Fed-LAMB's Fed-AMS (local AMSGrad), and the server-AMSGrad rule without
@@ -27,14 +34,15 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
-from ..compress import CompressorError, make_compressor
-from ..optim import OptimizerError
+from ..rules.base import OptimizerError
+from ..rules.compress import CompressorError, make_compressor
+from .baselines import (AdpFed, FedAdaGrad, FedAdam, FedAdamCM, FedAvg, FedAvgM, FedCM,
+                        FedProx, FedYogi, LocalYogi, Mime, MimeLite, Scaffold)
 from .fed_ef import FedEF
-from .fed_lamb import AdpFed, FedAMS, FedLAMB, Mime, MimeLAMB, MimeLite, MimeLiteLAMB
+from .fed_lamb import FedAMS, FedLAMB, MimeLAMB, MimeLiteLAMB
 from .fedada2 import (DirectJoint, FedAda2, FedAda2Adam, FedAda2Blend, FedAdaAdagrad,
-                      FedAdaAdam, FedAdaGrad, FedYogi, JointNoPrecond)
-from .fedlada import (FedAdam, FedAdamCM, FedAvg, FedCM, FedLADA, FedProx, LocalAdam,
-                      Scaffold)
+                      FedAdaAdam, JointNoPrecond)
+from .fedlada import FedLADA, LocalAdam
 
 
 class AlgorithmError(ValueError):
@@ -88,6 +96,9 @@ ALGORITHMS = {
     "fedadaadam": (FedAdaAdam, "FedAda2 Alg. 8 (client ADMU)"),
     "fedadaadagrad": (FedAdaAdagrad, "FedAda2 Alg. 10 (client AGDU)"),
     "fedada2-blend": (FedAda2Blend, "FedAda2 Alg. 5 (blended client optimizers)"),
+    # other baselines
+    "fedavgm": (FedAvgM, "FedAvgM (FedAvg with server momentum, Hsu et al. 2019)"),
+    "local-yogi": (LocalYogi, "local Yogi (Yogi clients, FedAvg aggregation)"),
 }
 
 UNAVAILABLE: dict[str, str] = {}   # names refused with a one-line reason (none at present)
@@ -103,7 +114,7 @@ def list_algorithms() -> dict[str, str]:
 
 def hyperparameters(name: str) -> dict:
     """The hyperparameters ``name`` accepts, with their defaults."""
-    make = _lookup(name)
+    make = lookup(name)
     if getattr(make, "fed_ef_fields", False):
         out = {k: p.default for k, p in inspect.signature(make).parameters.items()
                if p.kind is p.POSITIONAL_OR_KEYWORD}
@@ -115,7 +126,14 @@ def hyperparameters(name: str) -> dict:
     return {f.name: f.default for f in dataclasses.fields(make)}
 
 
-def _lookup(name: str):
+def source_of(name: str) -> str:
+    """The module that holds the rule of algorithm ``name``."""
+    make = lookup(name)
+    return FedEF.__module__ if getattr(make, "fed_ef_fields", False) else make.__module__
+
+
+def lookup(name: str):
+    """The constructor registered under ``name`` (any spelling :func:`canonical` accepts)."""
     key = canonical(name)
     if key in UNAVAILABLE:
         raise AlgorithmError(f"{key}: {UNAVAILABLE[key]}")
@@ -127,7 +145,7 @@ def _lookup(name: str):
 
 def make_algorithm(name: str, **hyper):
     """Build algorithm ``name`` with hyperparameters ``hyper`` (one-line errors)."""
-    make = _lookup(name)
+    make = lookup(name)
     key = canonical(name)
     valid = hyperparameters(key)
     unknown = sorted(set(hyper) - set(valid))

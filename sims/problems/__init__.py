@@ -19,9 +19,9 @@ Optional, for algorithms that need the full local gradient (Mime's ``c``; the en
   (the quadratic's exact gradient; a neural problem's mean loss over the client's data);
 * ``reference_full_grad(theta[d], client)`` -- the same for one client, written plainly.
 
-Optional, for speed when an algorithm's local work is plain SGD
-(:meth:`sims.algorithms.base.Algorithm.plain_local_sgd`): all local steps fused with the
-gradient, held to stepping through ``stoch_grad`` in tests:
+Optional, for speed when an algorithm's local work is plain SGD, or SGD with linear terms
+(planned by :mod:`sims.accel.sgd`): all local steps fused with the gradient, held to
+stepping through ``stoch_grad`` in tests:
 
 * ``local_sgd_delta(server[R, d], rep[B], clients[B], payload[B, K, ...], lr)`` --
   ``theta_start - theta_end`` with participant ``b`` starting from ``server[rep[b]]``;
@@ -29,7 +29,7 @@ gradient, held to stepping through ``stoch_grad`` in tests:
 
 Either may return None to decline (the engine then steps through ``stoch_grad``). ``lr`` is
 a float, or a ``[B, 1]`` tensor with each participant's own rate (a per-replica learning rate
-of a batched grid, :mod:`sims.algorithms.per_replica`).
+of a batched grid, :mod:`sims.experiments.sweep.per_replica`).
 """
 from .neural import NeuralProblem  # noqa: F401
 from .quadratic import NoiseLaw, QuadraticProblem  # noqa: F401

@@ -28,7 +28,7 @@ batched form (it has parallelism to spare), so the loop is the default on the CP
   the costly part of a CNN evaluation, which the Fed-EF image figures do not plot).
 
 :func:`sims.problems.image.build_image_problem` builds it for the convolutional models
-(``cnn``, ``resnet18``); :func:`build_conv_problem` is that builder with ``conv=True``.
+(``cnn``, ``resnet18``); :func:`sims.problems.image.build_conv_problem` is that builder with ``conv=True``.
 """
 from __future__ import annotations
 
@@ -46,7 +46,6 @@ AUGMENTATIONS = (None, "crop-flip", "crop")
 
 
 class ConvProblem(NeuralProblem):
-    defers_grad = False          # its own stoch_grad: never a DeferredGrad
 
     def __init__(self, dataset, parts, model, *, loop: bool | None = None,
                  augment: str | None = None, pad: int = 4, eval_chunk: int = 512,
@@ -255,16 +254,3 @@ def stratified_test_subset(ds: Dataset, size: int | None, seed: int = 0) -> Data
     keep_t = torch.as_tensor(keep)
     return Dataset(ds.name, ds.x_train, ds.y_train, ds.x_test[keep_t], ds.y_test[keep_t],
                    ds.num_classes, ds.source, origin=ds.origin, files=ds.files)
-
-
-def build_conv_problem(dataset: str = "fmnist", model: str = "cnn", n_clients: int = 200,
-                       **kw) -> ConvProblem:
-    """:func:`sims.problems.image.build_image_problem` with ``conv=True`` (the one builder;
-    kept under this name for callers of the convolutional options).
-
-    ``subset_of=N`` partitions the training data among ``N`` clients (two single-class shards
-    each) and keeps ``n_clients`` of them, so a small CPU population has the paper's client
-    structure (Fed-EF, ``N = 200``: 300 samples and 10 local steps per client).
-    """
-    from .image import build_image_problem
-    return build_image_problem(dataset, model, n_clients, conv=True, **kw)

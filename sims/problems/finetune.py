@@ -16,10 +16,10 @@ record of what it is:
 * **GLD-23K** (Table 1): the 233 natural clients of the split files
   (:func:`sims.data.gld.load_gld23k`), images read and embedded in batches.
 
-Features come from :func:`sims.backbones.load_vit_backbone` (a local safetensors file) and are
+Features come from :func:`sims.problems.backbones.load_vit_backbone` (a local safetensors file) and are
 cached (``cache_dir``). When the weights or the data are absent (or ``standin=True``) the
 task runs on its stand-in: the same linear-head pipeline on
-:func:`sims.backbones.random_features_dataset` of Fashion-MNIST, with the task's client
+:func:`sims.problems.backbones.random_features_dataset` of Fashion-MNIST, with the task's client
 structure: CIFAR-100's 1,000 LDA(0.001) clients (60 images each), GLD-23K's 233 clients with
 :func:`sims.data.natural.natural_like` sizes and label mixes on 23,080 of the images
 (:data:`STANDIN`). The record's ``standin`` and ``reason`` say which ran and why.
@@ -29,10 +29,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..backbones.features import (as_feature_dataset, cached_features, features_of_batches,
+from .backbones.features import (as_feature_dataset, cached_features, features_of_batches,
                                   linear_head_problem, random_features_dataset,
                                   vit_feature_dataset)
-from ..backbones.vit import VIT_NORM
+from .backbones.vit import VIT_NORM
 from ..data import DataError, load_dataset
 from ..data.natural import natural_like
 from ..data.partition import dirichlet
@@ -78,7 +78,7 @@ def gld23k_feature_dataset(data, backbone, weights_sha256: str, *, cache_dir=Non
 
 
 def _real(task, data_dir, weights, cache_dir, device, feature_dtype, partition_seed):
-    from ..backbones.weights import load_vit_backbone
+    from .backbones.weights import load_vit_backbone
     if task == "gld23k":
         from ..data.gld import load_gld23k
         data = load_gld23k(data_dir)                 # data first: its error is the likelier
@@ -158,10 +158,10 @@ class PretrainedNeuralProblem(NeuralProblem):
 def full_finetune_problem(ds, parts, backbone, **kw) -> PretrainedNeuralProblem:
     """FedAda2's full fine-tuning (Fig. 4 bottom; Tables 4-5 "GLD-23K (Full)"): the whole
     ViT-S (pretrained ``backbone``) and a new linear head trained together on images ``ds``
-    (resized to 224 inside the model, :class:`sims.backbones.vit.ViTClassifier`). Every client
+    (resized to 224 inside the model, :class:`sims.problems.backbones.vit.ViTClassifier`). Every client
     step differentiates the 21.7M-parameter network per participant: a GPU workload (keep the
     engine's ``max_batch`` small). ``kw`` go to :class:`NeuralProblem`."""
-    from ..backbones.vit import ViTClassifier
+    from .backbones.vit import ViTClassifier
     from ..data.base import NORMALIZATION
     denorm = NORMALIZATION.get(ds.name, ((0.0,) * ds.x_train.shape[1], (1.0,) * ds.x_train.shape[1]))
     model = ViTClassifier(backbone, ds.num_classes, denorm)

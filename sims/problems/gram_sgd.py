@@ -31,9 +31,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..batching import start_minus, start_rows
+from ..core.batching import start_minus, start_rows
 from .linear_stack import lr_scale, relu_backward, sgd_step_
-from .mlp_grad import _onednn, onednn_big, use_onednn
+from .onednn import _onednn, onednn_big, use_onednn
 
 
 class ClientGram:
@@ -85,16 +85,13 @@ def gram_sgd_delta(server: torch.Tensor, rep: torch.Tensor, clients: torch.Tenso
     ``payload[B, S, b]`` holds step ``s``'s sample indices (-1 = padding), ``y`` and ``w``
     (0 = padding) the labels and weights in the same shape; every sample of row ``j`` must
     belong to client ``clients[j]``. The model is a stack of at least two Linear layers
-    with ReLU between them (``sims.models.MLP``).
+    with ReLU between them (``sims.problems.models.MLP``).
 
     The two per-client products with the client's whole data (``X [W_0, b_0]^T`` and
     ``G^T X``) go through oneDNN in float32 on the CPU (the rule and wrapper of
-    :mod:`sims.problems.mlp_grad`; ``onednn`` False: ``mm``, the reference). Measured (AMD
-    EPYC, one thread, 25 clients of 300 samples, MLP 784-200-10): 10.6 ms against 22.9 for
-    the first, 12.3 against 22.7 for the second (with the feature-major copy
-    :meth:`ClientGram.xT`; transposing each client's data on the fly: 19.3); the Gram
-    corrections (``[32, 32t] x [32t, 200]``: 0.48 ms against 0.32 at ``t = 3``, 0.82
-    against 0.94 at ``t = 9``) stay ``baddbmm``. The Gram matrices themselves are computed
+    :mod:`sims.problems.mlp_grad`; ``onednn`` False: ``mm``, the reference), the second
+    with the feature-major copy :meth:`ClientGram.xT`; the Gram corrections
+    (``[32, 32t] x [32t, 200]``) stay ``baddbmm`` (measured: ``docs/speed.md``). The Gram matrices themselves are computed
     once per problem (:class:`ClientGram`, cached by the problem), not per round."""
     B, S, b = payload.shape
     n_max = cg.x.shape[1]

@@ -13,12 +13,12 @@ import numpy as np
 import torch
 
 from ..data import load_dataset, partition, subset_of_clients
-from ..models import make_model
+from .models import make_model
 from .conv import ConvProblem, stratified_test_subset
 from .neural import NeuralProblem
 
 #: Models built as :class:`sims.problems.conv.ConvProblem` (see :func:`build_image_problem`);
-#: ``mnist-cnn``, ``cifar-cnn``, ``resnet9``: Fed-LAMB's nets (spec 3.2, :mod:`sims.models`).
+#: ``mnist-cnn``, ``cifar-cnn``, ``resnet9``: Fed-LAMB's nets (spec 3.2, :mod:`sims.problems.models`).
 CONV_MODELS = ("cnn", "resnet18", "mnist-cnn", "cifar-cnn", "resnet9")
 
 
@@ -82,3 +82,15 @@ def build_image_problem(dataset: str = "mnist", model: str = "mlp", n_clients: i
         raise ValueError("augment, loop and eval_grad=False need a convolutional problem "
                          f"(conv=True or a model in {CONV_MODELS}), not {model!r}")
     return NeuralProblem(ds, parts, net, **kw)
+
+
+def build_conv_problem(dataset: str = "fmnist", model: str = "cnn", n_clients: int = 200,
+                       **kw) -> ConvProblem:
+    """:func:`sims.problems.image.build_image_problem` with ``conv=True`` (the one builder;
+    kept under this name for callers of the convolutional options).
+
+    ``subset_of=N`` partitions the training data among ``N`` clients (two single-class shards
+    each) and keeps ``n_clients`` of them, so a small CPU population has the paper's client
+    structure (Fed-EF, ``N = 200``: 300 samples and 10 local steps per client).
+    """
+    return build_image_problem(dataset, model, n_clients, conv=True, **kw)

@@ -17,13 +17,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..batching import replica_runs, start_minus, start_rows
+from ..core.batching import replica_runs, start_minus, start_rows
 
 
 def is_linear_stack(model: nn.Module) -> bool:
     """True for modules whose parameters are (weight, bias) pairs of Linear layers applied
-    in order with ReLU between (``sims.models.LogReg`` and ``sims.models.MLP``)."""
-    from ..models import MLP, LogReg
+    in order with ReLU between (``sims.problems.models.LogReg`` and ``sims.problems.models.MLP``)."""
+    from .models import MLP, LogReg
     return type(model) in (LogReg, MLP)
 
 
@@ -84,8 +84,7 @@ def linear_stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Ten
     dz.scatter_add_(-1, y.unsqueeze(-1), -torch.ones_like(y, dtype=dz.dtype).unsqueeze(-1))
     dz.mul_(w.unsqueeze(-1))
     # Each layer's gradient is written straight into its slice of the flat output (a view
-    # whose batch stride is d): measured with torch 2.13, one thread, 25 clients of the MLP,
-    # 3.75 ms a step against 4.22 ms for fresh tensors and one concatenation (issue 16).
+    # whose batch stride is d; no concatenation: docs/speed.md).
     out = torch.empty((B, layout.d), dtype=theta.dtype, device=theta.device)
     views = list(layout.unflatten(out).values())
     for i in range(len(weights) - 1, -1, -1):
@@ -112,7 +111,7 @@ def linear_stack_sgd_(theta: torch.Tensor, layout, minibatch, steps: int,
     32 MiB chunk of clients stays in this machine's L3 between steps.)
 
     Local SGD with linear extras (issue 16: weight decay, FedProx's proximal term, SCAFFOLD's
-    and FedCM's corrections, :class:`sims.optim.AffineSGD`): each step is
+    and FedCM's corrections, :class:`sims.rules.terms.AffineSGD`): each step is
     ``theta <- (1 - decay) theta - lr g(theta) + shift``, ``decay`` a number or ``[B, 1]``,
     ``shift`` ``[B, d]``; the decay rides on the weight update (``baddbmm_``'s ``beta``) and
     the shift is one more pass. ``step_mask[B, steps]`` (False: the client takes no step)
@@ -162,7 +161,7 @@ def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False, keep=None
 
     Activations are kept feature-major (``[B, features, b]``): every product is then
     ``W @ H`` with the weight as the left operand, ``[out, in] x [in, b]``, which MKL runs
-    ~1.4x faster than ``H @ W^T`` for the first layer's shapes (``[200, 784] x [784, 32]``);
+    faster than ``H @ W^T`` for the first layer's shapes (``docs/speed.md``);
     the weight update ``W -= dZ H^T`` takes ``dZ`` ``[out, b]`` as it comes.
 
     ``keep`` (a number or ``[B, 1]``; None: 1) scales the weights before the update,
@@ -170,21 +169,18 @@ def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False, keep=None
 
     Large layers in float32 on the CPU (the MLP's first layer, ``[200, 784] x [784, 32]``)
     run the forward product and the weight update as one oneDNN product per client, by the
-    rule and wrapper of :mod:`sims.problems.mlp_grad` (``onednn``: None follows
-    :func:`sims.problems.mlp_grad.use_onednn`, False is the ``bmm`` reference). Measured
-    there (AMD EPYC, one thread, 25 clients of the MLP 784-200-10, batch 32): forward 1.57 ms
-    against 2.68 for ``baddbmm``, update 1.87 ms against 2.19 for ``baddbmm_`` (oneDNN has no
-    ``out=``: the product is subtracted); the whole step, with a feature-major copy of the
-    inputs (the update's right operand), 4.5 ms against 5.4."""
-    from . import mlp_grad      # the shared oneDNN wrapper and rule (mlp_grad imports this module)
-    use = mlp_grad.use_onednn(hT, onednn)
+    rule and wrapper of :mod:`sims.problems.onednn` (``onednn``: None follows
+    :func:`sims.problems.onednn.use_onednn`, False is the ``bmm`` reference; oneDNN has no
+    ``out=``: the product is subtracted; measured: ``docs/speed.md``)."""
+    from . import onednn as dnn    # the shared oneDNN wrapper and rule
+    use = dnn.use_onednn(hT, onednn)
     B, b = hT.shape[0], hT.shape[2]
     inputs, pre, big = [], [], []
     for i, (W, bias) in enumerate(zip(weights, biases)):
-        fast = use and mlp_grad.onednn_big(b * W.shape[1] * W.shape[2])
+        fast = use and dnn.onednn_big(b * W.shape[1] * W.shape[2])
         if fast:        # zT[c] = W[c] h[c]^T with h sample-major and hT feature-major, contiguous
             h = hT.transpose(1, 2).contiguous()
-            zT = mlp_grad.per_client_forward(W, bias, h)
+            zT = dnn.per_client_forward(W, bias, h)
             hT = hT.contiguous()
         else:
             zT = torch.baddbmm(bias.unsqueeze(2), W, hT)     # [B, out, b]
@@ -205,7 +201,7 @@ def sgd_step_(weights, biases, hT, y, scale, input_grad: bool = False, keep=None
                 biases[i].mul_(keep.view(-1, 1) if tensor else keep)
             dzT = dzT.contiguous()
             for c in range(B):
-                weights[i][c].sub_(mlp_grad._onednn(dzT[c], inputs[i][c]))
+                weights[i][c].sub_(dnn._onednn(dzT[c], inputs[i][c]))
             biases[i].sub_(dzT.sum(2))
         elif keep is None:
             weights[i].baddbmm_(dzT, inputs[i].transpose(1, 2), alpha=-1)

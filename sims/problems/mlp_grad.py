@@ -8,14 +8,9 @@ readable reference this module is tested against (``z_l = h_{l-1} W_l^T + b_l``,
 ``db_l = sum_s dz_l``, ``dz_{l-1} = (dz_l W_l) * [z_{l-1} > 0]``, no input gradient of the
 first layer, every gradient written into its view of the flat output). Two things differ:
 
-* **Large per-client products through oneDNN.** Measured with torch 2.13 on this project's
-  machine (AMD EPYC, one thread, float32): MKL's ``sgemm`` / ``bmm`` runs at 100-117 GFLOP/s
-  (its non-Intel code path), oneDNN's ``brg_matmul:avx512_core`` (reached through
-  ``torch.ops.mkldnn._linear_pointwise``, plain row-major layouts, no reorder) at 150-250.
-  For the MLP's first layer (``[200, 784] x [784, 32]`` per client, 25 clients) a loop of one
-  oneDNN product per client takes 1.33 ms forward and 1.64 ms for the weight gradient
-  (including the copy into the flat output: the op has no ``out=``) where one ``bmm`` takes
-  2.5 and 2.3 ms; the whole gradient 3.8 ms against 6.1 ms for ``linear_stack_grad``.
+* **Large per-client products through oneDNN** (``torch.ops.mkldnn._linear_pointwise``,
+  plain row-major layouts, no reorder; the op has no ``out=``, so the weight gradient is
+  copied into the flat output; why, measured: ``docs/speed.md``, "oneDNN products").
   Products of fewer than :data:`ONEDNN_MIN_MACS` multiply-adds per client stay one ``bmm``
   (a per-client call costs ~10 us). oneDNN has no float64 matmul on the CPU: float64 (and
   every other device) takes ``bmm`` throughout, held to the reference at 1e-12. The choice
@@ -26,72 +21,22 @@ first layer, every gradient written into its view of the flat output). Two thing
   each layer's forward product and input gradient is one ``[rows * b, in] x [in, out]``
   product per replica (as :func:`sims.problems.linear_stack._one_step_delta` does), and the
   minibatch is gathered once for both gradients (the first layer's transposed inputs are
-  copied once for both); 25 clients of the MLP: 7.3 ms for the pair against 13.2 ms for two
-  ``linear_stack_grad`` calls. Mime's round gradient likewise (:func:`stack_full_grad_sum`).
+  copied once for both; ``docs/speed.md``). Mime's round gradient likewise (:func:`stack_full_grad_sum`).
 """
 from __future__ import annotations
 
 import torch
 
-from ..batching import replica_runs
-from ..deferred_grad import DeferredGrad
-from ..row_source import ServerRows
+from ..core.batching import replica_runs
 from .linear_stack import _logit_grad, relu_backward
-
-try:                                    # oneDNN's plain-layout matmul (CPU builds with MKL-DNN)
-    _ONEDNN_LINEAR = torch.ops.mkldnn._linear_pointwise.default
-except (AttributeError, RuntimeError):  # pragma: no cover - builds without oneDNN
-    _ONEDNN_LINEAR = None
-
-# Per-client multiply-adds from which a layer's products go through a loop of oneDNN calls
-# (the MLP's first layer: 32 * 784 * 200 = 5.0M; its second, 64k, and LogReg's, 251k, stay
-# one bmm).
-ONEDNN_MIN_MACS = 1 << 20
-
-# Module switch: False sends every product of this module, of the fused local-SGD step
-# (:func:`sims.problems.linear_stack.sgd_step_`) and of the Gram path
-# (:func:`sims.problems.gram_sgd.gram_sgd_delta`) through the plain ``bmm`` reference.
-ONEDNN_ENABLED = True
-
-
-def onednn_available(t: torch.Tensor) -> bool:
-    """Whether products on ``t``'s dtype and device can take oneDNN (float32 on the CPU)."""
-    return (_ONEDNN_LINEAR is not None and t.device.type == "cpu" and t.dtype == torch.float32
-            and torch.backends.mkldnn.is_available())
-
-
-def use_onednn(t: torch.Tensor, onednn: bool | None = None) -> bool:
-    """The shared rule: oneDNN products on ``t``'s dtype and device where
-    :func:`onednn_available`, unless ``onednn`` is False (None: :data:`ONEDNN_ENABLED`).
-    Depends on no timing, so runs stay reproducible."""
-    return (ONEDNN_ENABLED if onednn is None else onednn) and onednn_available(t)
-
-
-def onednn_big(macs: int) -> bool:
-    """Whether a product of ``macs`` multiply-adds per client takes oneDNN (a per-client
-    call costs ~10 us: smaller ones stay one ``bmm``)."""
-    return macs >= ONEDNN_MIN_MACS
-
-
-def _onednn(a: torch.Tensor, b: torch.Tensor, bias=None) -> torch.Tensor:
-    """``a @ b^T (+ bias)`` for 2-D ``a[m, k]``, ``b[n, k]`` through oneDNN."""
-    return _ONEDNN_LINEAR(a, b, bias, "none", [], "")
-
-
-def per_client_forward(W: torch.Tensor, bias: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """``zT[c] = W[c] h[c]^T + bias[c]`` (``W[B, out, in]``, ``bias[B, out]``, ``h[B, b, in]``
-    sample-major and contiguous): ``[B, out, b]``, one oneDNN product per client."""
-    zT = torch.stack([_onednn(W[c], h[c]) for c in range(len(W))])
-    return zT.add_(bias.unsqueeze(2))
-
+from .onednn import _onednn, onednn_big, per_client_forward, use_onednn
 
 class _Weights:
     """One layer's weights: per client (``W[B, out, in]``, ``bias[B, out]``) or shared by the
     rows of each replica run (``W[R, out, in]`` with ``runs`` from :func:`replica_runs`).
     Activations are feature-major (``hT[B, features, b]``), as in
     :func:`sims.problems.linear_stack.sgd_step_`: the forward product is ``W hT`` with the
-    weight as the left operand (oneDNN, 25 clients of the MLP's first layer: 1.33 ms against
-    1.67 ms for ``h W^T``), and ``dZ^T`` comes out contiguous for the weight gradient."""
+    weight as the left operand (the faster order, ``docs/speed.md``), and ``dZ^T`` comes out contiguous for the weight gradient."""
 
     def __init__(self, W, bias, runs=None):
         self.W, self.bias, self.runs = W, bias, runs
@@ -133,36 +78,26 @@ def _layers(params, runs=None):
     return [_Weights(W, b, runs) for W, b in zip(params[0::2], params[1::2])]
 
 
-def _weight_grad(dzT: torch.Tensor, hT: torch.Tensor, out: torch.Tensor, onednn: bool,
-                 parts: list | None = None) -> None:
+def _weight_grad(dzT: torch.Tensor, hT: torch.Tensor, out: torch.Tensor, onednn: bool) -> None:
     """``out[c] = dzT[c] hT[c]^T`` (``dzT[B, out, b]``, ``hT[B, in, b]``, ``out`` a view of
-    the flat gradient). ``parts`` (a list): where the products are per-client oneDNN calls,
-    their outputs are appended to it instead of copied into ``out`` (left unwritten:
-    :class:`sims.deferred_grad.DeferredGrad`)."""
+    the flat gradient)."""
     B, n_in, b = hT.shape
     if onednn and onednn_big(b * dzT.shape[1] * n_in):
-        # oneDNN reads a transposed view of sample-major inputs as it is (same speed, same
-        # bits as a contiguous copy: measured, 25 clients of the first layer, 1.30 ms both)
+        # oneDNN reads a transposed view of sample-major inputs as it is (same bits and speed
+        # as a contiguous copy: docs/speed.md)
         dzT = dzT.contiguous()
         if hT.stride(2) != n_in or hT.stride(1) != 1:
             hT = hT.contiguous()
         for c in range(B):
-            got = _onednn(dzT[c], hT[c])
-            if parts is None:
-                out[c].copy_(got)
-            else:
-                parts.append(got)
+            out[c].copy_(_onednn(dzT[c], hT[c]))
     else:
         torch.bmm(dzT, hT.transpose(1, 2), out=out)
 
 
-def _grad(layers, h: torch.Tensor, hT: torch.Tensor, y, w, out: "_Out",
-          onednn: bool, defer: bool = False):
+def _grad(layers, h: torch.Tensor, hT: torch.Tensor, y, w, out: "_Out", onednn: bool):
     """The gradient of ``sum_s w_s CE_s / sum_s w_s`` into ``out`` (its flat ``[B, d]`` is
     returned) from the first layer's inputs ``h[B, b, in]`` and ``hT`` (the same,
-    feature-major). ``defer``: the first layer's weight gradient, where it comes from
-    per-client oneDNN products, is left in their outputs (a
-    :class:`sims.deferred_grad.DeferredGrad` is returned)."""
+    feature-major)."""
     inputs, pre = [], []
     for i, layer in enumerate(layers):
         inputs.append(hT)
@@ -172,21 +107,17 @@ def _grad(layers, h: torch.Tensor, hT: torch.Tensor, y, w, out: "_Out",
             hT = torch.relu(zT)
     dzT = _logit_grad(zT, y, w / w.sum(1, keepdim=True).clamp_min(1), dim=1)
     views = out.unflattened
-    parts = [] if defer else None
     for i in range(len(layers) - 1, -1, -1):
-        _weight_grad(dzT, inputs[i], views[2 * i], onednn, parts if i == 0 else None)
+        _weight_grad(dzT, inputs[i], views[2 * i], onednn)
         torch.sum(dzT, 2, out=views[2 * i + 1])
         if i > 0:
             dzT = relu_backward(layers[i].input_grad(dzT), pre[i - 1])
-    if parts:                                   # the first weight's columns: slices[0]
-        return DeferredGrad(out.flat, out.first, parts)
     return out.flat
 
 
 def _inputs(x: torch.Tensor, B: int):
     """The first layer's inputs sample-major ``[B, b, in]`` and feature-major (a transposed
-    view: the products read it as it is; a contiguous copy took ~0.4 ms a step in a round
-    of the issue-16 benchmark)."""
+    view: the products read it as it is; a contiguous copy cost time, ``docs/speed.md``)."""
     h = x.reshape(B, x.shape[1], -1)
     return h, h.transpose(1, 2)
 
@@ -195,58 +126,18 @@ class _Out:
     def __init__(self, layout, B, like):
         self.flat = torch.empty((B, layout.d), dtype=like.dtype, device=like.device)
         self.unflattened = list(layout.unflatten(self.flat).values())
-        self.first = layout.slices[0]
 
 
 def stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
-               onednn: bool | None = None, defer: bool = False):
+               onednn: bool | None = None):
     """Per-client gradients ``[B, d]`` at ``theta[B, d]`` of the mean weighted cross-entropy on
     inputs ``x[B, b, ...]``, labels ``y[B, b]``, weights ``w[B, b]`` (0 = padding; all-padding
     rows give 0): :func:`sims.problems.linear_stack.linear_stack_grad` without the losses.
-    ``onednn`` None (default) takes oneDNN by :func:`use_onednn`; False never. ``defer``: a
-    :class:`sims.deferred_grad.DeferredGrad` where the first weight's gradient comes from
-    per-client oneDNN products (else the tensor, as without)."""
+    ``onednn`` None (default) takes oneDNN by :func:`use_onednn`; False never."""
     B = theta.shape[0]
     use = use_onednn(theta, onednn)
-    if isinstance(theta, ServerRows):
-        layers = _server_layers(theta, layout, x.shape[1], use)
-    else:
-        layers = _layers(list(layout.unflatten(theta).values()))
-    return _grad(layers, *_inputs(x, B), y, w, _Out(layout, B, theta), use, defer)
-
-
-class _ClientViews:
-    """``W[rep[c]]`` for client ``c``: a server weight ``W[R, out, in]`` per client without the
-    ``[B, out, in]`` copy, for the per-client oneDNN products (:func:`per_client_forward`)."""
-
-    def __init__(self, W: torch.Tensor, rep: list):
-        self.W, self.rep = W, rep
-        self.shape = torch.Size((len(rep), *W.shape[1:]))
-
-    def __getitem__(self, c):
-        return self.W[self.rep[c]]
-
-    def __len__(self):
-        return len(self.rep)
-
-
-def _server_layers(theta: ServerRows, layout, b: int, onednn: bool):
-    """The layers at a :class:`sims.row_source.ServerRows` ``theta`` (a round's first local
-    step, each row its replica's server model): the first weight, where its forward takes one
-    oneDNN product per client, read per client from the server rows (:class:`_ClientViews`:
-    the same products on the same values, so the same bits as at the gathered copy; the
-    first layer needs no input gradient); every other tensor gathered per participant (the
-    MLP's: 2k floats a client)."""
-    server, rep = theta.server, theta.rep
-    params = list(layout.unflatten(server).values())
-    first = params[0]
-    if onednn and onednn_big(b * first.shape[-2] * first.shape[-1]):
-        weights = [_ClientViews(first, rep.tolist())]
-    else:
-        weights = [first.index_select(0, rep)]
-    weights += [W.index_select(0, rep) for W in params[2::2]]
-    biases = [bias.index_select(0, rep) for bias in params[1::2]]
-    return [_Weights(W, bias) for W, bias in zip(weights, biases)]
+    layers = _layers(list(layout.unflatten(theta).values()))
+    return _grad(layers, *_inputs(x, B), y, w, _Out(layout, B, theta), use)
 
 
 def stack_grad_pair(theta: torch.Tensor, server: torch.Tensor, rep: torch.Tensor, layout,

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..params import ParamLayout
+from ..core.params import ParamLayout
 from .neural import NeuralProblem
 
 LOSSES = ("sigmoid", "softmax")

@@ -20,19 +20,16 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from ..batching import start_minus, start_rows
-from ..params import ParamLayout
-from ..row_source import materialized
+from ..core.batching import start_minus, start_rows
+from ..core.params import ParamLayout
 from .gram_sgd import ClientGram, gram_sgd_delta
 from .linear_stack import (is_linear_stack, linear_stack_grad, linear_stack_logits,
                            linear_stack_sgd_, linear_stack_sgd_delta)
-from .mlp_grad import stack_full_grad_sum, stack_grad, stack_grad_pair, use_onednn
+from .mlp_grad import stack_full_grad_sum, stack_grad, stack_grad_pair
+from .onednn import use_onednn
 
 
 class NeuralProblem:
-    #: :meth:`stoch_grad` takes ``defer`` (:mod:`sims.deferred_grad`)
-    defers_grad = True
-
     def __init__(self, dataset, parts: list[np.ndarray], model: torch.nn.Module, *,
                  batch_size: int = 32, local_epochs: int = 1, local_steps: int | None = None,
                  eval_train_samples: int | None = None, device="cpu", dtype=torch.float32,
@@ -52,7 +49,7 @@ class NeuralProblem:
         self.batch_size, self.local_epochs, self.local_steps = batch_size, local_epochs, local_steps
         self.device, self.dtype, self.eval_chunk = torch.device(device), dtype, eval_chunk
         self.model = model.to(self.device, dtype)
-        self.model.train()  # only dropout depends on the mode (no BatchNorm, see sims.models)
+        self.model.train()  # only dropout depends on the mode (no BatchNorm, see sims.problems.models)
         self.layout = ParamLayout.from_module(self.model)
         self.d = self.layout.d
         self.x = dataset.x_train.to(self.device, dtype)
@@ -168,26 +165,14 @@ class NeuralProblem:
         return stream[:need].reshape(self.local_steps, self.batch_size)
 
     # ----------------------------------------------------------------- batched path
-    def stoch_grad(self, theta: torch.Tensor, clients: torch.Tensor, payload: torch.Tensor,
-                   defer: bool = False):
-        """Minibatch gradients ``[B, d]``; ``payload[B, batch]`` holds sample indices.
-        ``defer`` (the engine passes it where the algorithm takes it, :attr:`defers_grad`):
-        the fast MLP gradient may come as a :class:`sims.deferred_grad.DeferredGrad`."""
+    def stoch_grad(self, theta: torch.Tensor, clients: torch.Tensor, payload: torch.Tensor):
+        """Minibatch gradients ``[B, d]``; ``payload[B, batch]`` holds sample indices."""
         x, y, w = self.minibatch(payload)
-        if self.fast_path and self.fast_grad:     # theta may be ServerRows (stack_grad)
-            return stack_grad(theta, self.layout, x, y, w, defer=defer)
-        theta = materialized(theta)
+        if self.fast_path and self.fast_grad:
+            return stack_grad(theta, self.layout, x, y, w)
         if self.fast_path:
             return linear_stack_grad(theta, self.layout, x, y, w)[0]
         return self._batched_grad(theta, x, y, w)
-
-    @property
-    def grad_reads_server_rows(self) -> bool:
-        """Whether :meth:`stoch_grad` takes a :class:`sims.row_source.ServerRows` ``theta``
-        without gathering its ``[B, d]`` copy (the fast MLP gradient,
-        :func:`sims.problems.mlp_grad.stack_grad`; the engine then hands a first local step
-        the server models where they are)."""
-        return self.fast_path and self.fast_grad
 
     def stoch_grad_pair(self, theta: torch.Tensor, server: torch.Tensor, rep: torch.Tensor,
                         clients: torch.Tensor, payload: torch.Tensor, at_start: bool = False):
@@ -214,7 +199,7 @@ class NeuralProblem:
         Columns beyond :attr:`batch_width` that are padding in every row are dropped first
         (in a plan's rows they always are: clients of 25 samples with batch 32 compute on
         25, whoever they are batched with), then ``index_select`` on the flattened inputs:
-        4-7x faster than ``x[idx]`` advanced indexing for MNIST-sized rows."""
+        faster than ``x[idx]`` advanced indexing for MNIST-sized rows (``docs/speed.md``)."""
         payload = self._trim(payload)
         x = self.x.reshape(len(self.x), -1).index_select(0, payload.clamp_min(0).reshape(-1))
         return (x.view(*payload.shape, *self.x.shape[1:]), *self._labels_weights(payload))
@@ -263,7 +248,7 @@ class NeuralProblem:
     def local_sgd_affine(self, server: torch.Tensor, rep: torch.Tensor, clients,
                          payload: torch.Tensor, step_mask: torch.Tensor, rule):
         """:meth:`local_sgd_delta` for local SGD with linear extras
-        (:class:`sims.optim.AffineSGD`: weight decay, proximal term, SCAFFOLD / FedCM
+        (:class:`sims.rules.terms.AffineSGD`: weight decay, proximal term, SCAFFOLD / FedCM
         corrections), or None. Plain SGD takes :meth:`local_sgd_delta` (the Gram path where
         it is chosen); otherwise gathered copies train in place
         (:func:`linear_stack_sgd_` with ``decay`` and ``shift``)."""
@@ -295,7 +280,7 @@ class NeuralProblem:
         samples; a block's :meth:`stoch_grad` (the mean over its valid samples) is weighted
         by its share of the client's samples. Rows and blocks are sized to keep the gathered
         inputs and the ``[rows, d]`` outputs near the engine's chunk budget."""
-        from .._malloc import CHUNK_BYTES
+        from ..core.malloc import CHUNK_BYTES
         parts = [self.parts[int(c)] for c in clients.tolist()]
         width = max(len(p) for p in parts)
         index = np.full((len(parts), width), -1, dtype=np.int64)

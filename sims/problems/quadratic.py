@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..params import ParamLayout
+from ..core.params import ParamLayout
 
 NOISE_KINDS = ("none", "gaussian", "student_t", "cauchy", "laplace")
 

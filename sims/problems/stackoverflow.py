@@ -23,7 +23,7 @@ import torch
 
 from ..data import load_dataset
 from ..data.natural import natural_like
-from ..models import LogReg
+from .models import LogReg
 from .neural import NeuralProblem
 
 #: The stand-in's partition parameters (documented in the module docstring).

@@ -1,5 +1,6 @@
+"""``python -m sims.sweep``: the sweep command (:mod:`sims.experiments.sweep.cli`)."""
 import sys
 
-from .cli import main
+from sims.experiments.sweep.cli import main
 
 sys.exit(main())

@@ -1,0 +1,1 @@
+"""Update rules as small composable transforms on batched ``[B, d]`` state."""

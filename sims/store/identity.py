@@ -1,0 +1,84 @@
+"""What computed a result: the code identity that every saved run carries in its fingerprint.
+
+A run's numbers depend on its config *and* on the code and libraries that computed it. A
+saved result may be reused only when both match, so a run's fingerprint includes
+:func:`code_digest`: a hash of the project's source (Python and the C kernels; ``sims/``,
+``reproduce/`` and ``theory/``, which ``sims.experiments.probes`` reads bounds from) and of the versions
+of the packages that change numerics (Python, torch, numpy, scipy). Hashing the files'
+contents (not the git commit) makes the identity the same in any clone or checkout of the
+same code, and different after any edit, committed or not.
+
+:func:`code_identity` adds what a person wants to read back (the commit, whether the tree was
+dirty, the digest's parts); it is recorded in every results file's JSON.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE_PACKAGES = ("sims", "reproduce", "theory")
+SOURCE_SUFFIXES = (".py", ".c", ".h")
+NUMERIC_PACKAGES = ("torch", "numpy", "scipy")
+
+
+@lru_cache(maxsize=1)
+def source_hash() -> str:
+    """sha256 over every source file of the project's packages (``.py`` and the C kernels'
+    ``.c`` / ``.h``, :mod:`sims.accel.native`; path and contents, sorted)."""
+    h = hashlib.sha256()
+    for pkg in SOURCE_PACKAGES:
+        files = (p for p in (ROOT / pkg).rglob("*") if p.suffix in SOURCE_SUFFIXES)
+        for path in sorted(files):
+            rel = path.relative_to(ROOT).as_posix()
+            h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def package_versions(packages) -> dict[str, str]:
+    """Python's version and each installed package's (``"absent"`` where not installed)."""
+    out = {"python": sys.version.split()[0]}
+    for pkg in packages:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "absent"
+    return out
+
+
+@lru_cache(maxsize=1)
+def numeric_versions() -> dict[str, str]:
+    """Versions of what changes floating-point results: Python and the numeric packages."""
+    return package_versions(NUMERIC_PACKAGES)
+
+
+def code_digest() -> str:
+    """The short identity of the code that computes a run (source plus numeric versions)."""
+    blob = source_hash() + "".join(f"|{k}={v}" for k, v in sorted(numeric_versions().items()))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def code_identity() -> dict:
+    """The code identity as recorded beside results (digest, its parts, the git commit)."""
+    return {"code_digest": code_digest(), "source_hash": source_hash()[:16],
+            "numeric_versions": numeric_versions(), "commit": git_commit()}
+
+
+def git_commit(cwd: str | os.PathLike | None = None) -> str:
+    """The checkout's commit (``-dirty`` with uncommitted changes to tracked files), or
+    ``"unknown"`` outside a git checkout."""
+    root = Path(cwd or Path(__file__).resolve().parent)
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                             text=True, timeout=10)
+        commit = out.stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True, timeout=10).stdout
+        return commit + ("-dirty" if dirty.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"

@@ -1,0 +1,281 @@
+"""Sweeps (sims.experiments.sweep): grid specs, resumable cells keyed by code identity, batched grids equal
+to separate runs, failures recorded and retried once, the papers' selection rules, figures and
+the command line."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sims.experiments.sweep import (Axis, Grid, GridError, SweepSpec, logspace, make_units, parse_axis,
+                        run_sweep, select, summarize, write_outputs)
+from sims.experiments.sweep import cli, execute
+from sims.experiments.sweep.execute import Cell
+
+QUAD = {"problem": "quadratic", "n_clients": 6, "dim": 8, "local_steps": 2, "local_epochs": 1,
+        "batch_size": 32, "partition": "shards", "noise": "gaussian", "df": None,
+        "sigma": 0.5, "heterogeneity": 1.0, "dtype": "float64", "data_dir": None,
+        "eval_train_samples": None}
+
+
+def quad_spec(tmp_path, name="s", **kw) -> SweepSpec:
+    grid = kw.pop("grid", None) or Grid.from_specs(
+        "fedavg,fedadam", ["eta_l=0.05,0.1", "fedadam.eta=0.03,0.1"])
+    return SweepSpec(name, grid, QUAD, cli.build_compare_problem, participation="m=3",
+                     rounds=kw.pop("rounds", 4), seeds=kw.pop("seeds", [0, 1]),
+                     out=str(tmp_path / "out"), **kw)
+
+
+def _values(df):
+    df = df[df.metric != "wall_time"]
+    return df.set_index(["point", "seed", "round", "metric"])["value"].sort_index()
+
+
+# ----------------------------------------------------------------------------- grids
+
+def test_grid_axes_and_points():
+    assert logspace(1e-4, 1, 5) == (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+    ax = parse_axis("fed-lamb.lam=0,0.01,0.1")
+    assert ax == Axis("lam", (0, 0.01, 0.1), "fed-lamb")
+    assert parse_axis("eta_l=log:1e-3:1e-1:3").values == (1e-3, 1e-2, 1e-1)
+    grid = Grid.from_specs("fed-lamb,fed-ams:beta1=0.8",
+                           ["eta_l=log:1e-3:1e-1:3", "fed-lamb.lam=0,0.01,0.1"])
+    pts = grid.check()
+    assert len(pts) == 3 * 3 + 3
+    assert grid.columns == ["eta_l", "lam"]
+    ams = [p for p in pts if p.algorithm == "fed-ams"]
+    assert all(p.settings["beta1"] == 0.8 and "lam" not in p.values for p in ams)
+    assert len({p.key for p in pts}) == len(pts)
+    assert pts[0].label == "fed-lamb eta_l=0.001 lam=0"
+
+
+@pytest.mark.parametrize("algs,axes,text", [
+    ("fedavg", ["nosuch=1,2"], "no algorithm of the grid has a hyperparameter 'nosuch'"),
+    ("fedavg", ["eta_l=log:0:1:3"], "log range needs"),
+    ("fedavg", ["eta_l"], "cannot read grid axis"),
+    ("fedavg", ["fedadam.eta=0.1"], "fedadam is not in the grid"),
+    ("fedadam", ["eta=0,0.1"], "eta must be positive"),
+    ("fedavg", ["eta_l=0.1,0.1"], "repeats a value"),
+])
+def test_grid_errors_are_one_line(algs, axes, text):
+    with pytest.raises(GridError) as exc:
+        Grid.from_specs(algs, axes).check()
+    assert text in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_plans_group_numeric_differences_only():
+    grid = Grid.from_specs("fed-ef-sgd", ["eta_l=0.01,0.1", "compressor=sign,topk-0.1"])
+    cells = [Cell(p, s) for p in grid.points() for s in (0, 1)]
+    assert len(make_units(cells, "separate")) == 8
+    units = make_units(cells, "batched")
+    assert sorted(len(u) for u in units) == [4, 4]          # one unit per compressor
+    assert all(len({c.point.settings["compressor"] for c in u}) == 1 for u in units)
+    assert [len(u) for u in make_units(cells, "batched", max_replicas=3)] == [3, 1, 3, 1]
+
+
+# ----------------------------------------------------------------------------- running
+
+def test_sweep_resumes_and_recomputes_after_code_change(tmp_path, monkeypatch):
+    spec = quad_spec(tmp_path)
+    first = run_sweep(spec, quiet=True)
+    assert first.ran == 12 and first.reused == 0 and not first.missing
+    table = first.table
+    assert {"algorithm", "eta_l", "eta", "seed", "round", "metric", "value", "point",
+            "diverged_at"} <= set(table.columns)
+    assert table.groupby(["point", "seed"]).ngroups == 12
+    assert table.loc[table.algorithm == "fedavg", "eta"].isna().all()
+    record = json.loads(next((spec.folder / "cells").glob("*.json")).read_text())
+    assert record["code"]["code_digest"] and record["fingerprint"] and record["versions"]
+    again = run_sweep(spec, quiet=True)
+    assert again.ran == 0 and again.reused == 12
+    pd.testing.assert_series_equal(_values(again.table), _values(table))
+    more = run_sweep(quad_spec(tmp_path, seeds=[0, 1, 2]), quiet=True)
+    assert more.ran == 6 and more.reused == 12                # only the new seed runs
+    monkeypatch.setattr(execute.identity, "code_digest", lambda: "another-code")
+    redo = run_sweep(spec, quiet=True, say=lambda line: None)
+    assert redo.ran == 12 and redo.recomputed_stale == 12      # code changed: recomputed
+
+
+def test_batched_grid_equals_separate_runs(tmp_path):
+    grid = Grid.from_specs("fedadam,fedlada", ["eta_l=0.05,0.1", "fedlada.alpha=0.5,1.0",
+                                               "fedadam.tau=0.01,0.1"])
+    sep = run_sweep(quad_spec(tmp_path, "sep", grid=grid), plan="separate", quiet=True)
+    bat = run_sweep(quad_spec(tmp_path, "bat", grid=grid), plan="batched", quiet=True)
+    a, b = _values(sep.table), _values(bat.table)
+    assert a.index.equals(b.index) and len(a) > 0
+    scale = a.abs().groupby(level="metric").transform("max").clip(lower=1e-300)
+    assert float(((a - b).abs() / scale).max()) <= 1e-10
+
+
+def broken_problem(desc):
+    raise RuntimeError("always broken")
+
+
+def test_failure_is_recorded_and_retried_once(tmp_path, monkeypatch):
+    spec = quad_spec(tmp_path, grid=Grid.from_specs("fedavg", ["eta_l=0.05,0.1"]))
+    from sims.core import engine
+    real, calls = engine.run, {"n": 0}
+
+    def flaky_run(*a, **k):               # the first unit's run fails (a broken worker)
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("injected failure")
+        return real(*a, **k)
+    monkeypatch.setattr(engine, "run", flaky_run)
+    res = run_sweep(spec, quiet=True)
+    assert not res.missing and res.ran == 4
+    assert len(res.failures) == 1 and res.failures[0]["attempt"] == 0
+    assert "injected failure" in res.failures[0]["error"]
+    spec2 = quad_spec(tmp_path, "broken", grid=Grid.from_specs("fedavg", ["eta_l=0.05,0.1"]))
+    spec2.build_problem = broken_problem
+    res2 = run_sweep(spec2, quiet=True)
+    assert len(res2.missing) == 4 and len(res2.failures) == 8      # every unit, twice
+    doc = json.loads((spec2.folder / "failures.json").read_text())
+    assert len(doc["missing"]) == 4 and "always broken" in doc["history"][0]["error"]
+    spec2.build_problem = cli.build_compare_problem
+    fixed = run_sweep(spec2, quiet=True)
+    assert fixed.ran == 4 and not fixed.missing
+
+
+# ----------------------------------------------------------------------------- selection
+
+def synthetic_table():
+    """Four points of one algorithm, two seeds, 12 evaluations; p2 diverges in one seed."""
+    rows = []
+    curves = {  # point -> (test_acc curve, train_loss final, bits)
+        "p0": (np.r_[np.full(11, 0.50), 0.95], 0.30, 100.0),    # best final acc only
+        "p1": (np.full(12, 0.90), 0.20, 100.0),                 # best last-10 average
+        "p2": (np.full(12, 0.99), 0.01, 10.0),                  # diverged in seed 1
+        "p3": (np.full(12, 0.80), 0.10, 10.0),                  # lowest train loss
+    }
+    for i, (p, (acc, loss, bits)) in enumerate(curves.items()):
+        for seed in (0, 1):
+            div = 7.0 if (p == "p2" and seed == 1) else np.nan
+            for t, a in enumerate(acc):
+                rows += [(p, seed, t, "test_acc", a, div), (p, seed, t, "test_loss", 1 - a, div),
+                         (p, seed, t, "train_loss", loss + (11 - t) * 0.01, div),
+                         (p, seed, t, "bits_up", bits * t, div)]
+    df = pd.DataFrame(rows, columns=["point", "seed", "round", "metric", "value",
+                                     "diverged_at"])
+    df["algorithm"] = "alg"
+    df["run"] = df["point"]
+    df["eta_l"] = df["point"].map({"p0": 0.1, "p1": 0.01, "p2": 1.0, "p3": 0.001})
+    return df
+
+
+@pytest.mark.parametrize("rule,winner", [("final-acc", "p0"), ("fed-ef-table1", "p0"),
+                                         ("fed-lamb", "p0"), ("last10-acc", "p1"),
+                                         ("final-train-loss", "p3")])
+def test_selection_rules(rule, winner):
+    summary, curves = select(synthetic_table(), rule)
+    assert summary.loc[summary.selected, "point"].tolist() == [winner]
+    assert set(curves["point"]) == {winner}
+    assert summary.set_index("point").loc["p2", "rank"] == 4        # diverged: last
+    assert summary["rank"].tolist().count(1) == 1
+
+
+def test_fed_ef_compression_rule():
+    df = synthetic_table()
+    df = df[df.point != "p2"]
+    # p3 has the fewest bits but is 0.15 below the reference; p0/p1 tie on bits
+    summary = summarize(df, "fed-ef-compression", reference=0.955)
+    assert summary.loc[summary.selected, "point"].tolist() == ["p0"]     # within 0.1 pp
+    summary = summarize(df, "fed-ef-compression", reference=0.80)
+    assert summary.loc[summary.selected, "point"].tolist() == ["p3"]     # most compressed
+    summary = summarize(df, "fed-ef-compression", reference=0.999)
+    assert summary.loc[summary.selected, "point"].tolist() == ["p0"]     # none match: best
+    with pytest.raises(GridError, match="no full-precision point"):
+        summarize(df.assign(compressor="sign"), "fed-ef-compression")
+
+
+def test_rule_errors():
+    with pytest.raises(GridError, match="unknown selection rule"):
+        summarize(synthetic_table(), "best")
+    with pytest.raises(GridError, match="needs the metric 'test_acc'"):
+        summarize(synthetic_table().query("metric != 'test_acc'"), "final-acc")
+
+
+# ----------------------------------------------------------------------------- outputs, CLI
+
+def test_outputs_and_figures(tmp_path):
+    spec = quad_spec(tmp_path)
+    res = run_sweep(spec, quiet=True)
+    paths = write_outputs(spec, res, "final-train-loss", figures=str(tmp_path / "fig"))
+    summary = paths.pop("summary")
+    assert len(summary) == 6 and summary.selected.sum() == 2         # one per algorithm
+    for key in ("table", "grid", "selected", "selected_curves", "record", "grid_figure",
+                "ranked_figure"):
+        assert paths[key].exists() and paths[key].stat().st_size > 0, key
+    sel = pd.read_csv(paths["selected"])
+    assert set(sel.algorithm) == {"fedavg", "fedadam"}
+    rec = json.loads(paths["record"].read_text())
+    assert rec["rule"]["name"] == "final-train-loss" and rec["cells_run"] == 12
+
+
+def test_cli_tiny_and_errors(tmp_path, capsys):
+    args = ["--tiny", "--quiet", "--algorithms", "fedavg", "--grid", "eta_l=0.05,0.1",
+            "--rule", "final-train-loss", "--out", str(tmp_path / "o"), "--figures",
+            str(tmp_path / "f"), "--name", "t"]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "cells: 2 run, 0 reused" in out
+    assert cli.main(args) == 0 and "cells: 0 run, 2 reused" in capsys.readouterr().out
+    assert cli.main(["--grid", "eta_l=log:1:0:2", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "log range" in err
+    assert cli.main(["--problem", "nosuch-mlp", "--quiet"]) == 2
+    assert "unknown problem" in capsys.readouterr().err
+
+
+def test_reproduce_adapter_runs_a_grid_as_an_entry_run(tmp_path):
+    """reproduce.sweeps: a grid as one entry run (resumable through both layers) and the
+    papers' Table 1 grids."""
+    import types
+
+    from reproduce import common
+    from reproduce.sweeps import fed_ef_table1_grid, fed_lamb_table1_grid, select, sweep_run
+    assert len(fed_lamb_table1_grid(["fed-sgd", "fed-ams", "fed-lamb", "adp-fed", "mime",
+                                     "mime-lamb"]).check()) == 9 + 10 + 27 + 120 + 10 + 9
+    assert len(fed_ef_table1_grid(["fed-ef-sgd"]).points()) == 30
+    grid = Grid.from_specs("fedavg", ["eta_l=0.05,0.1"])
+    entry = types.ModuleType("fake_entry")
+    entry.runs = lambda cfg: [sweep_run("lr", grid, QUAD, cli.build_compare_problem, "m=3")]
+    cfg = common.EntryConfig(seeds=2, rounds=3, out=str(tmp_path), quiet=True)
+    df = common.execute(entry, cfg)
+    assert {"eta_l", "algorithm", "point"} <= set(df.columns)
+    assert df.groupby(["point", "seed"]).ngroups == 4
+    # rows are named by grid point and carry their sweep: the entry's run is not "missing"
+    assert (df["sweep"] == "lr").all() and common.missing_runs(entry, cfg, df) == []
+    summary, _ = select(df, "final-train-loss")
+    assert summary.selected.sum() == 1
+    cells = list((tmp_path / "sweeps" / "lr" / "cells").glob("*.csv"))
+    assert len(cells) == 4
+
+
+def test_cli_paper_table_grid(tmp_path, capsys):
+    """--table fed-lamb: the Fed-LAMB supplement Table 1 grid is one command."""
+    args = ["--tiny", "--quiet", "--table", "fed-lamb", "--algorithms", "fed-sgd",
+            "--rule", "final-train-loss", "--out", str(tmp_path / "o"), "--figures",
+            str(tmp_path / "f"), "--name", "t1"]
+    assert cli.main(args) == 0
+    assert "cells: 9 run" in capsys.readouterr().out
+    grid = pd.read_csv(tmp_path / "o" / "t1" / "grid.csv")
+    assert sorted(grid.eta_l) == [0.001, 0.003, 0.005, 0.01, 0.03, 0.05, 0.1, 0.3, 0.5]
+    assert grid.selected.sum() == 1
+
+
+def test_benchmark_workload_is_the_issues():
+    """benchmarks/sweep_batching.py times the workload issue 15 names: Fed-LAMB, the 9 rates
+    of its Table 1 grid x 3 seeds, MLP on 28x28 inputs, 50 clients of which 25 take part,
+    batch 32, one local epoch of 300 samples (10 steps)."""
+    from conftest import load_benchmark
+    bench = load_benchmark("sweep_batching")
+    from sims.experiments.sweep.tables import FED_LAMB_TABLE1
+    s = bench.spec("/tmp/unused", 1, bench.LRS, 3)
+    assert bench.LRS == FED_LAMB_TABLE1["fed-lamb"]["eta_l"]
+    assert len(s.grid.points()) * len(s.seeds) == 27 and s.participation == "m=25"
+    prob = bench.build_problem({**s.problem, "per_client": 40, "test": 10})
+    assert prob.n_clients == 50 and prob.batch_size == 32 and prob.d == 784 * 200 + 200 + 2010
+    assert s.problem["per_client"] == 300 and s.problem["batch"] == 32

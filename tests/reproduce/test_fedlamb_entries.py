@@ -1,0 +1,321 @@
+"""The Fed-LAMB entries (main Figs. 1-2 and 3-4, supplement Fig. 1) on tiny seeded instances,
+and the pieces their checks rest on: Table 1's grids, the selection rule, the verdicts."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reproduce import common
+from reproduce import verdicts as vd, fedlamb_cifar, fedlamb_fig12, fedlamb_supp1
+from reproduce import fedlamb_common as fl
+from conftest import write_cifar10
+
+
+def test_table1_grids_verbatim():
+    """SUPP Table 1 (spec 3.4): the grid sizes 9 / 10 / 9 (x 3 lambdas) / 12 x 10 / 10 / 9."""
+    sizes = {m: fl.grid_size(m) for m in fl.GRIDS}
+    assert sizes == {"fed-sgd": 9, "fed-ams": 10, "fed-lamb": 27, "adp-fed": 120, "mime": 10,
+                     "mime-lamb": 9}
+    assert fl.GRIDS["adp-fed"]["eta_l"][-2:] == (0.3, 0.5)
+    assert fl.GRIDS["fed-sgd"]["eta_l"][0] == 0.001
+    assert len(fl.grid_points("adp-fed", "table1", {}, 1e-4)) == 120
+    near = fl.grid_points("fed-lamb", "near", {"eta_l": 0.5, "lam": 0.0}, 1e-4)
+    assert sorted({p["eta_l"] for p in near}) == [0.3, 0.5] and len(near) == 6
+    assert fl.grid_points("fed-ams-printed", "best", {"eta_l": 0.003}, 1e-3) == [
+        {"eta_l": 0.003, "eps": 1e-3}]
+    with pytest.raises(ValueError, match="--grid"):
+        fl.grid_points("fed-sgd", "all", {"eta_l": 0.1}, 1e-4)
+
+
+def test_default_subgrid_is_the_pilot_best_and_a_table1_neighbour():
+    """``--grid sub`` (the CPU default of Figs. 1-2): per pilot key and method, the pilot's
+    best point and one rate adjacent to it on the grid the pilot ran (Table 1's, Adp-Fed's
+    coarser :data:`PILOT_AXES`) (the printed pair: the best point only); every value on
+    Table 1's grid; lambda one of MAIN Sec. 4's three."""
+    for key, methods in fl.PILOT.items():
+        for method, (best, _) in methods.items():
+            axes = fl.pilot_subgrid(key, method)
+            grids = {**fl.GRIDS[fl.base_method(method)], "eps": fl.PRINTED_EPS}
+            assert all(set(v) <= set(grids[k]) for k, v in axes.items()), (key, method)
+            assert all(best[k] in v for k, v in axes.items())
+            assert ("eps" in best) == method.endswith("-printed")      # printed: a tuned eps
+            points = fl.grid_points(method, "sub", best, (), axes)
+            if method.endswith("-printed"):
+                assert points == [best]                  # the pilot's rate and eps
+                continue
+            assert len(points) == 2, (key, method, points)
+            moved = [k for k, v in axes.items() if len(v) == 2]
+            assert len(moved) == 1
+            piloted = fl.grid_axes(method, "pilot", {})[moved[0]]   # adjacent where piloted
+            i, j = (piloted.index(v) for v in axes[moved[0]])
+            assert abs(i - j) == 1, (key, method, axes)
+    with pytest.raises(ValueError, match="no sub-grid"):
+        fl.grid_points("fed-sgd", "sub", {"eta_l": 0.1}, 1e-4)
+    pilot = fl.grid_points("adp-fed", "pilot", {}, 1e-4)
+    assert len(pilot) == 16 and len(fl.grid_points("fed-lamb", "pilot", {}, 1e-4)) == 9
+
+
+def test_printed_eps_is_a_grid_axis_and_axes_override():
+    """``--printed-eps`` with several values sweeps eps for the printed pair only (crossed with
+    the rates); ``--axes`` replaces a method's values (beyond Table 1 too); bad values are
+    one-line errors."""
+    eps = (1e-8, 1e-3)
+    best = {"eta_l": 0.005, "eps": 1e-4}
+    near = fl.grid_points("fed-ams-printed", "near", best, eps)
+    assert sorted((p["eta_l"], p["eps"]) for p in near) == sorted(
+        (r, e) for r in (0.003, 0.005, 0.01) for e in eps)
+    assert fl.grid_points("fed-ams-printed", "best", best) == [best]     # the pilot's eps
+    assert fl.grid_points("fed-ams", "near", {"eta_l": 0.005}, eps) == [
+        {"eta_l": r} for r in (0.003, 0.005, 0.01)]                      # no eps: default reading
+    ov = fl.parse_axes("fed-lamb-printed.lam=0 fed-lamb.eta_l=1 eta_l=0.7")
+    assert ov == [("fed-lamb-printed", "lam", (0.0,)), ("fed-lamb", "eta_l", (1.0,)),
+                  (None, "eta_l", (0.7,))]
+    pts = fl.grid_points("fed-lamb-printed", "near", {"eta_l": 0.5, "lam": 0.0, "eps": 1e-4},
+                         fl.PRINTED_EPS, overrides=ov[:1])
+    assert len(pts) == 2 * 6 and {p["lam"] for p in pts} == {0.0}
+    assert fl.grid_points("fed-lamb", "best", {"eta_l": 0.5, "lam": 0.0},
+                          overrides=ov[1:2]) == [{"eta_l": 1.0, "lam": 0.0}]
+    with pytest.raises(common.EntryError, match="--axes: fed-sgd has no 'lam'"):
+        fl.grid_points("fed-sgd", "best", {"eta_l": 0.1}, overrides=fl.parse_axes("fed-sgd.lam=0"))
+    assert fl.parse_axes("mime.eta_l=log:0.01:1:3") == [("mime", "eta_l", (0.01, 0.1, 1.0))]
+    for bad in ("lam", "lam=", "x.lam=a,b", "eta_l=0.1,0.1", "eta_l=log:1:2"):
+        with pytest.raises(common.EntryError, match="--axes: cannot read"):
+            fl.parse_axes(bad)
+    for bad in ("0", "-1e-4", "1e-4,1e-4", "small"):
+        with pytest.raises(common.EntryError, match="--printed-eps must be"):
+            fl.eps_values(bad)
+    assert fl.eps_values("") == () and fl.eps_values("1e-8, 1e-2") == (1e-8, 1e-2)
+
+
+def test_eps_sweep_tiny_run_selects_by_the_rule(tmp_path, capsys):
+    """A tiny seeded run that sweeps the printed Fed-AMS's eps (1e-8 and 1e-2) with two rates:
+    every (rate, eps) point runs, the check ranks them with their eps, and the selected point
+    is the one the paper's rule picks from the results table itself (highest mean final
+    accuracy over seeds among points with no diverged seed)."""
+    argv = ["--tiny", "--quiet", "--models", "mlp-dropout", "--methods", "fed-ams-printed",
+            "--printed-eps", "1e-8,1e-2", "--axes", "fed-ams-printed.eta_l=0.001,0.01",
+            "--out", str(tmp_path / "r"), "--figures", str(tmp_path / "f")]
+    assert common.main(fedlamb_fig12, argv) == 0
+    out = _lines(capsys)
+    cfg = common.parse_config(fedlamb_fig12, argv + ["--plot-only"])
+    df = common.execute(fedlamb_fig12, cfg)
+    acc = df[df.metric == "test_acc"]
+    assert sorted(set(zip(acc.eta_l, acc.eps))) == [(0.001, 1e-8), (0.001, 1e-2), (0.01, 1e-8),
+                                                    (0.01, 1e-2)]
+    healthy = df.groupby("point").diverged_at.apply(lambda d: d.isna().all())
+    assert not healthy.all()               # eps 1e-8: the printed Fed-AMS diverges (MAIN Alg. 2)
+    assert all(healthy[p] == (e > 1e-8) for p, e in acc.groupby("point").eps.first().items())
+    final = acc[acc["round"] == cfg.rounds]
+    means = final.groupby("point").value.mean()[healthy[healthy].index]
+    chosen = fl.select_best(df, cfg.rounds).iloc[0]
+    assert chosen["point"] == means.idxmax()
+    assert chosen["mean"] == pytest.approx(means.max())
+    eps = fl.point_values(df, chosen["setting"], "fed-ams-printed", chosen["point"])["eps"]
+    ranked = [l for l in out if "ranked (eta_l/eps: final acc %)" in l]
+    assert len(ranked) == 1 and ranked[0].count("/") >= 4          # four points, with eps
+    assert f"eps={eps:g}" in next(l for l in out if "selected" in l)
+
+
+def _df(rows):
+    """A sweep-shaped results table: rows of (point, method, seed, accuracies, diverged_at)."""
+    frames = []
+    for point, method, seed, accs, div in rows:
+        rounds = np.arange(len(accs) + 1)
+        for metric, vals in (("test_acc", [0.1, *accs]), ("train_loss", [2.3] * len(rounds))):
+            frames.append(pd.DataFrame({"run": f"{method} {point}", "seed": seed,
+                                        "round": rounds, "metric": metric, "value": vals,
+                                        "setting": "s", "method": method, "algorithm": method,
+                                        "sweep": f"s_{method}", "point": point,
+                                        "diverged_at": div}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_selection_rule_and_verdicts():
+    """The ``fed-lamb`` rule per sweep (:func:`reproduce.protocols.select`): best mean final
+    accuracy among points with no diverged seed; the E1-style comparison decided per pair
+    (final accuracy not below by half a point, accuracy across rounds above), paired by seed."""
+    df = _df([("a1", "fed-lamb", 0, [0.5, 0.8], None), ("a1", "fed-lamb", 1, [0.5, 0.9], None),
+              ("a1", "fed-lamb", 2, [0.5, 0.85], None),
+              ("a2", "fed-lamb", 0, [0.6, 0.95], None), ("a2", "fed-lamb", 1, [0.6, 0.3], None),
+              ("a2", "fed-lamb", 2, [0.6, 0.3], None),
+              ("a3", "fed-lamb", 0, [0.9, 0.99], None), ("a3", "fed-lamb", 1, [0.9, 0.1], 2),
+              ("a3", "fed-lamb", 2, [0.9, 0.99], None),
+              ("b1", "fed-ams", 0, [0.4, 0.7], None), ("b1", "fed-ams", 1, [0.4, 0.75], None),
+              ("b1", "fed-ams", 2, [0.4, 0.72], None)])
+    chosen = fl.select_best(df, rounds=2)
+    lamb = chosen[chosen.method == "fed-lamb"].iloc[0]
+    assert lamb["point"] == "a1" and lamb["mean"] == pytest.approx(0.85)   # 0.85 > 0.617
+    assert (lamb["lo"], lamb["hi"]) == (0.8, 0.9) and lamb["auc"] == pytest.approx(0.675)
+    assert lamb["points"] == 3 and lamb["diverged_points"] == 1
+    claim = vd.Claim("E1", "Fed-LAMB", "above", "every")
+    v = fl.compare(chosen, df, "s", ["fed-lamb"], ["fed-ams"], claim)
+    assert v.label == "shows" and [p.label for p in v.parts] == ["shows", "shows"]
+    assert v.parts[0].estimate == pytest.approx(np.mean([0.1, 0.15, 0.13]))
+    assert fl.compare(chosen, df, "s", ["fed-ams"], ["fed-lamb"], claim).label == "does not show"
+    assert fl.compare(chosen, df, "s", ["fed-lamb"], ["mime"], claim).label \
+        == "inconclusive: missing"
+    short = fl.select_best(df, rounds=3)             # curves that stop early give no verdict
+    assert short["point"].isna().all()
+
+
+def _claims(out, entry):
+    """``[(claim, label)]`` of a saved run, sorted (the panels' scopes left out)."""
+    from verdict_util import saved
+    return sorted((k.split(" [")[0], v) for k, v in saved(out, entry).items())
+
+
+def _lines(capsys):
+    return capsys.readouterr().out.splitlines()
+
+
+def test_fig12_tiny(tmp_path, capsys):
+    argv = ["--tiny", "--quiet", "--models", "mlp-dropout", "--out", str(tmp_path / "r"),
+            "--figures", str(tmp_path / "f")]
+    assert common.main(fedlamb_fig12, argv) == 0
+    out = _lines(capsys)
+    assert (tmp_path / "f" / "fedlamb_fig12.png").exists()
+    assert not any(l.startswith("missing") for l in out)     # sweeps are found by their name
+    assert any("embedded 4,000-image subset" in l and "NOT full MNIST" in l for l in out)
+    PA = "premise absent"
+    # E1 in both readings: 13 local steps an epoch on the subset (paper 38), 5 clients a
+    # round, 2 of 100 rounds; T5 holds on a real run of both readings of Fed-LAMB
+    assert _claims(tmp_path / "r", "fedlamb_fig12") == [("E1", PA), ("E1", PA),
+                                                         ("T5", "shows"), ("T5", "shows")]
+    assert any("local steps/epoch 13 (paper 38" in l for l in out)
+    assert any(l.startswith("cost:") for l in out)
+    assert sum(l.startswith("  selected ") for l in out) == 5     # 3 methods + printed pair
+    assert any("ranked (eta_l/lam: final acc %)" in l for l in out)   # the sub-grid competed
+    rec = json.loads((tmp_path / "r" / "fedlamb_fig12" / "ledger" / "verdicts.json").read_text())
+    for v in (v for v in rec["verdicts"] if v["claim"] == "T5"):   # T5 on a real run
+        ratio, err = (p["estimate"] for p in json.loads(v["parts"]))
+        assert 0.5 < ratio <= 1 and err < 1e-8
+    # resumable: the same command finds every run saved
+    cfg = common.parse_config(fedlamb_fig12, argv + ["--plot-only"])
+    df = common.execute(fedlamb_fig12, cfg)
+    assert not fl.missing(fedlamb_fig12, cfg, df)
+    assert set(df.method) == {"fed-sgd", "fed-ams", "fed-lamb", "fed-ams-printed",
+                              "fed-lamb-printed"}
+
+
+def test_supp1_tiny(tmp_path, capsys):
+    argv = ["--tiny", "--quiet", "--no-printed", "--out", str(tmp_path / "r"),
+            "--figures", str(tmp_path / "f")]
+    assert common.main(fedlamb_supp1, argv) == 0
+    out = _lines(capsys)
+    assert (tmp_path / "f" / "fedlamb_supp1.png").exists()
+    PA = "premise absent"
+    # n = 20 of the paper's 200 clients a round, 2 of 100 rounds
+    assert _claims(tmp_path / "r", "fedlamb_supp1") == [("E4", PA), ("E5", PA), ("T5", "shows")]
+    assert any("clients/round 20 (paper 200" in l for l in out)
+    assert sum(l.startswith("  selected ") for l in out) == 6
+
+
+def test_cifar_tiny_on_fixture_files(tmp_path, capsys):
+    write_cifar10(tmp_path / "data")
+    argv = ["--tiny", "--quiet", "--no-printed", "--data-dir", str(tmp_path / "data"),
+            "--out", str(tmp_path / "r"), "--figures", str(tmp_path / "f")]
+    assert common.main(fedlamb_cifar, argv) == 0
+    out = _lines(capsys)
+    assert (tmp_path / "f" / "fedlamb_cifar.png").exists()
+    PA = "premise absent"
+    assert _claims(tmp_path / "r", "fedlamb_cifar") == [("E2", PA), ("E2", PA)]  # CNN, ResNet-9
+
+
+BAD_INPUTS = [  # (entry, arguments, the one-line error's text)
+    (fedlamb_cifar, [], "GPU job"),
+    (fedlamb_fig12, ["--tiny", "--grid", "all"], "--grid must be one of"),
+    (fedlamb_supp1, ["--tiny", "--datasets", "cifar"], "--datasets"),
+    (fedlamb_fig12, ["--tiny", "--methods", "mime"], "--methods: mime not among"),
+    (fedlamb_fig12, ["--tiny", "--printed-eps", "0,1e-4"],
+     "--printed-eps must be distinct positive numbers"),
+    (fedlamb_fig12, ["--tiny", "--axes", "mime.eta_l=0.1"], "--axes: mime not among the methods run"),
+    (fedlamb_supp1, ["--tiny", "--axes", "fed-sgd.eta=0.1"], "--axes: fed-sgd has no 'eta'"),
+]
+
+
+@pytest.mark.parametrize("entry, args, message", BAD_INPUTS)
+def test_bad_input_is_one_line(entry, args, message, tmp_path, capsys):
+    assert common.main(entry, args + ["--out", str(tmp_path)]) == 2
+    errors = [l for l in capsys.readouterr().err.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], errors
+
+
+# Supplement Table 1's grid sizes as the spec extracts them (fed-lamb.md section 3.4): Fed-LAMB
+# over 9 rates x 3 lambdas, Adp-Fed over 12 local x 10 global rates; the printed pair over
+# its methods' grids.
+TABLE1_POINTS = {"fed-sgd": 9, "fed-ams": 10, "fed-lamb": 27, "adp-fed": 120, "mime": 10,
+                 "mime-lamb": 9, "fed-ams-printed": 10, "fed-lamb-printed": 27}
+
+
+def _grid_points(run) -> int:
+    return int(np.prod([len(a["values"]) for a in run.params["grid"]["axes"]]))
+
+
+@pytest.mark.parametrize("entry, epochs, per_setting", [
+    (fedlamb_fig12, {1, 3, 5}, ("fed-sgd", "fed-ams", "fed-lamb", "fed-ams-printed",
+                                "fed-lamb-printed")),
+    (fedlamb_supp1, {1}, ("fed-sgd", "fed-ams", "adp-fed", "mime", "fed-lamb", "mime-lamb",
+                          "fed-ams-printed", "fed-lamb-printed"))])
+def test_full_is_the_papers_scale(entry, epochs, per_setting, tmp_path):
+    """``--full`` is the paper's experiment: 3 seeds, 100 rounds, every method over its whole
+    supplement Table 1 grid, in every setting (Figs. 1-2: both models at E = 1, 3, 5)."""
+    cfg = common.parse_config(entry, ["--full", "--out", str(tmp_path)])
+    runs = entry.runs(cfg)
+    assert (cfg.seeds, cfg.rounds) == (3, 100)
+    assert {r.params["epochs"] for r in runs} == epochs
+    settings = {r.params["setting"] for r in runs}
+    assert len(runs) == len(settings) * len(per_setting)
+    for r in runs:
+        assert _grid_points(r) == TABLE1_POINTS[r.params["method"]], r.name
+
+
+def test_full_can_be_run_one_cell_at_a_time(tmp_path):
+    """A slice of ``--full`` (docs/fedlamb_pilot.md, "a measured slice of --full"): explicit
+    ``--methods``, ``--models`` and ``--epochs`` narrow it to one method's whole Table 1 grid on
+    one panel, still at 3 seeds and 100 rounds, every round evaluated."""
+    cfg = common.parse_config(fedlamb_fig12, ["--full", "--methods", "fed-sgd", "--models",
+                                              "mlp-dropout", "--epochs", "1",
+                                              "--out", str(tmp_path)])
+    runs = fedlamb_fig12.runs(cfg)
+    assert (cfg.seeds, cfg.rounds, cfg.grid, cfg.eval_every) == (3, 100, "table1", 1)
+    assert [r.params["setting"] for r in runs] == ["mlp-dropout_E1"]
+    assert [r.params["method"] for r in runs] == ["fed-sgd"]
+    assert _grid_points(runs[0]) == 9
+    cfg = common.parse_config(fedlamb_supp1, ["--full", "--methods", "adp-fed", "--datasets",
+                                              "fmnist", "--out", str(tmp_path)])
+    runs = fedlamb_supp1.runs(cfg)
+    assert [(r.params["setting"], _grid_points(r)) for r in runs] == [("fmnist", 120)]
+
+
+def test_fig12_panels_take_their_own_epochs_pilot(tmp_path):
+    """Main Figs. 1-2's default sub-grids: an E = 2 panel runs the E = 2 pilot's
+    (``PILOT["MODEL_E2"]``), an E = 1 panel the E = 1 pilot's, and a number of epochs with no
+    pilot of its own (E = 3) falls back to E = 1's (:func:`fedlamb_common.pilot_key`)."""
+    cfg = common.parse_config(fedlamb_fig12, ["--epochs", "1,2,3", "--out", str(tmp_path)])
+    runs = {r.name: r for r in fedlamb_fig12.runs(cfg)}
+    differ = 0
+    for model in fedlamb_fig12.MODEL_LABEL:
+        assert (fl.pilot_key(model, 1), fl.pilot_key(model, 2), fl.pilot_key(model, 3)) == (
+            model, f"{model}_E2", model)
+        for method in fedlamb_fig12.methods(cfg):
+            for e, key in ((1, model), (2, f"{model}_E2"), (3, model)):
+                ran = {a["key"]: tuple(a["values"])
+                       for a in runs[f"{model}_E{e}_{method}"].params["grid"]["axes"]}
+                assert ran == fl.grid_axes(method, "sub", fl.pilot_best(key, method),
+                                           fl.pilot_subgrid(key, method)), (model, e, method)
+            differ += fl.pilot_subgrid(model, method) != fl.pilot_subgrid(f"{model}_E2", method)
+    assert differ >= 2          # the E = 2 pilot moved some sub-grids: the two are told apart
+
+
+def test_cost_fit_is_a_line_in_local_epochs():
+    """--full's cost line: a round's measured seconds at two or more E are fitted as a + b E
+    (a fixed part per round), recovered exactly from points on a line; with one E it is
+    proportional to E; a negative fixed part or slope is clipped at 0."""
+    fit = fl.round_seconds({1: 0.09, 2: 0.14, 4: 0.24})
+    assert [fit(e) for e in (1, 3, 5)] == pytest.approx([0.09, 0.19, 0.29])
+    assert fl.round_seconds({2: 0.3})(5) == pytest.approx(0.75)
+    assert fl.round_seconds({1: 0.1, 2: 0.3})(1) == pytest.approx(0.2 * 1 + 0.0)
+    assert fl.round_seconds({1: 0.3, 2: 0.2})(4) == pytest.approx(0.25)

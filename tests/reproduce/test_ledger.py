@@ -1,0 +1,218 @@
+"""The results ledger and the report (:mod:`reproduce.ledger`, :mod:`reproduce.report`): the
+committed docs, README and figures agree with the committed ledger; an entry's saved run files
+into a ledger and redraws from it; the docs' blocks follow the ledger and a tampered number or
+figure is caught; the report renders in a real headless browser with every image loaded and
+every claim given a verdict."""
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reproduce import common, ledger, report, speedup
+from reproduce.verdicts import LABELS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# ------------------------------------------------------------------------------ committed
+def test_committed_docs_readme_and_figures_agree_with_the_ledger():
+    """Every generated block of README.md and docs/*.md, every inline ledger value, and every
+    figure the ledger filed equal what the committed ledger says (run ``python -m reproduce
+    report`` after ``python -m reproduce ledger ENTRY``)."""
+    assert report.stale(ledger.LEDGER, ROOT) == []
+    blocks = [p for p in report.doc_paths(ROOT) if "<!-- ledger-claims" in p.read_text()]
+    assert {p.name for p in blocks} >= {"fedef_results.md", "fedlada_results.md",
+                                        "fedada2_results.md", "claims.md"}
+    assert "<!-- ledger-summary -->" in (ROOT / "README.md").read_text()
+
+
+def test_committed_ledger_has_the_schema_and_the_vocabulary():
+    v = ledger.verdicts(ledger.LEDGER)
+    assert {"paper", "claim", "verdict"} <= set(v.columns)
+    assert list(v.columns) == list(ledger.VERDICT_COLUMNS)
+    assert set(v["verdict"]) <= set(LABELS)
+    assert list(ledger.values(ledger.LEDGER).columns) == list(ledger.VALUE_COLUMNS)
+
+
+def test_one_entry_decides_each_claim():
+    """A claim two entries measure is decided by one of them (FedAda2 claims 15 and 16 once
+    contradicted each other across fedada2_fig1, fedada2_fig5 and fedada2_epochs); T5, a
+    deterministic invariant, is checked on each Fed-LAMB entry's own runs."""
+    cl = report.claims()
+    dup = cl[cl.duplicated(["paper", "claim"], keep=False)]
+    assert set(zip(dup.paper, dup.claim)) <= {("Fed-LAMB", "T5")}, dup
+    assert cl.statement.str.len().min() > 10 and cl.definition.notna().all()
+    assert set(cl.paper) == set(report.PAPERS)
+
+
+# ------------------------------------------------------------------------------ a ledger
+@pytest.fixture(scope="module")
+def filed(tmp_path_factory):
+    """A scratch ledger holding a --tiny run of the speedup entry."""
+    tmp = tmp_path_factory.mktemp("ledger")
+    out, figs, led = tmp / "results", tmp / "figures", tmp / "ledger"
+    assert common.main(speedup, ["--tiny", "--quiet", "--out", str(out), "--figures",
+                                 str(figs)]) == 0
+    assert ledger.main(["speedup", "--out", str(out), "--ledger", str(led),
+                        "--allow-tiny"]) == 0
+    return tmp, out, figs, led
+
+
+def test_an_entry_run_files_into_the_ledger(filed):
+    tmp, out, figs, led = filed
+    v = ledger.verdicts(led)
+    assert set(v.entry) == {"speedup"} and set(v.paper) == {"Fed-EF"}
+    assert sorted(v.claim) == ["T1", "T1", "T2", "T2"]
+    assert set(v.verdict) <= set(LABELS) and (v.n_seeds == "2").all()
+    assert v.command.str.startswith("python3 -m reproduce.speedup --tiny").all()
+    assert (v.code_digest.str.len() == 16).all() and v.commit.str.len().min() >= 7
+    vals = ledger.values(led)
+    assert {"card", "evidence", "final"} <= set(vals.kind)
+    ev = vals[(vals.kind == "evidence") & (vals.claim == "T1")]
+    assert len(ev) == 4 and ev.seed.isin(["0", "1"]).all()       # 2 seeds x 2 scopes
+    fig = ledger.figures(led)
+    assert len(fig) == 1 and fig.figure.iloc[0].endswith("fedef_speedup.png")
+    assert fig.sha256.iloc[0] == hashlib.sha256(Path(fig.figure.iloc[0]).read_bytes()).hexdigest()
+    rec = ledger.entry_record("speedup", led)
+    assert rec["tiny"] is True and rec["config"]["rounds"] == rec["rounds"]
+
+
+def test_tiny_runs_never_enter_the_committed_ledger(filed, capsys):
+    tmp, out, figs, led = filed
+    assert ledger.main(["speedup", "--out", str(out), "--allow-tiny"]) == 2
+    assert "--allow-tiny needs another --ledger" in capsys.readouterr().err
+    assert ledger.main(["speedup", "--out", str(out), "--ledger", str(tmp / "l2")]) == 2
+    assert "--tiny smoke run" in capsys.readouterr().err
+    assert ledger.main(["nosuch", "--ledger", str(tmp / "l2")]) == 2
+    assert "unknown entry nosuch" in capsys.readouterr().err
+
+
+def test_plot_only_from_the_ledger_redraws_and_rechecks(filed, monkeypatch, capsys):
+    """``--plot-only --from-ledger`` reads the ledger's table and settings (no results
+    folder), draws the figure and prints the same verdicts as the filed run."""
+    tmp, out, figs, led = filed
+    monkeypatch.setenv("FEDTOOLKIT_LEDGER", str(led))
+    capsys.readouterr()
+    rc = common.main(speedup, ["--plot-only", "--from-ledger", "--quiet", "--out",
+                               str(tmp / "empty"), "--figures", str(tmp / "redrawn")])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert (tmp / "redrawn" / "fedef_speedup.png").stat().st_size > 1000
+    rec = ledger.entry_record("speedup", led)
+    lines = [ln for ln in rec["check"].splitlines() if ln.startswith(("T1 ", "T2 "))]
+    assert lines and all(ln in text for ln in lines)
+    assert common.main(speedup, ["--from-ledger"]) == 2          # only with --plot-only
+    monkeypatch.setenv("FEDTOOLKIT_LEDGER", str(tmp / "nothing"))
+    assert common.main(speedup, ["--plot-only", "--from-ledger", "--out", str(tmp / "e")]) == 2
+    assert "has no results of speedup" in capsys.readouterr().err
+
+
+def _docs_copy(tmp: Path) -> Path:
+    root = tmp / "root"
+    (root / "docs").mkdir(parents=True)
+    shutil.copy(ROOT / "README.md", root / "README.md")
+    for p in (ROOT / "docs").glob("*.md"):
+        shutil.copy(p, root / "docs" / p.name)
+    return root
+
+
+def test_docs_follow_the_ledger_and_catch_a_tampered_number(filed):
+    tmp, out, figs, led = filed
+    root = _docs_copy(tmp)
+    doc = root / "docs" / "fedef_results.md"
+    row = ledger.verdicts(led).iloc[0]
+    doc.write_text(doc.read_text() + f'\nThe slope: <!-- ledger speedup {row.claim} '
+                   f'"{row.scope}" estimate -->?<!-- /ledger -->.\n')
+    assert report.stale(led, root)                                # blocks and value stale
+    report.update_docs(led, root)
+    assert report.stale(led, root) == []
+    text = doc.read_text()
+    scope = row.scope.replace("|", "\\|")                 # Markdown cells escape "|"
+    assert f"| {row.claim} ({scope}) |" in text and f"**{row.verdict}**" in text
+    est = float(row.estimate) * float(row.scope and row.scale or 1)
+    assert f'estimate -->{est:.3g}<!-- /ledger -->' in text
+    assert "not yet rerun on the ledger" in text                 # the other Fed-EF claims
+    assert "| Fed-EF | " in (root / "README.md").read_text()
+    # a number edited by hand, a verdict, or the filed figure: each is caught
+    doc.write_text(text.replace(f'estimate -->{est:.3g}', 'estimate -->0.5'))
+    assert any("inline value" in p for p in report.stale(led, root))
+    doc.write_text(text.replace(f"**{row.verdict}**", "**shows in the mean**", 1))
+    assert any("block ledger-claims Fed-EF" in p for p in report.stale(led, root))
+    doc.write_text(text)
+    fig = Path(ledger.figures(led).figure.iloc[0])
+    original = fig.read_bytes()
+    fig.write_bytes(original + b"x")
+    assert any("differs from the figure the ledger filed" in p for p in report.stale(led, root))
+    fig.write_bytes(original)
+    assert report.stale(led, root) == []
+
+
+# ------------------------------------------------------------------------------ browser
+def _browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return None
+    if not (chromium and driver):
+        return None
+    return chromium, driver
+
+
+def test_report_renders_in_headless_chromium_with_images_and_verdicts(filed, tmp_path):
+    found = _browser()
+    if found is None:
+        pytest.skip("no Chromium, chromedriver or selenium here (setup.sh installs them)")
+    chromium, driver_path = found
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    _, out, figs, led = filed
+    page = tmp_path / "report.html"
+    assert report.main(["--ledger", str(led), "--out", str(page)]) == 0
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync",
+                 "--allow-file-access-from-files", f"--user-data-dir={tmp_path / 'profile'}"):
+        opts.add_argument(flag)
+    drv = webdriver.Chrome(service=Service(driver_path), options=opts)
+    try:
+        drv.set_page_load_timeout(60)
+        drv.get(page.as_uri())
+        assert drv.execute_script("return document.readyState") == "complete"
+        assert "claims" in drv.title
+        images = drv.execute_script(
+            "return Array.from(document.images).map(i => [i.getAttribute('src'), i.complete,"
+            " i.naturalWidth])")
+        assert images, "the report shows no figure"
+        broken = [src for src, done, width in images if not (done and width > 0)]
+        assert broken == []
+        claims = drv.execute_script(
+            "return Array.from(document.querySelectorAll('.claim')).map(c => "
+            "[c.dataset.claim, Array.from(c.querySelectorAll('.label')).map(l => "
+            "l.dataset.verdict)])")
+        cl = report.claims()
+        assert len(claims) == len(cl.drop_duplicates(["paper", "claim", "entry"]))
+        allowed = set(LABELS) | {report.NOT_YET}
+        assert all(labels and set(labels) <= allowed for _, labels in claims), claims
+        filed_labels = [lab for name, labels in claims if name.startswith("Fed-EF T")
+                        for lab in labels]
+        assert set(filed_labels) <= set(LABELS) and report.NOT_YET not in filed_labels
+        text = drv.find_element("tag name", "body").text
+        assert "python3 -m reproduce.speedup --tiny" in text and "regime variable" in text
+    finally:
+        drv.quit()
+
+
+def test_report_html_names_every_claim_without_a_browser(filed, tmp_path):
+    _, out, figs, led = filed
+    page = report.html_page(led, tmp_path / "r.html")
+    cl = report.claims()
+    for c in cl.itertuples():
+        assert f'data-claim="{c.paper} {c.claim}"' in page
+    assert page.count("data-verdict=") >= len(cl)

@@ -1,0 +1,134 @@
+"""Tuning protocols on the sweep API (:mod:`reproduce.protocols`): the symmetric tuned
+comparison extends a grid while its pick sits on an edge, selects at the plotted horizon and
+records its conformance; the paper's grid keeps its printed grid; FedAda2's two-step tuning
+selects over both steps by the running average of the last 10 logged points."""
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reproduce import protocols as pr
+from sims.experiments.sweep import cli
+
+QUAD = {"problem": "quadratic", "n_clients": 6, "dim": 8, "local_steps": 2, "local_epochs": 1,
+        "batch_size": 32, "partition": "shards", "noise": "gaussian", "df": None,
+        "sigma": 0.1, "heterogeneity": 1.0, "dtype": "float64", "data_dir": None,
+        "eval_train_samples": None}
+
+
+def _setup(tmp_path, rounds=6):
+    return pr.Setup(QUAD, cli.build_compare_problem, participation="m=3", rounds=rounds,
+                    out=str(tmp_path / "sweeps"))
+
+
+def test_bracket_extends_on_its_edges_within_limits():
+    b = pr.bracket("eta_l", 0.01, step=10, width=1)
+    assert b.values == (0.001, 0.01, 0.1)
+    assert b.at_edge(0.1) == "high" and b.at_edge(0.001) == "low" and b.at_edge(0.01) is None
+    assert b.extend("high").values == (0.001, 0.01, 0.1, 1.0)
+    capped = pr.Bracket("eta_l", (0.1, 1.0), step=10, hi=1.0)
+    assert capped.at_edge(1.0) is None and capped.interior(1.0)   # cannot go past its limit
+    printed = pr.Bracket("eta_l", (0.1, 1.0))                      # a paper's grid: fixed
+    assert printed.at_edge(1.0) is None
+    assert pr.neighbours((1, 2, 3, 4), 4) == (3, 4)
+
+
+def test_tuned_protocol_extends_until_the_pick_is_interior(tmp_path):
+    """FedAvg's rate on a quadratic: the best of {1e-4, 1e-3} is the upper edge, so the
+    grid grows upwards until the pick has a worse neighbour above it."""
+    m = pr.Method("fedavg", "fedavg", {}, (pr.Bracket("eta_l", (1e-4, 1e-3), step=10),))
+    t = pr.tune("t", [m], _setup(tmp_path), [0, 1, 2], rule="final-train-loss")
+    grid = sorted(t.summary["eta_l"])
+    assert grid[0] == 1e-4 and len(grid) > 2                       # extended upwards
+    pick = t.picks["fedavg"]["eta_l"]
+    assert pick < max(grid)                                        # interior now
+    assert any("extended high" in what for _, _, what in t.history)
+    p = t.protocol
+    assert p.kind == "tuned" and p.seeds == 3 and p.horizon == 6 and p.interior
+    from reproduce.regime import RegimeCard
+    assert RegimeCard(p.card_items()).ok                           # 3 seeds, at the horizon
+    sel = t.selected()
+    assert set(sel["run"]) == {"fedavg"} and sel["eta_l"].iloc[0] == pick
+    # resumable: the same tuning again computes nothing new (every cell is saved)
+    again = pr.tune("t", [m], _setup(tmp_path), [0, 1, 2], rule="final-train-loss")
+    assert again.picks == t.picks
+
+
+def test_tuned_protocol_with_too_few_seeds_fails_its_card(tmp_path):
+    m = pr.Method("fedavg", "fedavg", {}, (pr.Bracket("eta_l", (0.01, 0.1, 1.0), step=10,
+                                                      hi=1.0),))
+    t = pr.tune("few", [m], _setup(tmp_path, rounds=3), [0], rule="final-train-loss",
+                max_extensions=1)
+    from reproduce.regime import RegimeCard
+    card = RegimeCard(t.protocol.card_items())
+    assert not card.ok and "selection seeds 1 vs paper 3" in card.failures()
+
+
+def test_paper_grid_never_extends(tmp_path):
+    m = pr.Method("fedavg", "fedavg", {}, (pr.Bracket("eta_l", (1e-4, 1e-3), step=10),))
+    t = pr.paper_grid("p", [m], _setup(tmp_path), [0, 1, 2], rule="final-train-loss",
+                      required_seeds=3, text="a printed grid")
+    assert sorted(t.summary["eta_l"]) == [1e-4, 1e-3]
+    assert t.protocol.kind == "paper" and t.protocol.describe().startswith("paper: a printed")
+
+
+def test_running_average_rule_is_the_best_trailing_mean():
+    """App. H.1's "running average of the last 10 logged datapoints": the best, over the
+    logged points, of the mean of the 10 points ending there (not the final 10 alone)."""
+    rows = []
+    curves = {"a": [0.1] * 5 + [0.9] * 10 + [0.1] * 5,     # its best 10-window is 0.9
+              "b": [0.5] * 20}                              # final-10 mean 0.5 > a's 0.1
+    for point, vals in curves.items():
+        for r, v in enumerate(vals):
+            rows.append({"run": point, "point": point, "algorithm": "x", "seed": 0,
+                         "round": r, "metric": "test_acc", "value": v})
+    table = pd.DataFrame(rows)
+    s = pr.select(table, "running10-acc")
+    assert s.set_index("point")["score"]["a"] == pytest.approx(0.9)
+    assert s.loc[s.selected, "point"].tolist() == ["a"]
+    assert pr.select(table, "last10-acc").loc[lambda d: d.selected, "point"].tolist() == ["b"]
+    # read at the plotted horizon: only the first 12 rounds count
+    early = pr.select(table, "last10-acc", at=11)
+    assert early.set_index("point")["score"]["a"] == pytest.approx(np.mean(curves["a"][2:12]))
+
+
+def test_two_step_selects_over_both_steps(tmp_path):
+    s1 = [pr.Method("fedavg", "fedavg", {}, (pr.Bracket("eta_l", (1e-4,)),))]
+    s2 = [pr.Method("fedavg", "fedavg", {}, (pr.Bracket("eta_l", (1e-3, 1e-2)),))]
+    t = pr.two_step("ts", s1, s2, _setup(tmp_path), [0, 1], rule="final-train-loss")
+    assert set(t.table["step"]) == {1, 2}
+    assert t.picks["fedavg"]["eta_l"] in (1e-3, 1e-2)               # step 2's grid wins here
+    assert t.protocol.kind == "paper" and "two-step" in t.protocol.text
+    with pytest.raises(ValueError, match="same methods"):
+        pr.two_step("bad", s1, [pr.Method("other", "fedavg")], _setup(tmp_path), [0],
+                    rule="final-train-loss")
+
+
+def test_unknown_rule_is_one_line():
+    with pytest.raises(ValueError, match="unknown selection rule 'nope'"):
+        pr.tune("x", [], pr.Setup({}, None), [0], rule="nope")
+    assert "running10-acc" in pr.rule_names() and "fed-lamb" in pr.rule_names()
+    assert math.isnan(pr._running10_best(pd.Series([], dtype=float)))
+
+
+def test_tuning_run_is_an_entry_run_that_records_its_protocol(tmp_path):
+    """:func:`reproduce.sweeps.tuning_run`: the protocol as one resumable entry run; its
+    table carries the protocol (read back by :func:`protocol_of`, also from a CSV) and the
+    check reselects the same picks."""
+    from types import SimpleNamespace
+
+    from reproduce.sweeps import tuning_run
+    m = pr.Method("fedavg", "fedavg", {}, (pr.Bracket("eta_l", (1e-4, 1e-3), step=10),))
+    run = tuning_run("tr", [m], QUAD, cli.build_compare_problem, "m=3",
+                     rule="final-train-loss", rounds=5)
+    cfg = SimpleNamespace(out=str(tmp_path), rounds=5, device="cpu", threads=1)
+    table, record = run.execute(cfg, [0, 1, 2], lambda k: None)
+    assert set(table["run"]) == {"tr:fedavg"} and record["picks"]["fedavg"]["eta_l"] > 1e-3
+    back = pr.protocol_of(pd.read_csv(io.StringIO(table.to_csv(index=False))))
+    assert back.kind == "tuned" and back.seeds == 3 and back.horizon == 5 and back.interior
+    s = pr.select(table, "final-train-loss")
+    assert s.loc[s.selected, "eta_l"].tolist() == [record["picks"]["fedavg"]["eta_l"]]
