@@ -36,6 +36,7 @@ ENTRIES = {
     "fedlada_k": "reproduce.fedlada_k",
     "fedlada_participation": "reproduce.fedlada_participation",
     "fedlada_lr": "reproduce.fedlada_lr",
+    "fedlada_fedadam": "reproduce.fedlada_fedadam",
     "fedada2_fig1": "reproduce.fedada2_fig1",
     "fedada2_epochs": "reproduce.fedada2_epochs",
     "fedada2_sweeps": "reproduce.fedada2_sweeps",

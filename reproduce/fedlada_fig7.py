@@ -151,6 +151,9 @@ def check(df, cfg):
         parts += [vd.above(C, loss["fedlada"], loss[m], lower_is_better=True,
                            what=f"FedLADA's final training loss below {fc.label(m)}'s")
                   for m in METHODS if m != "fedlada"]
+        prem = fc.localadam_premise(sub)
+        if prem is not None:
+            lines.append(f"{act}: {prem.text()}")
         card = fc.card(cfg, sub, premise=True).plus(*proto.card_items())
         out.append(vd.every(C, parts, what="FedAdam slowest, LocalAdam > FedAvg, FedLADA best",
                             card=card, protocol=proto, scope=act))

@@ -219,11 +219,22 @@ class ResNet18GN(nn.Module):
     is read from it (3 for ``3 * 32 * 32``, 1 for a square one-channel image) unless
     ``in_channels`` is given. The net is fully convolutional up to the pooled features, so
     only the channel count matters.
+
+    ``stem``: ``"cifar"`` (default: 3x3 convolution of stride 1, no max-pool) or
+    ``"torchvision"`` (torchvision's ``resnet18`` layout: 7x7 convolution of stride 2 and
+    padding 3, then a 3x3 max-pool of stride 2; on 32x32 inputs the blocks see 8x8 maps, about
+    10x fewer FLOPs). FedLADA's author's code uses the torchvision layout (FedLADA spec 3.1
+    [ext]); the parameter count is the same up to the stem's kernel (11,181,642 at 3 channels).
     """
 
+    STEMS = ("cifar", "torchvision")
+
     def __init__(self, in_features: int = 3 * 32 * 32, num_classes: int = 10,
-                 in_channels: int | None = None, groups: int = 2, width: int = 64):
+                 in_channels: int | None = None, groups: int = 2, width: int = 64,
+                 stem: str = "cifar"):
         super().__init__()
+        if stem not in self.STEMS:
+            raise ValueError(f"ResNet-18 stem must be one of {self.STEMS}, got {stem!r}")
         if in_channels is None:
             in_channels = next((c for c in (3, 1, 4, 2)
                                 if in_features % c == 0
@@ -232,7 +243,11 @@ class ResNet18GN(nn.Module):
             if in_channels is None:
                 raise ValueError(f"cannot read a channel count from {in_features} input "
                                  "features; pass in_channels")
-        self.conv1 = nn.Conv2d(in_channels, width, 3, 1, 1, bias=False)
+        self.stem = stem
+        if stem == "cifar":
+            self.conv1 = nn.Conv2d(in_channels, width, 3, 1, 1, bias=False)
+        else:
+            self.conv1 = nn.Conv2d(in_channels, width, 7, 2, 3, bias=False)
         self.norm1 = nn.GroupNorm(groups, width)
         blocks, c_in = [], width
         for i, c_out in enumerate((width, 2 * width, 4 * width, 8 * width)):
@@ -244,6 +259,8 @@ class ResNet18GN(nn.Module):
 
     def forward(self, x):
         out = torch.relu(self.norm1(self.conv1(x)))
+        if self.stem == "torchvision":
+            out = nn.functional.max_pool2d(out, 3, 2, 1)
         out = self.blocks(out)
         return self.fc(out.mean(dim=(-2, -1)))
 
