@@ -37,6 +37,7 @@ ENTRIES = {
     "fedlada_participation": "reproduce.fedlada_participation",
     "fedlada_lr": "reproduce.fedlada_lr",
     "fedlada_fedadam": "reproduce.fedlada_fedadam",
+    "fedlada_synthetic": "reproduce.fedlada_synthetic",
     "fedada2_fig1": "reproduce.fedada2_fig1",
     "fedada2_epochs": "reproduce.fedada2_epochs",
     "fedada2_sweeps": "reproduce.fedada2_sweeps",
