@@ -354,3 +354,27 @@ def test_fedadam_readings_label_is_the_step_spread(spread, label):
     got = fa.readings(pd.DataFrame(rows))
     assert len(got) == len(fa.READINGS) and all(r["adaptive"] is label for r in got)
     assert got[0]["decayed_init"] == pytest.approx((1e-2 * 0.99 ** 100) ** 0.5)
+
+
+@pytest.mark.parametrize("record,e7", [
+    # two seeds: the data's own label (the parts' intervals undecided), not the premise's
+    ("candidate,method,premise\nX,fedavg,True\nX,localadam,True\n",
+     "inconclusive: underpowered"),
+    (None, "premise absent"),           # the committed search: absent in all 16 candidates
+])
+def test_e7_rests_on_the_premise_from_the_search(record, e7, tmp_path, monkeypatch):
+    """E7 (FedLADA alone over K) takes the premise from the stand-in search: with a record
+    where it held, the claim is decided by the data; with the committed record it is
+    ``premise absent``, never ``does not show``."""
+    from reproduce import fedlada_k
+    from verdict_util import labels
+    if record is not None:
+        path = tmp_path / "summary.csv"
+        path.write_text(record)
+        monkeypatch.setattr(fc, "SEARCH_SUMMARY", path)
+    cfg = fedlada_k.Config(ks="2,4", rounds=1500, paper_lr=True)
+    rows = _k_rows({4: 25}, {2: 50, 4: 30})
+    # accuracy falls with K (as the paper) beyond the seed spread
+    rows.loc[(rows.run == "K4") & (rows.metric == "test_acc"), "value"] -= 0.02
+    rows.loc[rows.seed == 1, "value"] += 1e-4
+    assert labels(fedlada_k.check(rows, cfg))["E7"] == e7
