@@ -19,8 +19,8 @@ from . import verdicts as vd
 
 PAPER, TARGET = "FedLADA", "Figure 1"
 TITLE = "FedAvg vs FedAdam vs LocalAdam: test accuracy and training loss"
-DEFAULT_COST = ("1-3 min with --threads 1 (3 methods x 2 seeds x 150 rounds; 1.0 min measured, "
-                "58 s of CPU)")
+DEFAULT_COST = ("1-3 min with --threads 1 (3 methods x 2 seeds x 150 rounds; 1.3 min measured, "
+                "78 s of CPU)")
 
 
 @dataclass

@@ -42,8 +42,8 @@ from . import fedlada_cost as fcost
 PAPER, TARGET = "FedLADA", "Figure 2, Tables 1/6/7/11/12"
 TITLE = "seven methods: train loss, test accuracy, rounds and communication to a target"
 DEFAULT_COST = ("3-7 min with --threads 1 (7 methods x 2 seeds x 150 rounds, 784-50-10 MLP on "
-                "Fashion-MNIST; 3.2 min measured on a quieter machine, 159 s of CPU; 6.3 min "
-                "under load)")
+                "Fashion-MNIST; 4.7 min measured, 212 s of CPU; 3.2 min on a quieter machine, "
+                "6.3 min under load)")
 
 COMM = {"fedavg": 1, "fedprox": 1, "fedadam": 1, "scaffold": 2, "fedcm": 2, "localadam": 2,
         "fedlada": 2}                                    # Table 11, in units of Nd per round

@@ -36,7 +36,7 @@ from . import fedlada_cost as fcost
 PAPER, TARGET = "FedLADA", "Figure 7"
 TITLE = "smooth activations (GeLU, SMU): FedAvg, FedAdam, LocalAdam, FedLADA"
 DEFAULT_COST = ("3-6 min with --threads 1 (4 methods x 2 activations x 2 seeds x 100 rounds, "
-                "784-50-10 MLP with GeLU / SMU on Fashion-MNIST; 3.1 min measured, 175 s of CPU)")
+                "784-50-10 MLP with GeLU / SMU on Fashion-MNIST; 3.1-3.9 min measured, 175-223 s of CPU)")
 
 METHODS = ("fedavg", "fedadam", "localadam", "fedlada")
 
