@@ -3,7 +3,8 @@ per training step of batch 50 (issue 20: each entry states what a full GPU repro
 costs, estimated from the real model's measured step).
 
 Models (``sims.problems.models``, as the entries build them): ResNet-18 with GroupNorm on CIFAR-10
-(3x32x32, 10 classes), CIFAR-100 (100 classes) and TinyImageNet (3x64x64, 200 classes); the
+(3x32x32, 10 classes), CIFAR-100 (100 classes) and TinyImageNet (3x64x64, 200 classes), with
+the CIFAR stem (``resnet18-*``) and torchvision's (``resnet18tv-*``); the
 Figure 7 LeNet with GeLU on CIFAR-10 and on the Fashion-MNIST stand-in's 1x28x28; the
 stand-in's 784-50-10 MLP. A step is what a client does per minibatch: forward, cross-entropy,
 backward, an SGD update of the parameters. FLOPs are counted by PyTorch's own
@@ -45,6 +46,9 @@ WORKLOADS = {
     "resnet18-cifar10": ("resnet18", (3, 32, 32), 10, {}),
     "resnet18-cifar100": ("resnet18", (3, 32, 32), 100, {}),
     "resnet18-tinyimagenet": ("resnet18", (3, 64, 64), 200, {}),
+    "resnet18tv-cifar10": ("resnet18", (3, 32, 32), 10, {"stem": "torchvision"}),
+    "resnet18tv-cifar100": ("resnet18", (3, 32, 32), 100, {"stem": "torchvision"}),
+    "resnet18tv-tinyimagenet": ("resnet18", (3, 64, 64), 200, {"stem": "torchvision"}),
     "lenet-cifar10": ("lenet", (3, 32, 32), 10, {"activation": "gelu"}),
     "lenet-fmnist": ("lenet", (1, 28, 28), 10, {"activation": "gelu"}),
     "mlp50-fmnist": ("mlp", (1, 28, 28), 10, {"hidden": 50}),

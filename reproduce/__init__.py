@@ -37,6 +37,8 @@ ENTRIES = {
     "fedlada_k": "reproduce.fedlada_k",
     "fedlada_participation": "reproduce.fedlada_participation",
     "fedlada_lr": "reproduce.fedlada_lr",
+    "fedlada_fedadam": "reproduce.fedlada_fedadam",
+    "fedlada_synthetic": "reproduce.fedlada_synthetic",
     "fedada2_fig1": "reproduce.fedada2_fig1",
     "fedada2_dp": "reproduce.fedada2_dp",
     "fedada2_epochs": "reproduce.fedada2_epochs",

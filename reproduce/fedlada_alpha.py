@@ -42,7 +42,7 @@ from .sweeps import sweep_run
 PAPER, TARGET = "FedLADA", "Tables 3 and 5, Figure 5"
 TITLE = "FedLADA's alpha; amended FedAdam over alpha and eta_g"
 DEFAULT_COST = ("3.4-5.5 min measured with --threads 1 (17 grid points x 2 seeds x 70 rounds, "
-                "784-50-10 MLP on Fashion-MNIST; 147-149 s of CPU, the rest waiting on the "
+                "784-50-10 MLP on Fashion-MNIST; 147-244 s of CPU, the rest waiting on the "
                 "shared 2 cores)")
 
 PAPER_T3 = {"FedAvg": 34.5, "FedCM": 41.1, "FedAdam": 38.8, "FedAdam(*)": 35.0,

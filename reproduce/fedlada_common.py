@@ -18,7 +18,8 @@ of the image padded by 4 pixels (8 on TinyImageNet's 64x64; no flips: the paper 
 only), 1500 rounds, the paper's rates.
 
 **Learning rates.** The paper's (spec 3.1): SGD methods ``eta_l = 0.1``, ``eta_g = 1``;
-FedAdam ``eta_l = 0.1``, ``eta_g = 0.1``, ``tau = 0.1``; LocalAdam / FedLADA ``eta_l = 1e-3``,
+FedAdam ``eta_l = 0.1``, ``eta_g = 0.1``, initial second moment ``1e-2`` and epsilon ``0.01``
+(:data:`FEDADAM_EPS`, the author's code); LocalAdam / FedLADA ``eta_l = 1e-3``,
 ``eta_g = 1``. :data:`CPU_LR` holds the stand-in's rates, from the pilot sweep
 ``python -m reproduce.fedlada_lr`` (results in ``docs/fedlada_results.md``); ``--paper-lr``
 uses the paper's.
@@ -53,8 +54,8 @@ PAPER_HP = {
     "fedprox": {"eta_l": 0.1, "eta": 1.0, "mu": 0.1},
     "scaffold": {"eta_l": 0.1, "eta": 1.0},
     "fedcm": {"eta_l": 0.1, "eta": 1.0, "alpha": 0.1},
-    "fedadam": {"eta_l": 0.1, "eta": 0.1, "tau": 0.1},
-    "fedadam-cm": {"eta_l": 0.1, "eta": 0.1, "tau": 0.1, "alpha": 0.1},
+    "fedadam": {"eta_l": 0.1, "eta": 0.1, "tau": 0.01, "v0": 1e-2},
+    "fedadam-cm": {"eta_l": 0.1, "eta": 0.1, "tau": 0.01, "v0": 1e-2, "alpha": 0.1},
     "localadam": {"eta_l": 1e-3, "eta": 1.0},
     "fedlada": {"eta_l": 1e-3, "eta": 1.0, "alpha": 0.1},
 }
@@ -70,6 +71,14 @@ CPU_LR = {"fedavg": 0.1, "fedprox": 0.1, "scaffold": 0.1, "fedcm": 1.0, "fedadam
           "fedadam-cm": 0.1, "localadam": 1e-3, "fedlada": 3e-3}
 
 LR_DECAY = 0.998
+
+#: FedAdam's server epsilon (``tau``, added to ``sqrt(v)``) and initial second moment: two
+#: settings. The paper gives the initial moment only ("initial second-order momenta term as
+#: 1e-2 for FedAdam", Sec. 4.1); the epsilon is the first author's FL-Simulator's 0.01 (spec
+#: 1.2 [ext]). ``--fedadam-eps`` / ``--fedadam-v0`` change them (``reproduce.fedlada_fedadam``
+#: ablates the epsilon). The shared ``FedAdam`` class keeps its own default (``tau = 0.1``,
+#: ``v0 = tau^2``) for other papers' entries: the FedLADA entries pass both explicitly.
+FEDADAM_EPS, FEDADAM_V0 = 0.01, 1e-2
 
 
 @dataclass
@@ -91,6 +100,14 @@ class StandIn(common.EntryConfig):
     test_samples: int = 2000
     paper_lr: bool = False
     wd_mode: str = "coupled"         # or "decoupled" (AdamW style; spec 5.5)
+    # stand-in search options (docs/fedlada_standin_search.md); defaults keep the stand-in
+    lr_decay: float = LR_DECAY       # local-rate decay per round (paper 0.998)
+    subset_of: int = 0               # > 0: partition among this many clients, keep n_clients
+    depth: int = 1                   # hidden layers of the MLP
+    fedadam_eps: float = FEDADAM_EPS  # FedAdam's server epsilon (author's code)
+    fedadam_v0: float = FEDADAM_V0    # FedAdam's initial second moment (paper Sec. 4.1)
+    resnet_stem: str = "torchvision"  # --full's ResNet-18: "torchvision" (7x7 + max-pool,
+    #                                   the author's code, spec 3.1 [ext]) or "cifar" (3x3)
 
     def run_key(self) -> dict:
         """As :meth:`EntryConfig.run_key`; ``local_steps`` and ``wd_mode`` only when not the
@@ -100,9 +117,21 @@ class StandIn(common.EntryConfig):
             key.pop("local_steps", None)
         if self.wd_mode == "coupled":
             key.pop("wd_mode", None)
+        for name, default in (("lr_decay", LR_DECAY), ("subset_of", 0), ("depth", 1),
+                              ("fedadam_eps", FEDADAM_EPS), ("fedadam_v0", FEDADAM_V0)):
+            if getattr(self, name) == default:
+                key.pop(name, None)
+        if self.model != "resnet18":
+            key.pop("resnet_stem", None)
         return key
 
     def validate(self):
+        if not (self.fedadam_eps >= 0 and self.fedadam_v0 > 0):
+            raise common.EntryError(f"--fedadam-eps must be >= 0 and --fedadam-v0 > 0, got "
+                                    f"{self.fedadam_eps:g} / {self.fedadam_v0:g}")
+        if self.resnet_stem not in ("torchvision", "cifar"):
+            raise common.EntryError(f"--resnet-stem is 'torchvision' or 'cifar', got "
+                                    f"{self.resnet_stem!r}")
         if not 0 < self.participation <= 1:
             raise common.EntryError(f"--participation is the fraction of clients a round, in "
                                     f"(0, 1], got {self.participation:g}")
@@ -150,9 +179,12 @@ def hyper(method: str, cfg, **over) -> dict:
     hp["weight_decay"] = 1e-2 if method in ADAPTIVE else 1e-3
     if cfg.wd_mode != "coupled":
         hp["wd_mode"] = cfg.wd_mode
-    hp["lr_decay"] = LR_DECAY
+    hp["lr_decay"] = getattr(cfg, "lr_decay", LR_DECAY)
     if method == "scaffold":
         hp["n_clients"] = cfg.n_clients
+    if method in ("fedadam", "fedadam-cm"):
+        hp["tau"] = getattr(cfg, "fedadam_eps", FEDADAM_EPS)
+        hp["v0"] = getattr(cfg, "fedadam_v0", FEDADAM_V0)
     hp.update(over)
     return hp
 
@@ -169,14 +201,18 @@ def participation(cfg, rate: float | None = None) -> Participation:
 
 @lru_cache(maxsize=4)
 def _problem(dataset, model, hidden, n_clients, dirichlet, batch_size, local_epochs,
-             local_steps, eval_train_samples, test_samples, data_dir, device):
+             local_steps, eval_train_samples, test_samples, data_dir, device, subset_of=0,
+             depth=1, resnet_stem=0):
     from sims.problems.image import build_image_problem
     conv = model in ("resnet18", "lenet", "cnn")
-    kw = {"model_kw": {"hidden": hidden}} if model == "mlp" else {}
+    kw = {"model_kw": {"hidden": hidden, "depth": depth or 1}} if model in ("mlp", "mlp-ln") else {}
+    if subset_of:
+        kw["subset_of"] = subset_of
     if conv:
         kw.update(conv=True, eval_grad=False)
         if model == "resnet18":          # the paper's random crop of the padded image
-            kw.update(augment="crop", pad=PAPER_PAD.get(dataset, 4))
+            kw.update(augment="crop", pad=PAPER_PAD.get(dataset, 4),
+                      model_kw={"stem": resnet_stem or "cifar"})
     return build_image_problem(
         dataset, model, n_clients, scheme="dirichlet", partition_seed=0,
         partition_kw={"alpha": dirichlet, "variant": "per_client"}, batch_size=batch_size,
@@ -191,13 +227,17 @@ def problem(cfg, **over):
 
 
 def setting_text(cfg) -> str:
-    model = (f"MLP 784-{cfg.hidden}-10" if cfg.model == "mlp" else
+    depth = getattr(cfg, "depth", 1)
+    model = (f"MLP 784-{'-'.join([str(cfg.hidden)] * max(1, depth))}-10"
+             f"{' with LayerNorm' if cfg.model == 'mlp-ln' else ''}" if cfg.model in ("mlp", "mlp-ln") else
              f"MLP 784-{cfg.hidden}-10 with {getattr(cfg, 'activations', '')}"
              if cfg.model == "smooth-mlp" else cfg.model)
     return (f"{cfg.dataset} ({'stand-in' if cfg.dataset == 'fmnist' else 'paper dataset'}), "
             f"{model}, {cfg.n_clients} clients Dir-{cfg.dirichlet:g}, "
             f"{cfg.participation:.0%} a round, batch {cfg.batch_size}, "
             f"{f'{cfg.local_steps} local steps' if cfg.local_steps else f'{epochs(cfg)} local epochs'}"
+            f"{f', clients of a {cfg.subset_of}-client partition' if getattr(cfg, 'subset_of', 0) else ''}"
+            f"{f', decay {cfg.lr_decay:g}' if getattr(cfg, 'lr_decay', LR_DECAY) != LR_DECAY else ''}"
             f", {cfg.seeds} seed(s)")
 
 
@@ -217,14 +257,17 @@ class TrainAccuracy:
         return {"train_acc": acc}
 
 
-def engine_run(name: str, params: dict, build, rounds: int, eval_every: int) -> common.Run:
+def engine_run(name: str, params: dict, build, rounds: int, eval_every: int,
+               observers=()) -> common.Run:
     """A :class:`common.Run` that runs ``build() -> (problem, algorithm, participation)``
-    through the engine with train accuracy and the consistency term recorded; the table
-    carries a ``diverged_at`` column (the round the replica's model stopped being finite)."""
+    through the engine with train accuracy and the consistency term recorded (and any
+    further ``observers``); the table carries a ``diverged_at`` column (the round the
+    replica's model stopped being finite)."""
     def execute(cfg, seeds, progress):
         prob, alg, part = build()
         out = engine.run(prob, TrackConsistency(alg), part, rounds, seeds,
-                         eval_every=eval_every, observers=[TrainAccuracy(eval_every)],
+                         eval_every=eval_every,
+                         observers=[TrainAccuracy(eval_every), *observers],
                          max_batch=cfg.max_batch or None, progress=lambda t: progress(1))
         progress(rounds - len(out.participants[0]))
         df = tidy(out, name, params)
@@ -306,17 +349,23 @@ def label(run: str) -> str:
 
 # ------------------------------------------------------------------------------ sweeps
 PROBLEM_KEYS = ("dataset", "model", "hidden", "n_clients", "dirichlet", "batch_size",
-                "local_epochs", "local_steps", "eval_train_samples", "test_samples", "data_dir", "device")
+                "local_epochs", "local_steps", "eval_train_samples", "test_samples", "data_dir", "device",
+                "subset_of", "depth", "resnet_stem")
 
 
 def problem_desc(cfg, **over) -> dict:
     """The problem as the JSON description the sweep API keys its cells by (``local_steps``
     only when set, as in :meth:`StandIn.run_key`)."""
-    desc = {**{k: getattr(cfg, k) for k in PROBLEM_KEYS}, **over}
+    desc = {**{k: getattr(cfg, k, 0) for k in PROBLEM_KEYS}, **over}
     if not desc["local_epochs"]:
         desc["local_epochs"] = PAPER_EPOCHS.get(desc["dataset"], 2)
-    if not desc["local_steps"]:
-        desc.pop("local_steps")
+    for key in ("local_steps", "subset_of"):
+        if not desc[key]:
+            desc.pop(key)
+    if desc["depth"] in (0, 1):
+        desc.pop("depth")
+    if desc["model"] != "resnet18":
+        desc.pop("resnet_stem")
     return desc
 
 
@@ -381,13 +430,116 @@ def steps_per_round(cfg) -> int:
         math.ceil(np.mean([len(p) for p in prob.parts]) / cfg.batch_size) * epochs(cfg))
 
 
+#: The premise of Fig. 1 and claims E1-E4, E7, E13: "LocalAdam generalises worse" needs a test
+#: accuracy below FedAvg's by at least this much and by at least the seed spread.
+PREMISE_TIE = 0.005
+#: The stand-in search's record (docs/fedlada_standin_search.md): the premise measured on each
+#: candidate, read where an entry's run does not hold both LocalAdam and FedAvg.
+SEARCH_SUMMARY = (__import__("pathlib").Path(__file__).resolve().parent.parent / "docs"
+                  / "fedlada_standin_search" / "summary.csv")
+
+
+@dataclass(frozen=True)
+class Premise:
+    """The premise measured on one run (:func:`localadam_premise`): ``fits`` (LocalAdam has
+    the lowest training loss averaged over the evaluated rounds after 0 *and* the lowest
+    averaged over the last 10 % of the rounds, among the methods run), ``test`` (LocalAdam's
+    test accuracy over the last 10 % of the rounds against FedAvg's: ``below`` / ``above`` by
+    at least the larger of the seed spread and :data:`PREMISE_TIE`, else ``tie``), and the
+    numbers behind them."""
+    fits: bool
+    test: str
+    area: dict
+    tail_loss: dict
+    gap: float          # FedAvg's tail test accuracy - LocalAdam's (mean over seeds)
+    spread: float       # the bar ``gap`` is held to
+
+    @property
+    def holds(self) -> bool:
+        return self.fits and self.test == "below"
+
+    def text(self) -> str:
+        area = ", ".join(f"{label(m)} {v:.4f}" for m, v in self.area.items())
+        return (f"premise (LocalAdam fits fastest and ends below FedAvg in test accuracy): "
+                f"training loss averaged over rounds {area}; LocalAdam fits fastest: "
+                f"{'yes' if self.fits else 'no'}; test accuracy FedAvg - LocalAdam "
+                f"{100 * self.gap:+.2f} pp (bar {100 * self.spread:.2f}): {self.test} -> "
+                f"{'holds' if self.holds else 'absent'}")
+
+
+def _tail(g: pd.DataFrame, metric: str) -> pd.Series:
+    """Per seed: ``metric`` averaged over the evaluations in the last 10 % of the rounds."""
+    sub = g[g.metric == metric]
+    T = sub["round"].max()
+    return sub[sub["round"] > 0.9 * T].groupby("seed")["value"].mean()
+
+
+def localadam_premise(df: pd.DataFrame) -> Premise | None:
+    """The premise of Fig. 1 (LocalAdam fits fastest and then generalises worse than FedAvg)
+    measured on a tidy results table, or ``None`` where the run lacks LocalAdam or FedAvg.
+    One definition: the entries' regime cards and the stand-in search
+    (``docs/fedlada_standin_search/summarize.py``) both call it."""
+    runs = set(df["run"].unique())
+    if not {"localadam", "fedavg"} <= runs:
+        return None
+    area, tail = {}, {}
+    for run, g in df.groupby("run", sort=False):
+        loss = g[(g.metric == "train_loss") & (g["round"] > 0)]
+        area[run] = float(loss.groupby("seed")["value"].mean().mean())
+        tail[run] = float(_tail(g, "train_loss").mean())
+    fits = (min(area, key=area.get) == "localadam" and min(tail, key=tail.get) == "localadam")
+    la = _tail(df[df.run == "localadam"], "test_acc")
+    fa = _tail(df[df.run == "fedavg"], "test_acc")
+    gap = float(fa.mean() - la.mean())
+    spread = max(float(la.max() - la.min()), float(fa.max() - fa.min()), PREMISE_TIE)
+    test = "below" if gap >= spread else "above" if -gap >= spread else "tie"
+    return Premise(bool(fits), test, area, tail, gap, spread)
+
+
+def search_premise(path=None) -> tuple[int, int] | None:
+    """From the stand-in search's record: (candidates, candidates where the premise held), or
+    ``None`` when the record is missing."""
+    path = SEARCH_SUMMARY if path is None else path
+    try:
+        s = pd.read_csv(path)
+    except (OSError, ValueError):
+        return None
+    per = s.groupby("candidate")["premise"].first()
+    return int(len(per)), int(per.astype(bool).sum())
+
+
+def premise_items(df, checked: bool = True) -> list:
+    """The premise as regime-card items: measured on the run where it holds LocalAdam and
+    FedAvg (two items: fits fastest, ends below FedAvg), else one item from the stand-in
+    search (holds only if some candidate of the search had it). ``checked``: the claim needs
+    the premise (a failing item makes it ``premise absent``); otherwise the items are shown
+    for information (claims that measure the premise itself, Fig. 1's, or do not need it)."""
+    from . import regime as rg
+
+    def item(name, holds, source):
+        return (rg.premise(name, holds, source) if checked else
+                rg.value(name, bool(holds), True, rg.info(), source))
+    p = localadam_premise(df) if df is not None else None
+    if p is not None:
+        return [item("LocalAdam fits fastest", p.fits,
+                     "Fig. 1, Sec. 1: lowest training loss, averaged over rounds and at the end"),
+                item("LocalAdam ends below FedAvg (test)", p.test == "below",
+                     f"Fig. 1, Sec. 1: gap {100 * p.gap:+.2f} pp, bar {100 * p.spread:.2f} pp")]
+    found = search_premise()
+    n, k = found if found is not None else (0, 0)
+    return [item("premise in the stand-in search", k > 0,
+                 f"docs/fedlada_standin_search.md: {k} of {n} candidates"
+                 if found is not None else "stand-in search record missing")]
+
+
 def card(cfg, df=None, *, end: bool = True, fit: bool = False, premise: bool = False,
          rounds: int | None = None, steps: bool = True, clients: bool = True):
     """The FedLADA regime card: local steps a round, clients a round and seeds always;
     ``end`` (claims about the trained state) the learning-rate decay reached by the horizon
     against the paper's 0.998^1500; ``fit`` (claims on the 98 % train target) the train
     accuracy of the best-fitting method; ``premise`` (claims that presuppose local Adam's
-    over-fitting) "LocalAdam reaches the lowest training loss" measured on the run."""
+    over-fitting: E1-E4, E7, E13) the checked :func:`premise_items`, every other card the same
+    items for information (every FedLADA card shows the premise)."""
     from . import regime as rg
     items = [rg.local_steps(steps_per_round(cfg), PAPER_STEPS,
                             source=f"{SOURCE}: 500 samples, batch 50, 5 epochs (CIFAR-10)")
@@ -396,19 +548,14 @@ def card(cfg, df=None, *, end: bool = True, fit: bool = False, premise: bool = F
              if clients else None,
              rg.seeds(cfg.seeds, PAPER_SEEDS, "Table 7: mean of 5 seeds")]
     if end:
-        reached = LR_DECAY ** (rounds or cfg.rounds)
+        reached = getattr(cfg, "lr_decay", LR_DECAY) ** (rounds or cfg.rounds)
         items.append(rg.value("lr decay reached", float(reached), PAPER_DECAY_REACHED,
                               rg.factor(2), f"{SOURCE}: 0.998 a round, 1500 rounds"))
     if fit and df is not None:
         tr = final_by_seed(df, "train_acc") if (df.metric == "train_acc").any() else None
         best = float(tr["mean"].max()) if tr is not None and len(tr) else math.nan
         items.append(rg.train_acc_reached(best, TRAIN_TARGET, "Table 1: 98 % train accuracy"))
-    if premise and df is not None:
-        sub = df[df.metric == "train_loss"]
-        area = sub.groupby("run")["value"].mean()
-        holds = "localadam" in area.index and area.idxmin() == "localadam"
-        items.append(rg.premise("LocalAdam fits fastest", holds,
-                                "Fig. 1, Sec. 1: local Adam over-fits"))
+    items += premise_items(df, checked=bool(premise))
     return rg.RegimeCard(items)
 
 

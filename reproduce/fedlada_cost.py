@@ -27,7 +27,20 @@ STEP = {
     ("resnet18", "cifar100"): (3.55, 166.46),
     ("resnet18", "tinyimagenet"): (6.29, 665.82),
     ("lenet", "cifar10"): (0.060, 4.032),
+    # torchvision's stem (7x7 stride 2 + max-pool; the FedLADA entries' default,
+    # ``--resnet-stem``): ``--models resnet18tv-*``, 2026-11-29, load average 3.7-3.8 (the CIFAR
+    # stem measured 1.91 s in the same run, against 2.96 s at load 4.5 above)
+    ("resnet18-torchvision", "cifar10"): (0.168, 10.86),
+    ("resnet18-torchvision", "cifar100"): (0.192, 10.88),
+    ("resnet18-torchvision", "tinyimagenet"): (0.741, 43.48),
 }
+
+
+def model_key(cfg) -> str:
+    """The :data:`STEP` key of a config's model: ResNet-18 by its stem."""
+    if cfg.model == "resnet18" and getattr(cfg, "resnet_stem", "cifar") == "torchvision":
+        return "resnet18-torchvision"
+    return cfg.model
 
 TRAIN_IMAGES = {"cifar10": 50_000, "cifar100": 50_000, "tinyimagenet": 100_000}
 TEST_IMAGES = {"cifar10": 10_000, "cifar100": 10_000, "tinyimagenet": 10_000}
@@ -47,7 +60,7 @@ GPU_STEP_FLOOR_S = 3e-3
 def workload(cfg, work) -> dict:
     """Steps, evaluation images and FLOPs of a ``--full`` run. ``work``: one ``(S, E)``
     (participants a round, local epochs) per run; seeds multiply it."""
-    key = (cfg.model, cfg.dataset)
+    key = (model_key(cfg), cfg.dataset)
     if key not in STEP or STEP[key][0] is None:
         raise KeyError(f"no measured step for {key}")
     sec, gflop = STEP[key]
@@ -72,7 +85,7 @@ def text(cfg, work) -> str:
     w = workload(cfg, work)
     lo, hi = w["gpu_hours"]
     digits = 0 if lo >= 10 else 1
-    return (f"--full (GPU, estimated): {w['runs']} run(s) of {cfg.model} on {cfg.dataset}, "
+    return (f"--full (GPU, estimated): {w['runs']} run(s) of {model_key(cfg)} on {cfg.dataset}, "
             f"{cfg.rounds} rounds, {w['steps']:.3g} local steps, {w['pflop']:.3g} PFLOP: "
             f"about {lo:.{digits}f}-{hi:.{digits}f} H100-hours (assuming "
             f"{min(GPU_TFLOPS):g}-{max(GPU_TFLOPS):g} TFLOP/s sustained), "

@@ -36,7 +36,7 @@ from . import fedlada_cost as fcost
 PAPER, TARGET = "FedLADA", "Figure 7"
 TITLE = "smooth activations (GeLU, SMU): FedAvg, FedAdam, LocalAdam, FedLADA"
 DEFAULT_COST = ("3-6 min with --threads 1 (4 methods x 2 activations x 2 seeds x 100 rounds, "
-                "784-50-10 MLP with GeLU / SMU on Fashion-MNIST; 3.1 min measured, 175 s of CPU)")
+                "784-50-10 MLP with GeLU / SMU on Fashion-MNIST; 3.1-3.9 min measured, 175-223 s of CPU)")
 
 METHODS = ("fedavg", "fedadam", "localadam", "fedlada")
 
@@ -151,6 +151,9 @@ def check(df, cfg):
         parts += [vd.above(C, loss["fedlada"], loss[m], lower_is_better=True,
                            what=f"FedLADA's final training loss below {fc.label(m)}'s")
                   for m in METHODS if m != "fedlada"]
+        prem = fc.localadam_premise(sub)
+        if prem is not None:
+            lines.append(f"{act}: {prem.text()}")
         card = fc.card(cfg, sub, premise=True).plus(*proto.card_items())
         out.append(vd.every(C, parts, what="FedAdam slowest, LocalAdam > FedAvg, FedLADA best",
                             card=card, protocol=proto, scope=act))

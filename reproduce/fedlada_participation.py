@@ -22,7 +22,7 @@ from . import fedlada_cost as fcost
 PAPER, TARGET = "FedLADA", "Figure 4"
 TITLE = "FedLADA at participation 5 / 10 / 20 / 50 %: test accuracy and training loss"
 DEFAULT_COST = ("2-4 min with --threads 1 (4 rates x 2 seeds x 100 rounds; 2.2 min measured, "
-                "129 s of CPU; 3.9 min under load)")
+                "129-149 s of CPU; 3.9-4.5 min under load)")
 
 
 @dataclass

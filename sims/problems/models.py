@@ -52,13 +52,47 @@ class LogReg(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, in_features: int = 784, hidden: int = 200, num_classes: int = 10):
+    """``depth`` hidden ReLU layers of ``hidden`` units (default 1: in-hidden-classes);
+    ``depth > 1`` adds ``hidden x hidden`` layers between ``fc1`` and ``fc2`` (parameters stay
+    (weight, bias) pairs in the order they apply, so it keeps the linear-stack fast path)."""
+
+    def __init__(self, in_features: int = 784, hidden: int = 200, num_classes: int = 10,
+                 depth: int = 1):
         super().__init__()
+        if depth < 1:
+            raise ValueError(f"MLP depth must be >= 1, got {depth}")
         self.fc1 = nn.Linear(in_features, hidden)
+        self.mid = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(depth - 1))
         self.fc2 = nn.Linear(hidden, num_classes)
 
     def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x.flatten(-3))))
+        h = torch.relu(self.fc1(x.flatten(-3)))
+        for layer in self.mid:
+            h = torch.relu(layer(h))
+        return self.fc2(h)
+
+
+class NormMLP(nn.Module):
+    """An MLP whose hidden layers are Linear - LayerNorm - ReLU (``depth`` of them, ``hidden``
+    wide): the weights before a norm are scale-invariant, as the convolutions of the GroupNorm
+    ResNet-18 that FedLADA trains, so weight decay raises their effective step size instead of
+    only shrinking the function (the FedLADA stand-in search's normalised variant)."""
+
+    def __init__(self, in_features: int = 784, hidden: int = 200, num_classes: int = 10,
+                 depth: int = 1):
+        super().__init__()
+        if depth < 1:
+            raise ValueError(f"NormMLP depth must be >= 1, got {depth}")
+        widths = [in_features] + [hidden] * depth
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths, widths[1:]))
+        self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(depth))
+        self.out = nn.Linear(hidden, num_classes)
+
+    def forward(self, x):
+        h = x.flatten(-3)
+        for layer, norm in zip(self.hidden, self.norms):
+            h = torch.relu(norm(layer(h)))
+        return self.out(h)
 
 
 class CNN(nn.Module):
@@ -136,7 +170,7 @@ class CifarCNN(nn.Module):
         return self.fc2(torch.relu(self.fc1(x.flatten(-3))))
 
 
-MODELS = {"logreg": LogReg, "mlp": MLP, "cnn": CNN, "mlp-dropout": MLPDropout,
+MODELS = {"logreg": LogReg, "mlp": MLP, "mlp-ln": NormMLP, "cnn": CNN, "mlp-dropout": MLPDropout,
           "mnist-cnn": MnistNet, "cifar-cnn": CifarCNN}
 #: Convolutional models built from the image shape: ``cls(C, classes, image_size=H, **kw)``.
 SHAPED = ("cnn", "mnist-cnn", "cifar-cnn")
@@ -185,11 +219,22 @@ class ResNet18GN(nn.Module):
     is read from it (3 for ``3 * 32 * 32``, 1 for a square one-channel image) unless
     ``in_channels`` is given. The net is fully convolutional up to the pooled features, so
     only the channel count matters.
+
+    ``stem``: ``"cifar"`` (default: 3x3 convolution of stride 1, no max-pool) or
+    ``"torchvision"`` (torchvision's ``resnet18`` layout: 7x7 convolution of stride 2 and
+    padding 3, then a 3x3 max-pool of stride 2; on 32x32 inputs the blocks see 8x8 maps, about
+    10x fewer FLOPs). FedLADA's author's code uses the torchvision layout (FedLADA spec 3.1
+    [ext]); the parameter count is the same up to the stem's kernel (11,181,642 at 3 channels).
     """
 
+    STEMS = ("cifar", "torchvision")
+
     def __init__(self, in_features: int = 3 * 32 * 32, num_classes: int = 10,
-                 in_channels: int | None = None, groups: int = 2, width: int = 64):
+                 in_channels: int | None = None, groups: int = 2, width: int = 64,
+                 stem: str = "cifar"):
         super().__init__()
+        if stem not in self.STEMS:
+            raise ValueError(f"ResNet-18 stem must be one of {self.STEMS}, got {stem!r}")
         if in_channels is None:
             in_channels = next((c for c in (3, 1, 4, 2)
                                 if in_features % c == 0
@@ -198,7 +243,11 @@ class ResNet18GN(nn.Module):
             if in_channels is None:
                 raise ValueError(f"cannot read a channel count from {in_features} input "
                                  "features; pass in_channels")
-        self.conv1 = nn.Conv2d(in_channels, width, 3, 1, 1, bias=False)
+        self.stem = stem
+        if stem == "cifar":
+            self.conv1 = nn.Conv2d(in_channels, width, 3, 1, 1, bias=False)
+        else:
+            self.conv1 = nn.Conv2d(in_channels, width, 7, 2, 3, bias=False)
         self.norm1 = nn.GroupNorm(groups, width)
         blocks, c_in = [], width
         for i, c_out in enumerate((width, 2 * width, 4 * width, 8 * width)):
@@ -210,6 +259,8 @@ class ResNet18GN(nn.Module):
 
     def forward(self, x):
         out = torch.relu(self.norm1(self.conv1(x)))
+        if self.stem == "torchvision":
+            out = nn.functional.max_pool2d(out, 3, 2, 1)
         out = self.blocks(out)
         return self.fc(out.mean(dim=(-2, -1)))
 

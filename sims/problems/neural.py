@@ -90,7 +90,8 @@ class NeuralProblem:
         """Whether fused local SGD goes through the clients' Gram matrices
         (:mod:`sims.problems.gram_sgd`); a property of the problem, never of a chunk.
 
-        It needs the fused path, an MLP (at least two layers), clients that take several
+        It needs the fused path, an MLP of exactly two layers (the layers above the first
+        train through ``sgd_step_``, whose input gradient is one layer's), clients that take several
         steps, and a partition that uses each sample at most once. ``None`` (default) takes
         it where it was measured faster (Fed-EF Figure 8 MLP, 300 samples per client, one
         thread: 1.25x; 600 samples: 0.85x): a first layer at least 64 wide, the widest
@@ -98,7 +99,7 @@ class NeuralProblem:
         the Gram data within :attr:`GRAM_BYTES`."""
         if wanted is False:
             return False
-        usable = self.fast_path and len(self.layout.shapes) >= 4 and self.max_steps >= 2
+        usable = self.fast_path and len(self.layout.shapes) == 4 and self.max_steps >= 2
         if usable and not wanted:           # auto: also where it pays (cheap checks first)
             out_dim, in_dim = self.layout.shapes[0]
             usable = (out_dim >= 64 and 2 * self.max_steps * self.batch_width <= in_dim + 1
@@ -108,7 +109,7 @@ class NeuralProblem:
             samples = np.concatenate(self.parts)
             usable = len(np.unique(samples)) == len(samples)
         if wanted and not usable:
-            raise ValueError("gram_path=True needs an MLP (LogReg/MLP with a hidden layer), "
+            raise ValueError("gram_path=True needs an MLP with one hidden layer, "
                              "clients that take at least 2 local steps and a partition "
                              "that uses each sample at most once")
         return usable

@@ -168,3 +168,25 @@ def test_local_work_plan(data, parts):
     plan = fixed.plan_client(rng, 0)                                      # 5 samples, K = 6
     assert plan.shape == (6, 4) and (plan >= 0).all()
     assert set(plan.ravel().tolist()) == set(fixed.parts[0].tolist())
+
+
+@pytest.mark.parametrize("side", [32, 64])
+def test_resnet18_stems_torchvision_and_cifar(side):
+    """``stem="torchvision"``: a 7x7 stride-2 convolution and a 3x3 stride-2 max-pool before
+    the blocks (the blocks see a quarter of the side); ``"cifar"`` (default): a 3x3 stride-1
+    convolution; same blocks and head; an unknown stem is refused."""
+    from sims.problems.models import ResNet18GN
+    torch.manual_seed(0)
+    tv = ResNet18GN(3 * side * side, 10, stem="torchvision")
+    cf = ResNet18GN(3 * side * side, 10)
+    assert cf.stem == "cifar" and cf.conv1.kernel_size == (3, 3)
+    assert tv.conv1.kernel_size == (7, 7) and tv.conv1.stride == (2, 2)
+    n = lambda m: sum(p.numel() for p in m.parameters())
+    assert n(tv) - n(cf) == 64 * 3 * (49 - 9)
+    x = torch.randn(2, 3, side, side)
+    seen = {}
+    tv.blocks[0].register_forward_hook(lambda m, i, o: seen.update(shape=o.shape))
+    assert tv(x).shape == (2, 10)
+    assert seen["shape"][-1] == side // 4
+    with pytest.raises(ValueError, match="stem"):
+        ResNet18GN(3 * 32 * 32, 10, stem="imagenet")

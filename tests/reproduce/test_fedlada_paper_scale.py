@@ -105,6 +105,10 @@ def test_full_problem_is_resnet18_groupnorm_with_the_papers_crop(tmp_path, datas
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in prob.model.modules())
     assert (prob.augment, prob.pad, prob.local_epochs, prob.batch_size) == \
         ("crop", pad, epochs, 50)
+    # the paper-faithful stem by default (torchvision's 7x7 + max-pool), the CIFAR one on ask
+    assert prob.model.stem == "torchvision" and prob.model.conv1.kernel_size == (7, 7)
+    cfg.resnet_stem = "cifar"
+    assert fc.problem(cfg).model.conv1.kernel_size == (3, 3)
     side = 64 if dataset == "tinyimagenet" else 32
     assert tuple(prob.x.shape[1:]) == (3, side, side)
     alpha = 0.1 if dataset == "cifar10" else 0.05
@@ -151,6 +155,7 @@ def test_cost_estimate_arithmetic():
     10 batches an epoch; GPU hours = FLOPs / the assumed rates."""
     cfg = fc.StandIn(full=True)
     cfg.scale()
+    cfg.resnet_stem = "cifar"
     w = fcost.workload(cfg, [(10, 5), (20, 2)])
     assert w["steps"] == 1500 * (10 * 5 * 10 + 20 * 2 * 10)
     sec, gflop = fcost.STEP[("resnet18", "cifar10")]
@@ -168,6 +173,15 @@ def test_cost_estimate_arithmetic():
     cfg.model = "resnet18"
     cfg.dataset = "tinyimagenet"                       # 1000 images a client: 20 batches
     assert fcost.workload(cfg, [(10, 2)])["steps"] == 1500 * 10 * 2 * 20
+    # the torchvision stem (the entries' default) is costed from its own measured step
+    cfg.dataset = "cifar10"
+    tv = fc.StandIn(full=True)
+    tv.scale()
+    assert fcost.model_key(tv) == "resnet18-torchvision"
+    ratio = fcost.workload(tv, [(10, 5)])["pflop"] / fcost.workload(cfg, [(10, 5)])["pflop"]
+    assert ratio == pytest.approx(fcost.STEP[("resnet18-torchvision", "cifar10")][1]
+                                  / fcost.STEP[("resnet18", "cifar10")][1])
+    assert ratio < 0.1
 
 
 def test_cost_benchmark_counts_the_mlp_step_exactly():
