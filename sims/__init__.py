@@ -14,7 +14,8 @@ Conventions pinned for every algorithm (see each docstring for the paper's equat
 """
 
 from .core.interrupts import quiet_while_starting as _quiet_while_starting
+from .plugins import import_modules, register  # noqa: F401  (plug-ins: sims.plugins)
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "register", "import_modules"]
 __version__ = "0.1.0"
 _quiet_while_starting()

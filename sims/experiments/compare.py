@@ -182,8 +182,20 @@ def _dtype(cfg: Config, default):
 
 
 def build_problem(cfg: Config):
-    """The problem named by ``cfg.problem``."""
+    """The problem named by ``cfg.problem``: a registered plug-in problem
+    (:mod:`sims.problems.registry`), ``quadratic`` or ``DATASET-MODEL``."""
+    from ..problems import registry as problems
     name = cfg.problem.strip().lower()
+    if problems.lookup(name) is not None:
+        settings = {k: getattr(cfg, k) for k in problems.SETTINGS if hasattr(cfg, k)}
+        settings["dtype"] = _dtype(cfg, None)
+        try:
+            return problems.build(name, settings)
+        except DataError as exc:
+            raise CompareError(" ".join(str(exc).split())) from None
+        except (ValueError, TypeError) as exc:
+            raise CompareError(f"cannot build {cfg.problem!r}: {' '.join(str(exc).split())}") \
+                from None
     if name == "quadratic":
         from ..problems.quadratic import heterogeneous_quadratic
         if cfg.noise not in NOISES:
@@ -197,11 +209,13 @@ def build_problem(cfg: Config):
                                        heterogeneity=cfg.heterogeneity, seed=12345,
                                        local_steps=cfg.local_steps or 5, noise=cfg.noise,
                                        df=cfg.df, x0=1.0, dtype=_dtype(cfg, torch.float64))
-    dataset, _, model = name.rpartition("-")
-    if not dataset or dataset not in DATASETS or model not in MODELS:
+    dataset, model = split_problem(name)
+    if dataset is None:
+        extra = problems.list_problems()
         raise CompareError(f"unknown problem {cfg.problem!r}; use quadratic or DATASET-MODEL "
                            f"with DATASET in {', '.join(DATASETS)} and MODEL in "
-                           f"{', '.join(MODELS)}")
+                           f"{', '.join(MODELS)}"
+                           + (f", or a registered problem: {', '.join(extra)}" if extra else ""))
     from ..problems.image import build_image_problem
     try:
         return build_image_problem(dataset, model, cfg.n_clients, scheme=cfg.partition,
@@ -214,6 +228,15 @@ def build_problem(cfg: Config):
     except ValueError as exc:
         raise CompareError(f"cannot build {cfg.problem!r}: {' '.join(str(exc).split())}") \
             from None
+
+
+def split_problem(name: str) -> tuple[str | None, str | None]:
+    """``DATASET-MODEL`` split where both parts are known (model names may hold a ``-``:
+    ``fmnist-mlp-dropout``); ``(None, None)`` when no split is."""
+    for i, ch in enumerate(name):
+        if ch == "-" and name[:i] in DATASETS and name[i + 1:] in MODELS:
+            return name[:i], name[i + 1:]
+    return None, None
 
 
 def apply_tiny(cfg: Config, explicit=frozenset()) -> None:
