@@ -550,6 +550,8 @@ def main(entry, argv=None) -> int:
     from . import ledger
     from .verdicts import text
     restore_interrupts()
+    from sims.core import malloc
+    malloc.tune_for_command()              # this process is the command's
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         cfg = parse_config(entry, argv)

@@ -40,8 +40,8 @@ import inspect
 import re
 from typing import Callable
 
-from .core import extensions
-from .core.extensions import (ENTRY_POINT_GROUP, PluginError, import_modules,  # noqa: F401
+from .store import extensions
+from .store.extensions import (ENTRY_POINT_GROUP, PluginError, import_modules,  # noqa: F401
                          load_entry_points, plugin_sources)
 
 KINDS = ("algorithm", "problem", "model")

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
-from ..core.extensions import load_entry_points
+from ..store.extensions import load_entry_points
 from ..rules.base import OptimizerError
 from ..rules.compress import CompressorError, make_compressor
 from .baselines import (AdpFed, FedAdaGrad, FedAdam, FedAdamCM, FedAvg, FedAvgM, FedCM,

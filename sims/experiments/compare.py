@@ -623,6 +623,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     restore_interrupts()
+    from ..core import malloc
+    malloc.tune_for_command()              # this process is the command's
     parser = _parser()
     args = parser.parse_args(argv)
     if args.list:

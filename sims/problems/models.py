@@ -149,7 +149,7 @@ PLUGIN_MODELS: set = set()
 
 def make_model(name: str, in_shape=(1, 28, 28), num_classes: int = 10, **kw) -> nn.Module:
     """Build a model by name for inputs of shape ``in_shape`` (C, H, W)."""
-    from ..core.extensions import load_entry_points
+    from ..store.extensions import load_entry_points
     load_entry_points()
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")

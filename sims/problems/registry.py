@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 
-from ..core.extensions import load_entry_points
+from ..store.extensions import load_entry_points
 
 #: The problem settings of the commands a factory may name.
 SETTINGS = ("n_clients", "dim", "local_steps", "local_epochs", "batch_size", "partition",

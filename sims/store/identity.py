@@ -14,7 +14,7 @@ What is hashed: every source file of ``sims/`` and ``reproduce/``, and of ``theo
 test fails if they import another), so editing the symbolic audit does not make saved
 simulation runs stale. Plug-in modules (:mod:`sims.plugins`: ``--import MODULE``, the
 ``fedtoolkit.plugins`` entry points) are folded in by their sources' sha256
-(:func:`sims.core.extensions.plugin_sources`), so editing an external algorithm recomputes the
+(:func:`sims.store.extensions.plugin_sources`), so editing an external algorithm recomputes the
 runs it computed. :data:`SHIPPED_PACKAGES` are the packages a Ray cluster receives: all of
 ``theory/`` travels (``from theory import bounds`` runs ``theory/__init__``).
 
@@ -74,8 +74,8 @@ def numeric_versions() -> dict[str, str]:
 
 def plugin_sources() -> dict[str, str]:
     """The imported plug-in modules, ``{module name: sha256 of its source}``
-    (:func:`sims.core.extensions.plugin_sources`)."""
-    from ..core.extensions import plugin_sources as sources
+    (:func:`sims.store.extensions.plugin_sources`)."""
+    from .extensions import plugin_sources as sources
     return sources()
 
 

@@ -178,6 +178,8 @@ def spec_from_args(args) -> SweepSpec:
 
 def main(argv=None) -> int:
     restore_interrupts()
+    from ...core import malloc
+    malloc.tune_for_command()              # this process is the command's
     args = _parser().parse_args(argv)
     try:
         spec = spec_from_args(args)
