@@ -237,6 +237,7 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
         started = time.perf_counter() - saved["elapsed"]
         _ckpt.restore_streams(saved, observers)
         checkpoint.resumed_from = t0
+        checkpoint.resumed_elapsed = float(saved["elapsed"])
     else:
         if eval_every:
             evaluate(0)

@@ -62,7 +62,7 @@ from ..data import DATASETS, DataError
 from ..store.digest import record_of as data_record
 from ..problems.models import MODELS
 from ..core.participation import Participation, ParticipationError
-from ..store.results import atomic_write_bytes, provenance, tidy
+from ..store.results import atomic_write_bytes, provenance, tidy, wall_time_fields
 from ..store.runstore import FolderError, RunStore, check_folder
 
 NOISES = ("gaussian", "student_t", "cauchy", "laplace", "none")
@@ -410,7 +410,10 @@ def _compute(cfg, problem, alg, participation, seeds, store, stem, fp, label, na
     finally:
         if bar:
             bar.close()
-    wall = time.perf_counter() - started
+    here = time.perf_counter() - started
+    resumed = [] if ckpt is None or not ckpt.resumed_from else [ckpt.resumed_from]
+    timing = wall_time_fields(here, resumed, ckpt.resumed_elapsed if resumed else 0.0)
+    wall = timing["wall_time_s"]
     params = {"algorithm": label, "name": name, "problem": cfg.problem}
     df = tidy(output, label, params)
     record = provenance(asdict(cfg) | {"hp": list(cfg.hp)}, seeds, wall, {
@@ -419,7 +422,7 @@ def _compute(cfg, problem, alg, participation, seeds, store, stem, fp, label, na
         "client_memory_floats": memory, "d": problem.d,
         "diverged_at": output.diverged_at, "blowup": engine.BLOWUP,
         "data": data_record(problem),
-        "resumed_from_round": None if ckpt is None else ckpt.resumed_from},
+        "resumed_from_round": None if ckpt is None else ckpt.resumed_from, **timing},
         started=wall_started)
     store.save(df, record, stem, fp)
     if ckpt is not None:

@@ -104,6 +104,22 @@ def run_context(started: float | None = None) -> dict:
             **worker_context(), "device_libraries": libs}
 
 
+def wall_time_fields(this_process: float, resumed_from: list, before: float) -> dict:
+    """What a run's ``wall_time_s`` covers: the whole run's seconds (``this_process`` plus the
+    engine seconds ``before`` a checkpoint it resumed from, at rounds ``resumed_from``), each
+    part, and a sentence saying so."""
+    resumed = [int(r) for r in resumed_from if r]
+    if not resumed:
+        covers = "every round, computed in this process"
+    else:
+        covers = (f"every round: the engine seconds up to the checkpoint at round(s) "
+                  f"{', '.join(map(str, resumed))} (wall_time_before_resume_s, the interrupted "
+                  "process) plus this process's seconds (wall_time_this_process_s)")
+    return {"wall_time_s": round(this_process + before, 3),
+            "wall_time_this_process_s": round(this_process, 3),
+            "wall_time_before_resume_s": round(before, 3), "wall_time_covers": covers}
+
+
 def provenance(config, seeds, wall_time: float, extra: dict | None = None,
                started: float | None = None) -> dict:
     """The JSON record of a run: config, seeds, package versions, commit, code identity
