@@ -67,7 +67,7 @@ def clean_plugins():
     models.PLUGIN_MODELS.update(saved[3])
     extensions._ENTRY_POINTS_LOADED = saved[7]
     for name in set(sys.modules) - set(saved[8]):
-        if name.startswith(("lab_", "fedtoolkit_lab")):
+        if name.startswith(("lab_", "fedtoolkit_lab", "my_fedavgm")):
             del sys.modules[name]
 
 
@@ -267,3 +267,35 @@ def test_shipped_module_is_imported_from_its_source(tmp_path, clean_plugins):
     assert "lab-shipped" in registry.ALGORITHMS
     assert plugins.plugin_sources()["lab_shipped"] == shipped["modules"][0]["sha256"]
     plugins.ensure(shipped)                         # the same source again: nothing to do
+
+
+def readme_blocks():
+    """The README plug-in section's two Python blocks: the module and its run."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text.split("## Plug-ins: your own algorithm, problem and model", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
+    assert len(blocks) == 2
+    return blocks
+
+
+def test_readme_worked_example_runs_as_written(tmp_path, monkeypatch, capsys, clean_plugins):
+    module, run = readme_blocks()
+    (tmp_path / "my_fedavgm.py").write_text(module)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(run.replace('"--rounds", "20"', '"--rounds", "3", "--quiet"'), "README", "exec"),
+         {})
+    assert "my-fedavgm" in registry.ALGORITHMS
+    (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "results/mine").glob("*my-fed*.json")]
+    assert rec["algorithm"] == {"name": "my-fedavgm", "eta": 1.0, "eta_l": 0.05, "beta": 0.8}
+    assert set(rec["code"]["plugins"]) == {"my_fedavgm"}
+    # the same rule through the package's FedAvgM: identical curves
+    from sims.algorithms.baselines import FedAvgM
+    from sims.core import engine
+    from sims.core.participation import Participation
+    problem = compare.build_problem(compare.Config(problem="quadratic"))
+    runs = [engine.run(problem, alg, Participation.parse("m=10"), 3, [0])
+            for alg in (registry.make_algorithm("my-fedavgm", beta=0.8),
+                        FedAvgM(eta=1.0, eta_l=0.05, beta=0.8))]
+    assert (runs[0].metrics["train_loss"] == runs[1].metrics["train_loss"]).all()
