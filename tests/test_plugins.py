@@ -299,3 +299,21 @@ def test_readme_worked_example_runs_as_written(tmp_path, monkeypatch, capsys, cl
             for alg in (registry.make_algorithm("my-fedavgm", beta=0.8),
                         FedAvgM(eta=1.0, eta_l=0.05, beta=0.8))]
     assert (runs[0].metrics["train_loss"] == runs[1].metrics["train_loss"]).all()
+
+
+def test_a_broken_installed_plugin_is_one_line_in_the_commands(tmp_path, monkeypatch, capsys,
+                                                                 clean_plugins):
+    from sims.experiments.sweep import cli
+    (tmp_path / "fedtoolkit_lab_broken.py").write_text("import no_such_dependency_here\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = importlib.metadata.EntryPoint("broken", "fedtoolkit_lab_broken",
+                                       plugins.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group=None: [ep] if group == plugins.ENTRY_POINT_GROUP else [])
+    for main in (compare.main, cli.main):
+        monkeypatch.setattr(extensions, "_ENTRY_POINTS_LOADED", False)
+        assert main(["--algorithms", "fedavg", "--tiny", "--quiet",
+                     "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "installed plug-in broken" in err and "no_such_dependency_here" in err
+        assert "\n" not in err

@@ -628,6 +628,12 @@ def main(argv=None) -> int:
     restore_interrupts()
     from ..core import malloc
     malloc.tune_for_command()              # this process is the command's
+    from ..store.extensions import PluginError, load_entry_points
+    try:
+        load_entry_points()                 # installed plug-ins: their names in --help
+    except PluginError as exc:
+        print(f"python -m sims.compare: error: {exc}", file=sys.stderr)
+        return 2
     parser = _parser()
     args = parser.parse_args(argv)
     if args.list:
