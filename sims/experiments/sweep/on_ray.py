@@ -78,8 +78,8 @@ def connection_hint(address: str, given: str | None, reason: str) -> str:
 
 def _probe(address: str, given: str | None) -> None:
     """A quick TCP check of a ``HOST:PORT`` address (Ray itself retries for minutes)."""
-    m = re.fullmatch(r"\[?([^\]]+?)\]?:(\d+)", address.strip())
-    if not m:
+    m = re.fullmatch(r"\[?([^\]/]+?)\]?:(\d+)", address.strip())
+    if not m or "://" in address:           # ray://, auto, local: Ray's own handling
         return
     try:
         socket.create_connection((m.group(1), int(m.group(2))), timeout=10).close()
@@ -97,12 +97,13 @@ def ray_init(address: str | None = None, workers: int | None = None) -> bool:
     except ImportError:
         raise GridError("the ray executor needs Ray: pip install -c constraints.txt ray") \
             from None
-    if ray.is_initialized():
-        return False
     given = address
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address:
-        _probe(address, given)
+        _probe(address, given)             # also when connected: a typo is said, not ignored
+    if ray.is_initialized():
+        return False
+    if address:
         forward_auth()
         try:
             ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR,
