@@ -17,8 +17,9 @@ round up and down, client memory in floats) is printed and saved.
   (:mod:`sims.algorithms.registry`), each optionally followed by ``:key=value`` settings,
   e.g. ``fedlada:alpha=0.05:eta_l=0.003,localadam``. ``--hp [ALG.]KEY=VALUE`` (repeatable)
   sets a hyperparameter for one algorithm, or for every algorithm that has it.
-* ``--problem``: ``quadratic`` (heterogeneous quadratic with Gaussian, Student-t or Cauchy
-  noise, ``--noise``), or ``DATASET-MODEL`` with a dataset of :mod:`sims.data`
+* ``--problem``: a problem registered by a plug-in (:mod:`sims.plugins`,
+  :mod:`sims.problems.registry`), ``quadratic`` (heterogeneous quadratic with Gaussian,
+  Student-t or Cauchy noise, ``--noise``), or ``DATASET-MODEL`` with a dataset of :mod:`sims.data`
   (``mnist``, ``mnist-subset``, ``fmnist``, ``cifar10``, ``cifar100``) and a model of
   :mod:`sims.problems.models` (``logreg``, ``mlp``, ``cnn``): ``mnist-mlp``, ``fmnist-cnn``, ...
 * ``--bits up`` (default; the engine's ``bits_up``: cumulative uplink bits per client) or
