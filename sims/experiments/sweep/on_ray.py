@@ -109,7 +109,14 @@ def ray_init(address: str | None = None, workers: int | None = None) -> bool:
             ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR,
                      runtime_env={"py_modules": [str(ROOT / p) for p in SHIPPED_PACKAGES]})
         except (ConnectionError, RuntimeError, TimeoutError, ray.exceptions.RayError) as exc:
-            reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+            reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+            chain, cause = [], exc
+            while cause is not None:
+                chain.append(f"{type(cause).__name__} {cause}")
+                cause = cause.__cause__ or cause.__context__
+            if any("InvalidAuthToken" in t or "AuthenticationError" in t for t in chain):
+                reason += (" (the cluster refused this process's authentication: RAY_AUTH_MODE "
+                           "is not token here, or the token differs from the cluster's)")
             raise GridError(connection_hint(address, given, reason)) from None
     else:
         path = os.pathsep.join([str(ROOT)] + [p for p in
