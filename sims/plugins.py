@@ -50,8 +50,8 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9_.+-]*")
 #: ``(kind, name) -> the module (or entry point) whose import registered it``
 ORIGINS: dict[tuple[str, str], str] = {}
 #: registrations made outside any imported module (a notebook's, a script's ``__main__``),
-#: carried to Ray workers by value: ``[(kind, name, factory, description)]``
-_LOOSE: dict[tuple[str, str], tuple] = {}
+#: hashed into the code digest by their source and carried to Ray workers by value
+_LOOSE = extensions.LOOSE
 
 
 def _describe(factory, description: str | None) -> str:
@@ -121,6 +121,8 @@ def register(kind: str, name: str, factory: Callable, *, description: str | None
         models.MODELS[key] = factory
         models.PLUGIN_MODELS.add(key)
     origin = extensions.importing[-1] if extensions.importing else None
+    if origin is None and extensions.mirroring:
+        origin = "shipped"
     ORIGINS[(kind, key)] = origin or getattr(factory, "__module__", None) or "?"
     if origin is None:
         _LOOSE[(kind, key)] = (kind, key, factory, desc)

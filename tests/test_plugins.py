@@ -317,3 +317,22 @@ def test_a_broken_installed_plugin_is_one_line_in_the_commands(tmp_path, monkeyp
         err = capsys.readouterr().err.strip()
         assert "installed plug-in broken" in err and "no_such_dependency_here" in err
         assert "\n" not in err
+
+
+def test_a_registration_outside_any_module_is_in_the_digest_by_its_code(clean_plugins):
+    """A notebook's registration (no module to hash): its code is hashed instead."""
+    from sims.algorithms.baselines import FedAvg
+
+    def first(eta_l: float = 0.1):
+        return FedAvg(eta_l=eta_l)
+
+    def second(eta_l: float = 0.1):
+        return FedAvg(eta_l=eta_l * 0.5)
+
+    before = identity.code_digest()
+    sims.register("algorithm", "lab-notebook", first)
+    one = identity.code_digest()
+    sims.register("algorithm", "lab-notebook", second, replace=True)
+    two = identity.code_digest()
+    assert len({before, one, two}) == 3
+    assert "<algorithm lab-notebook>" in plugins.plugin_sources()

@@ -207,10 +207,36 @@ def load_entry_points() -> None:
             record(module, f"entry point {ep.name} = {ep.value}")
 
 
+#: registrations made outside any recorded module (a notebook's, a script's ``__main__``):
+#: ``(kind, name) -> (kind, name, factory, description)`` (kept by :mod:`sims.plugins`)
+LOOSE: dict[tuple[str, str], tuple] = {}
+
+
+def factory_digest(factory) -> str:
+    """sha256 of a loose registration's code: its source where Python can find it (a file,
+    a notebook cell), else its pickled-by-value bytes (Ray's cloudpickle), else its name."""
+    import inspect
+    try:
+        blob = inspect.getsource(factory).encode()
+    except (OSError, TypeError):
+        try:
+            from ray import cloudpickle
+            blob = cloudpickle.dumps(factory)
+        except Exception:  # noqa: BLE001 - no Ray, or not picklable
+            blob = repr(getattr(factory, "__qualname__", factory)).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
 def plugin_sources() -> dict[str, str]:
     """``{module name: sha256 of its source file(s)}`` of every plug-in module imported in
-    this process (empty when none)."""
-    return {name: item.sha256 for name, item in sorted(_LOADED.items())}
+    this process, the installed ones included (:func:`load_entry_points`), and
+    ``{"<kind name>": sha256 of its code}`` of every registration made outside them (empty
+    when none)."""
+    load_entry_points()
+    out = {name: item.sha256 for name, item in sorted(_LOADED.items())}
+    for (kind, name), (_, _, factory, _) in sorted(LOOSE.items()):
+        out[f"<{kind} {name}>"] = factory_digest(factory)
+    return out
 
 
 def loaded() -> dict[str, Loaded]:
