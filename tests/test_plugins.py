@@ -336,3 +336,22 @@ def test_a_registration_outside_any_module_is_in_the_digest_by_its_code(clean_pl
     two = identity.code_digest()
     assert len({before, one, two}) == 3
     assert "<algorithm lab-notebook>" in plugins.plugin_sources()
+
+
+def test_shipped_package_is_written_and_imported(tmp_path, clean_plugins):
+    pkg = tmp_path / "lab_shipped_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from . import algs\n")
+    write_plugin(pkg, "algs", name="lab-shipped-pkg")
+    sims.import_modules([str(pkg)])
+    shipped = plugins.shipment()
+    for name in ("lab_shipped_pkg", "lab_shipped_pkg.algs"):
+        sys.modules.pop(name, None)
+    del extensions._LOADED["lab_shipped_pkg"]
+    registry.ALGORITHMS.pop("lab-shipped-pkg")
+    (pkg / "algs.py").unlink()
+    (pkg / "__init__.py").unlink()
+    plugins.ensure(shipped)
+    assert "lab-shipped-pkg" in registry.ALGORITHMS
+    assert plugins.plugin_sources()["lab_shipped_pkg"] == shipped["modules"][0]["sha256"]
+    assert "fedtoolkit-plugin-" in sys.modules["lab_shipped_pkg"].__file__
