@@ -63,14 +63,27 @@ def _kind(record: dict) -> str:
     return "compare" if "label" in record else "run"
 
 
+def _problem_name(desc) -> str | None:
+    """``quadratic``, ``DATASET-MODEL`` or a registered name, from a problem's description
+    (a compare setting, a sweep's problem dict, an entry's described problem)."""
+    if isinstance(desc, str):
+        return desc
+    if not isinstance(desc, dict):
+        return None
+    if isinstance(desc.get("problem"), str):
+        return desc["problem"]
+    if desc.get("dataset") and desc.get("model"):
+        return f"{desc['dataset']}-{desc['model']}"
+    return desc.get("name") or desc.get("type")
+
+
 def _problem(record: dict) -> str | None:
     cfg = record.get("config") or {}
-    prob = cfg.get("problem")
-    if isinstance(prob, dict):
-        prob = prob.get("problem")
-    if prob is None and isinstance(record.get("problem"), dict):
-        prob = record["problem"].get("name")
-    return None if prob is None else str(prob)
+    for desc in (cfg.get("problem"), record.get("problem"), record.get("params")):
+        name = _problem_name(desc)
+        if name:
+            return str(name)
+    return None
 
 
 def _digest(record: dict) -> str | None:
@@ -89,7 +102,8 @@ def row(path: Path, record: dict, folder: Path, digest: str) -> dict:
         commit = commit[:10] + commit[40:]
     return {"path": path.relative_to(folder).as_posix(), "kind": _kind(record),
             "run": record.get("label") or record.get("run"),
-            "algorithm": alg.get("name") if isinstance(alg, dict) else alg,
+            "algorithm": (alg.get("name") if isinstance(alg, dict) else alg)
+            or (record.get("params") or {}).get("method"),
             "problem": _problem(record), "rounds": cfg.get("rounds"),
             "seeds": ",".join(str(s) for s in record.get("seeds") or []),
             "started": str(record.get("started") or "")[:16].replace("T", " "),
