@@ -11,6 +11,9 @@ Conventions pinned for every algorithm (see each docstring for the paper's equat
   server moves ``theta <- theta - eta * aggregate`` (Fed-EF spec section 0: the paper's
   boxes print the opposite sign, its proofs use this one);
 * aggregation is the uniform mean over the participating clients.
+
+Your own algorithms, problems and models plug in from outside the package:
+``sims.register(kind, name, factory)`` and ``sims.import_modules([...])`` (:mod:`sims.plugins`).
 """
 
 from .core.interrupts import quiet_while_starting as _quiet_while_starting

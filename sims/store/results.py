@@ -56,20 +56,22 @@ def versions() -> dict[str, str]:
 
 def rerunnable_command(argv=None, main_module=None) -> str:
     """The command line that started this process, in a form that runs again from its
-    working directory: ``python -m sims.compare ...`` for a module run with ``-m`` (its
-    ``__main__``'s package), ``python path/script.py ...`` for a script, the console
-    command's name otherwise; arguments quoted for a POSIX shell."""
+    working directory: ``python3 -m sims.compare ...`` for a module run with ``-m`` (its
+    ``__main__``'s package), ``python3 path/script.py ...`` for a script, the console
+    command's name otherwise; the interpreter as it is named here (``python3``, a venv's
+    ``python``), arguments quoted for a POSIX shell."""
     argv = list(sys.argv if argv is None else argv)
     main = sys.modules.get("__main__") if main_module is None else main_module
     spec = getattr(main, "__spec__", None)
+    python = os.path.basename(sys.executable) or "python"
     args = argv[1:]
     if spec is not None and getattr(spec, "name", None):
         name = spec.name[:-len(".__main__")] if spec.name.endswith(".__main__") else spec.name
-        return shlex.join(["python", "-m", name, *args])
+        return shlex.join([python, "-m", name, *args])
     first = argv[0] if argv else ""
     if first.endswith(".py"):
-        return shlex.join(["python", first, *args])
-    return shlex.join([os.path.basename(first) or "python", *args])
+        return shlex.join([python, first, *args])
+    return shlex.join([os.path.basename(first) or python, *args])
 
 
 def worker_context() -> dict:

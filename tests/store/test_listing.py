@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import types
+from pathlib import Path
 
 import pytest
 
@@ -65,15 +66,34 @@ def test_ls_of_a_missing_folder(tmp_path, capsys):
     assert "no saved runs under" in capsys.readouterr().out
 
 
-def test_recorded_command_runs_again_as_written():
+def test_recorded_command_runs_again_as_written(tmp_path):
+    import os
+    import subprocess
+    import sys
+    python = os.path.basename(sys.executable)
     mod = types.SimpleNamespace(__spec__=types.SimpleNamespace(name="sims.compare.__main__"))
     argv = ["/x/sims/compare/__main__.py", "--algorithms", "fedavg,fedadam", "--hp", "a b"]
-    assert rerunnable_command(argv, mod) == ("python -m sims.compare --algorithms "
+    assert rerunnable_command(argv, mod) == (f"{python} -m sims.compare --algorithms "
                                              "fedavg,fedadam --hp 'a b'")
     script = types.SimpleNamespace(__spec__=None)
     assert rerunnable_command(["benchmarks/x.py", "--quick"], script) \
-        == "python benchmarks/x.py --quick"
+        == f"{python} benchmarks/x.py --quick"
     assert rerunnable_command(["/usr/bin/fedtoolkit", "sweep"], script) == "fedtoolkit sweep"
+    # what a command records runs again in a shell, from the recorded folder
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "out dir"
+    cmd = [sys.executable, "-m", "sims.compare", "--algorithms", "fedavg", "--tiny", "--quiet",
+           "--out", str(out)]
+    assert subprocess.run(cmd, cwd=root, capture_output=True, timeout=300).returncode == 0
+    (rec,) = [json.loads(p.read_text()) for p in out.glob("*.json")]
+    assert rec["command"].startswith(f"{python} -m sims.compare --algorithms fedavg")
+    assert rec["cwd"] == str(root)
+    again = subprocess.run(rec["command"], shell=True, cwd=rec["cwd"], capture_output=True,
+                           text=True, timeout=300,
+                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:"
+                                                     f"{os.environ.get('PATH', '')}"})
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "reused 1 saved run" in again.stdout
 
 
 def test_wall_time_says_what_it_covers():

@@ -28,8 +28,6 @@ import socket
 from ...store.identity import ROOT, SHIPPED_PACKAGES
 from .grid import GridError
 
-AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
-
 
 def _ray_task(payload, unit, counter, threads, run_unit):
     """A unit on a Ray worker (``run_unit``: :func:`sims.experiments.sweep.execute.run_unit`):
