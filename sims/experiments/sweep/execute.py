@@ -25,7 +25,8 @@ task per unit (one CPU and one torch thread each), on a local Ray started on thi
 receives the project's packages with the tasks; results come back to this process, which
 writes them; each cell's record names where it was computed (host, process id, torch
 threads: on Ray, the worker's; the driver's under ``driver``), and Ray tasks carry the
-driver's plug-ins (:mod:`sims.plugins`). A unit that fails (an exception, a killed worker) is recorded with its error in
+driver's plug-ins (:mod:`sims.plugins`). A unit that fails (an exception, a killed worker)
+is recorded with its error in
 ``OUT/NAME/failures.json`` and retried once; the other units finish either way. One progress
 bar counts cell-rounds over the whole sweep.
 """
