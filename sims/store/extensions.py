@@ -268,8 +268,11 @@ def ensure_shipped(items: Sequence[dict] | None) -> None:
                 try:
                     os.replace(tmp, root)
                 except OSError:                   # another worker wrote it meanwhile
-                    pass
-            sys.modules.pop(it["name"], None)
+                    import shutil
+                    shutil.rmtree(tmp, ignore_errors=True)
+            for name in [m for m in sys.modules
+                         if m == it["name"] or m.startswith(it["name"] + ".")]:
+                del sys.modules[name]             # an older version's modules
             if str(root) not in sys.path:
                 sys.path.insert(0, str(root))
             mirroring.append(True)
