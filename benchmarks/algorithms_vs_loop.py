@@ -74,6 +74,9 @@ from sims.problems.models import CNN, MLP  # noqa: E402
 from sims.core.participation import Participation  # noqa: E402
 from sims.problems.conv import ConvProblem  # noqa: E402
 from sims.problems.neural import NeuralProblem  # noqa: E402
+from sims.core import malloc as _malloc  # noqa: E402
+
+_malloc.tune_for_command()     # a benchmark is a command (sims.core.malloc)
 
 WORKLOAD = {"n_clients": 50, "per_client": 300, "m": 25, "batch": 32}
 QUICK = {"n_clients": 6, "per_client": 40, "m": 3, "batch": 16}

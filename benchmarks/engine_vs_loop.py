@@ -47,6 +47,9 @@ from sims.algorithms.fed_ef import FedEF
 from sims.problems.models import MLP
 from sims.core.participation import Participation
 from sims.problems.neural import NeuralProblem
+from sims.core import malloc as _malloc  # noqa: E402
+
+_malloc.tune_for_command()     # a benchmark is a command (sims.core.malloc)
 
 N_CLIENTS, M, BATCH = 200, 100, 32
 

@@ -40,6 +40,9 @@ import torch.nn.functional as F  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from sims.problems.models import make_model  # noqa: E402
+from sims.core import malloc as _malloc  # noqa: E402
+
+_malloc.tune_for_command()     # a benchmark is a command (sims.core.malloc)
 
 #: name -> (model, input shape, classes, model keywords)
 WORKLOADS = {

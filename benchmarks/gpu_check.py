@@ -50,6 +50,9 @@ from sims.problems.neural import NeuralProblem  # noqa: E402
 from sims.problems.quadratic import heterogeneous_quadratic  # noqa: E402
 from sims.reference import run_reference  # noqa: E402
 from sims.reference.fed_ef import run_fed_ef_reference  # noqa: E402
+from sims.core import malloc as _malloc  # noqa: E402
+
+_malloc.tune_for_command()     # a benchmark is a command (sims.core.malloc)
 
 TOL = 1e-9
 #: FedAda2's frozen-backbone feature extraction at paper scale: every image once per setting

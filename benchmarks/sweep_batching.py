@@ -45,6 +45,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # this checkout's sims
 from sims.experiments.sweep import Axis, Grid, SweepSpec, run_sweep  # noqa: E402
+from sims.core import malloc as _malloc  # noqa: E402
+
+_malloc.tune_for_command()     # a benchmark is a command (sims.core.malloc)
 
 LRS = (0.001, 0.003, 0.005, 0.01, 0.03, 0.05, 0.1, 0.3, 0.5)     # Fed-LAMB SUPP Table 1
 

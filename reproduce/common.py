@@ -67,7 +67,7 @@ from sims.core.interrupts import restore as restore_interrupts
 from sims.store.checkpoint import interrupted_message, write_failed_message
 from sims.data import DataError
 from sims.store.digest import record_of as data_record
-from sims.store.results import provenance, tidy
+from sims.store.results import provenance, tidy, wall_time_fields
 from sims.store.runstore import FolderError, RunStore, check_folder
 
 from . import plotting
@@ -384,6 +384,7 @@ def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
         return df
     problem, algorithm, participation = run.build()
     parts, diverged, checkpoints, resumed, other_code = [], [], [], [], False
+    before = 0.0                         # engine seconds spent before the checkpoints resumed
     chunks = _replica_chunks(problem, algorithm, cfg.seed_list)
     max_batch = getattr(cfg, "max_batch", 0) or run.max_batch or None
     engine_problem = problem if run.eval_grad else _NoGradEval(problem)
@@ -407,10 +408,13 @@ def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
                          max_batch=max_batch, checkpoint=ckpt,
                          progress=lambda t: bar.update(1 / len(chunks)))
         bar.update((rounds - len(out.participants[0])) / len(chunks))
+        if ckpt is not None and ckpt.resumed_from:
+            before += ckpt.resumed_elapsed
         parts.append(tidy(out, run.name, run.params))
         diverged += [d for d in out.diverged_at]
     df = pd.concat(parts, ignore_index=True)
-    record = provenance(cfg, cfg.seed_list, time.perf_counter() - started,
+    timing = wall_time_fields(time.perf_counter() - started, resumed, before)
+    record = provenance(cfg, cfg.seed_list, timing["wall_time_s"],
                         {**base, "algorithm": algorithm.describe(),
                          "participation": participation.describe(),
                          "problem": describe_problem(problem),
@@ -418,7 +422,7 @@ def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
                          "diverged_at_round": diverged, "blowup": engine.BLOWUP,
                          "resumed_from_round": resumed,
                          "resumed_from_other_code": other_code,
-                         "max_batch": max_batch, "eval_grad": run.eval_grad},
+                         "max_batch": max_batch, "eval_grad": run.eval_grad, **timing},
                         started=wall_started)
     saved.save(df, record, stem, cfp)
     for ckpt in checkpoints:
@@ -550,6 +554,8 @@ def main(entry, argv=None) -> int:
     from . import ledger
     from .verdicts import text
     restore_interrupts()
+    from sims.core import malloc
+    malloc.tune_for_command()              # this process is the command's
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         cfg = parse_config(entry, argv)

@@ -11,10 +11,14 @@ Conventions pinned for every algorithm (see each docstring for the paper's equat
   server moves ``theta <- theta - eta * aggregate`` (Fed-EF spec section 0: the paper's
   boxes print the opposite sign, its proofs use this one);
 * aggregation is the uniform mean over the participating clients.
+
+Your own algorithms, problems and models plug in from outside the package:
+``sims.register(kind, name, factory)`` and ``sims.import_modules([...])`` (:mod:`sims.plugins`).
 """
 
 from .core.interrupts import quiet_while_starting as _quiet_while_starting
+from .plugins import import_modules, register  # noqa: F401  (plug-ins: sims.plugins)
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "register", "import_modules"]
 __version__ = "0.1.0"
 _quiet_while_starting()

@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
+from ..store.extensions import load_entry_points
 from ..rules.base import OptimizerError
 from ..rules.compress import CompressorError, make_compressor
 from .baselines import (AdpFed, FedAdaGrad, FedAdam, FedAdamCM, FedAvg, FedAvgM, FedCM,
@@ -109,6 +110,7 @@ def canonical(name: str) -> str:
 
 
 def list_algorithms() -> dict[str, str]:
+    load_entry_points()
     return {name: desc for name, (_, desc) in ALGORITHMS.items()}
 
 
@@ -123,7 +125,19 @@ def hyperparameters(name: str) -> dict:
                 out[f.name] = (f.default if f.default is not dataclasses.MISSING
                                else f.default_factory())
         return out
-    return {f.name: f.default for f in dataclasses.fields(make)}
+    if dataclasses.is_dataclass(make):
+        return {f.name: f.default for f in dataclasses.fields(make)}
+    return signature_defaults(make)
+
+
+def signature_defaults(make) -> dict:
+    """The keyword parameters of a plain callable factory (a plug-in's function or a class
+    that is not a dataclass) with their defaults (None where it has none)."""
+    out = {}
+    for k, p in inspect.signature(make).parameters.items():
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            out[k] = None if p.default is p.empty else p.default
+    return out
 
 
 def source_of(name: str) -> str:
@@ -135,6 +149,7 @@ def source_of(name: str) -> str:
 def lookup(name: str):
     """The constructor registered under ``name`` (any spelling :func:`canonical` accepts)."""
     key = canonical(name)
+    load_entry_points()
     if key in UNAVAILABLE:
         raise AlgorithmError(f"{key}: {UNAVAILABLE[key]}")
     if key not in ALGORITHMS:

@@ -56,7 +56,6 @@ class RoundDraw:
     uniforms: np.ndarray | None
 
 
-_malloc.tune()
 
 BLOWUP = 1e6      # a training loss above BLOWUP * max(1, |initial loss|) counts as diverged
 
@@ -182,6 +181,7 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
     ``checkpoint``: a :class:`sims.store.checkpoint.Checkpointer`; the run resumes from its saved
     state when there is one (observers then need ``state_dict``/``load_state_dict``).
     """
+    _malloc.tune_for_library()      # process-wide: only when asked (sims.core.malloc)
     if rounds < 0:
         raise ValueError(f"rounds must be >= 0, got {rounds}")
     if eval_every < 0:
@@ -237,6 +237,7 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
         started = time.perf_counter() - saved["elapsed"]
         _ckpt.restore_streams(saved, observers)
         checkpoint.resumed_from = t0
+        checkpoint.resumed_elapsed = float(saved["elapsed"])
     else:
         if eval_every:
             evaluate(0)

@@ -17,8 +17,9 @@ round up and down, client memory in floats) is printed and saved.
   (:mod:`sims.algorithms.registry`), each optionally followed by ``:key=value`` settings,
   e.g. ``fedlada:alpha=0.05:eta_l=0.003,localadam``. ``--hp [ALG.]KEY=VALUE`` (repeatable)
   sets a hyperparameter for one algorithm, or for every algorithm that has it.
-* ``--problem``: ``quadratic`` (heterogeneous quadratic with Gaussian, Student-t or Cauchy
-  noise, ``--noise``), or ``DATASET-MODEL`` with a dataset of :mod:`sims.data`
+* ``--problem``: a problem registered by a plug-in (:mod:`sims.plugins`,
+  :mod:`sims.problems.registry`), ``quadratic`` (heterogeneous quadratic with Gaussian,
+  Student-t or Cauchy noise, ``--noise``), or ``DATASET-MODEL`` with a dataset of :mod:`sims.data`
   (``mnist``, ``mnist-subset``, ``fmnist``, ``cifar10``, ``cifar100``) and a model of
   :mod:`sims.problems.models` (``logreg``, ``mlp``, ``cnn``): ``mnist-mlp``, ``fmnist-cnn``, ...
 * ``--bits up`` (default; the engine's ``bits_up``: cumulative uplink bits per client) or
@@ -62,7 +63,7 @@ from ..data import DATASETS, DataError
 from ..store.digest import record_of as data_record
 from ..problems.models import MODELS
 from ..core.participation import Participation, ParticipationError
-from ..store.results import atomic_write_bytes, provenance, tidy
+from ..store.results import atomic_write_bytes, provenance, tidy, wall_time_fields
 from ..store.runstore import FolderError, RunStore, check_folder
 
 NOISES = ("gaussian", "student_t", "cauchy", "laplace", "none")
@@ -182,8 +183,20 @@ def _dtype(cfg: Config, default):
 
 
 def build_problem(cfg: Config):
-    """The problem named by ``cfg.problem``."""
+    """The problem named by ``cfg.problem``: a registered plug-in problem
+    (:mod:`sims.problems.registry`), ``quadratic`` or ``DATASET-MODEL``."""
+    from ..problems import registry as problems
     name = cfg.problem.strip().lower()
+    if problems.lookup(name) is not None:
+        settings = {k: getattr(cfg, k) for k in problems.SETTINGS if hasattr(cfg, k)}
+        settings["dtype"] = _dtype(cfg, None)
+        try:
+            return problems.build(name, settings)
+        except DataError as exc:
+            raise CompareError(" ".join(str(exc).split())) from None
+        except (ValueError, TypeError) as exc:
+            raise CompareError(f"cannot build {cfg.problem!r}: {' '.join(str(exc).split())}") \
+                from None
     if name == "quadratic":
         from ..problems.quadratic import heterogeneous_quadratic
         if cfg.noise not in NOISES:
@@ -197,11 +210,13 @@ def build_problem(cfg: Config):
                                        heterogeneity=cfg.heterogeneity, seed=12345,
                                        local_steps=cfg.local_steps or 5, noise=cfg.noise,
                                        df=cfg.df, x0=1.0, dtype=_dtype(cfg, torch.float64))
-    dataset, _, model = name.rpartition("-")
-    if not dataset or dataset not in DATASETS or model not in MODELS:
+    dataset, model = split_problem(name)
+    if dataset is None:
+        extra = problems.list_problems()
         raise CompareError(f"unknown problem {cfg.problem!r}; use quadratic or DATASET-MODEL "
                            f"with DATASET in {', '.join(DATASETS)} and MODEL in "
-                           f"{', '.join(MODELS)}")
+                           f"{', '.join(MODELS)}"
+                           + (f", or a registered problem: {', '.join(extra)}" if extra else ""))
     from ..problems.image import build_image_problem
     try:
         return build_image_problem(dataset, model, cfg.n_clients, scheme=cfg.partition,
@@ -214,6 +229,15 @@ def build_problem(cfg: Config):
     except ValueError as exc:
         raise CompareError(f"cannot build {cfg.problem!r}: {' '.join(str(exc).split())}") \
             from None
+
+
+def split_problem(name: str) -> tuple[str | None, str | None]:
+    """``DATASET-MODEL`` split where both parts are known (model names may hold a ``-``:
+    ``fmnist-mlp-dropout``); ``(None, None)`` when no split is."""
+    for i, ch in enumerate(name):
+        if ch == "-" and name[:i] in DATASETS and name[i + 1:] in MODELS:
+            return name[:i], name[i + 1:]
+    return None, None
 
 
 def apply_tiny(cfg: Config, explicit=frozenset()) -> None:
@@ -387,7 +411,10 @@ def _compute(cfg, problem, alg, participation, seeds, store, stem, fp, label, na
     finally:
         if bar:
             bar.close()
-    wall = time.perf_counter() - started
+    here = time.perf_counter() - started
+    resumed = [] if ckpt is None or not ckpt.resumed_from else [ckpt.resumed_from]
+    timing = wall_time_fields(here, resumed, ckpt.resumed_elapsed if resumed else 0.0)
+    wall = timing["wall_time_s"]
     params = {"algorithm": label, "name": name, "problem": cfg.problem}
     df = tidy(output, label, params)
     record = provenance(asdict(cfg) | {"hp": list(cfg.hp)}, seeds, wall, {
@@ -396,7 +423,7 @@ def _compute(cfg, problem, alg, participation, seeds, store, stem, fp, label, na
         "client_memory_floats": memory, "d": problem.d,
         "diverged_at": output.diverged_at, "blowup": engine.BLOWUP,
         "data": data_record(problem),
-        "resumed_from_round": None if ckpt is None else ckpt.resumed_from},
+        "resumed_from_round": None if ckpt is None else ckpt.resumed_from, **timing},
         started=wall_started)
     store.save(df, record, stem, fp)
     if ckpt is not None:
@@ -600,6 +627,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     restore_interrupts()
+    from ..core import malloc
+    malloc.tune_for_command()              # this process is the command's
+    from ..store.extensions import PluginError, load_entry_points
+    try:
+        load_entry_points()                 # installed plug-ins: their names in --help
+    except PluginError as exc:
+        print(f"python -m sims.compare: error: {exc}", file=sys.stderr)
+        return 2
     parser = _parser()
     args = parser.parse_args(argv)
     if args.list:

@@ -176,10 +176,19 @@ MODELS = {"logreg": LogReg, "mlp": MLP, "mlp-ln": NormMLP, "cnn": CNN, "mlp-drop
 SHAPED = ("cnn", "mnist-cnn", "cifar-cnn")
 
 
+#: Models registered by plug-ins (:func:`sims.plugins.register` with kind ``"model"``):
+#: built as ``factory(in_shape=(C, H, W), num_classes=K, **kw)``.
+PLUGIN_MODELS: set = set()
+
+
 def make_model(name: str, in_shape=(1, 28, 28), num_classes: int = 10, **kw) -> nn.Module:
     """Build a model by name for inputs of shape ``in_shape`` (C, H, W)."""
+    from ..store.extensions import load_entry_points
+    load_entry_points()
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
+    if name in PLUGIN_MODELS:
+        return MODELS[name](in_shape=tuple(in_shape), num_classes=num_classes, **kw)
     c, h, w = in_shape
     if name in SHAPED:
         return MODELS[name](c, num_classes, image_size=h, **kw)

@@ -183,6 +183,7 @@ class Checkpointer:
         self.saves = 0
         self.failed_saves = 0
         self.resumed_from: int | None = None
+        self.resumed_elapsed: float = 0.0       # engine seconds before the resume
         self._loaded: dict | None = None
         self._told: set = set()
 

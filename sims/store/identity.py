@@ -8,6 +8,16 @@ of the packages that change numerics (Python, torch, numpy, scipy). Hashing the 
 contents (not the git commit) makes the identity the same in any clone or checkout of the
 same code, and different after any edit, committed or not.
 
+What is hashed: every source file of ``sims/`` and ``reproduce/``, and of ``theory/`` only
+``theory/bounds.py`` (:data:`SOURCE_FILES`), the one theory module that ``sims`` or
+``reproduce`` import (``sims.experiments.probes`` evaluates the papers' bounds with it; a
+test fails if they import another), so editing the symbolic audit does not make saved
+simulation runs stale. Plug-in modules (:mod:`sims.plugins`: ``--import MODULE``, the
+``fedtoolkit.plugins`` entry points) are folded in by their sources' sha256
+(:func:`sims.store.extensions.plugin_sources`), so editing an external algorithm recomputes the
+runs it computed. :data:`SHIPPED_PACKAGES` are the packages a Ray cluster receives: all of
+``theory/`` travels (``from theory import bounds`` runs ``theory/__init__``).
+
 :func:`code_identity` adds what a person wants to read back (the commit, whether the tree was
 dirty, the digest's parts); it is recorded in every results file's JSON.
 """
@@ -22,21 +32,26 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE_PACKAGES = ("sims", "reproduce", "theory")
+SOURCE_PACKAGES = ("sims", "reproduce")        # hashed whole
+SOURCE_FILES = ("theory/bounds.py",)           # hashed file by file
+SHIPPED_PACKAGES = ("sims", "reproduce", "theory")   # what a Ray cluster receives
 SOURCE_SUFFIXES = (".py", ".c", ".h")
 NUMERIC_PACKAGES = ("torch", "numpy", "scipy")
 
 
 @lru_cache(maxsize=1)
 def source_hash() -> str:
-    """sha256 over every source file of the project's packages (``.py`` and the C kernels'
-    ``.c`` / ``.h``, :mod:`sims.accel.native`; path and contents, sorted)."""
+    """sha256 over every source file of :data:`SOURCE_PACKAGES` (``.py`` and the C kernels'
+    ``.c`` / ``.h``, :mod:`sims.accel.native`) and the files :data:`SOURCE_FILES` (path and
+    contents, sorted)."""
     h = hashlib.sha256()
+    paths = set()
     for pkg in SOURCE_PACKAGES:
-        files = (p for p in (ROOT / pkg).rglob("*") if p.suffix in SOURCE_SUFFIXES)
-        for path in sorted(files):
-            rel = path.relative_to(ROOT).as_posix()
-            h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+        paths |= {p for p in (ROOT / pkg).rglob("*") if p.suffix in SOURCE_SUFFIXES}
+    paths |= {ROOT / f for f in SOURCE_FILES if (ROOT / f).is_file()}
+    for path in sorted(paths):
+        rel = path.relative_to(ROOT).as_posix()
+        h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -57,16 +72,27 @@ def numeric_versions() -> dict[str, str]:
     return package_versions(NUMERIC_PACKAGES)
 
 
+def plugin_sources() -> dict[str, str]:
+    """The imported plug-in modules, ``{module name: sha256 of its source}``
+    (:func:`sims.store.extensions.plugin_sources`)."""
+    from .extensions import plugin_sources as sources
+    return sources()
+
+
 def code_digest() -> str:
-    """The short identity of the code that computes a run (source plus numeric versions)."""
+    """The short identity of the code that computes a run: the project's source, the
+    numeric packages' versions and the imported plug-ins' sources."""
     blob = source_hash() + "".join(f"|{k}={v}" for k, v in sorted(numeric_versions().items()))
+    blob += "".join(f"|plugin:{k}={v}" for k, v in sorted(plugin_sources().items()))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def code_identity() -> dict:
-    """The code identity as recorded beside results (digest, its parts, the git commit)."""
+    """The code identity as recorded beside results (digest, its parts, the git commit,
+    the plug-ins' sources)."""
     return {"code_digest": code_digest(), "source_hash": source_hash()[:16],
-            "numeric_versions": numeric_versions(), "commit": git_commit()}
+            "numeric_versions": numeric_versions(), "plugins": plugin_sources(),
+            "commit": git_commit()}
 
 
 def git_commit(cwd: str | os.PathLike | None = None) -> str:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import socket
 import sys
 import tempfile
@@ -53,25 +54,72 @@ def versions() -> dict[str, str]:
     return {**package_versions(PACKAGES), "platform": platform.platform()}
 
 
-def run_context(started: float | None = None) -> dict:
-    """Where and how a run was computed: command line, start time (UTC, ISO 8601), host,
-    torch's intra-op thread count, which fast local-step forms were on (:mod:`sims.accel`
-    and its C kernels: they change results at the rounding level only),
-    process id, and the GPU libraries that change numerics on a GPU (CUDA, cuDNN, the GPU's
-    name; None on a CPU-only build). The package versions that change numerics everywhere
-    are in the code identity (:mod:`sims.store.identity`)."""
+def rerunnable_command(argv=None, main_module=None) -> str:
+    """The command line that started this process, in a form that runs again from its
+    working directory: ``python3 -m sims.compare ...`` for a module run with ``-m`` (its
+    ``__main__``'s package), ``python3 path/script.py ...`` for a script, the console
+    command's name otherwise; the interpreter as it is named here (``python3``, a venv's
+    ``python``), arguments quoted for a POSIX shell."""
+    argv = list(sys.argv if argv is None else argv)
+    main = sys.modules.get("__main__") if main_module is None else main_module
+    spec = getattr(main, "__spec__", None)
+    python = os.path.basename(sys.executable) or "python"
+    args = argv[1:]
+    if spec is not None and getattr(spec, "name", None):
+        name = spec.name[:-len(".__main__")] if spec.name.endswith(".__main__") else spec.name
+        return shlex.join([python, "-m", name, *args])
+    first = argv[0] if argv else ""
+    if first.endswith(".py"):
+        return shlex.join([python, first, *args])
+    return shlex.join([os.path.basename(first) or python, *args])
+
+
+def worker_context() -> dict:
+    """Where a computation ran: host, process id, torch's intra-op threads, the fast forms
+    (:mod:`sims.accel`) and the allocator tuning (:mod:`sims.core.malloc`) in that process:
+    on a Ray worker, the worker's."""
     import torch
 
     from .. import accel
+    malloc = sys.modules.get("sims.core.malloc")     # never imported: never applied
+    return {"host": socket.gethostname(), "pid": os.getpid(),
+            "threads": torch.get_num_threads(), "accel": accel.status(),
+            "malloc_tuning": bool(malloc and malloc.applied())}
+
+
+def run_context(started: float | None = None) -> dict:
+    """Where and how a run was computed: command line (:func:`rerunnable_command`) and the
+    working directory it runs from, start time (UTC, ISO 8601), host, torch's intra-op thread
+    count, which fast local-step forms were on (:mod:`sims.accel` and its C kernels: they
+    change results at the rounding level only), process id, whether the allocator tuning
+    was on (:mod:`sims.core.malloc`), and the GPU libraries that change numerics on a GPU
+    (CUDA, cuDNN, the GPU's name; None on a CPU-only build). The package versions that
+    change numerics everywhere are in the code identity (:mod:`sims.store.identity`)."""
+    import torch
+
     started = time.time() if started is None else started
     libs = {"cuda": torch.version.cuda, "cudnn": (torch.backends.cudnn.version()
                                                   if torch.backends.cudnn.is_available() else None),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
-    return {"command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+    return {"command": rerunnable_command(), "cwd": os.getcwd(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            "host": socket.gethostname(), "threads": torch.get_num_threads(),
-            "accel": accel.status(),                   # sims.accel (default on)
-            "pid": os.getpid(), "device_libraries": libs}
+            **worker_context(), "device_libraries": libs}
+
+
+def wall_time_fields(this_process: float, resumed_from: list, before: float) -> dict:
+    """What a run's ``wall_time_s`` covers: the whole run's seconds (``this_process`` plus the
+    engine seconds ``before`` a checkpoint it resumed from, at rounds ``resumed_from``), each
+    part, and a sentence saying so."""
+    resumed = [int(r) for r in resumed_from if r]
+    if not resumed:
+        covers = "every round, computed in this process"
+    else:
+        covers = (f"every round: the engine seconds up to the checkpoint at round(s) "
+                  f"{', '.join(map(str, resumed))} (wall_time_before_resume_s, the interrupted "
+                  "process) plus this process's seconds (wall_time_this_process_s)")
+    return {"wall_time_s": round(this_process + before, 3),
+            "wall_time_this_process_s": round(this_process, 3),
+            "wall_time_before_resume_s": round(before, 3), "wall_time_covers": covers}
 
 
 def provenance(config, seeds, wall_time: float, extra: dict | None = None,

@@ -279,3 +279,28 @@ def test_benchmark_workload_is_the_issues():
     prob = bench.build_problem({**s.problem, "per_client": 40, "test": 10})
     assert prob.n_clients == 50 and prob.batch_size == 32 and prob.d == 784 * 200 + 200 + 2010
     assert s.problem["per_client"] == 300 and s.problem["batch"] == 32
+
+
+def test_unreachable_ray_cluster_is_one_line_naming_the_address(tmp_path, capsys, monkeypatch):
+    """No Ray cluster at the address typed: one line naming it, what to check and the
+    authentication settings, before any cell (Ray's own connection retries for minutes)."""
+    pytest.importorskip("ray")
+    import socket
+
+    from sims.experiments.sweep import on_ray
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                                            # nothing listens there now
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    assert cli.main(["--algorithms", "fedavg", "--tiny", "--quiet", "--executor", "ray",
+                     "--ray-address", f"127.0.0.1:{port}", "--out", str(tmp_path / "o"),
+                     "--figures", str(tmp_path / "f")]) == 2
+    line = capsys.readouterr().err.strip()
+    assert f"cannot connect to the Ray cluster at 127.0.0.1:{port} (--ray-address)" in line
+    assert "RAY_AUTH_MODE=token" in line and "ray start --head" in line and "\n" not in line
+    assert not list((tmp_path / "o").rglob("cells/*.csv"))
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    assert "RAY_AUTH_MODE=token is set here" in on_ray.connection_hint("h:1", None, "refused")
+    assert "h:1 (RAY_ADDRESS)" in on_ray.connection_hint("h:1", None, "refused")
+    assert on_ray.forward_auth() == "token"

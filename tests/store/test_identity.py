@@ -47,3 +47,52 @@ def test_code_digest_changes_when_a_c_kernel_changes(tmp_path, monkeypatch):
         digests.append(identity.code_digest())
     identity.source_hash.cache_clear()
     assert len(set(digests)) == 3
+
+
+def test_digest_covers_theory_bounds_only(tmp_path, monkeypatch):
+    """sims/ and reproduce/ are hashed whole, theory/ only through theory/bounds.py."""
+    for rel in ("sims/a.py", "reproduce/b.py", "theory/bounds.py", "theory/core.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x = 1\n")
+    monkeypatch.setattr(identity, "ROOT", tmp_path)
+    digests = {}
+    for rel in (None, "theory/core.py", "theory/bounds.py", "reproduce/b.py"):
+        if rel:
+            (tmp_path / rel).write_text((tmp_path / rel).read_text() + "y = 2\n")
+        identity.source_hash.cache_clear()
+        digests[rel] = identity.code_digest()
+    identity.source_hash.cache_clear()
+    assert digests["theory/core.py"] == digests[None]          # the audit is not hashed
+    assert len({digests[None], digests["theory/bounds.py"], digests["reproduce/b.py"]}) == 3
+
+
+def _theory_imports(path):
+    """The theory modules a source file imports (``theory`` itself counts as its __init__)."""
+    import ast
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "theory"}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] == "theory":
+            if node.module == "theory":
+                out |= {f"theory.{a.name}" for a in node.names}
+            else:
+                out.add(node.module)
+    return out
+
+
+def test_sims_and_reproduce_import_no_theory_module_but_bounds():
+    """The digest hashes theory/bounds.py alone (SOURCE_FILES): if sims/ or reproduce/ used
+    another theory module, editing it would not recompute their runs."""
+    found = {}
+    for pkg in ("sims", "reproduce"):
+        for path in sorted((identity.ROOT / pkg).rglob("*.py")):
+            other = _theory_imports(path) - {"theory.bounds"}
+            if other:
+                found[str(path.relative_to(identity.ROOT))] = sorted(other)
+    assert not found, f"theory modules outside the digest: {found}"
+    assert "theory/bounds.py" in identity.SOURCE_FILES
+    assert _theory_imports(identity.ROOT / "sims/experiments/probes/bounds.py") \
+        == {"theory.bounds"}                                   # the checker sees the one use
+    assert set(identity.SHIPPED_PACKAGES) >= {"sims", "reproduce", "theory"}

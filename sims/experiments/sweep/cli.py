@@ -25,6 +25,7 @@ import sys
 
 from .. import compare
 from ...core.interrupts import restore as restore_interrupts
+from ...store.extensions import PluginError
 from ...store.results import ResultsError
 from ...store.checkpoint import interrupted_message, write_failed_message
 from .execute import EXECUTORS, PLANS, SweepSpec, run_sweep
@@ -178,6 +179,8 @@ def spec_from_args(args) -> SweepSpec:
 
 def main(argv=None) -> int:
     restore_interrupts()
+    from ...core import malloc
+    malloc.tune_for_command()              # this process is the command's
     args = _parser().parse_args(argv)
     try:
         spec = spec_from_args(args)
@@ -206,7 +209,7 @@ def main(argv=None) -> int:
             raise GridError(f"no cell finished ({len(result.failures)} failure(s); see "
                             f"{spec.folder / 'failures.json'})")
         paths = write_outputs(spec, result, rule, by, args.figures, args.reference_acc)
-    except (GridError, ResultsError, OSError) as exc:
+    except (GridError, ResultsError, PluginError, OSError) as exc:
         what = (write_failed_message(exc, "cells") if isinstance(exc, OSError)
                 else " ".join(str(exc).split()))
         print(f"python -m sims.sweep: error: {what}", file=sys.stderr)

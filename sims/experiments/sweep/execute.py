@@ -23,7 +23,10 @@ Executors: ``inprocess`` runs the units one after another here; ``ray`` submits 
 task per unit (one CPU and one torch thread each), on a local Ray started on this machine
 (the default; every core) or on the cluster at ``ray_address`` (or ``RAY_ADDRESS``), which
 receives the project's packages with the tasks; results come back to this process, which
-writes them. A unit that fails (an exception, a killed worker) is recorded with its error in
+writes them; each cell's record names where it was computed (host, process id, torch
+threads: on Ray, the worker's; the driver's under ``driver``), and Ray tasks carry the
+driver's plug-ins (:mod:`sims.plugins`). A unit that fails (an exception, a killed worker)
+is recorded with its error in
 ``OUT/NAME/failures.json`` and retried once; the other units finish either way. One progress
 bar counts cell-rounds over the whole sweep.
 """
@@ -215,6 +218,7 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
     from .per_replica import MixedReplicaValues, batched_algorithm
     from ...algorithms.registry import with_population
     from ...core.participation import Participation
+    from ...store.results import worker_context
     if threads:
         torch.set_num_threads(int(threads))
     problem = _problem(payload["build_problem"], payload["problem"])
@@ -248,7 +252,8 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
                   {"name": name, **settings[r]},
                   "settings": settings[r], "seed": c.seed, "wall_time_unit_s": round(wall, 3),
                   "replicas_in_unit": len(units_cells), "diverged_at": out.diverged_at[r],
-                  "data": data_record(problem)}
+                  "data": data_record(problem),
+                  **worker_context()}          # where it ran (a Ray worker: the worker's)
         results.append((c, df, record))
     return results
 
@@ -278,6 +283,9 @@ def _record(spec: SweepSpec, cell: Cell, extra: dict, base: dict) -> dict:
     """A cell's provenance: ``base`` (the sweep's, computed once: versions, commit, code
     identity) with the cell's seed, settings and fingerprint."""
     return {**base, "seeds": [cell.seed], "wall_time_s": extra.get("wall_time_unit_s", 0.0),
+            "wall_time_covers": "the engine run of the cell's unit (its replicas together), "
+                                "where it ran (host, pid)",
+            "driver": {"host": base.get("host"), "pid": base.get("pid")},
             **extra, "point": cell.point.key, "label": cell.point.label,
             "config_fingerprint": cell_config_fingerprint(spec, cell),
             "fingerprint": cell_fingerprint(spec, cell)}

@@ -5,23 +5,85 @@ project's packages (``sims``, ``reproduce``, ``theory``) with the tasks, or star
 machine with one CPU per core. :func:`run_ray` submits one task per unit (one CPU, one torch
 thread; a GPU per task when the sweep's device is cuda), gathers the results here as they
 finish (this process writes them), counts progress through a small actor every round, and
-records a failed task (exception or killed worker) and submits it once more.
+records a failed task (exception or killed worker) and submits it once more. Every task
+carries this process's plug-ins (:func:`sims.plugins.shipment`), imported on the worker
+before its cells run.
+
+Authentication (Ray 2.60 turns on token authentication for clusters it starts): a cluster
+started with token authentication accepts a connection only with ``RAY_AUTH_MODE=token``
+and its token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``) in the
+connecting process; Ray never turns it on by itself for an explicit address.
+:func:`ray_init` forwards ``RAY_AUTH_MODE`` to the connection (also when it was set after
+Ray was imported, as in a notebook), and a cluster that does not answer is a one-line
+:class:`~sims.experiments.sweep.grid.GridError` naming the address as given and what to
+check.
 """
 from __future__ import annotations
 
 import logging
 import os
+import re
+import socket
 
-from ...store.identity import ROOT, SOURCE_PACKAGES
+from ...store.identity import ROOT, SHIPPED_PACKAGES
 from .grid import GridError
 
 
 def _ray_task(payload, unit, counter, threads, run_unit):
     """A unit on a Ray worker (``run_unit``: :func:`sims.experiments.sweep.execute.run_unit`):
-    one torch thread, progress to the shared counter."""
+    this process's plug-ins imported first, one torch thread, progress to the shared
+    counter, the allocator tuned as in a command (:mod:`sims.core.malloc`)."""
+    from ... import plugins
+    from ...core import malloc
+    malloc.tune_for_command()
+    plugins.ensure(payload.get("plugins"))
+
     def progress(n):
         counter.add.remote(n)
     return run_unit(payload, unit, progress=progress, threads=threads)
+
+
+def forward_auth() -> str | None:
+    """Make this process's Ray connection use ``RAY_AUTH_MODE`` as now set (Ray reads its
+    configuration once, when it is imported; a mode set later, e.g. in a notebook, is
+    applied here). Returns the mode (None when unset)."""
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode:
+        try:
+            from ray._raylet import Config
+            Config.initialize("")
+        except (ImportError, AttributeError, RuntimeError):   # another Ray: env only
+            pass
+    return mode
+
+
+def _where(address: str, given: str | None) -> str:
+    return f"{address} ({'--ray-address' if given else 'RAY_ADDRESS'})"
+
+
+def connection_hint(address: str, given: str | None, reason: str) -> str:
+    """The one-line error for a cluster that cannot be reached at ``address``."""
+    mode = os.environ.get("RAY_AUTH_MODE")
+    auth = ("RAY_AUTH_MODE=token is set here; check that this machine has the cluster's token "
+            "(RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)"
+            if mode == "token" else
+            "a cluster started by Ray 2.60 uses token authentication: set RAY_AUTH_MODE=token "
+            "and the cluster's token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
+            "~/.ray/auth_token) here and on every node")
+    return (f"cannot connect to the Ray cluster at {_where(address, given)}: {reason}; "
+            f"check that `ray start --head` runs there and the port is the head's; {auth}")
+
+
+def _probe(address: str, given: str | None) -> None:
+    """A quick TCP check of a ``HOST:PORT`` address (Ray itself retries for minutes)."""
+    m = re.fullmatch(r"\[?([^\]/]+?)\]?:(\d+)", address.strip())
+    if not m or "://" in address:           # ray://, auto, local: Ray's own handling
+        return
+    try:
+        socket.create_connection((m.group(1), int(m.group(2))), timeout=10).close()
+    except OSError as exc:
+        raise GridError(connection_hint(address, given, exc.strerror or str(exc) or
+                                        "no answer")) from None
 
 
 def ray_init(address: str | None = None, workers: int | None = None) -> bool:
@@ -33,12 +95,27 @@ def ray_init(address: str | None = None, workers: int | None = None) -> bool:
     except ImportError:
         raise GridError("the ray executor needs Ray: pip install -c constraints.txt ray") \
             from None
-    if ray.is_initialized():
-        return False
+    given = address
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, runtime_env={
-            "py_modules": [str(ROOT / p) for p in SOURCE_PACKAGES]})
+        _probe(address, given)             # also when connected: a typo is said, not ignored
+    if ray.is_initialized():
+        return False
+    if address:
+        forward_auth()
+        try:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR,
+                     runtime_env={"py_modules": [str(ROOT / p) for p in SHIPPED_PACKAGES]})
+        except (ConnectionError, RuntimeError, TimeoutError, ray.exceptions.RayError) as exc:
+            reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+            chain, cause = [], exc
+            while cause is not None:
+                chain.append(f"{type(cause).__name__} {cause}")
+                cause = cause.__cause__ or cause.__context__
+            if any("InvalidAuthToken" in t or "AuthenticationError" in t for t in chain):
+                reason += (" (the cluster refused this process's authentication: RAY_AUTH_MODE "
+                           "is not token here, or the token differs from the cluster's)")
+            raise GridError(connection_hint(address, given, reason)) from None
     else:
         path = os.pathsep.join([str(ROOT)] + [p for p in
                                               [os.environ.get("PYTHONPATH", "")] if p])
@@ -93,7 +170,8 @@ def run_ray(spec, units, save, failed, bar, address, workers, threads, payload, 
         counter = _counter(ray)
         gpu = 1 if str(spec.device).startswith("cuda") else 0     # a GPU per task there
         task = ray.remote(num_cpus=1, num_gpus=gpu, max_retries=0)(_ray_task)
-        payload = ray.put(payload)
+        from ... import plugins
+        payload = ray.put({**payload, "plugins": plugins.shipment()})
         pending = {task.remote(payload, u, counter, threads, run_unit): (u, 0) for u in units}
         finished_rounds = 0
         while pending:

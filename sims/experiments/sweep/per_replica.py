@@ -345,6 +345,9 @@ def _field_types(name: str) -> dict[str, str]:
     from ...algorithms.registry import lookup
     make = lookup(name)
     cls = FedEF if getattr(make, "fed_ef_fields", False) else make
+    if not dataclasses.is_dataclass(cls):           # a plug-in's plain factory
+        import inspect
+        return {k: str(p.annotation) for k, p in inspect.signature(cls).parameters.items()}
     return {f.name: str(f.type) for f in dataclasses.fields(cls)}
 
 
