@@ -250,6 +250,8 @@ def add_problem_args(p: argparse.ArgumentParser, defaults) -> None:
     g.add_argument("--loss", default=None,
                    help="arrays problems: cross_entropy, mse or bce (default: cross_entropy "
                         "for integer labels, mse otherwise)")
+    g.add_argument("--model", default=None,
+                   help="arrays problems: mlp (one hidden layer of 64, default) or logreg")
     g.add_argument("--eval-every", type=int, default=defaults.eval_every)
     g.add_argument("--eval-train-samples", type=int, default=defaults.eval_train_samples)
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import math
 from contextlib import contextmanager
+from functools import lru_cache
 
 import numpy as np
 
@@ -142,6 +143,7 @@ def epsilon_fixed_size(n: int, m: int, sigma: float, rounds: int, delta: float) 
         return float(acc.get_epsilon(delta))
 
 
+@lru_cache(maxsize=64)
 def noise_for_epsilon(q: float, rounds: int, epsilon: float, delta: float,
                       accountant: str = "rdp") -> float:
     """The noise multiplier whose ``rounds`` Poisson-sampled rounds at rate ``q`` spend at
