@@ -70,8 +70,20 @@ class SweepSpec:
     device: str = "cpu"
     max_replicas: int = 64            # cells per batched unit
     max_batch: int | None = None      # the engine's client chunk (None: its default)
+    #: user-level DP for every cell (:class:`sims.cli.DPOptions` fields: clip, sigma or
+    #: epsilon, delta, accountant); None: none
+    dp: dict | None = None
 
     def __post_init__(self):
+        from ... import cli
+        try:
+            cli.check_device(self.device, "device")    # never a silent run on the CPU
+            if self.dp is not None:
+                self.dp = cli.DPOptions(**self.dp).describe()
+        except cli.CLIError as exc:
+            raise GridError(str(exc)) from None
+        except TypeError as exc:
+            raise GridError(f"dp: {exc}") from None
         if self.rounds < 1:
             raise GridError(f"rounds must be >= 1, got {self.rounds}")
         if not self.seeds:
@@ -98,7 +110,8 @@ def cell_config_fingerprint(spec: SweepSpec, cell: Cell) -> str:
     blob = json.dumps({"problem": spec.problem, "participation": spec.participation,
                        "rounds": spec.rounds, "eval_every": spec.eval_every,
                        "algorithm": cell.point.algorithm,
-                       "hyper": [[k, v] for k, v in cell.point.hyper], "seed": cell.seed},
+                       "hyper": [[k, v] for k, v in cell.point.hyper], "seed": cell.seed,
+                       **({"dp": spec.dp} if spec.dp is not None else {})},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -224,9 +237,14 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
         settings.append(with_population(name, c.point.settings, problem.n_clients))
     seeds = [c.seed for c in units_cells]
     started = time.perf_counter()
+    participation = Participation.parse(payload["participation"])
     try:
         alg = batched_algorithm(name, settings)   # (a check may see replicas disagree)
-        out = engine.run(problem, alg, Participation.parse(payload["participation"]),
+        if payload.get("dp") is not None:
+            from ...cli import DPOptions
+            alg = DPOptions(**payload["dp"]).wrap(alg, participation, problem.n_clients,
+                                                   payload["rounds"])
+        out = engine.run(problem, alg, participation,
                          payload["rounds"], seeds, eval_every=payload["eval_every"],
                          max_batch=payload.get("max_batch"),
                          progress=(lambda t: progress(len(units_cells))) if progress else None)
@@ -271,7 +289,7 @@ class SweepResult:
 def payload_of(spec: SweepSpec) -> dict:
     return {"problem": spec.problem, "build_problem": spec.build_problem,
             "participation": spec.participation, "rounds": spec.rounds,
-            "eval_every": spec.eval_every, "max_batch": spec.max_batch}
+            "eval_every": spec.eval_every, "max_batch": spec.max_batch, "dp": spec.dp}
 
 
 def _record(spec: SweepSpec, cell: Cell, extra: dict, base: dict) -> dict:
@@ -390,11 +408,16 @@ def _run_locked(spec, points, executor, plan, ray_address, workers, threads, qui
         # the units' problem, built here once (they share it): one that cannot be built
         # (missing data) fails here in one line, not as every unit failing twice
         try:
-            _problem(spec.build_problem, spec.problem)
+            problem = _problem(spec.build_problem, spec.problem)
         except (DataError, ValueError):  # missing data, a bad setting: nothing would run
             raise
         except Exception:  # noqa: BLE001 - maybe transient: the units record and retry it
-            pass
+            problem = None
+        where = getattr(problem, "device", None)
+        if where is not None and getattr(where, "type", str(where)) != \
+                str(spec.device).split(":")[0]:
+            raise GridError(f"the sweep's device is {spec.device}, but build_problem built the "
+                            f"problem on {where}; build it on {spec.device}")
     units = make_units(todo, plan, spec.max_replicas)
     failures: list = []
     bar = _bar(len(todo) * spec.rounds, quiet or progress is not None)
