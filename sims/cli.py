@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import math
 import textwrap
 from dataclasses import dataclass
@@ -71,48 +70,25 @@ def parse_options(text: str, where: str) -> tuple[str, dict]:
 def parse_partition(text: str) -> tuple[str, dict]:
     """``--partition``: ``shards``, ``iid``, ``dirichlet:alpha=0.5[,variant=per_client,
     min_size=2]`` -> ``(scheme, keywords of sims.data.partition)``, checked against the
-    scheme's parameters (a missing ``alpha`` or an unknown option is one line here)."""
-    from .data.partition import SCHEMES
-    scheme, kw = parse_options(text, "--partition")
-    if scheme not in SCHEMES:
-        raise CLIError(f"--partition: unknown scheme {scheme!r}; use {', '.join(PARTITIONS)} "
-                       "(e.g. dirichlet:alpha=0.5)")
-    params = inspect.signature(SCHEMES[scheme]).parameters
-    accepted = [p for p in params if p not in ("labels", "n_samples", "n_clients", "seed")]
-    unknown = sorted(set(kw) - set(accepted))
-    if unknown:
-        raise CLIError(f"--partition {scheme}: unknown option(s) {', '.join(unknown)}; "
-                       f"accepted: {', '.join(accepted) or 'none'}")
-    missing = [p for p in accepted
-               if params[p].default is inspect.Parameter.empty and p not in kw]
-    if missing:
-        raise CLIError(f"--partition {scheme} needs {', '.join(missing)}: e.g. "
-                       f"--partition {scheme}:{missing[0]}=0.5")
-    return scheme, kw
+    scheme's parameters (:func:`sims.data.partition.parse_scheme`; a missing ``alpha`` or an
+    unknown option is one line here)."""
+    from .data.errors import PartitionError
+    from .data.partition import parse_scheme
+    try:
+        return parse_scheme(text, "--partition")
+    except PartitionError as exc:
+        raise CLIError(str(exc)) from None
 
-
-# ------------------------------------------------------------------------------ device
 
 def check_device(device: str | None, flag: str = "--device"):
-    """``device`` as a ``torch.device``, or a one-line :class:`CLIError`: not a device torch
-    knows, or a GPU asked for where torch sees none. Never falls back to the CPU."""
-    import torch
-    text = "cpu" if device is None else str(device).strip()
+    """``device`` as a ``torch.device``, or a one-line :class:`CLIError`
+    (:func:`sims.core.device.check_device`: never a fall-back to the CPU)."""
+    from .core.device import DeviceError
+    from .core.device import check_device as check
     try:
-        dev = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise CLIError(f"{flag} {text!r} is not a device torch knows (cpu, cuda, cuda:1, ...)") \
-            from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            hint = "--device cpu" if flag.startswith("--") else f"{flag}='cpu'"
-            raise CLIError(f"{flag} {text}: torch sees no GPU here (torch.cuda.is_available() "
-                           f"is False); use {hint}")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise CLIError(f"{flag} {text}: torch sees {torch.cuda.device_count()} GPU(s)")
-    elif dev.type != "cpu":
-        raise CLIError(f"{flag} {text}: only cpu and cuda are supported")
-    return dev
+        return check(device, flag)
+    except DeviceError as exc:
+        raise CLIError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------ plug-ins

@@ -26,8 +26,8 @@ pass is refused in one line, naming it, with the alternative (``GroupNorm`` / ``
 normalisation without running statistics).
 
 ``partition`` is a scheme text as on the command line (``"iid"``, ``"shards"``,
-``"dirichlet:alpha=0.5"``; :func:`sims.cli.parse_partition`), or the clients' sample indices
-(a list of integer arrays). Label schemes (``shards``, ``dirichlet``) split by the class
+``"dirichlet:alpha=0.5"``), or the clients' sample indices
+(a list of integer arrays; :func:`sims.data.partition.parse_scheme`). Label schemes (``shards``, ``dirichlet``) split by the class
 labels; for regression or multi-label targets pass ``partition_labels`` (a class per sample)
 or use ``iid``. ``x_test`` / ``y_test``: a held-out set for the test metrics (without one, no
 test metrics). Local work, minibatches and evaluation are those of
@@ -39,6 +39,7 @@ never unpickled).
 """
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Sequence
 
@@ -176,11 +177,8 @@ def _parts(partition, labels: np.ndarray | None, n: int, n_clients: int, seed: i
     from ..data.partition import iid
     from ..data.partition import partition as split
     if isinstance(partition, str):
-        from ..cli import CLIError, parse_partition
-        try:
-            scheme, kw = parse_partition(partition)
-        except CLIError as exc:
-            raise ValueError(str(exc)) from None
+        from ..data.partition import parse_scheme
+        scheme, kw = parse_scheme(partition)
         if scheme == "iid":
             return iid(n, n_clients, seed)
         if labels is None:
@@ -289,11 +287,8 @@ def problem_from_arrays(x, y, model: nn.Module | None = None, *,
     ``"bce"``, a Dirichlet / shards / iid ``partition`` over ``n_clients`` (or the clients'
     index arrays), ``model`` (None: an MLP with ``hidden`` units). ``device="cuda"`` without a
     GPU is a one-line error. Bad input is a one-line ``ValueError`` before any work."""
-    from ..cli import CLIError, check_device
-    try:
-        dev = check_device(device, "device")
-    except CLIError as exc:
-        raise ValueError(str(exc)) from None
+    from ..core.device import check_device
+    dev = check_device(device, "device")
     x = _inputs(x, "x")
     loss_name = _loss_name(loss, _as_array(y, "y"))
     y = _targets(y, len(x), loss_name, "y")
@@ -328,7 +323,7 @@ def problem_from_arrays(x, y, model: nn.Module | None = None, *,
     try:
         parts = _parts(partition, labels, len(x), n_clients, partition_seed)
     except PartitionError as exc:
-        raise ValueError(f"partition: {exc}") from None
+        raise ValueError(str(exc)) from None
     if model is None:
         model = default_model(x.shape[1:], outputs, hidden)
     if not isinstance(model, nn.Module):
@@ -369,7 +364,18 @@ def load_arrays(path) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise DataError(f"arrays: no file {str(path)!r}")
     try:
-        with np.load(path, allow_pickle=False) as z:
+        z = np.load(path, allow_pickle=False)
+    except ValueError as exc:              # a pickle or object arrays: refused, never loaded
+        raise DataError(f"arrays {path}: not an .npz of plain numeric arrays "
+                        f"({' '.join(str(exc).split())[:80]}...); pickles and object arrays "
+                        "are never unpickled") from None
+    except (OSError, EOFError) as exc:
+        raise DataError(f"arrays {path}: not a readable .npz file ({type(exc).__name__})") \
+            from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise DataError(f"arrays {path}: one array (.npy); save x and y with np.savez")
+    try:
+        with z:
             keys = set(z.files)
             missing = [k for k in ("x", "y") if k not in keys]
             if missing:
@@ -378,12 +384,10 @@ def load_arrays(path) -> dict[str, np.ndarray]:
             if ("x_test" in keys) != ("y_test" in keys):
                 raise DataError(f"arrays {path}: give both x_test and y_test, or neither")
             return {k: z[k] for k in NPZ_KEYS if k in keys}
-    except DataError:
-        raise
     except ValueError as exc:              # object arrays: allow_pickle=False refuses them
-        raise DataError(f"arrays {path}: {' '.join(str(exc).split())} (object arrays are "
-                        "never unpickled; save plain numeric arrays)") from None
-    except (OSError, EOFError, KeyError) as exc:
+        raise DataError(f"arrays {path}: {' '.join(str(exc).split())[:80]}... (object arrays "
+                        "are never unpickled; save plain numeric arrays)") from None
+    except (OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
         raise DataError(f"arrays {path}: not a readable .npz file ({type(exc).__name__})") \
             from None
 
