@@ -9,8 +9,9 @@
 The problem and run flags are those of ``python -m sims.compare`` (:mod:`sims.cli`:
 ``--problem`` including ``arrays:PATH.npz``, ``--partition dirichlet:alpha=0.5``,
 ``--n-clients``, ``--batch-size``, ``--device``, ``--dp``, ``--hp``, ``--import``,
-``--reuse-stale``, ...); ``--tag`` is ``--name``. Cells are saved one by one, so a sweep
-resumes per cell (there is no ``--checkpoint-every``). ``--grid [ALG.]KEY=v1,v2`` or
+``--reuse-stale``, ``--checkpoint-every``, ...); ``--tag`` is ``--name``. Cells are saved
+one by one, and a running unit is checkpointed every ``--checkpoint-every`` seconds (default
+600; 0: never), so an interrupted sweep resumes mid-unit. ``--grid [ALG.]KEY=v1,v2`` or
 ``[ALG.]KEY=log:LO:HI:N`` (repeatable) adds an axis (:mod:`sims.experiments.sweep.grid`);
 ``--algorithms`` takes ``NAME[:key=value...]`` fixed settings; ``--table fed-lamb`` (or
 ``fed-ef``) adds the paper's published grid for them (:mod:`sims.experiments.sweep.tables`). ``--executor ray`` runs one
@@ -88,7 +89,7 @@ def _parser(prog: str = "python -m sims.sweep") -> argparse.ArgumentParser:
     p.add_argument("--out", default="results/sweep")
     p.add_argument("--figures", default="figures/sweep")
     cli.add_problem_args(p, d)
-    cli.add_run_args(p, checkpoint=None, tag=None, threads_default=1,
+    cli.add_run_args(p, checkpoint=d.checkpoint_every, tag=None, threads_default=1,
                      threads_help="torch threads per unit (default 1; 0: torch's choice "
                                   "in-process)")
     return p
@@ -181,7 +182,8 @@ def spec_from_args(args) -> SweepSpec:
                      seeds=list(range(cfg.seed0, cfg.seed0 + cfg.seeds)),
                      eval_every=cfg.eval_every, out=args.out, device=cfg.device,
                      max_replicas=args.max_replicas,
-                     dp=None if dp is None else dp.describe())
+                     dp=None if dp is None else dp.describe(),
+                     checkpoint_every=args.checkpoint_every)
 
 
 def main(argv=None, prog: str = "python -m sims.sweep") -> int:

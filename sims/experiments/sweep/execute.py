@@ -73,6 +73,9 @@ class SweepSpec:
     #: user-level DP for every cell (:class:`sims.cli.DPOptions` fields: clip, sigma or
     #: epsilon, delta, accountant); None: none
     dp: dict | None = None
+    #: seconds between checkpoints of a running unit (0: none): an interrupted sweep resumes
+    #: its unfinished units from their last checkpoint (finished cells are saved anyway)
+    checkpoint_every: float = 0.0
 
     def __post_init__(self):
         from ... import cli
@@ -90,6 +93,9 @@ class SweepSpec:
             raise GridError("a sweep needs at least one seed")
         if self.eval_every < 1:
             raise GridError(f"eval_every must be >= 1, got {self.eval_every}")
+        if not self.checkpoint_every >= 0:                  # NaN too
+            raise GridError(f"checkpoint_every must be >= 0 seconds (0: none), got "
+                            f"{self.checkpoint_every}")
         if not str(self.name).strip() or "/" in str(self.name):
             raise GridError(f"bad sweep name {self.name!r}")
         self.seeds = [int(s) for s in self.seeds]
@@ -236,6 +242,7 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
     for c in units_cells:
         settings.append(with_population(name, c.point.settings, problem.n_clients))
     seeds = [c.seed for c in units_cells]
+    ckpt = _unit_checkpointer(payload, units_cells)
     started = time.perf_counter()
     participation = Participation.parse(payload["participation"])
     try:
@@ -246,13 +253,15 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
                                                    payload["rounds"])
         out = engine.run(problem, alg, participation,
                          payload["rounds"], seeds, eval_every=payload["eval_every"],
-                         max_batch=payload.get("max_batch"),
+                         max_batch=payload.get("max_batch"), checkpoint=ckpt,
                          progress=(lambda t: progress(len(units_cells))) if progress else None)
     except MixedReplicaValues as exc:
         parts = [[c for c, p in zip(units_cells, exc.pattern) if p == side]
                  for side in (True, False)]
         if not parts[0] or not parts[1]:
             raise
+        if ckpt is not None:
+            ckpt.clear()
         return [r for part in parts for r in run_unit(payload, part, progress)]
     if progress is not None:          # rounds skipped because every replica diverged
         progress(len(units_cells) * (payload["rounds"] - len(out.participants[0])))
@@ -266,9 +275,28 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
                   {"name": name, **settings[r]},
                   "settings": settings[r], "seed": c.seed, "wall_time_unit_s": round(wall, 3),
                   "replicas_in_unit": len(units_cells), "diverged_at": out.diverged_at[r],
-                  "data": data_record(problem)}
+                  "data": data_record(problem),
+                  "resumed_from_round": None if ckpt is None else ckpt.resumed_from}
         results.append((c, df, record))
+    if ckpt is not None:
+        ckpt.clear()
     return results
+
+
+def _unit_checkpointer(payload: dict, cells: list):
+    """The checkpointer of one unit (None without ``checkpoint_every``): under the sweep's
+    ``.checkpoints/``, keyed by what the unit computes and the code that computes it."""
+    every = payload.get("checkpoint_every") or 0
+    if not every or not payload.get("folder"):
+        return None
+    from ...store.checkpoint import Checkpointer
+    what = json.dumps({k: payload.get(k) for k in ("problem", "participation", "rounds",
+                                                   "eval_every", "dp")} | {
+        "cells": [[c.point.algorithm, [[k, v] for k, v in c.point.hyper], c.seed]
+                  for c in cells]}, sort_keys=True, default=str)
+    key = hashlib.sha256(f"{what}|{identity.code_digest()}".encode()).hexdigest()
+    return Checkpointer(Path(payload["folder"]) / ".checkpoints" / f"unit_{key[:16]}.ckpt",
+                        every_seconds=float(every), key=key)
 
 
 # ----------------------------------------------------------------------------- the sweep
@@ -289,7 +317,8 @@ class SweepResult:
 def payload_of(spec: SweepSpec) -> dict:
     return {"problem": spec.problem, "build_problem": spec.build_problem,
             "participation": spec.participation, "rounds": spec.rounds,
-            "eval_every": spec.eval_every, "max_batch": spec.max_batch, "dp": spec.dp}
+            "eval_every": spec.eval_every, "max_batch": spec.max_batch, "dp": spec.dp,
+            "checkpoint_every": spec.checkpoint_every, "folder": str(spec.folder)}
 
 
 def _record(spec: SweepSpec, cell: Cell, extra: dict, base: dict) -> dict:
