@@ -339,8 +339,10 @@ def dp_summary(dp, private, participation, n_clients: int, rounds: int) -> str:
     sigma = private.noise_multiplier
     how = (f"calibrated to epsilon {dp.epsilon:g} at delta {dp.delta:g} over {rounds} rounds "
            f"({dp.accountant.upper()})" if dp.epsilon is not None else "as given")
-    line = (f"DP: clip {dp.clip:g}, noise multiplier {sigma:.6g} ({how}), sampling rate "
-            f"q={private.sampling_rate if private.sampling_rate is not None else 'n/a'}")
+    line = (f"DP: clip {dp.clip:g}, noise multiplier {sigma:.6g} ({how}), "
+            + (f"sampling rate q={private.sampling_rate:g}, epsilon recorded each round "
+               f"({dp.accountant.upper()})" if private.sampling_rate is not None else
+               "no delta given: epsilon not recorded"))
     note = dp.note(participation, n_clients, rounds, sigma)
     return line + ("\n" + note if note else "")
 
