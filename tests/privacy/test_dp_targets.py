@@ -126,3 +126,16 @@ def test_bad_dp_flag_is_one_line(tmp_path, capsys, text, match):
     rc = main(["--tiny", "--dp", text, "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert rc == 2 and match in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("module", ["compare", "sweep"])
+def test_dp_on_an_algorithm_that_cannot_be_private_is_one_line(module, tmp_path, capsys):
+    if module == "compare":
+        from sims.experiments.compare import main
+    else:
+        from sims.experiments.sweep.cli import main
+    rc = main(["--algorithms", "fedavg,mime", "--tiny", "--dp", "clip=1,sigma=1", "--out",
+               str(tmp_path / "o"), "--figures", str(tmp_path / "f")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "mime: needs the engine's mean full gradient" in err and "\n" not in err
+    assert not list((tmp_path / "o").rglob("*.csv"))

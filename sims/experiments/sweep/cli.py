@@ -103,9 +103,12 @@ def dp_line(spec, problem) -> str:
     from ...core.participation import Participation
     dp = cli.DPOptions(**spec.dp)
     participation = Participation.parse(spec.participation)
-    name = next(iter(spec.grid.algorithms))
-    private = dp.wrap(make_algorithm(name), participation, problem.n_clients, spec.rounds)
-    return compare.dp_summary(dp, private, participation, problem.n_clients, spec.rounds)
+    try:                  # every algorithm of the grid can be made private, before any work
+        private = [dp.wrap(make_algorithm(name), participation, problem.n_clients, spec.rounds)
+                   for name in spec.grid.algorithms]
+    except ValueError as exc:                       # PrivacyError, AccountingError
+        raise GridError(f"--dp: {' '.join(str(exc).split())}") from None
+    return compare.dp_summary(dp, private[0], participation, problem.n_clients, spec.rounds)
 
 
 def unselected_lines(summary, by) -> list[str]:
