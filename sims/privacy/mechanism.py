@@ -100,6 +100,7 @@ class Private(Algorithm, ParticipantTally):
             raise PrivacyError(str(exc)) from None
         self.inner, self.clip, self.noise_multiplier = inner, clip, sigma
         self.delta, self.sampling_rate, self.accountant = delta, sampling_rate, accountant
+        self.note: str | None = None           # set by check_population (fixed m vs Poisson)
         if self.is_private and getattr(inner, "needs_round_gradient", False):
             raise PrivacyError(f"{inner.name}: needs the engine's mean full gradient of the "
                                "participants (needs_round_gradient), which cannot be clipped "
@@ -138,8 +139,11 @@ class Private(Algorithm, ParticipantTally):
         return cls(inner, clip, noise_multiplier, delta=delta,
                    sampling_rate=q if delta is not None else None, accountant=accountant)
 
-    def check_population(self, participation, n_clients: int) -> None:
-        """The typed ``sampling_rate`` against the run's participation (before any work)."""
+    def check_population(self, participation, n_clients: int, rounds: int | None = None
+                         ) -> None:
+        """The typed ``sampling_rate`` against the run's participation (before any work);
+        with ``rounds``, :attr:`note` is set to the fixed-``m`` against Poisson note
+        (:func:`sims.privacy.accounting.sampling_note`), which :meth:`describe` records."""
         if self.sampling_rate is None:
             return
         q = sampling_rate_of(participation, n_clients)
@@ -148,6 +152,10 @@ class Private(Algorithm, ParticipantTally):
                                f"participation ({_participation_text(participation)} of "
                                f"N={n_clients} clients: q={q:g}); use q = m / N, or "
                                "Private.for_participation to derive it")
+        if rounds and participation.kind == "fixed" and self.noise_multiplier > 0:
+            from .accounting import sampling_note
+            self.note = sampling_note(n_clients, participation.m, self.noise_multiplier,
+                                      int(rounds), self.delta, self.accountant)
 
     # ------------------------------------------------------------------ delegation
     @property
@@ -214,7 +222,8 @@ class Private(Algorithm, ParticipantTally):
                        "delta": self.delta, "sampling_rate": self.sampling_rate,
                        "level": "user", "clipped": "message and aux jointly",
                        "accountant": f"dp_accounting {self.accountant.upper()}, Poisson "
-                                     "sampling"}}
+                                     "sampling",
+                       **({"sampling_note": self.note} if self.note else {})}}
 
     # ------------------------------------------------------------------ the DP step
     def client_message(self, delta, lstate, cstate, ctx):

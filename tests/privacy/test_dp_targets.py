@@ -64,7 +64,9 @@ def test_sampling_rate_typed_by_hand_is_checked_before_any_work():
         engine.run(_problem(), alg, Participation.parse("m=5"), 2, [0])
     assert "\n" not in str(err.value)
     ok = Private(make_algorithm("fedavg"), 1.0, 1.0, delta=1e-3, sampling_rate=0.5)
-    engine.run(_problem(), ok, Participation.parse("m=5"), 1, [0])
+    engine.run(_problem(), ok, Participation.parse("m=5"), 2, [0])
+    # the run's record carries the fixed-m note with epsilon under both samplings
+    assert ok.describe()["dp"]["sampling_note"] == sampling_note(10, 5, 1.0, 2, 1e-3)
 
 
 def test_for_participation_derives_q_and_calibrates():
