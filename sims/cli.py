@@ -111,8 +111,19 @@ def import_plugins(names) -> list:
     except CLIError:
         raise
     except Exception as exc:  # noqa: BLE001 - the user's module: any error is one line
-        raise CLIError(f"--import {' '.join(names)}: {type(exc).__name__}: "
-                       f"{' '.join(str(exc).split())}") from None
+        text = " ".join(str(exc).split())
+        if not text.startswith("--import"):
+            text = f"--import {' '.join(names)}: {type(exc).__name__}: {text}"
+        raise CLIError(text) from None
+
+
+def preimport(argv) -> None:
+    """Import the ``--import`` modules of ``argv`` before the command's parser is built, so
+    that ``--help`` and ``--list`` name what they register (one-line :class:`CLIError`)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--import", dest="imports", action="append", default=[])
+    known, _ = pre.parse_known_args(list(argv))
+    import_plugins(known.imports)
 
 
 # ------------------------------------------------------------------------------ DP

@@ -669,13 +669,14 @@ def _parser(prog: str = "python -m sims.compare") -> argparse.ArgumentParser:
 
 def main(argv=None, prog: str = "python -m sims.compare") -> int:
     restore_interrupts()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        cli.preimport(argv)              # plug-ins first: --help and --list name them
+    except cli.CLIError as exc:
+        return cli.fail(prog, exc)
     parser = _parser(prog)
     args = parser.parse_args(argv)
     if args.list:
-        try:
-            cli.import_plugins(args.imports)
-        except cli.CLIError as exc:
-            return cli.fail(prog, exc)
         for name, desc in list_algorithms().items():
             print(f"{name:16s} {desc}")
         return 0

@@ -191,12 +191,13 @@ def spec_from_args(args) -> SweepSpec:
 
 def main(argv=None, prog: str = "python -m sims.sweep") -> int:
     restore_interrupts()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        cli.preimport(argv)              # plug-ins first: --help names what they register
+    except cli.CLIError as exc:
+        return cli.fail(prog, exc)
     args = _parser(prog).parse_args(argv)
     try:
-        try:
-            cli.import_plugins(args.imports)   # the user's algorithms and problems first
-        except cli.CLIError as exc:
-            raise GridError(str(exc)) from None
         spec = spec_from_args(args)
         from ...core.participation import Participation, ParticipationError
         from ...store.runstore import FolderError, check_folder
