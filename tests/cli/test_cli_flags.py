@@ -252,3 +252,45 @@ def test_partition_option_reaches_an_image_problem(tmp_path, capsys):
                "--rounds", "1", "--seeds", "1", "--eval-train-samples", "100", "--quiet",
                "--out", str(tmp_path / "o"), "--figures", str(tmp_path / "f")])
     assert rc == 0, capsys.readouterr().err
+
+
+PLUGIN = '''
+from dataclasses import dataclass
+import sims
+from sims.algorithms.baselines import FedOpt
+
+
+@dataclass
+class PluggedAvg(FedOpt):
+    name = "plugged-avg"
+
+
+sims.register("algorithm", "plugged-avg", PluggedAvg, description="FedAvg from a plug-in")
+'''
+
+
+def test_import_flag_reaches_the_plugins_or_says_what_is_missing(tmp_path, capsys):
+    """``--import`` goes through sims.plugins.import_modules: where that module exists, a
+    plugged algorithm is listed by --help and runs in compare and sweep; where it does not,
+    the flag is one line saying so."""
+    import importlib.util
+    from sims.experiments.compare import main as compare_main
+    from sims.experiments.sweep.cli import main as sweep_main
+    module = tmp_path / "plugged_for_cli_test.py"
+    module.write_text(PLUGIN)
+    common = ["--import", str(module), "--tiny", "--quiet", "--out", str(tmp_path / "o"),
+              "--figures", str(tmp_path / "f")]
+    if importlib.util.find_spec("sims.plugins") is None:
+        assert compare_main(["--algorithms", "fedavg", *common]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "--import needs sims.plugins" in err and "\n" not in err
+        return
+    with pytest.raises(SystemExit):
+        compare_main(["--import", str(module), "--help"])
+    assert "\n  plugged-avg " in capsys.readouterr().out
+    assert compare_main(["--algorithms", "plugged-avg,fedavg", *common]) == 0
+    assert sweep_main(["--algorithms", "plugged-avg", "--grid", "eta_l=0.05,0.1",
+                       *common]) == 0
+    assert compare_main(["--import", "no_such_plugin_module_xyz", "--tiny"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no_such_plugin_module_xyz" in err[0]
