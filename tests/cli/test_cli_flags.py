@@ -69,6 +69,7 @@ def test_import_of_a_missing_module_is_one_line():
 # ------------------------------------------------------------------------------ commands
 
 @NO_GPU
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     ["-m", "sims.compare", "--device", "cuda", "--tiny"],
     ["-m", "sims.sweep", "--device", "cuda", "--tiny"],
@@ -188,7 +189,8 @@ def tabular_npz(tmp_path):
     return path
 
 
-def test_arrays_problem_with_a_dirichlet_partition_end_to_end(tabular_npz, tmp_path):
+@pytest.mark.slow
+def test_arrays_problem_with_a_dirichlet_partition_end_to_end(tabular_npz, tmp_path, capsys):
     out = tmp_path / "out"
     args = ["-m", "sims.compare", "--problem", f"arrays:{tabular_npz}", "--partition",
             "dirichlet:alpha=0.5", "--n-clients", "12", "--participation", "m=4",
@@ -207,14 +209,15 @@ def test_arrays_problem_with_a_dirichlet_partition_end_to_end(tabular_npz, tmp_p
     assert data["dataset"] == f"arrays:{tabular_npz.resolve()}" and len(data["files"]) == 1
     summary = pd.read_csv(next(out.glob("compare_summary_*.csv")))
     assert set(summary.algorithm) == {"fedavg", "fedadam"}
-    # rerun: reused; a changed file: recomputed
-    res = _run(args, cwd=tmp_path)
-    assert res.returncode == 0 and "reused 2 saved run" in res.stdout
+    # rerun (in this process): reused; a changed file: recomputed
+    from sims.experiments.compare import main
+    assert main(args[2:]) == 0
+    assert "reused 2 saved run" in capsys.readouterr().out
     arrays = dict(np.load(tabular_npz))
     arrays["x"] = arrays["x"] * 2
     np.savez(tabular_npz, **arrays)
-    res = _run(args, cwd=tmp_path)
-    assert res.returncode == 0 and "reused" not in res.stdout
+    assert main(args[2:]) == 0
+    assert "reused" not in capsys.readouterr().out
 
 
 def test_arrays_problem_in_a_sweep_with_mse(tmp_path):

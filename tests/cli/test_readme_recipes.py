@@ -15,6 +15,7 @@ def _section(title: str) -> str:
     return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
+@pytest.mark.slow
 def test_use_it_from_python_recipes_run(tmp_path, monkeypatch, capsys):
     blocks = re.findall(r"```python\n(.*?)```", _section("Use it from Python"), re.S)
     assert len(blocks) == 4                      # engine, sweep, DP, your data
