@@ -132,12 +132,14 @@ def preimport(argv) -> None:
 class DPOptions:
     """``--dp clip=C,sigma=S[,delta=D][,accountant=rdp|pld]`` or
     ``--dp clip=C,epsilon=E,delta=D[,accountant=pld]``: user-level DP
-    (:class:`sims.privacy.Private`) with the sampling rate derived from the participation."""
+    (:class:`sims.privacy.Private`) with the sampling rate derived from the participation
+    (``q=Q`` typed by hand is checked against it: a mismatch is one line)."""
     clip: float
     sigma: float | None = None
     epsilon: float | None = None
     delta: float | None = None
     accountant: str = "rdp"
+    sampling_rate: float | None = None      # typed by hand: checked against m / N
 
     def describe(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -145,7 +147,16 @@ class DPOptions:
     def wrap(self, algorithm, participation, n_clients: int, rounds: int):
         """``algorithm`` under DP for this run (noise calibrated to ``epsilon`` over
         ``rounds`` where a target is given)."""
-        from .privacy import Private
+        from .privacy import Private, PrivacyError, sampling_rate_of
+        if self.sampling_rate is not None:
+            q = sampling_rate_of(participation, n_clients)
+            if not math.isclose(self.sampling_rate, q, rel_tol=1e-9):
+                what = {"fixed": f"m={participation.m} of ",
+                        "bernoulli": f"p={participation.p} of "}.get(participation.kind,
+                                                                    "all ")
+                raise PrivacyError(f"--dp q={self.sampling_rate:g} does not match the "
+                                   f"participation ({what}N={n_clients} clients: q={q:g}); "
+                                   "leave q out to derive it")
         return Private.for_participation(algorithm, participation, n_clients, clip=self.clip,
                                          noise_multiplier=self.sigma, epsilon=self.epsilon,
                                          delta=self.delta, rounds=rounds,
@@ -163,7 +174,7 @@ class DPOptions:
 
 _DP_KEYS = {"clip": "clip", "c": "clip", "sigma": "sigma", "noise_multiplier": "sigma",
             "noise": "sigma", "epsilon": "epsilon", "eps": "epsilon", "delta": "delta",
-            "accountant": "accountant"}
+            "accountant": "accountant", "q": "sampling_rate", "sampling_rate": "sampling_rate"}
 
 
 def parse_dp(text: str | None) -> DPOptions | None:
@@ -176,9 +187,9 @@ def parse_dp(text: str | None) -> DPOptions | None:
     for key, val in kw.items():
         if key not in _DP_KEYS:
             raise CLIError(f"--dp: unknown key {key!r}; use clip, sigma (noise_multiplier), "
-                           "epsilon, delta, accountant")
+                           "epsilon, delta, accountant, q (checked against m/N)")
         opts[_DP_KEYS[key]] = val
-    for key in ("clip", "sigma", "epsilon", "delta"):
+    for key in ("clip", "sigma", "epsilon", "delta", "sampling_rate"):
         if key in opts and (isinstance(opts[key], bool)
                             or not isinstance(opts[key], (int, float))):
             raise CLIError(f"--dp: {key} takes a number, got {opts[key]!r}")
@@ -199,6 +210,8 @@ def parse_dp(text: str | None) -> DPOptions | None:
             raise CLIError(f"--dp: epsilon must be a finite number > 0, got {opts['epsilon']}")
     if "delta" in opts and not 0 < opts["delta"] < 1:
         raise CLIError(f"--dp: delta must be in (0, 1), got {opts['delta']}")
+    if "sampling_rate" in opts and not 0 < opts["sampling_rate"] <= 1:
+        raise CLIError(f"--dp: q must be in (0, 1], got {opts['sampling_rate']}")
     acc = str(opts.get("accountant", "rdp")).lower()
     if acc not in ACCOUNTANTS:
         raise CLIError(f"--dp: accountant must be one of {', '.join(ACCOUNTANTS)}, got {acc!r} "

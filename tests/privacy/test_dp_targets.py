@@ -122,6 +122,8 @@ def test_dp_flag_on_sweep_reaches_its_target(tmp_path, capsys):
     ("clip=0,sigma=1", "clip must be > 0"),
     ("clip=1,sigma=1,delta=2", "delta must be in"),
     ("clip=1,sgima=1", "unknown key 'sgima'"),
+    ("clip=1,sigma=1,delta=1e-3,q=0.1", "--dp q=0.1 does not match the participation "
+                                       "(m=3 of N=8 clients: q=0.375)"),
 ])
 def test_bad_dp_flag_is_one_line(tmp_path, capsys, text, match):
     from sims.experiments.compare import main
