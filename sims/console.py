@@ -7,6 +7,7 @@
     fedtoolkit reproduce fig8 --tiny                                     # python -m reproduce fig8
     fedtoolkit reproduce                                                 # the entries
     fedtoolkit theory --paper Fed-EF                                     # python -m theory
+    fedtoolkit results ls results/                                       # python -m sims.results
 
 Each subcommand takes the flags of its ``python -m`` form (the shared ones from
 :mod:`sims.cli`); ``fedtoolkit SUBCOMMAND --help`` lists them.
@@ -21,6 +22,7 @@ COMMANDS = {
              "(sims.sweep)",
     "reproduce": "list the figure entries, or run one: fedtoolkit reproduce fig8 (reproduce)",
     "theory": "the symbolic audit of the papers' bounds (theory)",
+    "results": "list and filter saved runs: fedtoolkit results ls FOLDER (sims.results)",
 }
 
 
@@ -49,6 +51,17 @@ def main(argv=None) -> int:
     if name == "theory":
         from theory.__main__ import main as run
         return run(rest)
+    if name == "results":
+        import importlib
+        try:
+            results = importlib.import_module("sims.results")
+        except ModuleNotFoundError as exc:
+            if exc.name != "sims.results":
+                raise
+            print("fedtoolkit: error: results needs sims.results, which this installation "
+                  "lacks", file=sys.stderr)
+            return 2
+        return results.main(rest)
     print(f"fedtoolkit: error: unknown command {name!r}; choose one of "
           f"{', '.join(COMMANDS)}", file=sys.stderr)
     return 2
