@@ -302,6 +302,7 @@ def catalogue(width: int = 100) -> str:
              "--loss",
              "                             cross_entropy/mse/bce; --model mlp (default) or "
              "logreg",
+             *_registered_problems(),
              "partitions: shards, iid, dirichlet:alpha=A[,variant=per_client][,min_size=N]",
              "", "algorithms (hyperparameter=default):"]
     for name, desc in list_algorithms().items():
@@ -310,6 +311,17 @@ def catalogue(width: int = 100) -> str:
         lines += textwrap.wrap(hyper, width, initial_indent=" " * 19,
                                subsequent_indent=" " * 19)
     return "\n".join(lines)
+
+
+def _registered_problems() -> list[str]:
+    """Lines naming the problems plug-ins registered (``sims.problems.registry``, where this
+    installation has it)."""
+    try:
+        registry = importlib.import_module("sims.problems.registry")
+    except ModuleNotFoundError:
+        return []
+    names = list(getattr(registry, "list_problems", lambda: [])())
+    return [f"  {name:26s} registered by a plug-in" for name in names]
 
 
 def fail(prog: str, exc: BaseException) -> int:
