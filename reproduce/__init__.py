@@ -28,6 +28,7 @@ ENTRIES = {
     "fedlamb_fig12": "reproduce.fedlamb_fig12",
     "fedlamb_supp1": "reproduce.fedlamb_supp1",
     "fedlamb_cifar": "reproduce.fedlamb_cifar",
+    "fedlamb_theory": "reproduce.fedlamb_theory",
     "fedlada_fig1": "reproduce.fedlada_fig1",
     "fedlada_fig2": "reproduce.fedlada_fig2",
     "fedlada_alpha": "reproduce.fedlada_alpha",

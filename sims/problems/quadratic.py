@@ -24,7 +24,7 @@ import torch
 
 from ..core.params import ParamLayout
 
-NOISE_KINDS = ("none", "gaussian", "student_t", "cauchy", "laplace")
+NOISE_KINDS = ("none", "gaussian", "student_t", "cauchy", "laplace", "rademacher")
 
 
 @dataclass(frozen=True)
@@ -47,14 +47,16 @@ class NoiseLaw:
         draw = {"gaussian": lambda: rng.standard_normal(shape),
                 "student_t": lambda: rng.standard_t(self.df, shape),
                 "cauchy": lambda: rng.standard_cauchy(shape),
-                "laplace": lambda: rng.laplace(0.0, 1.0, shape)}[self.kind]
+                "laplace": lambda: rng.laplace(0.0, 1.0, shape),
+                # +-1 with equal odds: bounded (||xi|| = scale sqrt(d) exactly), variance 1
+                "rademacher": lambda: 2.0 * rng.integers(0, 2, shape) - 1.0}[self.kind]
         return self.scale * draw()
 
     def variance(self) -> float:
         """Per-coordinate variance (``inf`` where the second moment does not exist)."""
         if self.kind == "none":
             return 0.0
-        if self.kind == "gaussian":
+        if self.kind in ("gaussian", "rademacher"):
             return self.scale ** 2
         if self.kind == "laplace":
             return 2 * self.scale ** 2
