@@ -44,6 +44,7 @@ from . import verdicts as vd
 
 PAPER, TARGET = "FedAda2", "Figure 4 (bottom)"
 TITLE = "Full fine-tuning of ViT-S on GLD-23K: test accuracy and loss of six methods"
+GPU_ONLY = True          # the report: "not run here: GPU only" until a GPU run is filed
 DEFAULT_COST = ("a GPU workload (every client step differentiates the 21.7M-parameter ViT-S; "
                 "not measured here: no GPU); --tiny runs the CPU stand-in in seconds")
 

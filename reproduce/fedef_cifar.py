@@ -44,6 +44,7 @@ from .fedef_images import (FAMILY_LABEL, LRS, SERVER_LABEL, _diverged_label, _fa
 
 PAPER, TARGET = "Fed-EF", "Figures 6-7"
 TITLE = "ResNet-18 (GroupNorm) on CIFAR-10: Fed-EF-SGD and -AMS with TopK, Sign, heavy-Sign"
+GPU_ONLY = True          # the report: "not run here: GPU only" until a GPU run is filed
 DEFAULT_COST = ("GPU only (--data-dir with CIFAR-10, --device cuda): paper scale, 16 runs of "
                 "200 rounds, several GPU-hours (not run here); on this CPU only --tiny "
                 "(one round of 2 clients, ~5 s)")

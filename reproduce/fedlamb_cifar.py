@@ -32,6 +32,7 @@ from . import verdicts as vd
 
 PAPER, TARGET = "Fed-LAMB", "Figures 3-4"
 TITLE = "CIFAR-10 iid, CNN and ResNet-9 (GroupNorm): Fed-LAMB vs Fed-AMS and Fed-SGD"
+GPU_ONLY = True          # the report: "not run here: GPU only" until a GPU run is filed
 DEFAULT_COST = ("GPU only (--data-dir with CIFAR-10, --device cuda; not run here); on this "
                 "CPU only --tiny (~10 s)")
 

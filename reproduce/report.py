@@ -40,6 +40,9 @@ from .verdicts import LABELS
 
 ROOT = lg.ROOT
 NOT_YET = "not yet rerun on the ledger"
+#: A claim only a GPU-only entry (``GPU_ONLY = True``) checks, with no ledger row: it was never
+#: run on this project's CPU machines, not merely not yet refiled.
+GPU_ONLY = "not run here: GPU only"
 PAPERS = ("Fed-EF", "FedLADA", "FedAda2", "Fed-LAMB")
 #: Which results doc carries each paper's claims table.
 DOCS = {"Fed-EF": "docs/fedef_results.md", "FedLADA": "docs/fedlada_results.md",
@@ -59,9 +62,10 @@ def claims() -> pd.DataFrame:
         for c in getattr(mod, "CLAIMS", {}).values():
             rows.append({"paper": c.paper, "claim": c.id, "statement": c.statement,
                          "definition": c.definition, "source": c.source, "entry": name,
-                         "figures": " ".join(figs)})
+                         "figures": " ".join(figs),
+                         "gpu_only": bool(getattr(mod, "GPU_ONLY", False))})
     return pd.DataFrame(rows, columns=["paper", "claim", "statement", "definition", "source",
-                                       "entry", "figures"])
+                                       "entry", "figures", "gpu_only"])
 
 
 def _claim_order(claim: str):
@@ -71,7 +75,7 @@ def _claim_order(claim: str):
 
 def table(ledger: Path | None = None) -> pd.DataFrame:
     """One row per (claim, entry, scope) with a ledger verdict, and one per claim without any
-    (``verdict`` = :data:`NOT_YET`)."""
+    (``verdict`` = :data:`NOT_YET`, or :data:`GPU_ONLY` for a GPU-only entry's claim)."""
     ledger = Path(ledger or lg.ledger_dir())
     cl = claims()
     v = lg.verdicts(ledger)
@@ -79,7 +83,8 @@ def table(ledger: Path | None = None) -> pd.DataFrame:
     for c in cl.itertuples(index=False):
         got = v[(v.entry == c.entry) & (v.claim == c.claim)] if len(v) else v
         if not len(got):
-            rows.append({**c._asdict(), "scope": "", "verdict": NOT_YET, "row": None})
+            rows.append({**c._asdict(), "scope": "",
+                         "verdict": GPU_ONLY if c.gpu_only else NOT_YET, "row": None})
             continue
         for r in got.to_dict("records"):
             rows.append({**c._asdict(), "scope": r["scope"], "verdict": r["verdict"], "row": r})
@@ -133,7 +138,7 @@ def summary(ledger: Path | None = None) -> str:
     """The README's summary: verdict labels per paper (rows of the ledger), and the claims
     not yet rerun on it."""
     t = table(ledger)
-    cols = list(LABELS) + [NOT_YET]
+    cols = list(LABELS) + [NOT_YET, GPU_ONLY]
     lines = ["| paper | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     for p in PAPERS:
         sub = t[t.paper == p]
@@ -316,7 +321,8 @@ def html_page(ledger: Path | None = None, out: Path | None = None) -> str:
              "<code>python -m reproduce report</code>. Verdicts: <i>shows</i>, <i>does not "
              "show</i>, <i>inconclusive</i> (underpowered: the seeds that would decide it; "
              "diverged; missing), <i>premise absent</i> (the regime card fails: the claim was "
-             f"not tested); <i>{NOT_YET}</i> where the ledger has no row yet.</p>"]
+             f"not tested); <i>{NOT_YET}</i> where the ledger has no row yet; <i>{GPU_ONLY}</i> "
+             "for a claim only a GPU entry checks (never run on this project's CPU machines).</p>"]
     for paper in PAPERS:
         sub = t[t.paper == paper]
         parts.append(f"<h2 id=\"{paper}\">{html.escape(paper)}</h2>")

@@ -198,7 +198,7 @@ def test_report_renders_in_headless_chromium_with_images_and_verdicts(filed, tmp
             "l.dataset.verdict)])")
         cl = report.claims()
         assert len(claims) == len(cl.drop_duplicates(["paper", "claim", "entry"]))
-        allowed = set(LABELS) | {report.NOT_YET}
+        allowed = set(LABELS) | {report.NOT_YET, report.GPU_ONLY}
         assert all(labels and set(labels) <= allowed for _, labels in claims), claims
         filed_labels = [lab for name, labels in claims if name.startswith("Fed-EF T")
                         for lab in labels]
@@ -216,3 +216,13 @@ def test_report_html_names_every_claim_without_a_browser(filed, tmp_path):
     for c in cl.itertuples():
         assert f'data-claim="{c.paper} {c.claim}"' in page
     assert page.count("data-verdict=") >= len(cl)
+
+
+def test_a_gpu_only_entrys_claims_say_so_and_cpu_entries_say_not_yet(tmp_path):
+    """Without ledger rows, a claim only a GPU-only entry checks reads "not run here: GPU
+    only", every other claim "not yet rerun on the ledger"; the README summary counts both."""
+    t = report.table(tmp_path)
+    assert set(t[t.entry == "fedef_cifar"].verdict) == {report.GPU_ONLY}
+    assert set(t[t.entry == "fedada2_full"].verdict) == {report.GPU_ONLY}
+    assert set(t[t.entry == "fig8"].verdict) == {report.NOT_YET}
+    assert report.GPU_ONLY in report.summary(tmp_path).splitlines()[0]
