@@ -151,12 +151,20 @@ def _parser(entry, cfg_cls) -> argparse.ArgumentParser:
             elif isinstance(default, float):
                 kind = float
             p.add_argument(flag, type=kind, default=None, help=f"(default {default})")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (repeatable): its sims.plugins.register calls add "
+                        "algorithms, problems and models (the flag of every command, sims.cli)")
     return p
 
 
 def parse_config(entry, argv=None):
     cfg_cls = entry.Config
     args = vars(_parser(entry, cfg_cls).parse_args(argv))
+    from sims import cli
+    try:
+        cli.import_plugins(args.pop("imports", ()))
+    except cli.CLIError as exc:
+        raise EntryError(str(exc)) from None
     cfg = cfg_cls()
     for key in ("full", "tiny"):
         if args.get(key):
@@ -193,6 +201,7 @@ def validate(cfg: EntryConfig, entry=None) -> None:
         raise EntryError("--available only applies with --plot-only")
     if cfg.from_ledger and not cfg.plot_only:
         raise EntryError("--from-ledger only applies with --plot-only")
+    from sims import cli
     try:
         device = torch.device(cfg.device)
     except (RuntimeError, ValueError):
@@ -205,8 +214,10 @@ def validate(cfg: EntryConfig, entry=None) -> None:
         raise EntryError(f"--max-batch must be >= 0 (0: default), got {cfg.max_batch}")
     if cfg.threads < 0:
         raise EntryError(f"--threads must be >= 0 (0: torch's default), got {cfg.threads}")
-    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-        raise EntryError("--device cuda asked for, but torch sees no GPU here")
+    try:
+        cli.check_device(cfg.device)          # the one device check of every command
+    except cli.CLIError as exc:
+        raise EntryError(str(exc)) from None
     if hasattr(cfg, "validate"):
         cfg.validate()
 

@@ -187,6 +187,8 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
     if eval_every < 0:
         raise ValueError(f"eval_every must be >= 0 (0: no evaluation), got {eval_every}")
     participation.check(problem.n_clients)
+    if hasattr(algorithm, "check_population"):   # e.g. a DP wrapper's sampling rate = m / N
+        algorithm.check_population(participation, problem.n_clients, rounds)
     seeds = [int(s) for s in seeds]
     R, n, d, layout = len(seeds), problem.n_clients, problem.d, problem.layout
     started = time.perf_counter()

@@ -78,7 +78,13 @@ def _subset_file() -> list[Path]:
 def dataset_files(name: str, data_dir: str | None = None) -> list[Path]:
     """The files :func:`load_dataset` reads for ``name`` under the present settings, found
     without reading them (the same look-up as the loaders'; :class:`DataError` where the
-    loader would fail to find them)."""
+    loader would fail to find them). ``"arrays:PATH"`` (a user's ``.npz``,
+    :mod:`sims.problems.arrays`) is that one file."""
+    if isinstance(name, str) and name.startswith("arrays:"):
+        path = Path(name[len("arrays:"):])
+        if not path.is_file():
+            raise DataError(f"arrays: no file {str(path)!r}")
+        return [path]
     key = _key(name)
     root = resolve_data_dir(data_dir)
     if key in ("mnist", "fmnist"):

@@ -46,6 +46,7 @@ __all__ = [
     "validate_partition",
     "class_counts",
     "SCHEMES",
+    "parse_scheme",
 ]
 
 Parts = list[np.ndarray]
@@ -373,3 +374,51 @@ def subset_of_clients(parts: Sequence[np.ndarray], n: int, seed: int, *, return_
     ids = np.sort(_rng(seed).choice(total, size=m, replace=False))
     chosen = [parts[i] for i in ids]
     return (chosen, ids) if return_ids else chosen
+
+
+def _option_value(text: str):
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def parse_scheme(text: str, flag: str = "partition") -> tuple[str, dict]:
+    """A scheme with its options as text -> ``(scheme, keywords of partition)``:
+    ``"shards"``, ``"iid"``, ``"dirichlet:alpha=0.5[,variant=per_client,min_size=2]"``
+    (``:`` or ``,`` between options), checked against the scheme's parameters (a missing
+    ``alpha`` or an unknown option is a one-line :class:`PartitionError`; ``flag`` names the
+    setting in it)."""
+    scheme, _, rest = str(text).strip().partition(":")
+    scheme = scheme.strip().lower()
+    kw: dict[str, Any] = {}
+    for item in rest.replace(":", ",").split(","):
+        if not item.strip():
+            continue
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise PartitionError(f"{flag}: cannot read {item!r} in {text!r}; expected "
+                                 "SCHEME:KEY=VALUE[,KEY=VALUE...], e.g. dirichlet:alpha=0.5")
+        kw[key.strip()] = _option_value(val)
+    if scheme not in SCHEMES:
+        raise PartitionError(f"{flag}: unknown scheme {scheme!r}; use shards, iid or "
+                             "dirichlet:alpha=A")
+    params = inspect.signature(SCHEMES[scheme]).parameters
+    accepted = [p for p in params if p not in ("labels", "n_samples", "n_clients", "seed")]
+    unknown = sorted(set(kw) - set(accepted))
+    if unknown:
+        raise PartitionError(f"{flag} {scheme}: unknown option(s) {', '.join(unknown)}; "
+                             f"accepted: {', '.join(accepted) or 'none'}")
+    missing = [p for p in accepted
+               if params[p].default is inspect.Parameter.empty and p not in kw]
+    if missing:
+        raise PartitionError(f"{flag} {scheme} needs {', '.join(missing)}: e.g. "
+                             f"{flag} {scheme}:{missing[0]}=0.5")
+    return scheme, kw

@@ -21,7 +21,14 @@ round up and down, client memory in floats) is printed and saved.
   :mod:`sims.problems.registry`), ``quadratic`` (heterogeneous quadratic with Gaussian,
   Student-t or Cauchy noise, ``--noise``), or ``DATASET-MODEL`` with a dataset of :mod:`sims.data`
   (``mnist``, ``mnist-subset``, ``fmnist``, ``cifar10``, ``cifar100``) and a model of
-  :mod:`sims.problems.models` (``logreg``, ``mlp``, ``cnn``): ``mnist-mlp``, ``fmnist-cnn``, ...
+  :mod:`sims.problems.models` (``logreg``, ``mlp``, ``cnn``): ``mnist-mlp``, ``fmnist-cnn``, ...,
+  or ``arrays:PATH.npz``: the user's arrays (:mod:`sims.problems.arrays`; ``--loss``,
+  ``--model mlp|logreg``). ``--partition`` takes options: ``dirichlet:alpha=0.5``.
+* ``--device cpu|cuda``: where the problem lives (``cuda`` without a GPU: one line, before any
+  work); ``--dp clip=C,sigma=S`` or ``--dp clip=C,epsilon=E,delta=D[,accountant=pld]``:
+  every algorithm under user-level DP (:class:`sims.privacy.Private`, the sampling rate
+  ``m / N`` of ``--participation``); ``--import MODULE``: the user's plug-ins first. The flags
+  are shared with ``python -m sims.sweep`` (:mod:`sims.cli`).
 * ``--bits up`` (default; the engine's ``bits_up``: cumulative uplink bits per client) or
   ``total`` (uplink plus downlink) for the x-axis of the bits panels.
 * ``--tiny``: a seconds-long run (tests, smoke checks); its figures go to ``OUT/figures``
@@ -54,6 +61,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .. import cli
 from ..core import engine
 from ..core.interrupts import restore as restore_interrupts
 from ..algorithms.registry import (AlgorithmError, canonical, client_memory, hyperparameters,
@@ -105,23 +113,16 @@ class Config:
     quiet: bool = False
     reuse_stale: bool = False
     checkpoint_every: float = 600.0
+    device: str = "cpu"
+    dp: str | None = None            # --dp text (sims.cli.parse_dp)
+    imports: tuple = ()              # --import MODULE (sims.plugins)
+    loss: str | None = None          # arrays problems: cross_entropy, mse, bce
+    model: str | None = None         # arrays problems: mlp (default) or logreg
 
 
 # ------------------------------------------------------------------------------ parsing
 
-def parse_value(text: str):
-    """``"0.1"`` -> 0.1, ``"3"`` -> 3, ``"true"`` -> True, ``"none"`` -> None, else the text."""
-    low = text.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low in ("none", "null"):
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text.strip()
+parse_value = cli.parse_value
 
 
 def _key_values(items, where: str) -> dict:
@@ -182,10 +183,33 @@ def _dtype(cfg: Config, default):
     return getattr(torch, cfg.dtype)
 
 
+def _partition(cfg: Config) -> tuple[str, dict]:
+    try:
+        return cli.parse_partition(cfg.partition)
+    except cli.CLIError as exc:
+        raise CompareError(str(exc)) from None
+
+
+def _device(cfg: Config):
+    try:
+        return cli.check_device(cfg.device)
+    except cli.CLIError as exc:
+        raise CompareError(str(exc)) from None
+
+
+ARRAY_MODELS = {"mlp": 64, "logreg": 0}      # arrays problems: hidden units of the default MLP
+
+
 def build_problem(cfg: Config):
-    """The problem named by ``cfg.problem``: a registered plug-in problem
-    (:mod:`sims.problems.registry`), ``quadratic`` or ``DATASET-MODEL``."""
+    """The problem named by ``cfg.problem``, on ``cfg.device``: ``arrays:PATH.npz``, a
+    registered plug-in problem (:mod:`sims.problems.registry`), ``quadratic`` or
+    ``DATASET-MODEL``."""
     from ..problems import registry as problems
+    device = _device(cfg)
+    if cfg.problem.strip().lower().startswith("arrays:"):
+        return _arrays_problem(cfg, device)
+    if cfg.loss is not None or cfg.model is not None:
+        raise CompareError("--loss and --model apply to --problem arrays:PATH.npz only")
     name = cfg.problem.strip().lower()
     if problems.lookup(name) is not None:
         settings = {k: getattr(cfg, k) for k in problems.SETTINGS if hasattr(cfg, k)}
@@ -209,7 +233,8 @@ def build_problem(cfg: Config):
         return heterogeneous_quadratic(cfg.n_clients, cfg.dim, sigma=cfg.sigma,
                                        heterogeneity=cfg.heterogeneity, seed=12345,
                                        local_steps=cfg.local_steps or 5, noise=cfg.noise,
-                                       df=cfg.df, x0=1.0, dtype=_dtype(cfg, torch.float64))
+                                       df=cfg.df, x0=1.0, dtype=_dtype(cfg, torch.float64),
+                                       device=device)
     dataset, model = split_problem(name)
     if dataset is None:
         extra = problems.list_problems()
@@ -218,12 +243,14 @@ def build_problem(cfg: Config):
                            f"{', '.join(MODELS)}"
                            + (f", or a registered problem: {', '.join(extra)}" if extra else ""))
     from ..problems.image import build_image_problem
+    scheme, partition_kw = _partition(cfg)
     try:
-        return build_image_problem(dataset, model, cfg.n_clients, scheme=cfg.partition,
+        return build_image_problem(dataset, model, cfg.n_clients, scheme=scheme,
+                                   partition_kw=partition_kw,
                                    data_dir=cfg.data_dir, batch_size=cfg.batch_size,
                                    local_epochs=cfg.local_epochs, local_steps=cfg.local_steps,
                                    eval_train_samples=cfg.eval_train_samples,
-                                   dtype=_dtype(cfg, torch.float32))
+                                   dtype=_dtype(cfg, torch.float32), device=device)
     except DataError as exc:
         raise CompareError(" ".join(str(exc).split())) from None
     except ValueError as exc:
@@ -238,6 +265,37 @@ def split_problem(name: str) -> tuple[str | None, str | None]:
         if ch == "-" and name[:i] in DATASETS and name[i + 1:] in MODELS:
             return name[:i], name[i + 1:]
     return None, None
+
+
+def _arrays_problem(cfg: Config, device):
+    """``--problem arrays:PATH.npz``: :func:`sims.problems.arrays.problem_from_file`."""
+    from ..problems.arrays import problem_from_file
+    path = cfg.problem.strip()[len("arrays:"):]
+    model = (cfg.model or "mlp").strip().lower()
+    if model not in ARRAY_MODELS:
+        raise CompareError(f"--model {model!r}: arrays problems take "
+                           f"{' or '.join(ARRAY_MODELS)}; for your own module use "
+                           "sims.problems.arrays.problem_from_arrays from Python")
+    try:
+        return problem_from_file(path, partition=cfg.partition, n_clients=cfg.n_clients,
+                                 loss=cfg.loss, batch_size=cfg.batch_size,
+                                 local_epochs=cfg.local_epochs, local_steps=cfg.local_steps,
+                                 eval_train_samples=cfg.eval_train_samples,
+                                 hidden=ARRAY_MODELS[model], device=device,
+                                 dtype=_dtype(cfg, torch.float32))
+    except DataError as exc:
+        raise CompareError(" ".join(str(exc).split())) from None
+    except ValueError as exc:
+        raise CompareError(f"cannot build {cfg.problem!r}: {' '.join(str(exc).split())}") \
+            from None
+
+
+def dp_options(cfg: Config):
+    """``cfg.dp`` read (:func:`sims.cli.parse_dp`), or None."""
+    try:
+        return cli.parse_dp(cfg.dp)
+    except cli.CLIError as exc:
+        raise CompareError(str(exc)) from None
 
 
 def apply_tiny(cfg: Config, explicit=frozenset()) -> None:
@@ -295,6 +353,23 @@ def validate(cfg: Config) -> None:
         raise CompareError(f"--bits must be 'up' or 'total', got {cfg.bits!r}")
     if cfg.local_steps is not None and cfg.local_steps < 1:
         raise CompareError(f"--local-steps must be >= 1, got {cfg.local_steps}")
+    _device(cfg)
+    _partition(cfg)
+    dp_options(cfg)
+
+
+def dp_summary(dp, private, participation, n_clients: int, rounds: int) -> str:
+    """What ``--dp`` does in this run, and the note on fixed-``m`` sampling against the
+    accountant's Poisson assumption (epsilon under both)."""
+    sigma = private.noise_multiplier
+    how = (f"calibrated to epsilon {dp.epsilon:g} at delta {dp.delta:g} over {rounds} rounds "
+           f"({dp.accountant.upper()})" if dp.epsilon is not None else "as given")
+    line = (f"DP: clip {dp.clip:g}, noise multiplier {sigma:.6g} ({how}), "
+            + (f"sampling rate q={private.sampling_rate:g}, epsilon recorded each round "
+               f"({dp.accountant.upper()})" if private.sampling_rate is not None else
+               "no delta given: epsilon not recorded"))
+    note = dp.note(participation, n_clients, rounds, sigma)
+    return line + ("\n" + note if note else "")
 
 
 def _slug(label: str) -> str:
@@ -302,13 +377,17 @@ def _slug(label: str) -> str:
 
 
 _NOT_RESULTS = {"algorithms", "hp", "out", "figures", "tag", "threads", "tiny", "quiet",
-                "reuse_stale", "checkpoint_every", "bits"}
+                "reuse_stale", "checkpoint_every", "bits", "device", "imports"}
+#: Settings left out of a run's key at their default, so runs saved before they existed keep
+#: their fingerprints (and files).
+_OMITTED_AT_DEFAULT = {"dp": None, "loss": None, "model": None}
 
 
 def run_key(cfg: Config, label: str, name: str, hyper: dict) -> dict:
     """What one run's results depend on: the comparison's settings (not its output folders,
-    threads or the other algorithms) and this algorithm with its hyperparameters."""
-    settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_RESULTS}
+    threads, device or the other algorithms) and this algorithm with its hyperparameters."""
+    settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_RESULTS
+                and not (k in _OMITTED_AT_DEFAULT and v == _OMITTED_AT_DEFAULT[k])}
     return {"settings": settings, "label": label, "algorithm": name, "hyper": hyper}
 
 
@@ -326,10 +405,15 @@ def figures_dir(cfg: Config) -> Path:
 
 def run_all(cfg: Config):
     """Run every algorithm; returns the combined tidy table and the summary rows."""
+    try:
+        cli.import_plugins(cfg.imports)     # the user's algorithms and problems first
+    except cli.CLIError as exc:
+        raise CompareError(str(exc)) from None
     validate(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     specs = parse_algorithms(cfg.algorithms, cfg.hp)
+    dp = dp_options(cfg)
     try:
         participation = Participation.parse(cfg.participation)
     except ParticipationError as exc:
@@ -345,9 +429,15 @@ def run_all(cfg: Config):
     for label, name, hyper in specs:
         hyper = with_population(name, hyper, problem.n_clients)
         try:
-            algorithms.append((label, name, hyper, make_algorithm(name, **hyper)))
+            alg = make_algorithm(name, **hyper)
         except AlgorithmError as exc:
             raise CompareError(str(exc)) from None
+        if dp is not None:
+            alg = dp.wrap(alg, participation, problem.n_clients, cfg.rounds)
+        algorithms.append((label, name, hyper, alg))
+    if dp is not None:
+        print(dp_summary(dp, algorithms[0][3], participation, problem.n_clients, cfg.rounds),
+              flush=True)
     try:
         check_folder(out_dir, "--out")
         check_folder(figures_dir(cfg), "--figures")
@@ -492,9 +582,15 @@ def plot(table: pd.DataFrame, cfg: Config) -> list[Path]:
     bad = data[data["diverged_at"].notna()] if "diverged_at" in data else data.iloc[:0]
     data = _healthy(data)
     has_acc = (data.metric == "test_acc").any()
-    rows = ([("train_loss", "train loss", False), ("test_acc", "test accuracy", False)]
-            if has_acc else
-            [("suboptimality", "f(x) - f*", True), ("grad_norm2", "||grad f(x)||^2", True)])
+    if has_acc:
+        rows = [("train_loss", "train loss", False), ("test_acc", "test accuracy", False)]
+    elif (data.metric == "suboptimality").any():
+        rows = [("suboptimality", "f(x) - f*", True), ("grad_norm2", "||grad f(x)||^2", True)]
+    else:                          # a regression / multi-label problem: losses
+        rows = [("train_loss", "train loss", False),
+                ("test_loss" if (data.metric == "test_loss").any() else "grad_norm2",
+                 "test loss" if (data.metric == "test_loss").any() else "||grad f(x)||^2",
+                 False)]
     runs = list(dict.fromkeys(table["run"]))
     colors = dict(zip(runs, sns.color_palette("tab10", max(len(runs), 1))))
     fig, axes = plt.subplots(2, 2, figsize=(10, 7), squeeze=False)
@@ -578,81 +674,60 @@ def scale_note(cfg: Config, table: pd.DataFrame) -> str:
 
 # ------------------------------------------------------------------------------ CLI
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str = "python -m sims.compare") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m sims.compare",
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run algorithms on one problem and plot loss/accuracy against rounds and "
-                    "bits. Algorithms: " + ", ".join(list_algorithms()))
+                    "bits.", epilog=cli.catalogue())
     d = Config()
     p.add_argument("--algorithms", default=d.algorithms,
                    help="comma-separated NAME[:key=value...] (default %(default)s)")
-    p.add_argument("--problem", default=d.problem,
-                   help="quadratic or DATASET-MODEL, e.g. mnist-mlp (default %(default)s)")
     p.add_argument("--rounds", type=int, default=d.rounds)
     p.add_argument("--seeds", type=int, default=d.seeds, help="number of seeds")
     p.add_argument("--seed0", type=int, default=d.seed0, help="first seed")
-    p.add_argument("--participation", default=d.participation, help="full, m=M or p=P")
-    p.add_argument("--n-clients", type=int, default=d.n_clients)
-    p.add_argument("--dim", type=int, default=d.dim, help="quadratic dimension")
-    p.add_argument("--local-steps", type=int, default=None,
-                   help="fixed local steps K (quadratic default 5; images: epochs instead)")
-    p.add_argument("--local-epochs", type=int, default=d.local_epochs)
-    p.add_argument("--batch-size", type=int, default=d.batch_size)
-    p.add_argument("--partition", default=d.partition, help="shards, iid or dirichlet")
-    p.add_argument("--noise", default=d.noise, help=f"quadratic noise: {', '.join(NOISES)}")
-    p.add_argument("--df", type=float, default=None, help="Student-t degrees of freedom")
-    p.add_argument("--sigma", type=float, default=d.sigma)
-    p.add_argument("--heterogeneity", type=float, default=d.heterogeneity)
-    p.add_argument("--dtype", default=None, help="float32 or float64")
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--eval-every", type=int, default=d.eval_every)
-    p.add_argument("--eval-train-samples", type=int, default=d.eval_train_samples)
     p.add_argument("--bits", default=d.bits, help="x-axis bits: up or total")
-    p.add_argument("--hp", action="append", default=[],
-                   help="[ALG.]KEY=VALUE hyperparameter (repeatable)")
     p.add_argument("--out", default=d.out, help="results directory")
     p.add_argument("--figures", default=None,
                    help="figures directory (default figures/compare; --tiny: OUT/figures)")
-    p.add_argument("--reuse-stale", action="store_true",
-                   help="reuse saved runs computed by other code (and say so)")
-    p.add_argument("--checkpoint-every", type=float, default=d.checkpoint_every,
-                   help="seconds between checkpoints of a running run (0: none)")
-    p.add_argument("--tag", default=d.tag, help="file name stem")
-    p.add_argument("--threads", type=int, default=None, help="torch threads")
-    p.add_argument("--tiny", action="store_true", help="seconds-long smoke run")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--list", action="store_true", help="list the algorithms and exit")
+    cli.add_problem_args(p, d)
+    cli.add_run_args(p, checkpoint=d.checkpoint_every, tag=d.tag)
     return p
 
 
-def main(argv=None) -> int:
+def main(argv=None, prog: str = "python -m sims.compare") -> int:
     restore_interrupts()
     from ..core import malloc
     malloc.tune_for_command()              # this process is the command's
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        cli.preimport(argv)              # plug-ins first: --help and --list name them
+    except cli.CLIError as exc:
+        return cli.fail(prog, exc)
     from ..store.extensions import PluginError, load_entry_points
     try:
         load_entry_points()                 # installed plug-ins: their names in --help
     except PluginError as exc:
-        print(f"python -m sims.compare: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    parser = _parser()
+    parser = _parser(prog)
     args = parser.parse_args(argv)
     if args.list:
         for name, desc in list_algorithms().items():
             print(f"{name:16s} {desc}")
         return 0
     cfg = Config(**{k: v for k, v in vars(args).items() if k != "list"})
-    cfg.hp = tuple(args.hp)
+    cfg.hp, cfg.imports = tuple(args.hp), tuple(args.imports)
     try:
         if cfg.tiny:
             apply_tiny(cfg, explicit_flags(parser, args))
         table, summary = run_all(cfg)
         paths = plot(table, cfg)
     except (CompareError, ValueError) as exc:      # ResultsError, a problem's ValueError
-        print(f"python -m sims.compare: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except OSError as exc:                      # a full disk, an unwritable output
-        print(f"python -m sims.compare: error: {write_failed_message(exc)}", file=sys.stderr)
+        print(f"{prog}: error: {write_failed_message(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         print(interrupted_message(exc, "runs"), file=sys.stderr)

@@ -32,7 +32,13 @@ over only the mean, so nobody can clip a participant's contribution. They are re
 line) unless the wrapper is the identity.
 
 With ``delta`` and ``sampling_rate`` (``q = m / N``) given, every round records
-``dp_epsilon``, the epsilon spent so far (:class:`sims.privacy.accounting.EpsilonCurve`).
+``dp_epsilon``, the epsilon spent so far (:class:`sims.privacy.accounting.EpsilonCurve`) by
+the ``accountant`` chosen (``"rdp"``, default, or ``"pld"``). A ``sampling_rate`` typed by
+hand is checked against the run's participation before any work (the engine calls
+:meth:`Private.check_population`): ``m / N`` for a fixed ``m``, ``p`` for Bernoulli, 1 for
+full participation; a mismatch is a one-line :class:`PrivacyError`.
+:meth:`Private.for_participation` derives it instead, and calibrates the noise multiplier
+to a target ``epsilon`` when one is given (:func:`sims.privacy.accounting.noise_for_epsilon`).
 """
 from __future__ import annotations
 
@@ -42,7 +48,7 @@ import numpy as np
 import torch
 
 from ..algorithms.base import Algorithm, ParticipantTally
-from .accounting import EpsilonCurve
+from .accounting import AccountingError, EpsilonCurve, check_accountant, noise_for_epsilon
 
 #: Entropy tag that separates the DP noise stream from the engine's ``[seed, t]`` draws.
 DP_STREAM = 0x0D9_5EED
@@ -69,7 +75,8 @@ class Private(Algorithm, ParticipantTally):
     noise ``N(0, (noise_multiplier * clip)^2) / |S|`` on the mean (module docstring)."""
 
     def __init__(self, inner, clip: float = math.inf, noise_multiplier: float = 0.0, *,
-                 delta: float | None = None, sampling_rate: float | None = None):
+                 delta: float | None = None, sampling_rate: float | None = None,
+                 accountant: str = "rdp"):
         if isinstance(inner, Private):
             raise PrivacyError("the algorithm is already private; wrap it once")
         try:
@@ -87,16 +94,68 @@ class Private(Algorithm, ParticipantTally):
         if (delta is None) != (sampling_rate is None):
             raise PrivacyError("give both delta and sampling_rate (q = m / N) to record "
                                "epsilon, or neither")
+        try:
+            accountant = check_accountant(accountant)
+        except AccountingError as exc:
+            raise PrivacyError(str(exc)) from None
         self.inner, self.clip, self.noise_multiplier = inner, clip, sigma
-        self.delta, self.sampling_rate = delta, sampling_rate
+        self.delta, self.sampling_rate, self.accountant = delta, sampling_rate, accountant
+        self.note: str | None = None           # set by check_population (fixed m vs Poisson)
         if self.is_private and getattr(inner, "needs_round_gradient", False):
             raise PrivacyError(f"{inner.name}: needs the engine's mean full gradient of the "
                                "participants (needs_round_gradient), which cannot be clipped "
                                "per participant; it cannot run under DP")
-        self.curve = (EpsilonCurve(sampling_rate, sigma, delta) if delta is not None
-                      else None)
+        try:
+            self.curve = (EpsilonCurve(sampling_rate, sigma, delta, accountant)
+                          if delta is not None else None)
+        except AccountingError as exc:
+            raise PrivacyError(str(exc)) from None
         self.name = f"{inner.name}+dp"
         self.tally_reset(0)
+
+    @classmethod
+    def for_participation(cls, inner, participation, n_clients: int, *, clip: float,
+                          noise_multiplier: float | None = None, epsilon: float | None = None,
+                          delta: float | None = None, rounds: int | None = None,
+                          accountant: str = "rdp") -> "Private":
+        """``inner`` under DP with the sampling rate derived from ``participation``
+        (:class:`sims.core.participation.Participation` or its text, ``"m=10"``) over
+        ``n_clients``, and either ``noise_multiplier`` or a target ``epsilon`` (with
+        ``delta`` and ``rounds``) that the noise is calibrated to."""
+        from ..core.participation import Participation
+        if isinstance(participation, str):
+            participation = Participation.parse(participation)
+        q = sampling_rate_of(participation, n_clients)
+        if (noise_multiplier is None) == (epsilon is None):
+            raise PrivacyError("give either noise_multiplier (sigma) or a target epsilon")
+        if epsilon is not None:
+            if delta is None or rounds is None:
+                raise PrivacyError("a target epsilon needs delta and rounds")
+            try:
+                noise_multiplier = noise_for_epsilon(q, int(rounds), float(epsilon),
+                                                     float(delta), accountant)
+            except AccountingError as exc:
+                raise PrivacyError(str(exc)) from None
+        return cls(inner, clip, noise_multiplier, delta=delta,
+                   sampling_rate=q if delta is not None else None, accountant=accountant)
+
+    def check_population(self, participation, n_clients: int, rounds: int | None = None
+                         ) -> None:
+        """The typed ``sampling_rate`` against the run's participation (before any work);
+        with ``rounds``, :attr:`note` is set to the fixed-``m`` against Poisson note
+        (:func:`sims.privacy.accounting.sampling_note`), which :meth:`describe` records."""
+        if self.sampling_rate is None:
+            return
+        q = sampling_rate_of(participation, n_clients)
+        if not math.isclose(self.sampling_rate, q, rel_tol=1e-9, abs_tol=1e-12):
+            raise PrivacyError(f"sampling_rate {self.sampling_rate:g} does not match the "
+                               f"participation ({_participation_text(participation)} of "
+                               f"N={n_clients} clients: q={q:g}); use q = m / N, or "
+                               "Private.for_participation to derive it")
+        if rounds and participation.kind == "fixed" and self.noise_multiplier > 0:
+            from .accounting import sampling_note
+            self.note = sampling_note(n_clients, participation.m, self.noise_multiplier,
+                                      int(rounds), self.delta, self.accountant)
 
     # ------------------------------------------------------------------ delegation
     @property
@@ -162,7 +221,9 @@ class Private(Algorithm, ParticipantTally):
                 "dp": {"clip": self.clip, "noise_multiplier": self.noise_multiplier,
                        "delta": self.delta, "sampling_rate": self.sampling_rate,
                        "level": "user", "clipped": "message and aux jointly",
-                       "accountant": "dp_accounting RDP, Poisson sampling"}}
+                       "accountant": f"dp_accounting {self.accountant.upper()}, Poisson "
+                                     "sampling",
+                       **({"sampling_note": self.note} if self.note else {})}}
 
     # ------------------------------------------------------------------ the DP step
     def client_message(self, delta, lstate, cstate, ctx):
@@ -203,6 +264,24 @@ class Private(Algorithm, ParticipantTally):
             for k in keys:
                 out[k][r] += _gauss(rng, out[k][r], std)
         return msg, out
+
+
+def sampling_rate_of(participation, n_clients: int) -> float:
+    """The per-round sampling rate the accountant assumes: ``m / N`` (fixed ``m``), ``p``
+    (Bernoulli) or 1 (full participation)."""
+    kind = participation.kind
+    if kind == "fixed":
+        if participation.m > n_clients:
+            raise PrivacyError(f"cannot sample m={participation.m} of N={n_clients} clients")
+        return participation.m / n_clients
+    if kind == "bernoulli":
+        return float(participation.p)
+    return 1.0
+
+
+def _participation_text(participation) -> str:
+    return {"fixed": f"m={participation.m}", "bernoulli": f"p={participation.p}"}.get(
+        participation.kind, "full participation")
 
 
 def _gauss(rng: np.random.Generator, like: torch.Tensor, std: float) -> torch.Tensor:

@@ -30,6 +30,10 @@ stepping through ``stoch_grad`` in tests:
 Either may return None to decline (the engine then steps through ``stoch_grad``). ``lr`` is
 a float, or a ``[B, 1]`` tensor with each participant's own rate (a per-replica learning rate
 of a batched grid, :mod:`sims.experiments.sweep.per_replica`).
+
+A user's arrays and model become a problem through :func:`problem_from_arrays`
+(:mod:`sims.problems.arrays`).
 """
+from .arrays import ArrayProblem, problem_from_arrays, problem_from_file  # noqa: F401
 from .neural import NeuralProblem  # noqa: F401
 from .quadratic import NoiseLaw, QuadraticProblem  # noqa: F401

@@ -61,6 +61,8 @@ def build_image_problem(dataset: str = "mnist", model: str = "mlp", n_clients: i
     ``eval_grad`` (``False``: evaluation skips the squared full-gradient norm, the costly
     part for a CNN).
     """
+    from ..core.device import check_device
+    check_device(device, "device")     # cuda without a GPU: one line, before any work
     ds = data if data is not None else load_dataset(dataset, data_dir)
     ds = stratified_test_subset(ds, test_samples)
     labels = ds.y_train.numpy()

@@ -116,7 +116,7 @@ def changed(data: list | None) -> str | None:
     for item in data or ():
         name = item.get("dataset")
         now_dir = _data_dir_in_force(item.get("data_dir"))
-        if now_dir != item.get("resolved_dir"):
+        if now_dir != item.get("resolved_dir") and not str(name).startswith("arrays:"):
             return f"{name}: the data directory is now {now_dir}, was {item.get('resolved_dir')}"
         try:
             now = {str(Path(p).resolve()) for p in dataset_files(name, item.get("data_dir"))}

@@ -6,8 +6,12 @@
         --grid fed-lamb.lam=0,0.01,0.1 --problem fmnist-mlp --n-clients 50 \\
         --participation m=25 --rounds 100 --seeds 3 --rule fed-lamb --executor ray
 
-The problem flags are those of ``python -m sims.compare`` (``--problem``, ``--n-clients``,
-``--batch-size``, ``--local-epochs``, ...). ``--grid [ALG.]KEY=v1,v2`` or
+The problem and run flags are those of ``python -m sims.compare`` (:mod:`sims.cli`:
+``--problem`` including ``arrays:PATH.npz``, ``--partition dirichlet:alpha=0.5``,
+``--n-clients``, ``--batch-size``, ``--device``, ``--dp``, ``--hp``, ``--import``,
+``--reuse-stale``, ``--checkpoint-every``, ...); ``--tag`` is ``--name``. Cells are saved
+one by one, and a running unit is checkpointed every ``--checkpoint-every`` seconds (default
+600; 0: never), so an interrupted sweep resumes mid-unit. ``--grid [ALG.]KEY=v1,v2`` or
 ``[ALG.]KEY=log:LO:HI:N`` (repeatable) adds an axis (:mod:`sims.experiments.sweep.grid`);
 ``--algorithms`` takes ``NAME[:key=value...]`` fixed settings; ``--table fed-lamb`` (or
 ``fed-ef``) adds the paper's published grid for them (:mod:`sims.experiments.sweep.tables`). ``--executor ray`` runs one
@@ -23,6 +27,7 @@ import argparse
 import dataclasses
 import sys
 
+from ... import cli
 from .. import compare
 from ...core.interrupts import restore as restore_interrupts
 from ...store.extensions import PluginError
@@ -37,26 +42,28 @@ from .tables import TABLES
 PROBLEM_FIELDS = ("problem", "n_clients", "dim", "local_steps", "local_epochs", "batch_size",
                   "partition", "noise", "df", "sigma", "heterogeneity", "dtype", "data_dir",
                   "eval_train_samples")
+#: Problem fields in a sweep's problem description only where they differ from these
+#: defaults (so cells saved before they existed keep their fingerprints).
+OPTIONAL_FIELDS = {"device": "cpu", "loss": None, "model": None}
 
 
 def build_compare_problem(desc: dict):
-    """The problem of ``sims.experiments.compare`` described by ``desc`` (its problem fields)."""
+    """The problem of ``sims.experiments.compare`` described by ``desc`` (its problem fields,
+    ``device`` among them)."""
     cfg = compare.Config(**desc)
     try:
-        problem = compare.build_problem(cfg)
+        return compare.build_problem(cfg)
     except compare.CompareError as exc:
         raise GridError(str(exc)) from None
-    device = desc.get("device")
-    if device and device != "cpu":
-        raise GridError("the command line builds CPU problems; use the API for a GPU")
-    return problem
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m sims.sweep", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def _parser(prog: str = "python -m sims.sweep") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=cli.catalogue())
     d = compare.Config()
-    p.add_argument("--name", default="sweep", help="results subfolder and figure stem")
+    p.add_argument("--name", "--tag", dest="name", default="sweep",
+                   help="results subfolder and figure stem (default %(default)s)")
     p.add_argument("--algorithms", default="fed-lamb",
                    help="comma-separated NAME[:key=value...] (default %(default)s)")
     p.add_argument("--grid", action="append", default=[],
@@ -77,34 +84,32 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="local Ray CPUs (default: all)")
     p.add_argument("--plan", default="auto", choices=PLANS)
     p.add_argument("--max-replicas", type=int, default=64, help="cells per batched unit")
-    p.add_argument("--problem", default="quadratic")
     p.add_argument("--rounds", type=int, default=d.rounds)
     p.add_argument("--seeds", type=int, default=d.seeds, help="number of seeds")
     p.add_argument("--seed0", type=int, default=d.seed0)
-    p.add_argument("--participation", default=d.participation)
-    p.add_argument("--n-clients", type=int, default=d.n_clients)
-    p.add_argument("--dim", type=int, default=d.dim)
-    p.add_argument("--local-steps", type=int, default=None)
-    p.add_argument("--local-epochs", type=int, default=d.local_epochs)
-    p.add_argument("--batch-size", type=int, default=d.batch_size)
-    p.add_argument("--partition", default=d.partition)
-    p.add_argument("--noise", default=d.noise)
-    p.add_argument("--df", type=float, default=None)
-    p.add_argument("--sigma", type=float, default=d.sigma)
-    p.add_argument("--heterogeneity", type=float, default=d.heterogeneity)
-    p.add_argument("--dtype", default=None)
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--eval-every", type=int, default=d.eval_every)
-    p.add_argument("--eval-train-samples", type=int, default=d.eval_train_samples)
     p.add_argument("--out", default="results/sweep")
     p.add_argument("--figures", default="figures/sweep")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch threads per unit (default 1; 0: torch's choice in-process)")
-    p.add_argument("--tiny", action="store_true", help="seconds-long smoke run")
-    p.add_argument("--quiet", action="store_true")
-    p.add_argument("--reuse-stale", action="store_true",
-                   help="reuse saved cells computed by other code (and say so)")
+    cli.add_problem_args(p, d)
+    cli.add_run_args(p, checkpoint=d.checkpoint_every, tag=None, threads_default=1,
+                     threads_help="torch threads per unit (default 1; 0: torch's choice "
+                                  "in-process)")
     return p
+
+
+def dp_line(spec, problem) -> str:
+    """What ``--dp`` does in this sweep (the noise multiplier, calibrated where a target
+    epsilon is given) and the note on fixed-``m`` sampling against the accountant's Poisson
+    assumption."""
+    from ...algorithms.registry import make_algorithm
+    from ...core.participation import Participation
+    dp = cli.DPOptions(**spec.dp)
+    participation = Participation.parse(spec.participation)
+    try:                  # every algorithm of the grid can be made private, before any work
+        private = [dp.wrap(make_algorithm(name), participation, problem.n_clients, spec.rounds)
+                   for name in spec.grid.algorithms]
+    except ValueError as exc:                       # PrivacyError, AccountingError
+        raise GridError(f"--dp: {' '.join(str(exc).split())}") from None
+    return compare.dp_summary(dp, private[0], participation, problem.n_clients, spec.rounds)
 
 
 def unselected_lines(summary, by) -> list[str]:
@@ -157,11 +162,17 @@ def spec_from_args(args) -> SweepSpec:
         compare.validate(cfg)
     except compare.CompareError as exc:
         raise GridError(str(exc)) from None
-    grid = Grid.from_specs(args.algorithms, args.grid)
+    grid = Grid.from_specs(args.algorithms, args.grid, hp=args.hp)
     if args.table:
         table = TABLES[args.table](list(grid.algorithms), fixed=grid.algorithms)
         grid = Grid(grid.algorithms, table.axes + grid.axes)
     problem = {k: getattr(cfg, k) for k in PROBLEM_FIELDS}
+    problem.update({k: getattr(cfg, k) for k, default in OPTIONAL_FIELDS.items()
+                    if getattr(cfg, k) != default})
+    try:
+        dp = cli.parse_dp(args.dp)
+    except cli.CLIError as exc:
+        raise GridError(str(exc)) from None
     from .execute import _problem
     _problem(build_compare_problem, problem)   # bad flags fail before any work (kept built)
     if args.max_replicas < 1:
@@ -173,15 +184,22 @@ def spec_from_args(args) -> SweepSpec:
     return SweepSpec(args.name, grid, problem, build_compare_problem,
                      participation=cfg.participation, rounds=cfg.rounds,
                      seeds=list(range(cfg.seed0, cfg.seed0 + cfg.seeds)),
-                     eval_every=cfg.eval_every, out=args.out,
-                     max_replicas=args.max_replicas)
+                     eval_every=cfg.eval_every, out=args.out, device=cfg.device,
+                     max_replicas=args.max_replicas,
+                     dp=None if dp is None else dp.describe(),
+                     checkpoint_every=args.checkpoint_every)
 
 
-def main(argv=None) -> int:
+def main(argv=None, prog: str = "python -m sims.sweep") -> int:
     restore_interrupts()
     from ...core import malloc
     malloc.tune_for_command()              # this process is the command's
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        cli.preimport(argv)              # plug-ins first: --help names what they register
+    except cli.CLIError as exc:
+        return cli.fail(prog, exc)
+    args = _parser(prog).parse_args(argv)
     try:
         spec = spec_from_args(args)
         from ...core.participation import Participation, ParticipationError
@@ -194,6 +212,8 @@ def main(argv=None) -> int:
         by = tuple(b.strip() for b in args.by.split(",") if b.strip())
         metrics = problem_metrics(_problem(spec.build_problem, spec.problem))
         rule = check_selection(args.rule, by, spec.grid, metrics)
+        if spec.dp is not None:
+            print(dp_line(spec, _problem(spec.build_problem, spec.problem)), flush=True)
         try:
             check_folder(args.out, "--out")
             check_folder(spec.folder, "--out")
@@ -212,7 +232,7 @@ def main(argv=None) -> int:
     except (GridError, ResultsError, PluginError, OSError) as exc:
         what = (write_failed_message(exc, "cells") if isinstance(exc, OSError)
                 else " ".join(str(exc).split()))
-        print(f"python -m sims.sweep: error: {what}", file=sys.stderr)
+        print(f"{prog}: error: {what}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         print(interrupted_message(exc, "cells"), file=sys.stderr)

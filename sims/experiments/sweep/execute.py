@@ -73,14 +73,32 @@ class SweepSpec:
     device: str = "cpu"
     max_replicas: int = 64            # cells per batched unit
     max_batch: int | None = None      # the engine's client chunk (None: its default)
+    #: user-level DP for every cell (:class:`sims.cli.DPOptions` fields: clip, sigma or
+    #: epsilon, delta, accountant); None: none
+    dp: dict | None = None
+    #: seconds between checkpoints of a running unit (0: none): an interrupted sweep resumes
+    #: its unfinished units from their last checkpoint (finished cells are saved anyway)
+    checkpoint_every: float = 0.0
 
     def __post_init__(self):
+        from ... import cli
+        try:
+            cli.check_device(self.device, "device")    # never a silent run on the CPU
+            if self.dp is not None:
+                self.dp = cli.DPOptions(**self.dp).describe()
+        except cli.CLIError as exc:
+            raise GridError(str(exc)) from None
+        except TypeError as exc:
+            raise GridError(f"dp: {exc}") from None
         if self.rounds < 1:
             raise GridError(f"rounds must be >= 1, got {self.rounds}")
         if not self.seeds:
             raise GridError("a sweep needs at least one seed")
         if self.eval_every < 1:
             raise GridError(f"eval_every must be >= 1, got {self.eval_every}")
+        if not self.checkpoint_every >= 0:                  # NaN too
+            raise GridError(f"checkpoint_every must be >= 0 seconds (0: none), got "
+                            f"{self.checkpoint_every}")
         if not str(self.name).strip() or "/" in str(self.name):
             raise GridError(f"bad sweep name {self.name!r}")
         self.seeds = [int(s) for s in self.seeds]
@@ -101,7 +119,8 @@ def cell_config_fingerprint(spec: SweepSpec, cell: Cell) -> str:
     blob = json.dumps({"problem": spec.problem, "participation": spec.participation,
                        "rounds": spec.rounds, "eval_every": spec.eval_every,
                        "algorithm": cell.point.algorithm,
-                       "hyper": [[k, v] for k, v in cell.point.hyper], "seed": cell.seed},
+                       "hyper": [[k, v] for k, v in cell.point.hyper], "seed": cell.seed,
+                       **({"dp": spec.dp} if spec.dp is not None else {})},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -227,18 +246,26 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
     for c in units_cells:
         settings.append(with_population(name, c.point.settings, problem.n_clients))
     seeds = [c.seed for c in units_cells]
+    ckpt = _unit_checkpointer(payload, units_cells)
     started = time.perf_counter()
+    participation = Participation.parse(payload["participation"])
     try:
         alg = batched_algorithm(name, settings)   # (a check may see replicas disagree)
-        out = engine.run(problem, alg, Participation.parse(payload["participation"]),
+        if payload.get("dp") is not None:
+            from ...cli import DPOptions
+            alg = DPOptions(**payload["dp"]).wrap(alg, participation, problem.n_clients,
+                                                   payload["rounds"])
+        out = engine.run(problem, alg, participation,
                          payload["rounds"], seeds, eval_every=payload["eval_every"],
-                         max_batch=payload.get("max_batch"),
+                         max_batch=payload.get("max_batch"), checkpoint=ckpt,
                          progress=(lambda t: progress(len(units_cells))) if progress else None)
     except MixedReplicaValues as exc:
         parts = [[c for c, p in zip(units_cells, exc.pattern) if p == side]
                  for side in (True, False)]
         if not parts[0] or not parts[1]:
             raise
+        if ckpt is not None:
+            ckpt.clear()
         return [r for part in parts for r in run_unit(payload, part, progress)]
     if progress is not None:          # rounds skipped because every replica diverged
         progress(len(units_cells) * (payload["rounds"] - len(out.participants[0])))
@@ -253,9 +280,28 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
                   "settings": settings[r], "seed": c.seed, "wall_time_unit_s": round(wall, 3),
                   "replicas_in_unit": len(units_cells), "diverged_at": out.diverged_at[r],
                   "data": data_record(problem),
+                  "resumed_from_round": None if ckpt is None else ckpt.resumed_from,
                   **worker_context()}          # where it ran (a Ray worker: the worker's)
         results.append((c, df, record))
+    if ckpt is not None:
+        ckpt.clear()
     return results
+
+
+def _unit_checkpointer(payload: dict, cells: list):
+    """The checkpointer of one unit (None without ``checkpoint_every``): under the sweep's
+    ``.checkpoints/``, keyed by what the unit computes and the code that computes it."""
+    every = payload.get("checkpoint_every") or 0
+    if not every or not payload.get("folder"):
+        return None
+    from ...store.checkpoint import Checkpointer
+    what = json.dumps({k: payload.get(k) for k in ("problem", "participation", "rounds",
+                                                   "eval_every", "dp")} | {
+        "cells": [[c.point.algorithm, [[k, v] for k, v in c.point.hyper], c.seed]
+                  for c in cells]}, sort_keys=True, default=str)
+    key = hashlib.sha256(f"{what}|{identity.code_digest()}".encode()).hexdigest()
+    return Checkpointer(Path(payload["folder"]) / ".checkpoints" / f"unit_{key[:16]}.ckpt",
+                        every_seconds=float(every), key=key)
 
 
 # ----------------------------------------------------------------------------- the sweep
@@ -276,7 +322,8 @@ class SweepResult:
 def payload_of(spec: SweepSpec) -> dict:
     return {"problem": spec.problem, "build_problem": spec.build_problem,
             "participation": spec.participation, "rounds": spec.rounds,
-            "eval_every": spec.eval_every, "max_batch": spec.max_batch}
+            "eval_every": spec.eval_every, "max_batch": spec.max_batch, "dp": spec.dp,
+            "checkpoint_every": spec.checkpoint_every, "folder": str(spec.folder)}
 
 
 def _record(spec: SweepSpec, cell: Cell, extra: dict, base: dict) -> dict:
@@ -398,11 +445,16 @@ def _run_locked(spec, points, executor, plan, ray_address, workers, threads, qui
         # the units' problem, built here once (they share it): one that cannot be built
         # (missing data) fails here in one line, not as every unit failing twice
         try:
-            _problem(spec.build_problem, spec.problem)
+            problem = _problem(spec.build_problem, spec.problem)
         except (DataError, ValueError):  # missing data, a bad setting: nothing would run
             raise
         except Exception:  # noqa: BLE001 - maybe transient: the units record and retry it
-            pass
+            problem = None
+        where = getattr(problem, "device", None)
+        if where is not None and getattr(where, "type", str(where)) != \
+                str(spec.device).split(":")[0]:
+            raise GridError(f"the sweep's device is {spec.device}, but build_problem built the "
+                            f"problem on {where}; build it on {spec.device}")
     units = make_units(todo, plan, spec.max_replicas)
     failures: list = []
     bar = _bar(len(todo) * spec.rounds, quiet or progress is not None)

@@ -113,13 +113,13 @@ class Grid:
     axes: list[Axis] = field(default_factory=list)
 
     @classmethod
-    def from_specs(cls, algorithms: str | list, axes=()) -> "Grid":
-        """From ``"fedlada:alpha=0.05,fedavg"`` (or a list of such names) and axis texts or
-        :class:`Axis` objects."""
+    def from_specs(cls, algorithms: str | list, axes=(), hp=()) -> "Grid":
+        """From ``"fedlada:alpha=0.05,fedavg"`` (or a list of such names), axis texts or
+        :class:`Axis` objects, and fixed ``[ALG.]KEY=VALUE`` settings (``--hp``)."""
         from ..compare import CompareError, parse_algorithms
         text = algorithms if isinstance(algorithms, str) else ",".join(algorithms)
         try:
-            specs = parse_algorithms(text)
+            specs = parse_algorithms(text, hp)
         except CompareError as exc:
             raise GridError(str(exc)) from None
         algs = {}

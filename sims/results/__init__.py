@@ -1,0 +1,59 @@
+"""``python -m sims.results``: the saved runs of a results folder (:mod:`sims.store.listing`).
+
+::
+
+    python -m sims.results ls results/compare --filter algorithm=fed* --filter current=yes
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sims.results",
+                                description="The saved runs of a results folder.")
+    sub = p.add_subparsers(dest="command", required=True)
+    ls = sub.add_parser("ls", help="list the saved runs under a folder as a table")
+    ls.add_argument("folder", nargs="?", default="results",
+                    help="results folder, searched recursively (default %(default)s)")
+    ls.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
+                    help="keep runs whose column or dotted record key (config.n_clients, "
+                         "algorithm.eta_l) matches the shell-style pattern VALUE (repeatable)")
+    ls.add_argument("--sort", default="path", help="column to sort by (default %(default)s)")
+    ls.add_argument("--format", default="table", choices=("table", "csv", "json"))
+    ls.add_argument("--import", dest="imports", action="append", default=[],
+                    metavar="MODULE", help="plug-in module whose source counts in the "
+                    "'current' column, as in the run that saved them (repeatable)")
+    return p
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    from ..plugins import PluginError, import_modules
+    from ..store.listing import COLUMNS, ListingError, parse_filters, table
+    try:
+        if args.imports:
+            import_modules(args.imports)
+        if args.sort not in COLUMNS:
+            raise ListingError(f"--sort {args.sort}: not a column; choose one of "
+                               f"{', '.join(COLUMNS)}")
+        df = table(args.folder, parse_filters(args.filter))
+    except (ListingError, PluginError) as exc:
+        print(f"python -m sims.results: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    df = df.sort_values(args.sort, kind="stable", na_position="last")
+    if args.format == "csv":
+        sys.stdout.write(df.to_csv(index=False))
+    elif args.format == "json":
+        sys.stdout.write(df.to_json(orient="records", indent=1) + "\n")
+    elif df.empty:
+        print(f"no saved runs under {args.folder}"
+              + (" match the filters" if args.filter else ""))
+    else:
+        import pandas as pd
+        with pd.option_context("display.width", 200, "display.max_columns", 20,
+                               "display.max_colwidth", 60):
+            print(df.to_string(index=False))
+        print(f"{len(df)} run(s)")
+    return 0
