@@ -315,3 +315,32 @@ def require_native() -> None:
     if os.environ.get("FEDTOOLKIT_NATIVE", "1") == "0" or not native.enabled():
         pytest.skip("the C kernels are turned off (FEDTOOLKIT_NATIVE=0)")
     assert native.library() is not None, native.failure()
+
+
+@pytest.fixture(autouse=True)
+def clean_plugins():
+    """The registries and plug-in records as they were before the test, for every test: a
+    test that registers or ``--import``s a plug-in must not leak it into the next."""
+    import sys
+
+    import sims  # noqa: F401
+    from sims import plugins
+    from sims.algorithms import registry
+    from sims.problems import models
+    from sims.problems import registry as problems
+    from sims.store import extensions
+    saved = (dict(registry.ALGORITHMS), dict(problems.PROBLEMS), dict(models.MODELS),
+             set(models.PLUGIN_MODELS), dict(extensions._LOADED), dict(plugins.ORIGINS),
+             dict(plugins._LOOSE), extensions._ENTRY_POINTS_LOADED, dict(sys.modules))
+    yield
+    for target, old in zip((registry.ALGORITHMS, problems.PROBLEMS, models.MODELS,
+                            extensions._LOADED, plugins.ORIGINS, plugins._LOOSE),
+                           (saved[0], saved[1], saved[2], saved[4], saved[5], saved[6])):
+        target.clear()
+        target.update(old)
+    models.PLUGIN_MODELS.clear()
+    models.PLUGIN_MODELS.update(saved[3])
+    extensions._ENTRY_POINTS_LOADED = saved[7]
+    for name in set(sys.modules) - set(saved[8]):
+        if name.startswith(("lab_", "fedtoolkit_lab", "my_fedavgm", "plugged_")):
+            del sys.modules[name]

@@ -51,26 +51,6 @@ def write_plugin(folder, module="lab_alg", name="lab-fedavgm", beta=0.9, cls="La
     return path
 
 
-@pytest.fixture
-def clean_plugins():
-    """The registries and plug-in records as they were before the test."""
-    saved = (dict(registry.ALGORITHMS), dict(problems.PROBLEMS), dict(models.MODELS),
-             set(models.PLUGIN_MODELS), dict(extensions._LOADED), dict(plugins.ORIGINS),
-             dict(plugins._LOOSE), extensions._ENTRY_POINTS_LOADED, dict(sys.modules))
-    yield
-    for target, old in zip((registry.ALGORITHMS, problems.PROBLEMS, models.MODELS,
-                            extensions._LOADED, plugins.ORIGINS, plugins._LOOSE),
-                           (saved[0], saved[1], saved[2], saved[4], saved[5], saved[6])):
-        target.clear()
-        target.update(old)
-    models.PLUGIN_MODELS.clear()
-    models.PLUGIN_MODELS.update(saved[3])
-    extensions._ENTRY_POINTS_LOADED = saved[7]
-    for name in set(sys.modules) - set(saved[8]):
-        if name.startswith(("lab_", "fedtoolkit_lab", "my_fedavgm")):
-            del sys.modules[name]
-
-
 def run_compare(out, *extra):
     return compare.main(["--algorithms", "lab-fedavgm:beta=0.5,fedavg", "--problem", "quadratic",
                          "--tiny", "--quiet", "--out", str(out), *extra])

@@ -86,6 +86,18 @@ def _event(q: float, sigma: float):
     return dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(sigma))
 
 
+def _without_accounting(sigma: float, rounds: int) -> tuple[float, float] | None:
+    """``(epsilon, order)`` where no accountant is needed (no noise: inf; no round: 0), else
+    None; negative ``rounds`` is an :class:`AccountingError`."""
+    if rounds < 0:
+        raise AccountingError(f"rounds must be >= 0, got {rounds}")
+    if sigma == 0:
+        return math.inf, math.nan
+    if rounds == 0:
+        return 0.0, math.nan
+    return None
+
+
 def dp_epsilon(q: float, sigma: float, rounds: int, delta: float,
                orders=None, accountant: str = "rdp") -> tuple[float, float]:
     """``(epsilon, optimal order)`` after ``rounds`` rounds of the Poisson-sampled Gaussian
@@ -94,12 +106,9 @@ def dp_epsilon(q: float, sigma: float, rounds: int, delta: float,
     ``sigma = 0`` (no noise) gives ``(inf, nan)``; ``rounds = 0`` gives ``(0, nan)``."""
     _check(q, sigma, delta)
     accountant = check_accountant(accountant)
-    if rounds < 0:
-        raise AccountingError(f"rounds must be >= 0, got {rounds}")
-    if sigma == 0:
-        return math.inf, math.nan
-    if rounds == 0:
-        return 0.0, math.nan
+    trivial = _without_accounting(sigma, rounds)
+    if trivial is not None:
+        return trivial
     import dp_accounting as dpa
     if accountant == "pld":
         return float(_pld_epsilon(q, sigma, int(rounds), delta)), math.nan
@@ -124,12 +133,9 @@ def dp_epsilon_fixed_m(n: int, m: int, sigma: float, rounds: int, delta: float,
             and 1 <= m <= n):
         raise AccountingError(f"need integers 1 <= m <= n, got m = {m}, n = {n}")
     _check(m / n, sigma, delta)
-    if rounds < 0:
-        raise AccountingError(f"rounds must be >= 0, got {rounds}")
-    if sigma == 0:
-        return math.inf, math.nan
-    if rounds == 0:
-        return 0.0, math.nan
+    trivial = _without_accounting(sigma, rounds)
+    if trivial is not None:
+        return trivial
     import dp_accounting as dpa
     from dp_accounting import rdp
     relation = dpa.NeighboringRelation.REPLACE_ONE
