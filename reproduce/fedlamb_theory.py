@@ -27,8 +27,9 @@ constants the bound needs: ``M`` from the run (the largest client gradient at a 
 plus ``L`` times the largest local drift Theorem 5's Lemma allows, ``alpha T phi_M sqrt(h)``,
 plus ``sigma sqrt(p)``), ``phi_M = 10`` (the clip's ceiling, H4), ``L``, ``sigma``, ``Delta``.
 
-Claims (each a bound, so "at least as fast" is the claim; the bound's exact slope is shown
-beside it as a tightness scope, not as the claim):
+Claims (each a bound, so "at least as fast" is the claim; the fitted slopes of the left side
+and of the plain average are printed beside it as information on the bound's tightness,
+never as a verdict):
 
 * T1: the measured left side is at most Theorem 5's right side (the statement's form; the
   proof's final display as a second scope), every run and seed;
@@ -303,12 +304,10 @@ def check(df, cfg):
                               what=f"log-log slope of Thm 5's left side in {key} "
                                    f"(the bound: -0.5; at least as fast: below "
                                    f"{-0.5 + SLOPE_MARGIN:g})"))
-        for meas in MEASURES:
-            out.append(vd.slope(c, pd.Series(sl[key][meas], dtype=float), -0.5, SLOPE_MARGIN,
-                                card=rate_card, scope=f"the bound's exact slope (tightness, not the "
-                                                 f"claim): {MEASURES[meas]}",
-                                protocol="none: the theorem's constant alpha = kappa/sqrt(R)",
-                                what=f"log-log slope in {key} (-0.5 +- {SLOPE_MARGIN:g})"))
+        for meas in MEASURES:        # how tight the bound's -1/2 is: information, not a verdict
+            iv = stats.seed_interval(list(sl[key][meas].values()))
+            lines.append(f"{claim_id} tightness (not the claim): fitted slope in {key} of "
+                         f"{MEASURES[meas]}: {stats.fmt_interval(iv)} (the bound's: -0.5)")
     return lines + out
 
 

@@ -377,9 +377,17 @@ def subset_of_clients(parts: Sequence[np.ndarray], n: int, seed: int, *, return_
 
 
 def _option_value(text: str):
-    """One ``KEY=VALUE`` option's value (:func:`sims.cli.parse_value`)."""
-    from ..cli import parse_value
-    return parse_value(text)
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text.strip()
 
 
 def parse_scheme(text: str, flag: str = "partition") -> tuple[str, dict]:
