@@ -59,6 +59,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -474,6 +475,17 @@ def usable(entry, cfg, df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         lines.append(f"DIVERGED: {len(bad)} replica(s) left out (never evidence): " + ", ".join(
             f"{r.run} seed {r.seed} at round {r.diverged_at:g}" for r in bad.itertuples()))
     return healthy(df), lines
+
+
+def without_nonfinite(df: pd.DataFrame, metric: str, lines: list[str]) -> pd.DataFrame:
+    """``df`` without the runs where ``metric`` is ever non-finite (a run the engine did not
+    flag as diverged still never counts as evidence), named in ``lines``."""
+    bad = df[(df.metric == metric) & ~np.isfinite(df["value"].astype(float))]
+    if not len(bad):
+        return df
+    runs_bad = sorted(set(bad["run"]))
+    lines.append(f"DIVERGED: {', '.join(runs_bad)} (left out, never evidence)")
+    return df[~df["run"].isin(runs_bad)]
 
 
 def scale_note(entry, cfg, df: pd.DataFrame | None = None) -> str:

@@ -274,11 +274,7 @@ def regime_card(cfg, tab, *, rates: bool) -> rg.RegimeCard:
 
 def check(df, cfg):
     df, lines = common.usable(sys.modules[__name__], cfg, df)
-    bad = df[(df.metric == "grad_norm2") & ~np.isfinite(df["value"].astype(float))]
-    if len(bad):
-        runs_bad = sorted(set(bad["run"]))
-        lines.append(f"DIVERGED: {', '.join(runs_bad)} (left out, never evidence)")
-        df = df[~df["run"].isin(runs_bad)]
+    df = common.without_nonfinite(df, "grad_norm2", lines)
     if not len(df):
         return lines + [vd.missing(c, c.statement, "no healthy results") for c in CLAIMS.values()]
     tab = with_bounds(per_seed(df, cfg), cfg)

@@ -222,11 +222,7 @@ SLOPE_MARGIN = 0.15      # a slope "is" the predicted one within +-0.15
 
 def check(df, cfg):
     df, lines = common.usable(sys.modules[__name__], cfg, df)
-    bad = df[(df.metric == "grad_norm2") & ~np.isfinite(df["value"].astype(float))]
-    if len(bad):
-        runs_bad = sorted(set(bad["run"]))
-        lines.append(f"DIVERGED: {', '.join(runs_bad)} (left out, never evidence)")
-        df = df[~df["run"].isin(runs_bad)]
+    df = common.without_nonfinite(df, "grad_norm2", lines)
     if not len(df):
         return lines + [vd.missing(c, c.statement, "no healthy results") for c in CLAIMS.values()]
     prob = problem(cfg, max(_ints(cfg.ns) + [cfg.n_partial]))

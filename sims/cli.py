@@ -38,18 +38,10 @@ class CLIError(ValueError):
 # ------------------------------------------------------------------------------ values
 
 def parse_value(text: str):
-    """``"0.1"`` -> 0.1, ``"3"`` -> 3, ``"true"`` -> True, ``"none"`` -> None, else the text."""
-    low = str(text).strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low in ("none", "null"):
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return str(text).strip()
+    """``"0.1"`` -> 0.1, ``"3"`` -> 3, ``"true"`` -> True, ``"none"`` -> None, else the text
+    (:func:`sims.data.partition.option_value`, the one parser of option values)."""
+    from .data.partition import option_value
+    return option_value(text)
 
 
 def parse_options(text: str, where: str) -> tuple[str, dict]:
@@ -120,12 +112,18 @@ def import_plugins(names) -> list:
 
 
 def preimport(argv) -> None:
-    """Import the ``--import`` modules of ``argv`` before the command's parser is built, so
-    that ``--help`` and ``--list`` name what they register (one-line :class:`CLIError`)."""
+    """Import the ``--import`` modules of ``argv`` and the installed plug-ins (entry-point
+    group ``fedtoolkit.plugins``) before the command's parser is built, so that ``--help``
+    and ``--list`` name what they register (one-line :class:`CLIError`)."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--import", dest="imports", action="append", default=[])
     known, _ = pre.parse_known_args(list(argv))
     import_plugins(known.imports)
+    from .store.extensions import PluginError, load_entry_points
+    try:
+        load_entry_points()
+    except PluginError as exc:              # already one line naming the entry point
+        raise CLIError(" ".join(str(exc).split())) from None
 
 
 # ------------------------------------------------------------------------------ DP

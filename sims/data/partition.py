@@ -376,7 +376,9 @@ def subset_of_clients(parts: Sequence[np.ndarray], n: int, seed: int, *, return_
     return (chosen, ids) if return_ids else chosen
 
 
-def _option_value(text: str):
+def option_value(text: str):
+    """``"0.1"`` -> 0.1, ``"3"`` -> 3, ``"true"`` -> True, ``"none"`` -> None, else the text
+    (stripped): a ``KEY=VALUE`` option's value, here and on the command line (:mod:`sims.cli`)."""
     low = text.strip().lower()
     if low in ("true", "false"):
         return low == "true"
@@ -406,7 +408,7 @@ def parse_scheme(text: str, flag: str = "partition") -> tuple[str, dict]:
         if not sep or not key.strip():
             raise PartitionError(f"{flag}: cannot read {item!r} in {text!r}; expected "
                                  "SCHEME:KEY=VALUE[,KEY=VALUE...], e.g. dirichlet:alpha=0.5")
-        kw[key.strip()] = _option_value(val)
+        kw[key.strip()] = option_value(val)
     if scheme not in SCHEMES:
         raise PartitionError(f"{flag}: unknown scheme {scheme!r}; use shards, iid or "
                              "dirichlet:alpha=A")

@@ -704,12 +704,6 @@ def main(argv=None, prog: str = "python -m sims.compare") -> int:
         cli.preimport(argv)              # plug-ins first: --help and --list name them
     except cli.CLIError as exc:
         return cli.fail(prog, exc)
-    from ..store.extensions import PluginError, load_entry_points
-    try:
-        load_entry_points()                 # installed plug-ins: their names in --help
-    except PluginError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
     parser = _parser(prog)
     args = parser.parse_args(argv)
     if args.list:

@@ -199,11 +199,6 @@ def main(argv=None, prog: str = "python -m sims.sweep") -> int:
         cli.preimport(argv)              # plug-ins first: --help names what they register
     except cli.CLIError as exc:
         return cli.fail(prog, exc)
-    from ...store.extensions import PluginError, load_entry_points
-    try:
-        load_entry_points()                 # installed plug-ins: their names in --help
-    except PluginError as exc:
-        return cli.fail(prog, exc)
     args = _parser(prog).parse_args(argv)
     try:
         spec = spec_from_args(args)
