@@ -175,10 +175,9 @@ def per_seed(df, cfg) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["n", "R", "alpha", "seed", *MEASURES, "M"])
 
 
-def bound(cfg, n, R, a, M, form="statement") -> float:
-    """Theorem 5's right side at the run's constants (:func:`theory.bounds.fed_lamb_thm5_bound`)."""
-    prob = problem(cfg, n)
-    const = prob.constants()
+def bound(cfg, const, n, R, a, M, form="statement") -> float:
+    """Theorem 5's right side at the run's constants (:func:`theory.bounds.fed_lamb_thm5_bound`;
+    ``const``: the problem's :meth:`~sims.problems.quadratic.QuadraticProblem.constants`)."""
     return tb.fed_lamb_thm5_bound(L=const["L"], M=M, sigma=cfg.sigma, n=n, h=cfg.layers,
                                   p=cfg.d, T=cfg.local_steps, R=R, alpha=a, phi_M=PHI_M,
                                   beta2=0.999, epsilon=cfg.eps,
@@ -186,9 +185,13 @@ def bound(cfg, n, R, a, M, form="statement") -> float:
 
 
 def with_bounds(tab, cfg) -> pd.DataFrame:
+    """``tab`` with Theorem 5's right side per row, both forms. ``L`` and ``f(theta_1) - f*``
+    do not depend on ``n`` (every client has the same centre), so they are read once."""
+    const = problem(cfg, 1).constants()
     tab = tab.copy()
     for form in ("statement", "proof"):
-        tab[f"rhs_{form}"] = [bound(cfg, r.n, r.R, r.alpha, r.M, form) for r in tab.itertuples()]
+        tab[f"rhs_{form}"] = [bound(cfg, const, r.n, r.R, r.alpha, r.M, form)
+                              for r in tab.itertuples()]
     return tab
 
 
