@@ -38,6 +38,8 @@ from . import fedlada_common as fc
 from . import regime as rg
 from . import verdicts as vd
 from . import fedlada_cost as fcost
+from . import fedlada_tuning as ft
+from . import protocols as pr
 
 PAPER, TARGET = "FedLADA", "Figure 2, Tables 1/6/7/11/12"
 TITLE = "seven methods: train loss, test accuracy, rounds and communication to a target"
@@ -70,6 +72,7 @@ PAPER_T12 = {"fedavg": ("1x", "1x"), "fedprox": ("0.97x", "0.95x"),
 @dataclass
 class Config(fc.StandIn):
     methods: str = ",".join(fc.METHODS)
+    tuned: bool = False         # also the symmetric tuned comparison (reproduce.fedlada_tuning)
 
     def scale(self):
         fc.StandIn.scale(self)
@@ -91,7 +94,21 @@ def runs(cfg):
             return fc.problem(cfg), fc.algorithm(m, cfg), fc.participation(cfg)
         out.append(fc.engine_run(m, {"method": m, **fc.hyper(m, cfg)}, build, cfg.rounds,
                                  cfg.eval_every))
+    if cfg.tuned:               # stages 1-2 (sweep cells), then each pick on the entry's seeds
+        out.append(ft.tuning_run(cfg, methods(cfg)))
+        out += [ft.pick_run(cfg, m, methods(cfg)) for m in methods(cfg)]
     return out
+
+
+TUNED = "tuned:"
+
+
+def split(df):
+    """``(paper protocol's runs, tuned picks' runs named by method, tuning record)``."""
+    run = df["run"].astype(str)
+    tuned = df[run.str.startswith(TUNED)].copy()
+    tuned["run"] = tuned["run"].astype(str).str[len(TUNED):]
+    return (df[~run.str.contains(":")], tuned, df[run.str.startswith("tuning:")])
 
 
 def _palette(names):
@@ -100,6 +117,16 @@ def _palette(names):
 
 
 def plot(df, cfg, stem="fedlada_fig2", figure="Figure 2"):
+    paper, tuned, _ = split(df)
+    paths = [_plot(paper, cfg, stem, figure, f"{'paper' if cfg.paper_lr else 'pilot'} "
+                   "protocol")]
+    if len(tuned):
+        paths.append(_plot(tuned, cfg, f"{stem}_tuned", figure, "tuned protocol "
+                           "(reproduce.fedlada_tuning picks)"))
+    return paths
+
+
+def _plot(df, cfg, stem, figure, protocol):
     df = common.healthy(df)
     names = sorted(df["run"].unique(), key=lambda r: fc.METHODS.index(r)
                    if r in fc.METHODS else 99)
@@ -114,7 +141,7 @@ def plot(df, cfg, stem="fedlada_fig2", figure="Figure 2"):
             fc.zoom_accuracy(ax, df, metric)
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
-    fig.suptitle(f"FedLADA {figure} stand-in: {fc.setting_text(cfg)} "
+    fig.suptitle(f"FedLADA {figure} stand-in, {protocol}: {fc.setting_text(cfg)} "
                  f"(mean, band = seed range)", fontsize=9, y=1.02)
     return plotting.save(fig, cfg.figures, stem)
 
@@ -172,7 +199,7 @@ def tables(df, cfg) -> list[str]:
 SGD_METHODS = ("fedavg", "fedprox", "scaffold", "fedcm")
 
 #: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
-FIGURES = ("fedlada_fig2",)
+FIGURES = ("fedlada_fig2", "fedlada_fig2_tuned")
 CLAIMS = vd.claims(
     vd.Claim("E1", "FedLADA", "LocalAdam reaches 98 % train accuracy first on CIFAR-10 "
              "(FedLADA first on CIFAR-100 / TinyImageNet)", "faster", "Table 1; spec 4 E1"),
@@ -202,11 +229,31 @@ def _to(df, run, metric, target):
 
 def check(df, cfg):
     df, notes = common.usable(sys.modules[__name__], cfg, df)
+    paper, tuned, record = split(df)
     lines = [f"setting: {fc.setting_text(cfg)}"] + notes
+    proto = fc.protocol(cfg)
+    lines += [f"{proto.kind} protocol ({proto.describe()}):", ""]
+    lines += _claims(paper, cfg, proto)
+    if len(record):
+        tproto = pr.protocol_of(record)
+        lines += ["", f"tuned protocol ({tproto.describe()}):", ""] + ft.stage_lines(record)
+        picks = ft.picks_of(record)
+        lines += ["", "tuned picks: " + "; ".join(
+            f"{fc.label(m)} " + ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                                          for k, v in sorted(picks[m].items()))
+            for m in _order(picks)), ""]
+        if len(tuned):
+            lines += _claims(tuned, cfg, tproto, scope="tuned")
+    return lines
+
+
+def _claims(df, cfg, proto, scope=""):
+    """Tables 1, 6, 7, 12 and the claims' verdicts on one protocol's runs (``scope`` names
+    the tuned protocol's rows in the ledger; the paper protocol's have none)."""
+    lines = []
     have = set(df["run"].unique())
     lines += tables(df, cfg)
     lines.append("")
-    proto = fc.protocol(cfg)
     tg = absolute_targets(cfg)
     lines.append(f"targets (absolute, {tg['why']}): train {100 * tg['train']:g} %, test "
                  f"{100 * tg['test']:g} %, Table 7 {' / '.join(f'{100 * t:g} %' for t in tg['t7'])}")
@@ -232,7 +279,7 @@ def check(df, cfg):
                       _to(df, m, "train_acc", tg["train"]), horizon=horizon,
                       what=f"LocalAdam vs {fc.label(m)}: rounds to {100 * tg['train']:g} % train")
             for m in others], what="LocalAdam first to the train target (CIFAR-10 reading)",
-            card=fit, protocol=proto))
+            card=fit, protocol=proto, scope=scope))
     if "fedlada" in have:
         others = [m for m in _order(have) if m != "fedlada"]
         parts = [vd.faster(C["E2"], _to(df, "fedlada", "test_acc", tg["test"]),
@@ -255,7 +302,8 @@ def check(df, cfg):
                                 what=f"Table 7 {100 * t:g} %: FedLADA vs {fc.label(m)}")
                       for m in others]
         out.append(vd.every(C["E2"], parts, what="FedLADA first to the test targets, 1.5-2x the "
-                            "best SGD baseline", card=test_card, protocol=proto))
+                            "best SGD baseline", card=test_card, protocol=proto,
+                            scope=scope))
     if {"fedadam", "fedlada"} <= have:
         others = [m for m in _order(have) if m != "fedadam"]
         parts = [vd.faster(C["E3"], _to(df, m, "train_acc", tg["train"]),
@@ -266,7 +314,7 @@ def check(df, cfg):
                                _to(df, "fedadam", "train_acc", tg["train"]), horizon=horizon,
                                band=(3.0, 4.5), what="FedAdam's rounds 3-4.5x FedLADA's"))
         out.append(vd.every(C["E3"], parts, what="FedAdam slowest to the train target, 3-4.5x "
-                            "FedLADA", card=fit, protocol=proto))
+                            "FedLADA", card=fit, protocol=proto, scope=scope))
     if "localadam" in have and len(have) >= 3:
         others = [m for m in _order(have) if m != "localadam"]
         means = {m: _seeds(df, m, "test_acc").mean() for m in others}
@@ -280,12 +328,13 @@ def check(df, cfg):
                                     direction=-1, unit="%", scale=100,
                                     what=f"LocalAdam's best test accuracy below {100 * t:g} %"))
         out.append(vd.every(C["E4"], parts, what="LocalAdam lowest or next-to-lowest, never "
-                            "at the high targets", card=final_card, protocol=proto))
+                            "at the high targets", card=final_card, protocol=proto,
+                            scope=scope))
     if {"fedlada", "fedcm", "fedadam", "fedavg"} <= have:
         out.append(vd.ordering(C["E5"], [(fc.label(m), _seeds(df, m, "test_acc"))
                                          for m in ("fedlada", "fedcm", "fedadam", "fedavg")],
                                strict=[False, True, True], margin=fc.MARGIN, unit="pp",
-                               scale=100, card=final_card_free, protocol=proto,
+                               scale=100, card=final_card_free, protocol=proto, scope=scope,
                                what="final test accuracy FedLADA >= FedCM > FedAdam > FedAvg"))
     if {"fedlada", "fedavg"} <= have:
         parts = [vd.faster(C["E12"], _to(df, "fedlada", "test_acc", t),
@@ -294,7 +343,7 @@ def check(df, cfg):
                                 "2Nd vs Nd a round)")
                  for t in tg["t7"]]
         out.append(vd.every(C["E12"], parts, what="FedLADA's communication below FedAvg's",
-                            card=test_card_free, protocol=proto))
+                            card=test_card_free, protocol=proto, scope=scope))
     return lines + out
 
 

@@ -285,7 +285,21 @@ class Setup:
         if res.missing:
             raise GridError(f"tuning {name}: {len(res.missing)} cell(s) failed twice; see "
                             f"{spec.folder / 'failures.json'}")
-        return res.table
+        return with_grid_columns(res.table, grid)
+
+
+def with_grid_columns(table: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """``table`` with ``grid``'s columns set from each row's point: a cell saved by another
+    sweep of the same folder (an earlier, differently bracketed step of a tuning) carries that
+    sweep's grid columns, not this one's, and a pick read from a missing column is NaN."""
+    table = table.copy()
+    for p in grid.points():
+        rows = table["point"] == p.key
+        for k, v in p.values.items():
+            if k not in table:
+                table[k] = np.nan if isinstance(v, (int, float)) else None
+            table.loc[rows, k] = v
+    return table
 
 
 def _pick(summary: pd.DataFrame) -> dict | None:

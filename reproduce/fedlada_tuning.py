@@ -1,0 +1,231 @@
+"""The symmetric tuned comparison of the FedLADA entries, run beside the paper's protocol.
+
+The protocol is :func:`reproduce.protocols.tune`: every compared method over bracketed grids,
+each grid extended by one step while the method's pick sits on an edge, selected by final
+test accuracy (``final-acc``, FedLADA Sec. 4 "best-performing") at the plotted horizon. The
+CPU budget does not buy every method's full product grid on 3 seeds (seven methods, one to
+five axes each), so the grids are pruned by a stated one-seed screen:
+
+1. **Screen** (seed 0): one axis at a time, in the order of :data:`SCREEN`, each a 1-D
+   ``tune`` extended off its edges, at the picks of the axes before it and the stand-in's
+   pilot local rate (:data:`reproduce.fedlada_common.CPU_LR`): every method's server rate;
+   FedCM's alpha; FedAdam's epsilon and initial second moment; FedLADA's alpha and its weight
+   decay under coupled and decoupled decay (:data:`MODES`; the mode with the better pick is
+   kept).
+2. **Selection** (:data:`SELECT_SEEDS`, 3 seeds): every method's local rate, the screened
+   settings fixed, a ``tune`` extended off its edges. Its picks are the tuned settings.
+3. The entry runs each pick on its own seeds (``tuned:METHOD``), train accuracy and the
+   consistency term recorded like the paper protocol's runs.
+
+Cells are shared between the stages (one sweep folder per method, ``OUT/sweeps/NAME-METHOD``),
+so a stage never recomputes a setting an earlier one ran. The record (:func:`summary_rows`)
+keeps each stage's grid, the final test accuracy of every point and the picks;
+:func:`protocol` is the :class:`reproduce.protocols.Protocol` the tuned verdicts name
+(``interior`` only when every screen and selection pick is interior).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from . import common
+from . import fedlada_common as fc
+from . import protocols as pr
+
+NAME = "fedlada-tuned"
+RULE = "final-acc"
+SCREEN_SEED = 0
+SELECT_SEEDS = (0, 1, 2)
+ROOT10 = math.sqrt(10)
+
+#: The screened axes per method, in order: ``(key, step, lo, hi)`` (a log grid of three
+#: values around the current setting, extended by ``step``).
+SCREEN = {
+    "fedavg": [("eta", ROOT10, None, None)],
+    "fedprox": [("eta", ROOT10, None, None)],
+    "scaffold": [("eta", ROOT10, None, None)],
+    "fedcm": [("eta", ROOT10, None, None), ("alpha", 2.0, None, 1.0)],
+    "fedadam": [("eta", ROOT10, None, None), ("tau", 10.0, None, None),
+                ("v0", 10.0, None, None)],
+    "localadam": [("eta", ROOT10, None, None)],
+    "fedlada": [("eta", ROOT10, None, None), ("alpha", 2.0, None, 1.0),
+                ("weight_decay", 10.0, None, None)],
+}
+#: Categorical settings screened with an axis: FedLADA's weight decay under both readings.
+MODES = {("fedlada", "weight_decay"): ("coupled", "decoupled")}
+#: The selected axis (3 seeds): the local rate, a log grid by sqrt(10).
+SELECT = ("eta_l", ROOT10)
+
+TEXT = ("symmetric: final test accuracy at the plotted horizon; local rate bracketed on 3 "
+        "seeds; server rate, FedAdam's epsilon and initial moment, FedCM's alpha, FedLADA's "
+        "alpha and weight decay (coupled and decoupled) by a one-seed screen; every grid "
+        "extended off its edges")
+
+
+def centre(method: str, cfg) -> dict:
+    """The grid's centre: the paper's settings at the stand-in's pilot local rate."""
+    hp = fc.hyper(method, replace(cfg, paper_lr=False))
+    hp.pop("n_clients", None)                       # the sweep adds the population
+    return hp
+
+
+def setup(cfg, progress=None) -> pr.Setup:
+    return pr.Setup(fc.problem_desc(cfg), fc.build_problem,
+                    participation=fc.participation_text(cfg), rounds=cfg.rounds,
+                    eval_every=cfg.eval_every, out=str(Path(cfg.out) / "sweeps"),
+                    device=getattr(cfg, "device", "cpu"), threads=cfg.threads or 1,
+                    progress=progress)
+
+
+def _selected(t: pr.Tuning, method: str) -> tuple[dict, float]:
+    sel = t.summary[(t.summary["method"] == method) & t.summary["selected"]]
+    if not len(sel):
+        raise common.EntryError(f"tuned comparison: no healthy setting of {method} at "
+                                f"{t.history}")
+    return dict(sel.iloc[0]), float(sel.iloc[0]["score"])
+
+
+def _rows(t: pr.Tuning, method: str, fixed: dict, stage: str, cfg) -> pd.DataFrame:
+    """Every cell's final test accuracy of one stage, with the point's full settings."""
+    tab = t.table[(t.table["method"] == method) & (t.table["metric"] == "test_acc")
+                  & (t.table["round"] <= cfg.rounds)]
+    tab = tab[tab["round"] == tab.groupby(["point", "seed"])["round"].transform("max")]
+    summ = t.summary[t.summary["method"] == method]
+    chosen = set(summ[summ["selected"]]["point"])
+    cols = [c for c in ("eta", "alpha", "tau", "v0", "weight_decay", "eta_l")
+            if c in t.table.columns]
+    out = []
+    for _, r in tab.iterrows():
+        settings = {**fixed, **{c: float(r[c]) for c in cols if c in r and pd.notna(r[c])}}
+        out.append({"run": f"tuning:{method}:{r['point']}", "method": method,
+                    "stage": stage, "point": r["point"], "seed": int(r["seed"]),
+                    "round": int(r["round"]), "metric": "test_acc", "value": float(r["value"]),
+                    # a diverged cell is a recorded point of the grid (never selected), not a
+                    # replica of the comparison: common.healthy keeps it in the record
+                    "diverged_at": math.nan, "cell_diverged_at": r.get("diverged_at", math.nan),
+                    "settings": json.dumps(settings, sort_keys=True),
+                    "picked": r["point"] in chosen})
+    return pd.DataFrame(out)
+
+
+def screen(method: str, cfg, su: pr.Setup) -> tuple[dict, list, bool]:
+    """Stage 1 for one method: ``(settings, record rows, every pick interior)``."""
+    cur, rows, interior = centre(method, cfg), [], True
+    for key, step, lo, hi in SCREEN.get(method, []):
+        best = None
+        for mode in MODES.get((method, key), (None,)):
+            fixed = {k: v for k, v in cur.items() if k != key}
+            if mode is not None:
+                fixed.pop("wd_mode", None)
+                if mode != "coupled":                  # coupled is the default: cells shared
+                    fixed["wd_mode"] = mode
+            br = pr.bracket(key, cur[key], step, 1, lo, hi)
+            t = pr.tune(NAME, [pr.Method(method, method, fixed, (br,))], su, [SCREEN_SEED],
+                        rule=RULE)
+            pick, score = _selected(t, method)
+            stage = f"screen {key}" + (f" ({mode})" if mode else "")
+            rows.append(_rows(t, method, fixed, stage, cfg))
+            if best is None or score > best[0]:
+                best = (score, {**fixed, key: float(pick[key])}, t.protocol.interior)
+        cur, interior = best[1], interior and bool(best[2])
+    return cur, rows, interior
+
+
+_CACHE: dict = {}
+
+
+def tuning(cfg, methods, progress=None) -> dict:
+    """The whole protocol (stages 1-2) for ``methods``: ``{"picks": {method: settings},
+    "table": record rows, "protocol": Protocol}``; computed once a process (cells persist)."""
+    key = json.dumps([fc.problem_desc(cfg), cfg.rounds, cfg.eval_every, str(cfg.out),
+                      list(methods)], sort_keys=True, default=str)
+    if key in _CACHE:
+        return _CACHE[key]
+    su = setup(cfg, progress)
+    rows, screened, interior = [], {}, True
+    for m in methods:
+        screened[m], r, ok = screen(m, cfg, su)
+        rows += r
+        interior = interior and ok
+    sel_key, step = SELECT
+    ms = [pr.Method(m, m, {k: v for k, v in screened[m].items() if k != sel_key},
+                    (pr.bracket(sel_key, screened[m][sel_key], step, 1),)) for m in methods]
+    t = pr.tune(NAME, ms, su, list(SELECT_SEEDS), rule=RULE, text=TEXT)
+    picks = {}
+    for m, meth in zip(methods, ms):
+        pick, _ = _selected(t, m)
+        picks[m] = {**meth.fixed, sel_key: float(pick[sel_key])}
+        rows.append(_rows(t, m, meth.fixed, f"select {sel_key}", cfg))
+    proto = pr.Protocol("tuned", TEXT, rule=RULE, seeds=len(SELECT_SEEDS), horizon=cfg.rounds,
+                        plotted=cfg.rounds, required_seeds=pr.TUNED_SEEDS,
+                        interior=interior and bool(t.protocol.interior),
+                        source="reproduce.fedlada_tuning")
+    table = pd.concat(rows, ignore_index=True).assign(sweep="tuning",   # the run's name
+                                                      **pr.protocol_columns(proto))
+    _CACHE[key] = {"picks": picks, "table": table, "protocol": proto,
+                   "history": [list(h) for h in t.history]}
+    return _CACHE[key]
+
+
+def tuning_run(cfg, methods) -> common.Run:
+    """The entry run of stages 1-2: its table is :func:`tuning`'s record rows."""
+    def execute(cfg_, seeds, progress):
+        res = tuning(cfg_, methods, progress=lambda k: None)
+        return res["table"], {"protocol": res["protocol"].__dict__, "picks": res["picks"],
+                              "history": res["history"]}
+    return common.Run("tuning", {"tuning": NAME, "rule": RULE, "methods": list(methods),
+                                 "screen": {m: SCREEN.get(m, []) for m in methods},
+                                 "select": list(SELECT), "seeds": [SCREEN_SEED,
+                                                                   list(SELECT_SEEDS)]},
+                      rounds=cfg.rounds, eval_every=cfg.eval_every, execute=execute)
+
+
+def pick_run(cfg, method, methods) -> common.Run:
+    """Stage 3: ``method``'s tuned pick on the entry's seeds, as the paper protocol's runs."""
+    def build():
+        pick = dict(tuning(cfg, methods)["picks"][method])
+        if method == "scaffold":
+            pick["n_clients"] = cfg.n_clients
+        return fc.problem(cfg), fc.make_algorithm(method, **pick), fc.participation(cfg)
+    run = fc.engine_run(f"tuned:{method}", {"method": method, "protocol": "tuned"}, build,
+                        cfg.rounds, cfg.eval_every)
+    return run
+
+
+def picks_of(df: pd.DataFrame) -> dict:
+    """``{method: settings}`` from a saved tuning table (the selection stage's picks)."""
+    sub = df[(df["run"].astype(str).str.startswith("tuning:")) & (df["stage"] == "select eta_l")
+             & (df["picked"].astype(str).isin(["True", "true", "1"]))]
+    return {m: json.loads(g["settings"].iloc[0]) for m, g in sub.groupby("method")}
+
+
+def stage_lines(df: pd.DataFrame) -> list[str]:
+    """Each method's stages as markdown: values tried (mean final test accuracy, seeds) and
+    the pick of each stage."""
+    tab = df[df["run"].astype(str).str.startswith("tuning:")]
+    if not len(tab):
+        return []
+    L = ["Tuned comparison (stages: one-seed screen, then the local rate on 3 seeds; final "
+         "test accuracy % at the horizon, mean over the stage's seeds; * = pick):", "",
+         "| method | stage | values (final test acc %) |", "|---|---|---|"]
+    order = [m for m in fc.METHODS if m in set(tab["method"])]
+    for m in order:
+        sub = tab[tab["method"] == m]
+        for stage, g in sub.groupby("stage", sort=False):
+            key = stage.split()[1]
+            cells = []
+            for point, p in g.groupby("point", sort=False):
+                s = json.loads(p["settings"].iloc[0])
+                star = "*" if str(p["picked"].iloc[0]) in ("True", "true", "1") else ""
+                div = pd.to_numeric(p.get("cell_diverged_at"), errors="coerce").notna().any()
+                acc = "diverged" if div else f"{100 * p['value'].mean():.1f}"
+                cells.append((float(s.get(key, math.nan)), f"{s.get(key):g}: {acc}{star}"))
+            cells.sort()
+            n = g["seed"].nunique()
+            L.append(f"| {fc.label(m)} | {stage} ({n} seed{'s' if n != 1 else ''}) | "
+                     f"{'; '.join(c for _, c in cells)} |")
+    return L
