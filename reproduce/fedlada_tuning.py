@@ -221,7 +221,8 @@ def stage_lines(df: pd.DataFrame) -> list[str]:
             for point, p in g.groupby("point", sort=False):
                 s = json.loads(p["settings"].iloc[0])
                 star = "*" if str(p["picked"].iloc[0]) in ("True", "true", "1") else ""
-                div = pd.to_numeric(p.get("cell_diverged_at"), errors="coerce").notna().any()
+                div = ("cell_diverged_at" in p and
+                       pd.to_numeric(p["cell_diverged_at"], errors="coerce").notna().any())
                 acc = "diverged" if div else f"{100 * p['value'].mean():.1f}"
                 cells.append((float(s.get(key, math.nan)), f"{s.get(key):g}: {acc}{star}"))
             cells.sort()

@@ -378,3 +378,72 @@ def test_e7_rests_on_the_premise_from_the_search(record, e7, tmp_path, monkeypat
     rows.loc[(rows.run == "K4") & (rows.metric == "test_acc"), "value"] -= 0.02
     rows.loc[rows.seed == 1, "value"] += 1e-4
     assert labels(fedlada_k.check(rows, cfg))["E7"] == e7
+
+
+# ------------------------------------------------------------------ the tuned comparison
+def test_fig2_tuned_tiny_run_decides_each_claim_in_both_protocols(tmp_path, capsys):
+    """``--tuned`` adds the symmetric tuned comparison beside the protocol of the plain runs:
+    every claim gets a second verdict scoped ``tuned`` naming that protocol; on the --tiny
+    run (3 rounds of 3 steps) every card fails in both protocols."""
+    from verdict_util import saved
+    from reproduce import fedlada_fig2
+    torch.set_num_threads(1)
+    args = ["--tiny", "--quiet", "--tuned", "--methods", "fedavg,fedcm,fedadam,localadam,fedlada",
+            "--out", str(tmp_path / "res"), "--figures", str(tmp_path / "fig")]
+    rc = common.main(fedlada_fig2, args)
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    claims = ("E1", "E2", "E3", "E4", "E5", "E12")
+    assert saved(tmp_path / "res", "fedlada_fig2") == {
+        **{c: PA for c in claims}, **{f"{c} [tuned]": PA for c in claims}}
+    assert "missing:" not in out
+    assert "| FedAdam | screen tau (1 seed) |" in out and "select eta_l (3 seeds)" in out
+    assert "| FedLADA | screen weight_decay (decoupled) (1 seed) |" in out
+    assert "protocol: tuned: symmetric" in out and "protocol: pilot:" in out
+    assert "picks interior to their grids" in out and "selection seeds 3" in out
+    for stem in fedlada_fig2.FIGURES:
+        assert (tmp_path / "fig" / f"{stem}.png").stat().st_size > 0
+
+
+def _tuning_record(interior=True, seeds=3, horizon=1500):
+    import pandas as pd
+    from reproduce import protocols as pr
+    proto = pr.Protocol("tuned", "symmetric", rule="final-acc", seeds=seeds, horizon=horizon,
+                        plotted=horizon, required_seeds=3, interior=interior)
+    rows = pd.DataFrame([{"run": "tuning:fedavg:p", "method": "fedavg", "stage": "select eta_l",
+                          "point": "p", "seed": 0, "round": horizon, "metric": "test_acc",
+                          "value": 0.85, "settings": '{"eta_l": 0.1}', "picked": True,
+                          "sweep": "tuning"}])
+    return rows.assign(**pr.protocol_columns(proto))
+
+
+@pytest.mark.parametrize("interior,seeds,tuned_e4", [
+    (True, 3, "shows"),                 # a conforming tuning: decided by the data
+    (False, 3, PA),                     # a pick on its grid's edge: the tuned card fails
+    (True, 1, PA),                      # selected on 1 seed: the tuned card fails
+])
+def test_fig2_tuned_verdicts_rest_on_the_tuned_protocol(interior, seeds, tuned_e4):
+    """The tuned picks' verdicts are decided by their own curves and gated by the tuned
+    protocol's conformance (selection seeds, horizon, interior picks), the paper protocol's
+    by theirs: the same data, premise present, reach each label in each protocol."""
+    import pandas as pd
+    from verdict_util import labels
+    from reproduce import fedlada_fig2
+    scale = 15
+    loss = {"fedavg": _decay(0.3), "fedcm": _decay(0.25), "fedadam": _decay(0.5),
+            "fedlada": _decay(0.2), "localadam": _decay(0.10)}
+    acc = {"fedavg": _flat(0.85, 2e-3), "fedcm": _flat(0.86, 2e-3),
+           "fedadam": _flat(0.855, 2e-3), "fedlada": _flat(0.862, 2e-3),
+           "localadam": _flat(0.78, 2e-3)}
+    base = _curves({k: (lambda f: lambda r, s: f(r / scale, s))(v) for k, v in loss.items()},
+                   acc, seeds=(0, 1, 2), rounds=range(0, 1501, 150))
+    tuned = base.assign(run="tuned:" + base["run"])
+    # the tuned FedAdam ends above FedCM: E5's ordering fails in the tuned protocol only
+    tuned.loc[(tuned.run == "tuned:fedadam") & (tuned.metric == "test_acc")
+              & (tuned["round"] >= 150), "value"] += 0.01
+    cfg = fedlada_fig2.Config(paper_lr=True, rounds=1500, local_steps=50, seeds=3, tuned=True)
+    df = pd.concat([base, tuned, _tuning_record(interior, seeds)], ignore_index=True)
+    got = labels(fedlada_fig2.check(df, cfg))
+    assert got["E4"] == "shows" and got["E5"] == "shows"
+    assert got["E4 [tuned]"] == tuned_e4
+    assert got["E5 [tuned]"] == ("does not show" if tuned_e4 == "shows" else PA)

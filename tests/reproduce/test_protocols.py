@@ -58,6 +58,25 @@ def test_tuned_protocol_extends_until_the_pick_is_interior(tmp_path):
     assert again.picks == t.picks
 
 
+def test_a_second_tuning_step_on_shared_cells_reads_its_own_grid_columns(tmp_path):
+    """A staged tuning (one axis, then another around its pick) shares the cells of its
+    common point: the reused cell was saved with the first step's grid columns, and the
+    second step still reads its own axis' value for it (not NaN), picks and edges included."""
+    su = _setup(tmp_path)
+    first = pr.tune("s", [pr.Method("fedavg", "fedavg", {"eta_l": 0.01},
+                                    (pr.Bracket("eta", (0.5, 1.0, 2.0), step=2),))],
+                    su, [0], rule="final-train-loss")
+    eta = first.picks["fedavg"]["eta"]
+    second = pr.tune("s", [pr.Method("fedavg", "fedavg", {"eta": eta},
+                                     (pr.Bracket("eta_l", (0.001, 0.01, 0.1), step=10),))],
+                     su, [0], rule="final-train-loss")
+    assert second.summary["eta_l"].notna().all()          # the shared centre cell included
+    assert second.table["eta_l"].notna().all()
+    assert np.isfinite(second.picks["fedavg"]["eta_l"])
+    shared = second.table[second.table["eta_l"] == 0.01]["point"].unique()
+    assert len(shared) == 1 and shared[0] in set(first.table["point"])   # reused, not rerun
+
+
 def test_tuned_protocol_with_too_few_seeds_fails_its_card(tmp_path):
     m = pr.Method("fedavg", "fedavg", {}, (pr.Bracket("eta_l", (0.01, 0.1, 1.0), step=10,
                                                       hi=1.0),))
