@@ -16,6 +16,12 @@ used). Where nobody reaches a target, the regime card says so and the speed clai
 truncated to 2 decimals as the paper prints them. Communication (Tables 11-12) counts the
 paper's units: Nd per round for FedAvg, FedProx, FedAdam, 2Nd for the others.
 
+**Protocols.** The runs use the stand-in's pilot rates, or with ``--paper-lr`` the paper's
+Sec. 4.1 rates (the committed headline); ``--tuned`` adds the symmetric tuned comparison
+beside them (:mod:`reproduce.fedlada_tuning`: a one-seed screen, the local rate on 3 seeds,
+each pick rerun on the entry's seeds as ``tuned:METHOD``, drawn as ``fedlada_fig2_tuned``),
+and every claim gets a second verdict, scoped ``tuned``, that names that protocol.
+
 Claims checked (spec 4; :data:`CLAIMS`, one verdict each, :mod:`reproduce.verdicts`): E1 (which method reaches the train target first; LocalAdam on
 CIFAR-10, FedLADA on CIFAR-100/TinyImageNet), E2 (FedLADA first to the test target, 1.5-2x
 before the best SGD method), E3 (FedAdam slowest in train, 3-4.5x FedLADA), E4 (LocalAdam
@@ -123,7 +129,7 @@ def plot(df, cfg, stem="fedlada_fig2", figure="Figure 2"):
     if len(tuned):
         paths.append(_plot(tuned, cfg, f"{stem}_tuned", figure, "tuned protocol "
                            "(reproduce.fedlada_tuning picks)"))
-    return paths
+    return [p for group in paths for p in group]
 
 
 def _plot(df, cfg, stem, figure, protocol):
