@@ -18,7 +18,9 @@ their C kernels).
 the same code for both trees, timed by this checkout's worker between the pairs), and
 ``speedup_vs_loop[which][alg]`` is the median over repeats of the loop's seconds over the mean
 of that repeat's two measurements of the tree: the 1.6x goal of both trees, measured
-side by side.
+side by side. ``--clock cpu``: every time read as the worker's CPU time
+(``time.process_time``, patched into the engine's ``wall_time`` metric and the loop's timer
+of both trees alike), so the time other jobs hold the cores is left out.
 
 Prints one JSON line.
 """
@@ -38,6 +40,10 @@ import json, sys, torch
 sys.path.insert(0, {root!r}); sys.path.insert(0, {root!r} + "/benchmarks")
 torch.set_num_threads({threads})
 import algorithms_vs_loop as bench
+if {clock!r} == "cpu":   # both trees alike: the engine's wall_time metric and the loop's timer
+    import time, types
+    import sims.core.engine as engine
+    engine.time = bench.time = types.SimpleNamespace(perf_counter=time.process_time)
 w = bench.WORKLOAD
 problem = bench.make_problem(w)
 print("ready", flush=True)
@@ -54,9 +60,10 @@ for line in sys.stdin:
 class Worker:
     """One tree's worker process (module docstring)."""
 
-    def __init__(self, root: Path, threads: int):
+    def __init__(self, root: Path, threads: int, clock: str = "wall"):
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", WORKER.format(root=str(root), threads=threads)],
+            [sys.executable, "-c", WORKER.format(root=str(root), threads=threads,
+                                                 clock=clock)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(root))
         if self.proc.stdout.readline().strip() != "ready":
             raise SystemExit(f"old_vs_new.py: error: the worker for {root} did not start")
@@ -79,6 +86,10 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall clock (default) or each worker's CPU time (the engine's "
+                         "wall_time metric and the loop's timer read time.process_time in "
+                         "both trees alike)")
     ap.add_argument("--loop", action="store_true",
                     help="also each algorithm's plain loop between the pairs (speedup_vs_loop)")
     args = ap.parse_args(argv)
@@ -87,7 +98,8 @@ def main(argv=None):
         raise SystemExit(f"old_vs_new.py: error: {old} has no benchmarks/algorithms_vs_loop.py")
     names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     load = os.getloadavg()
-    workers = {"old": Worker(old, args.threads), "new": Worker(NEW, args.threads)}
+    workers = {"old": Worker(old, args.threads, args.clock),
+               "new": Worker(NEW, args.threads, args.clock)}
     got = {n: {"old": [], "new": [], "loop": []} for n in names}
     loops = {}
     if args.loop:
@@ -119,6 +131,7 @@ def main(argv=None):
            "ratio_range": {n: [round(min(b / a for a, b in pairs(n)), 3),
                                round(max(b / a for a, b in pairs(n)), 3)] for n in names},
            "repeats": args.repeats, "rounds": args.rounds, "threads": args.threads,
+           "clock": args.clock,
            "order": ("ABBA per algorithm and repeat, persistent workers"
                      + (", the loop between the pairs" if loops else "")),
            "native": os.environ.get("FEDTOOLKIT_NATIVE", "1") != "0",
