@@ -87,6 +87,7 @@ class Config(common.EntryConfig):
     eta: float = 1.0             # Corollary 8: server rate Theta(1)
     kappa: float = 1.0           # eta_l = kappa / sqrt(T)
     spread: float = 1.0          # start within +-spread of the optimum, per coordinate
+    rate_eps: float = 1e-3       # FedAda2's client epsilon in claim 8 (the class default)
 
     def scale(self):
         if self.full:
@@ -109,6 +110,8 @@ def _validate(cfg):
         raise common.EntryError("--ts-iii, --ts-rate and --ks-rate take positive integers")
     if cfg.c / math.sqrt(min(_ints(cfg.ts_iii))) > 2 * cfg.eps:
         raise common.EntryError("Prop. 9 (iii) needs eta_l = c/sqrt(T) <= 2 eps at every T")
+    if not cfg.rate_eps > 0 or not cfg.eps > 0:
+        raise common.EntryError("--eps and --rate-eps must be > 0")
     if len(_ints(cfg.ts_rate)) < 2:
         raise common.EntryError("--ts-rate needs two horizons or more for a slope")
 
@@ -191,7 +194,7 @@ def rate_problem(cfg, seed: int, K: int) -> QuadraticProblem:
 
 def rate_run(cfg, K: int, T: int, seed: int) -> dict:
     prob = rate_problem(cfg, seed, K)
-    alg = FedAda2(eta=cfg.eta, eta_l=cfg.kappa / math.sqrt(T))
+    alg = FedAda2(eta=cfg.eta, eta_l=cfg.kappa / math.sqrt(T), eps=cfg.rate_eps)
     with torch_threads(1):
         res = engine.run(prob, alg, Participation("full"), T, [seed], eval_every=1)
     g2 = np.asarray(res.metrics["grad_norm2"][0], dtype=float)[:T]      # x_0 .. x_{T-1}
@@ -238,7 +241,8 @@ def runs(cfg):
                     progress(T)
             return pd.DataFrame(rows).assign(run=f"rate_K{K}"), {
                 "problem": common.describe_problem(rate_problem(cfg, 0, K)),
-                                        "eta": cfg.eta, "kappa": cfg.kappa}
+                                        "eta": cfg.eta, "kappa": cfg.kappa,
+                                        "client_eps": cfg.rate_eps}
         out.append(common.Run(f"rate_K{K}", {"part": "rate", "K": K}, execute=rate,
                               rounds=sum(_ints(cfg.ts_rate)) * cfg.seeds))
     return out
@@ -302,7 +306,7 @@ def plot(df, cfg):
         ax.legend(fontsize=7)
     fig.suptitle(f"FedAda2 theory (t_2 client among N=10, s=3 with it; {cfg.paths:,} paths x "
                  f"{cfg.seeds} seeds; Cor. 8 on a homogeneous 4x5 quadratic, full-batch, "
-                 f"eta={cfg.eta:g}, eta_l={cfg.kappa:g}/sqrt(T))", y=1.02)
+                 f"eta={cfg.eta:g}, eta_l={cfg.kappa:g}/sqrt(T), client eps={cfg.rate_eps:g})", y=1.02)
     plotting.no_minor_labels(fig)
     return plotting.save(fig, cfg.figures, "fedada2_theory")
 

@@ -100,6 +100,7 @@ def test_a_missing_run_is_missing_and_a_short_horizon_premise_absent():
     (["--local-steps", "1"], "K > 1"),
     (["--ts-iii", "1", "--c", "5"], "eta_l = c/sqrt(T) <= 2 eps"),
     (["--ts-rate", "100"], "two horizons"),
+    (["--rate-eps", "0"], "--rate-eps must be > 0"),
 ])
 def test_bad_flags_are_one_line_errors(tmp_path, capsys, flags, msg):
     rc = common.main(ft, ["--tiny", "--quiet", "--out", str(tmp_path), *flags])
