@@ -271,9 +271,9 @@ def test_premise_needs_both_methods_else_the_search_decides(tmp_path):
     assert fc.localadam_premise(df) is None
     (item,) = fc.premise_items(df)
     n, k = fc.search_premise()
-    assert n == 16 and k == 0           # docs/fedlada_standin_search: absent in every one
+    assert n == 18 and k == 0           # docs/fedlada_standin_search: absent in every one
     assert item.name == "premise in the stand-in search" and not item.ok
-    assert "0 of 16" in item.source
+    assert "0 of 18" in item.source
     # a record where one candidate had it lets the item pass; a missing record fails it
     rec = tmp_path / "summary.csv"
     rec.write_text("candidate,method,premise\nX,fedavg,True\nX,localadam,True\nY,fedavg,False\n")
@@ -360,7 +360,7 @@ def test_fedadam_readings_label_is_the_step_spread(spread, label):
     # two seeds: the data's own label (the parts' intervals undecided), not the premise's
     ("candidate,method,premise\nX,fedavg,True\nX,localadam,True\n",
      "inconclusive: underpowered"),
-    (None, "premise absent"),           # the committed search: absent in all 16 candidates
+    (None, "premise absent"),           # the committed search: absent in all 18 candidates
 ])
 def test_e7_rests_on_the_premise_from_the_search(record, e7, tmp_path, monkeypatch):
     """E7 (FedLADA alone over K) takes the premise from the stand-in search: with a record
