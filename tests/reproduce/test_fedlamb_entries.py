@@ -244,10 +244,11 @@ def test_bad_input_is_one_line(entry, args, message, tmp_path, capsys):
 
 
 # Supplement Table 1's grid sizes as the spec extracts them (fed-lamb.md section 3.4): Fed-LAMB
-# over 9 rates x 3 lambdas, Adp-Fed over 12 local x 10 global rates; the printed pair over
-# its methods' grids.
+# over 9 rates x 3 lambdas, Adp-Fed over 12 local x 10 global rates; Mime-LAMB over its 9
+# rates x MAIN Sec. 4's 3 lambdas (Table 1 lists its rates only); the printed pair over its
+# methods' grids.
 TABLE1_POINTS = {"fed-sgd": 9, "fed-ams": 10, "fed-lamb": 27, "adp-fed": 120, "mime": 10,
-                 "mime-lamb": 9, "fed-ams-printed": 10, "fed-lamb-printed": 27}
+                 "mime-lamb": 27, "fed-ams-printed": 10, "fed-lamb-printed": 27}
 
 
 def _grid_points(run) -> int:
