@@ -29,6 +29,22 @@ embedded 4,000-image subset, labelled as such: 20 training images per client ins
 adaptivity and local drift all but vanish, every method is close to its centralised
 counterpart on a 4,000-image problem) and accuracy is read on 1,000 test images.
 
+Initialisation: one shared across seeds and methods, as the paper (``--init-seed``, default 0,
+:meth:`sims.problems.neural.NeuralProblem.seed_of_init`; -1: each seed its own); the run's
+seed still drives the minibatches.
+
+Regime card: "local steps/round" (epochs x steps an epoch) against the paper's 5 (60,000
+images over 200 clients at batch 64, one epoch). On the embedded MNIST subset it is 1, so
+that panel's E4/E5 read ``premise absent`` (never ``does not show``): one full-batch step of
+20 images a round leaves nothing for local (layer-wise) adaptivity to act on.
+
+Protocol: every (panel, method) is one :func:`reproduce.sweeps.tuning_run` (kind ``paper``:
+its grid unextended, the fed-lamb rule at the run's horizon over the run's seeds); the table
+records the protocol (:func:`protocol`): ``--grid table1`` is the paper's, any other grid is
+a ``pilot`` protocol naming where its values came from. Mime-LAMB's lambda is an axis
+(MAIN Sec. 4's {0, 0.01, 0.1}; Table 1 lists its rates only; lambda 0 where a pilot point
+leaves it out).
+
 Tuning. The CPU default runs each method at its best point of a recorded pilot
 (``--grid best``; :data:`reproduce.fedlamb_common.PILOT`, docs/fedlamb_pilot.md: one seed,
 6 rounds, this setting, Table 1's whole rate grids, Fed-LAMB at lambda 0, Adp-Fed over a
