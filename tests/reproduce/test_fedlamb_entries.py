@@ -237,6 +237,9 @@ def test_supp1_mnist_subset_card_reads_premise_absent_on_local_steps(tmp_path):
     assert (steps["mnist"].measured, steps["mnist"].paper, steps["mnist"].ok) == (1, 5, False)
     assert (steps["fmnist"].measured, steps["fmnist"].ok) == (5, True)
     assert cards["fmnist"].ok and not cards["mnist"].ok
+    titles = {s.key: s.title for s in fedlamb_supp1.labelled_settings(cfg)}
+    assert "PREMISE ABSENT: 1 local step(s) a round (paper 5)" in titles["mnist"]
+    assert "PREMISE" not in titles["fmnist"]
     a, b = pd.Series([0.9, 0.91, 0.92]), pd.Series([0.8, 0.81, 0.82])
     claim = fedlamb_supp1.CLAIMS["E4"]
     assert vd.above(claim, a, b, card=cards["mnist"]).label == "premise absent"
