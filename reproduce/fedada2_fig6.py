@@ -16,8 +16,9 @@ significantly impact performance across a sweep", and DJA with mismatched optimi
 performs well. Measured per panel and seed: the best run's, the median run's and the worst
 quarter's final test accuracy; a heterogeneous pair is compared with the same row's
 homogeneous pair of the same client optimizer, paired by seed. "Does not significantly
-degrade" is read as: the mean difference of the best runs is above -2 accuracy points
-(:data:`reproduce.fedada2_ranked.TOLERANCE`; the interval is printed beside it).
+degrade" is :func:`reproduce.verdicts.not_below`: the paired difference's 95 % interval above
+minus half a point (:data:`reproduce.fedada2_ranked.TOLERANCE`, the FedAda2 entries' one margin
+:data:`reproduce.fedada2_common.MARGIN`), for the best and for the median run.
 
 Stand-in (CPU default): GLD-23K's client structure on random-ReLU features of Fashion-MNIST
 (:mod:`reproduce.fedada2_common`).

@@ -15,8 +15,10 @@ CPU default sweeps one sub-grid for all three rows.
 Claim (spec 5, claim 19; App. I.2): "delaying the computation of the preconditioners does not
 significantly degrade the performance". Measured per panel and seed: the best, median and
 worst-quarter final test accuracy over the panel's runs; each frozen panel against the same
-column's panel without freezing, paired by seed; "does not significantly degrade" read as a
-mean difference of the best runs above -2 accuracy points (the interval printed beside it).
+column's panel without freezing, paired by seed; "does not significantly degrade" is
+:func:`reproduce.verdicts.not_below`: the paired difference's 95 % interval above minus half a
+point (the FedAda2 entries' one margin, :data:`reproduce.fedada2_common.MARGIN`), for the best
+and for the median run.
 
 Stand-in (CPU default): GLD-23K's client structure on random-ReLU features of Fashion-MNIST.
 """
