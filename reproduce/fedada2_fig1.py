@@ -50,9 +50,8 @@ from .plotting import plt
 
 PAPER, TARGET = "FedAda2", "Figures 1-2, Table 2"
 TITLE = "six methods: accuracy and loss against rounds and against normalised bits; Table 2"
-DEFAULT_COST = ("3 min 44 s measured on one free core with --threads 1 (the StackOverflow "
-                "stand-in's 5 methods x 3 seeds x 200 rounds about 3 min, the two image "
-                "stand-ins 35 s; 6.5 min when the other core was busy)")
+DEFAULT_COST = ("78 CPU-s measured with --threads 1 (the two image stand-ins, 6 methods x 3 "
+                "seeds x 200 rounds each; 3 min 14 s of wall time on two shared cores)")
 
 #: The paper's Table 2 (spec 1.14, AdaGrad instantiations), per method:
 #: (joint adaptivity, communication, gradient calls, client memory), units of d.
