@@ -22,8 +22,10 @@ and the entries of Figures 3-7, which build on this module.
 
 **Stand-ins** (``--standin auto``, the default: the real task when its files load, else its
 stand-in, with the reason recorded and printed; ``yes`` forces the stand-ins, ``no`` insists
-on the real data and stops with a one-line error): StackOverflow -> logistic regression on
-Fashion-MNIST over 400 natural-like clients (:func:`sims.problems.stackoverflow.stackoverflow_standin`);
+on the real data and stops with a one-line error): StackOverflow -> the same multi-label
+linear model on a synthetic sparse bag-of-words task (5,000 words x 63 tags, 100 clients, 10 a
+round: the paper's DP noise per round relative to the clip; ``--so-standin fmnist``: the former
+Fashion-MNIST logistic regression over 400 clients; :mod:`sims.data.synthetic_text`);
 CIFAR-100 and GLD-23K -> the same linear-head pipeline on fixed random ReLU features of
 Fashion-MNIST with the task's client structure (:func:`sims.problems.finetune.finetune_problem`).
 What each keeps and loses is written in those modules; :func:`data_note` names every stand-in
@@ -31,7 +33,8 @@ in the figures' footers and the printed summaries.
 
 **Hyperparameters**: each method at its setting's best point of Tables 3-6
 (:mod:`reproduce.fedada2_tables`), tuned by the paper on the real tasks; the stand-ins
-use the same values (not re-tuned: a stand-in's ranking can differ for that reason too).
+use the same values (not re-tuned: a stand-in's ranking can differ for that reason too), except
+:mod:`reproduce.fedada2_dp` with ``--tuning two-step`` (:func:`tuned_here`).
 
 **Statistics**: :func:`mean_ci` is the two-sided Student-t interval of the seed mean (the
 "95 % intervals" of Figure 1, 20 seeds in the paper); :func:`final_ci` and :func:`curve_ci`
