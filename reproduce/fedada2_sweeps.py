@@ -34,8 +34,8 @@ from . import verdicts as vd
 
 PAPER, TARGET = "FedAda2", "Figure 3 (bottom)"
 TITLE = "DP StackOverflow sweeps: every run ranked by final test loss"
-DEFAULT_COST = ("5 min 37 s measured with --threads 1 (66 DP runs in 5 panels x 2 seeds x 40 "
-                "rounds, DP StackOverflow stand-in)")
+DEFAULT_COST = ("564 CPU-s measured with --threads 1 (66 DP runs in 5 panels x 2 seeds x 40 "
+                "rounds, DP StackOverflow text stand-in; 18 min of wall time on two shared cores)")
 
 PAPER_GRID = {"clip": "0.1,0.5,1", "eta_l": "0.001,0.01,0.1,0.5,1",
               "eta_s": "0.001,0.01,0.1,0.5,1", "tau_l": "1e-7,1e-5,1e-3",
