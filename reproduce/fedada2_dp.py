@@ -197,8 +197,9 @@ def tuning_lines(cfg) -> list[str]:
         table3 = fc.hyper("stackoverflow", m)
         same = all(abs(float(table3.get(k, v)) - float(v)) <= 1e-12 * max(1, abs(float(v)))
                    for k, v in pick.items())
+        where = "Table 3's point" if same else "not Table 3's point"
         out.append(f"  {fc.label(m, True)}: {len(s)} points, pick {text} (score {score:.2f}; "
-                   f"{'Table 3' + chr(39) + 's point' if same else 'not Table 3' + chr(39) + 's point'})")
+                   f"{where})")
     return out
 
 

@@ -27,9 +27,9 @@ checks. "Faster" is :func:`reproduce.verdicts.faster`: rounds (or normalised bit
 absolute target declared before the runs (:data:`reproduce.fedada2_common.TARGETS`), paired
 by seed (the same seed draws the same participants for every method), with its 95 % interval.
 
-CPU default: the two image stand-ins (CIFAR-100, GLD-23K), 3 seeds, 200 rounds, evaluated every 5 (cost in
-:data:`DEFAULT_COST`). ``--full``: the paper's scale from ``--data-dir`` (real data only),
-500 rounds, 20 seeds. ``--tiny``: seconds, for tests.
+CPU default: the two image stand-ins (CIFAR-100, GLD-23K), 3 seeds, 200 rounds, evaluated
+every 5 (cost in :data:`DEFAULT_COST`). ``--full``: the paper's scale from ``--data-dir``
+(real data only), 500 rounds, 20 seeds. ``--tiny``: seconds, for tests.
 """
 from __future__ import annotations
 
