@@ -13,6 +13,15 @@ pairs of new / old (below 1: the new code is faster). The load average at start 
 recorded. The environment passes to both workers (``FEDTOOLKIT_NATIVE=0``: both without
 their C kernels).
 
+``--loop``: for each algorithm with a plain ``torch.optim`` loop
+(``algorithms_vs_loop.LOOP_OPTIMIZER``), each repeat is old, new, loop, new, old (the loop,
+the same code for both trees, timed by this checkout's worker between the pairs), and
+``speedup_vs_loop[which][alg]`` is the median over repeats of the loop's seconds over the mean
+of that repeat's two measurements of the tree: the 1.6x goal of both trees, measured
+side by side. ``--clock cpu``: every time read as the worker's CPU time
+(``time.process_time``, patched into the engine's ``wall_time`` metric and the loop's timer
+of both trees alike), so the time other jobs hold the cores is left out.
+
 Prints one JSON line.
 """
 from __future__ import annotations
@@ -31,21 +40,30 @@ import json, sys, torch
 sys.path.insert(0, {root!r}); sys.path.insert(0, {root!r} + "/benchmarks")
 torch.set_num_threads({threads})
 import algorithms_vs_loop as bench
+if {clock!r} == "cpu":   # both trees alike: the engine's wall_time metric and the loop's timer
+    import time, types
+    import sims.core.engine as engine
+    engine.time = bench.time = types.SimpleNamespace(perf_counter=time.process_time)
 w = bench.WORKLOAD
 problem = bench.make_problem(w)
 print("ready", flush=True)
 for line in sys.stdin:
     name, rounds = line.split()
-    print(json.dumps(bench.engine_seconds(problem, name, w, int(rounds))), flush=True)
+    if name.startswith("loop:"):
+        got = bench.loop_seconds(problem, name[5:], w, int(rounds))
+    else:
+        got = bench.engine_seconds(problem, name, w, int(rounds))
+    print(json.dumps(got), flush=True)
 """
 
 
 class Worker:
     """One tree's worker process (module docstring)."""
 
-    def __init__(self, root: Path, threads: int):
+    def __init__(self, root: Path, threads: int, clock: str = "wall"):
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", WORKER.format(root=str(root), threads=threads)],
+            [sys.executable, "-c", WORKER.format(root=str(root), threads=threads,
+                                                 clock=clock)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(root))
         if self.proc.stdout.readline().strip() != "ready":
             raise SystemExit(f"old_vs_new.py: error: the worker for {root} did not start")
@@ -68,19 +86,37 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall clock (default) or each worker's CPU time (the engine's "
+                         "wall_time metric and the loop's timer read time.process_time in "
+                         "both trees alike)")
+    ap.add_argument("--loop", action="store_true",
+                    help="also each algorithm's plain loop between the pairs (speedup_vs_loop)")
     args = ap.parse_args(argv)
     old = Path(args.old).resolve()
     if not (old / "benchmarks" / "algorithms_vs_loop.py").exists():
         raise SystemExit(f"old_vs_new.py: error: {old} has no benchmarks/algorithms_vs_loop.py")
     names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     load = os.getloadavg()
-    workers = {"old": Worker(old, args.threads), "new": Worker(NEW, args.threads)}
-    got = {n: {"old": [], "new": []} for n in names}
+    workers = {"old": Worker(old, args.threads, args.clock),
+               "new": Worker(NEW, args.threads, args.clock)}
+    got = {n: {"old": [], "new": [], "loop": []} for n in names}
+    loops = {}
+    if args.loop:
+        sys.path.insert(0, str(NEW / "benchmarks"))
+        from algorithms_vs_loop import LOOP_OPTIMIZER
+        loops = {n: LOOP_OPTIMIZER[n] for n in names if n in LOOP_OPTIMIZER}
     try:
         for n in names:
             for _ in range(args.repeats):
-                for which in ("old", "new", "new", "old"):
-                    got[n][which].append(workers[which].seconds(n, args.rounds))
+                order = (("old", "new", "loop", "new", "old") if n in loops
+                         else ("old", "new", "new", "old"))
+                for which in order:
+                    if which == "loop":
+                        got[n]["loop"].append(workers["new"].seconds(f"loop:{loops[n]}",
+                                                                     args.rounds))
+                    else:
+                        got[n][which].append(workers[which].seconds(n, args.rounds))
     finally:
         for w in workers.values():
             w.close()
@@ -95,10 +131,20 @@ def main(argv=None):
            "ratio_range": {n: [round(min(b / a for a, b in pairs(n)), 3),
                                round(max(b / a for a, b in pairs(n)), 3)] for n in names},
            "repeats": args.repeats, "rounds": args.rounds, "threads": args.threads,
-           "order": "ABBA per algorithm and repeat, persistent workers",
+           "clock": args.clock,
+           "order": ("ABBA per algorithm and repeat, persistent workers"
+                     + (", the loop between the pairs" if loops else "")),
            "native": os.environ.get("FEDTOOLKIT_NATIVE", "1") != "0",
            "old": str(old), "load_average_start_end": [round(load[0], 2),
                                                        round(os.getloadavg()[0], 2)]}
+    if loops:
+        def speedup(n, which):          # per repeat: the loop over the tree's two times
+            t = got[n][which]
+            return round(med(got[n]["loop"][r] / ((t[2 * r] + t[2 * r + 1]) / 2)
+                             for r in range(args.repeats)), 2)
+        out["loop_seconds"] = {n: round(med(got[n]["loop"]), 6) for n in loops}
+        out["loop_optimizer"] = loops
+        out["speedup_vs_loop"] = {w: {n: speedup(n, w) for n in loops} for w in ("old", "new")}
     print(json.dumps(out))
     return out
 

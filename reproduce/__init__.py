@@ -18,6 +18,7 @@ ENTRIES = {
     "fig8": "reproduce.fig8",
     "fig9": "reproduce.fig9",
     "heavy_tails": "reproduce.heavy_tails",
+    "fedada2_theory": "reproduce.fedada2_theory",
     "qa_sim": "reproduce.qa_sim",
     "stale_error": "reproduce.stale_error",
     "speedup": "reproduce.speedup",

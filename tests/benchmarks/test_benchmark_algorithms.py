@@ -2,6 +2,8 @@
 algorithm, and its ratios are the ones it prints the seconds for."""
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -175,3 +177,13 @@ def test_uneven_measures_both_chunkings(bench, monkeypatch):
     sec = un["seconds_per_round"]["fed-ams"]
     assert un["gain"]["fed-ams"] == pytest.approx(sec["lockstep"] / sec["grouped"], rel=0.02,
                                                   abs=0.01)
+
+
+def test_cpu_clock_times_by_the_process_cpu_time(bench, monkeypatch):
+    monkeypatch.setattr(bench, "CLOCK", bench.CLOCK)        # main() sets the module's clock
+    out = quick(bench, "--clock", "cpu", "--algorithms", "fed-sgd,fed-ams")
+    assert out["clock"] == "cpu" and bench.CLOCK == "cpu"
+    assert bench.clock is not None and bench.CLOCKS["cpu"] is time.process_time
+    for row in out["seconds_per_round"].values():
+        assert row["engine"] > 0 and row["loop"] > 0
+    assert quick(bench, "--algorithms", "fed-sgd")["clock"] == "wall"
