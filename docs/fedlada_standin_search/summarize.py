@@ -63,12 +63,20 @@ CANDIDATES = {
     "U2": "U1-mnistsub-b4-lenet-cpl-T60:fedavg+U2-mnistsub-b4-lenet-dec-T60",
     "T1": "T1-lenet-timing-fmnist",
     "T2": "T2-lenet-timing-mnistsub",
+    # label noise (label_noise.py): 30 % of the training labels moved to another class
+    "L1": "L1-noise30-w256-dec-T100",
+    "L2": "L2-noise30-w1024-dec-T100",
 }
 
 
-def collect(runs: str) -> None:
+def collect(runs: str, candidates=None) -> None:
+    """Rebuild the ledger from the run directories under ``runs``; ``candidates`` (ids):
+    replace just those candidates' rows and keep every other candidate's (whose run
+    directories are gone)."""
     frames, cpu = [], []
     for cand, dirs in CANDIDATES.items():
+        if candidates and cand not in candidates:
+            continue
         for spec in dirs.split("+"):
             d, _, only = spec.partition(":")
             for j in sorted(glob.glob(os.path.join(runs, d, "**", "*.json"), recursive=True)):
@@ -93,8 +101,13 @@ def collect(runs: str) -> None:
                     cpu.append({"candidate": cand, "dir": d, "wall_s": float(m[1]),
                                 "cpu_s": float(m[2]) + float(m[3]), "replica_rounds": work,
                                 "command": cmd[1]})
-    pd.concat(frames).to_csv(HERE / "curves.csv.gz", index=False)
-    pd.DataFrame(cpu).to_csv(HERE / "cpu.csv", index=False)
+    curves, cpu = pd.concat(frames), pd.DataFrame(cpu)
+    if candidates:
+        old_curves, old_cpu = pd.read_csv(HERE / "curves.csv.gz"), pd.read_csv(HERE / "cpu.csv")
+        curves = pd.concat([old_curves[~old_curves.candidate.isin(candidates)], curves])
+        cpu = pd.concat([old_cpu[~old_cpu.candidate.isin(candidates)], cpu])
+    curves.to_csv(HERE / "curves.csv.gz", index=False)
+    cpu.to_csv(HERE / "cpu.csv", index=False)
 
 
 def first_reach(g: pd.DataFrame, target: float) -> float:
@@ -144,9 +157,11 @@ def fmt(r, key, pct=False):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", help="directory of the search's result directories and logs/")
+    ap.add_argument("--only", help="with --runs: these candidates only (comma-separated), "
+                                   "the others kept from the ledger")
     args = ap.parse_args()
     if args.runs:
-        collect(args.runs)
+        collect(args.runs, set(args.only.split(",")) if args.only else None)
     out = summarise()
     out.round(5).to_csv(HERE / "summary.csv", index=False)
     for cand, d in out.groupby("candidate", sort=False):
