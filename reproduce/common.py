@@ -488,11 +488,22 @@ def without_nonfinite(df: pd.DataFrame, metric: str, lines: list[str]) -> pd.Dat
     return df[~df["run"].isin(runs_bad)]
 
 
+def _changed(cfg) -> str:
+    """`` with --KEY VALUE ...``: the settings of ``cfg`` (:meth:`EntryConfig.run_key`) that
+    differ from its entry's defaults, so a footer never calls a changed run the default."""
+    try:
+        default = type(cfg)().run_key()
+    except TypeError:                       # a config without defaults for every field
+        return ""
+    diff = [(k, v) for k, v in cfg.run_key().items() if k in default and default[k] != v]
+    return (" with " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in diff)) if diff else ""
+
+
 def scale_note(entry, cfg, df: pd.DataFrame | None = None) -> str:
     """What a figure shows, for its footer: the scale preset, seeds, rounds, data, and the
     runs that are missing or diverged."""
     preset = ("--tiny smoke scale (NOT the paper's)" if cfg.tiny else
-              "--full (paper scale)" if cfg.full else "CPU default scale")
+              "--full (paper scale)" if cfg.full else "CPU default scale" + _changed(cfg))
     seeds = (f"seed {cfg.seed0}" if cfg.seeds == 1 else
              f"{cfg.seeds} seeds ({cfg.seed0}-{cfg.seed0 + cfg.seeds - 1})")
     parts = [f"{entry.PAPER} {entry.TARGET}: {preset}", seeds, f"{cfg.rounds} rounds"]

@@ -26,6 +26,9 @@ from .sweeps import FED_LAMB_TABLE1, sweep_run
 #: the sweep API's table (:data:`reproduce.sweeps.FED_LAMB_TABLE1`), one copy for the project.
 GRIDS = {m: FED_LAMB_TABLE1[m] for m in ("fed-sgd", "fed-ams", "fed-lamb", "adp-fed", "mime",
                                          "mime-lamb")}
+#: Mime-LAMB's lambda: Table 1 lists its rates only; MAIN Sec. 4 tunes lambda in {0, 0.01, 0.1}
+#: for the layer-wise methods, and Mime-LAMB's rule has the same decay term (Fed-LAMB's l. 13).
+GRIDS["mime-lamb"] = {**GRIDS["mime-lamb"], "lam": FED_LAMB_TABLE1["fed-lamb"]["lam"]}
 LABELS = {"fed-sgd": "Fed-SGD", "fed-ams": "Fed-AMS", "fed-lamb": "Fed-LAMB",
           "adp-fed": "Adp-Fed", "mime": "Mime", "mime-lamb": "Mime-LAMB",
           "fed-ams-printed": "Fed-AMS (printed)", "fed-lamb-printed": "Fed-LAMB (printed)"}
@@ -277,7 +280,7 @@ def consensus_lines(cfg, chosen, df, s: "Setting", rounds: int = 2) -> list:
         problem = build_image_problem(s.dataset, "mlp", s.n, scheme=s.scheme,
                                       data=common.cached_dataset(s.dataset, cfg.data_dir),
                                       batch_size=s.batch, local_epochs=s.epochs,
-                                      dtype=_torch.float64)
+                                      dtype=_torch.float64, **init_kw(cfg))
         alg = algorithm(method, **hyper)
         part = Participation("fixed", m=min(s.m or s.n, T5_CLIENTS))
         res = run(problem, alg, part, rounds, [cfg.seed0], eval_every=0,
@@ -315,10 +318,15 @@ class Config(common.EntryConfig):
     threads: int = 1
     executor: str = "inprocess"       # or ray (the sweep API's executors)
     methods: str = ""                 # comma list: only these of the entry's methods ("": all)
+    init_seed: int = 0                # the one initialisation every seed and method shares
+                                      # (the paper's setup); -1: each seed draws its own
 
     def validate(self):
         eps_values(self.printed_eps)
         parse_axes(self.axes)
+        if self.init_seed < -1:
+            raise common.EntryError(f"--init-seed must be >= 0 (one shared initialisation) or "
+                                    f"-1 (each seed its own), got {self.init_seed}")
 
 
 GRID_MODES = ("sub", "best", "near", "table1", "pilot")
@@ -367,7 +375,7 @@ def parse_axes(text) -> list[tuple]:
 #: ``--grid pilot``: the pilot sweeps' grids (docs/fedlamb_pilot.md): Table 1's rate grids,
 #: Fed-LAMB at lambda 0 only, Adp-Fed over the region of its 12 x 10 grid where an earlier
 #: 15-round pilot put its best point (eta_l in {0.03 .. 0.5} x eta_g in {1e-3 .. 0.03}).
-PILOT_AXES = {"fed-lamb": {"lam": (0.0,)},
+PILOT_AXES = {"fed-lamb": {"lam": (0.0,)}, "mime-lamb": {"lam": (0.0,)},
               "adp-fed": {"eta_l": (0.03, 0.1, 0.3, 0.5), "eta": (0.001, 0.003, 0.01, 0.03)}}
 
 
@@ -411,13 +419,13 @@ def grid_axes(method: str, mode: str, best: dict, sub: dict | None = None,
         if mode == "sub":
             if sub is None:
                 raise ValueError(f"--grid sub: no sub-grid for {method} here")
-            axes[key] = tuple(sub.get(key, (best[key],)))
+            axes[key] = tuple(sub.get(key, (best.get(key, values[0]),)))
         elif mode == "pilot":
             axes[key] = PILOT_AXES.get(base_method(method), {}).get(key, values)
         elif mode == "table1" or key == "lam" and mode == "near":
             axes[key] = values
         elif mode == "best":
-            axes[key] = (best[key],)
+            axes[key] = (best.get(key, values[0]),)     # a key the pilot left out: lambda 0
         else:                         # "near": a bracket of one Table 1 step either side
             axes[key] = protocols.neighbours(values, best[key])
     if method.endswith("-printed"):
@@ -587,17 +595,20 @@ def protocol(cfg, pilot_round: int):
                            plotted=cfg.rounds, source="docs/fedlamb_pilot.md")
 
 
-def card(cfg, s: "Setting", proto, *, steps_paper: int, clients_paper: int):
-    """The regime card of a Fed-LAMB comparison on panel ``s``: local steps an epoch,
-    clients a round, the fraction of the paper's 100 rounds, seeds, and the protocol's
-    conformance (:meth:`reproduce.protocols.Protocol.card_items`)."""
+def card(cfg, s: "Setting", proto, *, steps_paper: int, clients_paper: int,
+         per_round: bool = False):
+    """The regime card of a Fed-LAMB comparison on panel ``s``: local steps an epoch (with
+    ``per_round``: local steps a round, epochs x steps an epoch, against the paper's
+    ``steps_paper`` a round), clients a round, the fraction of the paper's 100 rounds, seeds,
+    and the protocol's conformance (:meth:`reproduce.protocols.Protocol.card_items`)."""
     from . import regime as rg
     prob = problem_of(s, cfg)
     per_client = float(np.mean([len(p) for p in prob.parts]))
     steps = int(math.ceil(per_client / s.batch))
+    source = f"{per_client:.0f} images a client at batch {s.batch}"
     return rg.RegimeCard([
-        rg.steps_per_epoch(steps, steps_paper, source=f"{per_client:.0f} images a client at "
-                           f"batch {s.batch}"),
+        rg.local_steps(steps * s.epochs, steps_paper, source=f"{source}, E={s.epochs}")
+        if per_round else rg.steps_per_epoch(steps, steps_paper, source=source),
         rg.clients_per_round(s.m or s.n, clients_paper, source="MAIN Sec. 4 / SUPP A.2"),
         rg.horizon(cfg.rounds, PAPER_ROUNDS, source="100 rounds"),
         rg.seeds(cfg.seeds, PAPER_SEEDS, "3 runs"), *proto.card_items()])
@@ -661,18 +672,13 @@ def make_runs(cfg, settings, methods, best, problem_kw=None, sub=None) -> list:
     point of ``--grid best`` (and the centre of ``near``), ``sub(setting, method) -> axes``
     the sub-grid of ``--grid sub``; ``--printed-eps`` and ``--axes`` as :func:`grid_axes`.
     Every cell is saved and resumed by the sweep API under ``OUT/sweeps/``."""
-    from sims.problems.image import CONV_MODELS
     named = {m for m, _, _ in parse_axes(cfg.axes) if m is not None}
     if named - set(methods):
         raise common.EntryError(f"--axes: {', '.join(sorted(named - set(methods)))} not among "
                                 f"the methods run ({', '.join(methods)})")
     out = []
     for s in settings:
-        desc = {"dataset": s.dataset, "model": s.model, "n_clients": s.n, "scheme": s.scheme,
-                "batch_size": s.batch, "local_epochs": s.epochs, "data_dir": cfg.data_dir,
-                "device": cfg.device, **(problem_kw or {})}
-        if s.model in CONV_MODELS:
-            desc["eval_grad"] = False
+        desc = problem_desc(cfg, s, problem_kw)
         part = "full" if s.m is None else f"m={s.m}"
         for method in methods:
             grid = method_grid(method, cfg.grid, best(s, method), eps_values(cfg.printed_eps),
@@ -684,6 +690,76 @@ def make_runs(cfg, settings, methods, best, problem_kw=None, sub=None) -> list:
             out.append(sweep_run(name, grid, desc, build_problem, part,
                                  eval_every=cfg.eval_every, params=params))
     return out
+
+
+def problem_desc(cfg, s: "Setting", problem_kw=None) -> dict:
+    """The JSON description of setting ``s``'s problem (:func:`build_problem` builds it; part
+    of every sweep cell's fingerprint): data, model, split, batch, epochs, ``--init-seed``."""
+    from sims.problems.image import CONV_MODELS
+    desc = {"dataset": s.dataset, "model": s.model, "n_clients": s.n, "scheme": s.scheme,
+            "batch_size": s.batch, "local_epochs": s.epochs, "data_dir": cfg.data_dir,
+            "device": cfg.device, **init_kw(cfg), **(problem_kw or {})}
+    if s.model in CONV_MODELS:
+        desc["eval_grad"] = False
+    return desc
+
+
+def make_tuning_runs(cfg, settings, methods, best, proto, problem_kw=None, sub=None) -> list:
+    """:func:`make_runs` on the protocols' mechanism: one :func:`reproduce.sweeps.tuning_run`
+    per (setting, method), kind ``paper`` (the method's :func:`grid_axes` as unextended
+    brackets, selected by the ``fed-lamb`` rule at the run's horizon on every seed). The table
+    records ``proto`` (:class:`reproduce.protocols.Protocol`: where the grid came from) in its
+    protocol columns, and ``run`` names each row's grid point, as a sweep's rows do. Every
+    cell is saved and resumed under ``OUT/sweeps/NAME-METHOD``."""
+    from .sweeps import tuning_run
+    named = {m for m, _, _ in parse_axes(cfg.axes) if m is not None}
+    if named - set(methods):
+        raise common.EntryError(f"--axes: {', '.join(sorted(named - set(methods)))} not among "
+                                f"the methods run ({', '.join(methods)})")
+    out = []
+    for s in settings:
+        desc = problem_desc(cfg, s, problem_kw)
+        part = "full" if s.m is None else f"m={s.m}"
+        for method in methods:
+            base = base_method(method)
+            axes = grid_axes(method, cfg.grid, best(s, method), eps_values(cfg.printed_eps),
+                             sub(s, method) if sub and cfg.grid == "sub" else None,
+                             parse_axes(cfg.axes))
+            spec = protocols.Method(method, base, dict(PRINTED) if method != base else {},
+                                    tuple(protocols.Bracket(k, v) for k, v in axes.items()))
+            name = f"{s.key}_{method}"
+            params = {"setting": s.key, "dataset": s.dataset, "model": s.model,
+                      "epochs": s.epochs, "method": method}
+            run = tuning_run(name, [spec], desc, build_problem, part, rule="fed-lamb",
+                             kind="paper", eval_every=cfg.eval_every, params=params,
+                             required_seeds=PAPER_SEEDS, text=proto.text, source=proto.source)
+            run.params["grid"] = spec.grid().describe()
+            out.append(_recorded_as(run, proto, sorted(axes)))
+    return out
+
+
+def _recorded_as(run, proto, keys):
+    """``run`` whose table carries ``proto``'s columns and names each row's grid point in
+    ``run`` (``ALGORITHM k=v ...``, as :func:`reproduce.sweeps.sweep_run`'s rows)."""
+    inner = run.execute
+
+    def execute(cfg, seeds, progress):
+        table, record = inner(cfg, seeds, progress)
+        label = table["algorithm"].astype(str)
+        for k in keys:
+            label = label + f" {k}=" + table[k].map(lambda v: f"{float(v):g}")
+        return table.assign(run=label, **protocols.protocol_columns(proto)), record
+    run.execute = execute
+    return run
+
+
+def init_kw(cfg) -> dict:
+    """The problem option of ``--init-seed`` (:meth:`sims.problems.neural.NeuralProblem.
+    seed_of_init`): ``{"init_seed": K}``, one initialisation shared by every seed and method
+    (MAIN Sec. 4 compares the methods from one initialisation), part of every sweep cell's
+    fingerprint and provenance; ``{}`` at -1 (each seed draws its own, as before)."""
+    k = getattr(cfg, "init_seed", -1)
+    return {} if k is None or k < 0 else {"init_seed": int(k)}
 
 
 def missing(entry, cfg, df) -> list[str]:

@@ -273,12 +273,15 @@ class Setup:
     threads: int = 0
     ray_address: str | None = None
     progress: object = None
+    #: user-level DP around every cell (:attr:`sims.experiments.sweep.SweepSpec.dp`: clip,
+    #: sigma, delta, ...); None: none
+    dp: dict | None = None
 
     def run(self, name: str, grid: Grid, seeds) -> pd.DataFrame:
         spec = SweepSpec(name, grid, self.problem, self.build_problem,
                          participation=self.participation, rounds=self.rounds,
                          seeds=list(seeds), eval_every=self.eval_every, out=self.out,
-                         device=self.device)
+                         device=self.device, dp=None if self.dp is None else dict(self.dp))
         res = run_sweep(spec, executor=self.executor, plan=self.plan,
                         ray_address=self.ray_address, threads=self.threads or 1,
                         quiet=self.progress is None, progress=self.progress)

@@ -149,7 +149,7 @@ class PretrainedNeuralProblem(NeuralProblem):
         self._pretrained = self.layout.flatten_module(self.model).to(self.device, self.dtype)
 
     def init_theta(self, seed: int) -> torch.Tensor:
-        torch.manual_seed(seed)
+        torch.manual_seed(self.seed_of_init(seed))
         self.layout.load_into(self.model, self._pretrained)
         self.model.head.reset_parameters()
         return self.layout.flatten_module(self.model).to(self.device, self.dtype)

@@ -42,13 +42,14 @@ def build_image_problem(dataset: str = "mnist", model: str = "mlp", n_clients: i
                         partition_kw: dict | None = None, data=None,
                         test_samples: int | None = None, conv: bool | None = None,
                         loop: bool | None = None, augment: str | None = None,
-                        pad: int = 4, eval_grad: bool = True) -> NeuralProblem:
+                        pad: int = 4, eval_grad: bool = True,
+                        init_seed: int | None = None) -> NeuralProblem:
     """An image-classification federated problem.
 
     ``scheme`` is a :func:`sims.data.partition` scheme (``"shards"``: Fed-EF's two
     single-class shards per client; ``"iid"``; ``"dirichlet"``). The partition is fixed by
-    ``partition_seed`` and shared by every seed of a run (seeds vary the initialisation, the
-    client sampling and the minibatches). ``subset_of=N`` partitions the data among ``N``
+    ``partition_seed`` and shared by every seed of a run (seeds vary the initialisation,
+    unless ``init_seed``, the client sampling and the minibatches). ``subset_of=N`` partitions the data among ``N``
     clients and keeps ``n_clients`` of them (Fed-EF Fig. 8's "subset_of_200" reading; the
     Fed-EF CNN entries' CPU populations). ``data`` passes an already-loaded
     :class:`sims.data.Dataset`; ``test_samples`` cuts its test set to a fixed stratified
@@ -60,6 +61,11 @@ def build_image_problem(dataset: str = "mnist", model: str = "mlp", n_clients: i
     ``"crop"``: the random crop alone; ``pad`` pixels of padding) and
     ``eval_grad`` (``False``: evaluation skips the squared full-gradient norm, the costly
     part for a CNN).
+
+    ``init_seed`` (default None: each seed draws its own initial weights) draws the initial
+    weights from this one seed for every seed of a run (:meth:`NeuralProblem.seed_of_init`):
+    one shared initialisation across seeds and methods, as Fed-LAMB's experiments. A problem
+    description that sets it carries it into every sweep cell's fingerprint and provenance.
     """
     from ..core.device import check_device
     check_device(device, "device")     # cuda without a GPU: one line, before any work
@@ -74,7 +80,8 @@ def build_image_problem(dataset: str = "mnist", model: str = "mlp", n_clients: i
     net = make_net(model, in_shape, ds.num_classes, model_kw)
     parts = [np.asarray(p) for p in parts]
     kw = {"batch_size": batch_size, "local_epochs": local_epochs, "local_steps": local_steps,
-          "eval_train_samples": eval_train_samples, "device": device, "dtype": dtype}
+          "eval_train_samples": eval_train_samples, "device": device, "dtype": dtype,
+          "init_seed": init_seed}
     if conv is None:
         conv = model in CONV_MODELS
     if conv:

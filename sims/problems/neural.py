@@ -34,7 +34,7 @@ class NeuralProblem:
                  batch_size: int = 32, local_epochs: int = 1, local_steps: int | None = None,
                  eval_train_samples: int | None = None, device="cpu", dtype=torch.float32,
                  eval_chunk: int = 4096, fast_path: bool = True, gram_path: bool | None = None,
-                 fast_grad: bool = True):
+                 fast_grad: bool = True, init_seed: int | None = None):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if local_steps is None and local_epochs < 1:
@@ -42,6 +42,7 @@ class NeuralProblem:
         if local_steps is not None and local_steps < 1:
             raise ValueError(f"local_steps must be >= 1, got {local_steps}")
         self.dataset = dataset
+        self.init_seed = None if init_seed is None else int(init_seed)
         self.parts = [np.asarray(p, dtype=np.int64) for p in parts]
         if any(len(p) == 0 for p in self.parts):
             raise ValueError("every client needs at least one sample")
@@ -127,9 +128,16 @@ class NeuralProblem:
         losses = F.cross_entropy(self._logits(flat, x), y, reduction="none")
         return (losses * w).sum(), losses.detach()
 
+    def seed_of_init(self, seed: int) -> int:
+        """The seed the initial weights are drawn from: the run's ``seed``, or the problem's
+        ``init_seed`` when it has one (one initialisation shared by every seed and method, as
+        Fed-LAMB's experiments; the run's seed still drives sampling and minibatches)."""
+        return int(seed) if self.init_seed is None else self.init_seed
+
     def init_theta(self, seed: int) -> torch.Tensor:
-        """The model's default initialisation under ``torch.manual_seed(seed)``, flattened."""
-        torch.manual_seed(seed)
+        """The model's default initialisation under ``torch.manual_seed(seed_of_init(seed))``,
+        flattened."""
+        torch.manual_seed(self.seed_of_init(seed))
         for module in self.model.modules():
             if hasattr(module, "reset_parameters"):
                 module.reset_parameters()

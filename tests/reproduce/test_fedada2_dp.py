@@ -163,3 +163,36 @@ def test_tiny_dp_entry_verdicts(tmp_path, capsys):
     assert "DP noise/clip per round 56.1 (paper 55.9; within x2) ok" in text
     for name in dp.FIGURES:
         assert (tmp_path / "figures" / f"{name}.png").stat().st_size > 10_000
+
+
+def test_two_step_tuning_picks_on_the_task_and_the_card_says_so(tmp_path, capsys):
+    """``--tuning two-step``: every method tuned on the stand-in by App. H.2's two steps (a
+    pick from each method's grids, selected by H.1's running-10 rule at the plotted horizon),
+    the comparison run at the picks, and the card's "tuned on the task run" item holding
+    (it fails with Table 3's points); the tiny run's comparisons stay premise absent for its
+    4-round horizon alone."""
+    argv = ["--tiny", "--tuning", "two-step", "--threads", "1", "--quiet", "--out",
+            str(tmp_path)]
+    assert common.main(dp, argv) == 0
+    text = capsys.readouterr().out
+    from verdict_util import saved
+    PA = "premise absent"
+    assert saved(tmp_path, "fedada2_dp") == {
+        "11": "shows", "14a": PA, "14b": PA, "14c": PA, "14d": PA,
+        "17a [StackOverflow (DP)]": PA}
+    assert "two-step tuning (App. H.2 on the stand-in; rule running10-acc" in text
+    assert "regime card fails: horizon fraction" in text and "tuned on the task run False" \
+        not in text
+    cfg = common.parse_config(dp, argv)
+    tuned = dp.tuning(cfg)                            # resumed from the saved cells
+    for m, t in tuned.items():
+        one, two = dp.steps(m, cfg)
+        assert set(t.table["step"]) == {1, 2}
+        for k, v in t.picks[m].items():
+            assert v in one.get(k, ()) + two.get(k, ())
+    item = lambda c: next(i for i in fc.card("stackoverflow", c).items  # noqa: E731
+                          if i.name == "tuned on the task run")
+    assert item(cfg).ok and not item(common.parse_config(dp, ["--tiny"])).ok
+    assert fc.protocol("stackoverflow", cfg).rule == "running10-acc"
+    with pytest.raises(common.EntryError, match="--tuning must be paper or two-step"):
+        common.parse_config(dp, ["--tuning", "three-step"])

@@ -15,10 +15,14 @@ from conftest import write_cifar10
 
 
 def test_table1_grids_verbatim():
-    """SUPP Table 1 (spec 3.4): the grid sizes 9 / 10 / 9 (x 3 lambdas) / 12 x 10 / 10 / 9."""
+    """SUPP Table 1 (spec 3.4): the grid sizes 9 / 10 / 9 (x 3 lambdas) / 12 x 10 / 10 / 9
+    (Mime-LAMB's 9 rates x MAIN Sec. 4's 3 lambdas: Table 1 lists its rates only)."""
     sizes = {m: fl.grid_size(m) for m in fl.GRIDS}
     assert sizes == {"fed-sgd": 9, "fed-ams": 10, "fed-lamb": 27, "adp-fed": 120, "mime": 10,
-                     "mime-lamb": 9}
+                     "mime-lamb": 27}
+    assert len(fl.GRIDS["mime-lamb"]["eta_l"]) == 9
+    # a pilot point without lambda (Mime-LAMB's) runs at lambda 0, the registry's default
+    assert fl.grid_points("mime-lamb", "best", {"eta_l": 0.03}) == [{"eta_l": 0.03, "lam": 0.0}]
     assert fl.GRIDS["adp-fed"]["eta_l"][-2:] == (0.3, 0.5)
     assert fl.GRIDS["fed-sgd"]["eta_l"][0] == 0.001
     assert len(fl.grid_points("adp-fed", "table1", {}, 1e-4)) == 120
@@ -210,7 +214,56 @@ def test_supp1_tiny(tmp_path, capsys):
     # n = 20 of the paper's 200 clients a round, 2 of 100 rounds
     assert _claims(tmp_path / "r", "fedlamb_supp1") == [("E4", PA), ("E5", PA), ("T5", "shows")]
     assert any("clients/round 20 (paper 200" in l for l in out)
+    assert any("local steps/round 4 (paper 5" in l for l in out)
     assert sum(l.startswith("  selected ") for l in out) == 6
+    # the runs went through the protocols' mechanism and their table records the protocol
+    df = pd.read_csv(tmp_path / "r" / "fedlamb_supp1" / "ledger" / "checked.csv.gz")
+    assert set(df.protocol_kind) == {"pilot"} and set(df.selection_round) == {6}
+    assert df[df.method == "fed-lamb"].run.iloc[0] == "fed-lamb eta_l=0.5 lam=0"
+
+
+def test_supp1_mnist_subset_card_reads_premise_absent_on_local_steps(tmp_path):
+    """The supplement's MNIST panel on the embedded subset: 20 images a client at batch 64 is
+    ONE local step a round against the paper's 5 (60,000 / 200 at batch 64), so the card's
+    "local steps/round" item fails and the claims read premise absent, never does not show;
+    Fashion-MNIST at full size keeps the paper's 5 steps and passes the item."""
+    cfg = common.parse_config(fedlamb_supp1, ["--rounds", "100", "--seeds", "3",
+                                              "--out", str(tmp_path)])
+    proto = fedlamb_supp1.protocol(cfg)
+    cards = {s.key: fl.card(cfg, s, proto, steps_paper=5, clients_paper=200, per_round=True)
+             for s in fedlamb_supp1.settings(cfg)}
+    steps = {k: next(i for i in c.items if i.name == "local steps/round")
+             for k, c in cards.items()}
+    assert (steps["mnist"].measured, steps["mnist"].paper, steps["mnist"].ok) == (1, 5, False)
+    assert (steps["fmnist"].measured, steps["fmnist"].ok) == (5, True)
+    assert cards["fmnist"].ok and not cards["mnist"].ok
+    titles = {s.key: s.title for s in fedlamb_supp1.labelled_settings(cfg)}
+    assert "PREMISE ABSENT: 1 local step(s) a round (paper 5)" in titles["mnist"]
+    assert "PREMISE" not in titles["fmnist"]
+    a, b = pd.Series([0.9, 0.91, 0.92]), pd.Series([0.8, 0.81, 0.82])
+    claim = fedlamb_supp1.CLAIMS["E4"]
+    assert vd.above(claim, a, b, card=cards["mnist"]).label == "premise absent"
+    assert vd.above(claim, a, b, card=cards["fmnist"]).label == "shows"
+    assert vd.above(claim, b, a, card=cards["fmnist"]).label == "does not show"
+
+
+def test_fedlamb_entries_share_one_initialisation(tmp_path):
+    """``--init-seed`` (default 0): every Fed-LAMB run's problem description names the one
+    initialisation its seeds and methods share (part of each cell's fingerprint); -1 leaves
+    it out (each seed its own, the engine's default); below -1 is a one-line error."""
+    for entry in (fedlamb_supp1, fedlamb_fig12):
+        cfg = common.parse_config(entry, ["--tiny", "--out", str(tmp_path)])
+        assert cfg.init_seed == 0
+        s = entry.settings(cfg)[0]
+        assert fl.problem_desc(cfg, s)["init_seed"] == 0
+        cfg = common.parse_config(entry, ["--tiny", "--init-seed", "-1", "--out", str(tmp_path)])
+        assert "init_seed" not in fl.problem_desc(cfg, s)
+    cfg = common.parse_config(fedlamb_supp1, ["--tiny", "--init-seed", "3", "--out",
+                                              str(tmp_path)])
+    problem = fl.build_problem(fl.problem_desc(cfg, fedlamb_supp1.settings(cfg)[0]))
+    assert problem.init_seed == 3
+    import torch
+    assert torch.equal(problem.init_theta(0), problem.init_theta(1))
 
 
 def test_cifar_tiny_on_fixture_files(tmp_path, capsys):
@@ -233,6 +286,7 @@ BAD_INPUTS = [  # (entry, arguments, the one-line error's text)
      "--printed-eps must be distinct positive numbers"),
     (fedlamb_fig12, ["--tiny", "--axes", "mime.eta_l=0.1"], "--axes: mime not among the methods run"),
     (fedlamb_supp1, ["--tiny", "--axes", "fed-sgd.eta=0.1"], "--axes: fed-sgd has no 'eta'"),
+    (fedlamb_supp1, ["--tiny", "--init-seed", "-2"], "--init-seed must be >= 0"),
 ]
 
 
@@ -244,10 +298,11 @@ def test_bad_input_is_one_line(entry, args, message, tmp_path, capsys):
 
 
 # Supplement Table 1's grid sizes as the spec extracts them (fed-lamb.md section 3.4): Fed-LAMB
-# over 9 rates x 3 lambdas, Adp-Fed over 12 local x 10 global rates; the printed pair over
-# its methods' grids.
+# over 9 rates x 3 lambdas, Adp-Fed over 12 local x 10 global rates; Mime-LAMB over its 9
+# rates x MAIN Sec. 4's 3 lambdas (Table 1 lists its rates only); the printed pair over its
+# methods' grids.
 TABLE1_POINTS = {"fed-sgd": 9, "fed-ams": 10, "fed-lamb": 27, "adp-fed": 120, "mime": 10,
-                 "mime-lamb": 9, "fed-ams-printed": 10, "fed-lamb-printed": 27}
+                 "mime-lamb": 27, "fed-ams-printed": 10, "fed-lamb-printed": 27}
 
 
 def _grid_points(run) -> int:

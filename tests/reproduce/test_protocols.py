@@ -127,6 +127,20 @@ def test_two_step_selects_over_both_steps(tmp_path):
                     rule="final-train-loss")
 
 
+def test_setup_carries_user_level_dp_to_every_cell(tmp_path):
+    """``Setup.dp`` wraps every cell in user-level DP (the sweep's ``dp``): a tuning under DP
+    runs other cells than one without (noise on the server's mean), and records the epsilon."""
+    m = [pr.Method("fedavg", "fedavg", {}, (pr.Bracket("eta_l", (1e-2,)),))]
+    plain = pr.paper_grid("plain", m, _setup(tmp_path), [0], rule="final-train-loss")
+    dp_setup = _setup(tmp_path)
+    dp_setup.dp = {"clip": 0.1, "sigma": 1.0, "delta": 1e-2}
+    private = pr.paper_grid("private", m, dp_setup, [0], rule="final-train-loss")
+    assert "dp_epsilon" in set(private.table["metric"])
+    assert "dp_epsilon" not in set(plain.table["metric"])
+    loss = lambda t: t.table[t.table.metric == "train_loss"]["value"].iloc[-1]  # noqa: E731
+    assert loss(private) != loss(plain)
+
+
 def test_unknown_rule_is_one_line():
     with pytest.raises(ValueError, match="unknown selection rule 'nope'"):
         pr.tune("x", [], pr.Setup({}, None), [0], rule="nope")
