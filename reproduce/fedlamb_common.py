@@ -666,16 +666,21 @@ def build_problem(desc: dict):
     return common.cached_problem(**desc)
 
 
+def check_axes(cfg, methods) -> None:
+    """``--axes`` may name only methods that run (a one-line error otherwise)."""
+    named = {m for m, _, _ in parse_axes(cfg.axes) if m is not None}
+    if named - set(methods):
+        raise common.EntryError(f"--axes: {', '.join(sorted(named - set(methods)))} not among "
+                                f"the methods run ({', '.join(methods)})")
+
+
 def make_runs(cfg, settings, methods, best, problem_kw=None, sub=None) -> list:
     """One sweep (:func:`reproduce.sweeps.sweep_run`) per (setting, method) over the method's
     :func:`method_grid` and every seed; ``best(setting, method) -> point`` is the single
     point of ``--grid best`` (and the centre of ``near``), ``sub(setting, method) -> axes``
     the sub-grid of ``--grid sub``; ``--printed-eps`` and ``--axes`` as :func:`grid_axes`.
     Every cell is saved and resumed by the sweep API under ``OUT/sweeps/``."""
-    named = {m for m, _, _ in parse_axes(cfg.axes) if m is not None}
-    if named - set(methods):
-        raise common.EntryError(f"--axes: {', '.join(sorted(named - set(methods)))} not among "
-                                f"the methods run ({', '.join(methods)})")
+    check_axes(cfg, methods)
     out = []
     for s in settings:
         desc = problem_desc(cfg, s, problem_kw)
@@ -712,10 +717,7 @@ def make_tuning_runs(cfg, settings, methods, best, proto, problem_kw=None, sub=N
     protocol columns, and ``run`` names each row's grid point, as a sweep's rows do. Every
     cell is saved and resumed under ``OUT/sweeps/NAME-METHOD``."""
     from .sweeps import tuning_run
-    named = {m for m, _, _ in parse_axes(cfg.axes) if m is not None}
-    if named - set(methods):
-        raise common.EntryError(f"--axes: {', '.join(sorted(named - set(methods)))} not among "
-                                f"the methods run ({', '.join(methods)})")
+    check_axes(cfg, methods)
     out = []
     for s in settings:
         desc = problem_desc(cfg, s, problem_kw)
