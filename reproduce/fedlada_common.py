@@ -99,6 +99,7 @@ class StandIn(common.EntryConfig):
     eval_train_samples: int = 5000
     test_samples: int = 2000
     paper_lr: bool = False
+    tuned: bool = False              # also the tuned protocol (reproduce.fedlada_tuning)
     wd_mode: str = "coupled"         # or "decoupled" (AdamW style; spec 5.5)
     # stand-in search options (docs/fedlada_standin_search.md); defaults keep the stand-in
     lr_decay: float = LR_DECAY       # local-rate decay per round (paper 0.998)
@@ -117,6 +118,8 @@ class StandIn(common.EntryConfig):
             key.pop("local_steps", None)
         if self.wd_mode == "coupled":
             key.pop("wd_mode", None)
+        if not self.tuned:
+            key.pop("tuned", None)
         for name, default in (("lr_decay", LR_DECAY), ("subset_of", 0), ("depth", 1),
                               ("fedadam_eps", FEDADAM_EPS), ("fedadam_v0", FEDADAM_V0)):
             if getattr(self, name) == default:

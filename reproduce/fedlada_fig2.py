@@ -78,7 +78,6 @@ PAPER_T12 = {"fedavg": ("1x", "1x"), "fedprox": ("0.97x", "0.95x"),
 @dataclass
 class Config(fc.StandIn):
     methods: str = ",".join(fc.METHODS)
-    tuned: bool = False         # also the symmetric tuned comparison (reproduce.fedlada_tuning)
 
     def scale(self):
         fc.StandIn.scale(self)

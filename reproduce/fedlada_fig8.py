@@ -25,6 +25,7 @@ from . import common, plotting
 from . import fedlada_common as fc
 from . import verdicts as vd
 from . import fedlada_cost as fcost
+from . import fedlada_tuning as ft
 
 PAPER, TARGET = "FedLADA", "Figure 8(b,c), Table 10"
 TITLE = "FedLADA's alpha vs SCAFFOLD: test accuracy and consistency term; SCAFFOLD-alpha"
@@ -51,20 +52,29 @@ def _floats(text):
     return [float(v) for v in str(text).split(",") if v.strip()]
 
 
+METHODS = ("fedlada", "scaffold")
+
+
+def make(cfg):
+    """``hyper -> runs`` (:func:`reproduce.fedlada_tuning.protocol_runs`): FedLADA at each
+    alpha, SCAFFOLD-alpha at each scale, each at ``hyper``'s settings."""
+    def build_runs(hyper):
+        out = []
+        for method, grid in (("fedlada", cfg.alphas), ("scaffold", cfg.scaffold_alphas)):
+            for a in _floats(grid):
+                hp = hyper(method, alpha=a)
+
+                def build(method=method, hp=hp):
+                    return (fc.problem(cfg), fc.make_algorithm(method, **hp),
+                            fc.participation(cfg))
+                out.append(fc.engine_run(f"{method}_a{a:g}", {"method": method, **hp},
+                                         build, cfg.rounds, cfg.eval_every))
+        return out
+    return build_runs
+
+
 def runs(cfg):
-    out = []
-    for a in _floats(cfg.alphas):
-        def build(a=a):
-            return fc.problem(cfg), fc.algorithm("fedlada", cfg, alpha=a), fc.participation(cfg)
-        out.append(fc.engine_run(f"fedlada_a{a:g}", {"method": "fedlada", "alpha": a},
-                                 build, cfg.rounds, cfg.eval_every))
-    for a in _floats(cfg.scaffold_alphas):
-        def build(a=a):
-            return (fc.problem(cfg), fc.algorithm("scaffold", cfg, alpha=a),
-                    fc.participation(cfg))
-        out.append(fc.engine_run(f"scaffold_a{a:g}", {"method": "scaffold", "alpha": a},
-                                 build, cfg.rounds, cfg.eval_every))
-    return out
+    return ft.protocol_runs(cfg, make(cfg), METHODS)
 
 
 def _label(run):
@@ -73,6 +83,15 @@ def _label(run):
 
 
 def plot(df, cfg):
+    plain, tuned = ft.split_protocols(df, ft.aliases(cfg, make(cfg), METHODS))
+    paths = [_plot(plain, cfg, "fedlada_fig8", f"{fc.protocol(cfg).kind} protocol")]
+    if len(tuned):
+        paths.append(_plot(tuned, cfg, "fedlada_fig8_tuned", "tuned protocol (fedlada_fig2's "
+                           "picks)"))
+    return [p for group in paths for p in group]
+
+
+def _plot(df, cfg, stem, protocol):
     df = common.healthy(df)
     lada = df[df.method == "fedlada"]
     sc1 = df[(df.method == "scaffold") & (df.alpha == 1.0)]
@@ -109,9 +128,9 @@ def plot(df, cfg):
         axes[2].set_title("Table 10: SCAFFOLD-alpha")
         axes[2].legend(fontsize=7, loc="lower left")
         ax2.legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"FedLADA Fig. 8 / Table 10 stand-in: {fc.setting_text(cfg)}", fontsize=9,
-                 y=1.02)
-    return plotting.save(fig, cfg.figures, "fedlada_fig8")
+    fig.suptitle(f"FedLADA Fig. 8 / Table 10 stand-in, {protocol}: {fc.setting_text(cfg)}, "
+                 f"{cfg.rounds} rounds (mean, band = seed range)", fontsize=9, y=1.02)
+    return plotting.save(fig, cfg.figures, stem)
 
 
 def _mean_consistency(df, run):
@@ -121,7 +140,7 @@ def _mean_consistency(df, run):
 
 
 #: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
-FIGURES = ("fedlada_fig8",)
+FIGURES = ("fedlada_fig8", "fedlada_fig8_tuned")
 CLAIMS = vd.claims(
     vd.Claim("E10", "FedLADA", "for small alpha FedLADA's test accuracy exceeds SCAFFOLD's, and "
              "its consistency term is smaller and grows with alpha", "every",
@@ -135,15 +154,22 @@ CLAIMS = vd.claims(
 def check(df, cfg):
     df, notes = common.usable(sys.modules[__name__], cfg, df)
     lines = [f"setting: {fc.setting_text(cfg)}, {cfg.rounds} rounds"] + notes
+    alias = ft.aliases(cfg, make(cfg), METHODS)
+    return lines + ft.check_both(cfg, df, alias,
+                                 lambda d, proto, scope: _claims(d, cfg, proto, scope), METHODS)
+
+
+def _claims(df, cfg, proto, scope=""):
+    """The table and E10 / E11 on one protocol's runs (``scope``: the tuned protocol's)."""
+    lines = []
     fin = fc.final_by_seed(df, "test_acc")
     have = set(fin.index)
-    lines += ["", "| run | final test acc % [seeds] | mean consistency term [seeds] |",
+    lines += ["| run | final test acc % [seeds] | mean consistency term [seeds] |",
               "|---|---|---|"]
     for run in fin.index:
         c = _mean_consistency(df, run)
         lines.append(f"| {_label(run)} | {fc.pm(fin.loc[run])} | {c[0]:.4g} "
                      f"[{c[1]:.4g}-{c[2]:.4g}] |")
-    proto = fc.protocol(cfg)
     card = fc.card(cfg, df).plus(*proto.card_items())
     acc = lambda r: vd.per_seed(df, "test_acc", run=r)  # noqa: E731
     cons = lambda r: vd.per_seed(df, "consistency", "mean", run=r)  # noqa: E731
@@ -162,9 +188,10 @@ def check(df, cfg):
                                      lower_is_better=True,
                                      what="consistency term grows with alpha"))
         out.append(vd.every(CLAIMS["E10"], parts, what="small alpha: above SCAFFOLD, smaller "
-                            "consistency term growing with alpha", card=card, protocol=proto))
+                            "consistency term growing with alpha", card=card, protocol=proto,
+                            scope=scope))
     else:
-        out.append(vd.missing(CLAIMS["E10"], "FedLADA against SCAFFOLD"))
+        out.append(vd.missing(CLAIMS["E10"], "FedLADA against SCAFFOLD", scope=scope))
     sca = sorted((float(r.split("_a")[1]), r) for r in have if r.startswith("scaffold_a"))
     if len(sca) >= 3 and any(a == 1.0 for a, _ in sca):
         lines.append(f"E11 paper Table 10: {' / '.join(f'{v:.2f}' for v in PAPER_T10.values())}")
@@ -172,11 +199,11 @@ def check(df, cfg):
                           unit="pp", scale=100, what=f"alpha 1 above alpha {a:g}")
                  for a, r in sca if a != 1.0]
         out.append(vd.every(CLAIMS["E11"], parts, what="SCAFFOLD-alpha peaks at alpha = 1",
-                            card=card, protocol=proto))
+                            card=card, protocol=proto, scope=scope))
     else:
         out.append(vd.missing(CLAIMS["E11"], "SCAFFOLD-alpha peak",
-                              "fewer than 3 SCAFFOLD alphas, or no alpha = 1"))
-    return lines + out
+                              "fewer than 3 SCAFFOLD alphas, or no alpha = 1", scope=scope))
+    return lines + [""] + out
 
 
 def full_work(cfg):

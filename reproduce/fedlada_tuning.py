@@ -230,3 +230,185 @@ def stage_lines(df: pd.DataFrame) -> list[str]:
             L.append(f"| {fc.label(m)} | {stage} ({n} seed{'s' if n != 1 else ''}) | "
                      f"{'; '.join(c for _, c in cells)} |")
     return L
+
+
+# ------------------------------------------------------------------ every entry's two protocols
+#: Run-name prefix of the tuned protocol's runs (``tuned:NAME``), as in ``fedlada_fig2``.
+TUNED = "tuned:"
+#: The entry whose setting the picks are tuned at (the base setting of every FedLADA entry).
+BASE_ENTRY = "fedlada_fig2"
+#: What the ablation entries say about the picks they run at.
+ABLATION_TEXT = ("each method at the picks of fedlada_fig2's tuning at the base setting "
+                 "(not re-tuned): the ablation axis varies around them, as the paper kept its "
+                 "rates across its ablations")
+
+_PICKS: dict = {}
+
+
+def base_config(cfg):
+    """``fedlada_fig2``'s default setting (the setting the picks are tuned at), at ``cfg``'s
+    scale (``--tiny`` / ``--full``) and with ``cfg``'s output folders and execution flags."""
+    from . import fedlada_fig2 as f2
+    base = f2.Config(tiny=cfg.tiny, full=cfg.full, out=cfg.out, figures=cfg.figures,
+                     data_dir=cfg.data_dir, device=cfg.device, threads=cfg.threads,
+                     paper_lr=True, tuned=True)
+    base.scale()
+    return base
+
+
+def _setting(cfg) -> str:
+    return json.dumps([fc.problem_desc(cfg), cfg.rounds, cfg.eval_every], sort_keys=True,
+                      default=str)
+
+
+def base_picks(cfg, methods) -> dict:
+    """The tuned picks at the base setting: ``{"picks": {method: settings}, "protocol":
+    Protocol, "source": text}``. Read from ``fedlada_fig2``'s filed tuning record (the
+    ledger's results, the record its tuned verdicts rest on) when that record is at the base
+    setting of ``cfg``'s scale, else computed by :func:`tuning` (stages 1-2, resumable cells
+    under ``OUT/sweeps``; the ``--tiny`` runs, or a ledger without the record)."""
+    from . import fedlada_fig2 as f2
+    from . import ledger
+    base = base_config(cfg)
+    methods = [m for m in fc.METHODS if m in set(methods)]
+    key = (_setting(base), str(cfg.out), tuple(methods))
+    if key in _PICKS:
+        return _PICKS[key]
+    rec = ledger.entry_record(BASE_ENTRY)
+    out = None
+    if rec is not None:
+        fields = {f for f in f2.Config.__dataclass_fields__}
+        filed = f2.Config(**{k: v for k, v in rec["config"].items() if k in fields})
+        if _setting(filed) == _setting(base) and filed.tuned:
+            try:
+                df = ledger.load_results(f2)
+            except common.EntryError:
+                df = None
+            if df is not None:
+                record = df[df["run"].astype(str).str.startswith("tuning:")]
+                picks = picks_of(record)
+                proto = pr.protocol_of(record)
+                if proto is not None and set(methods) <= set(picks):
+                    out = {"picks": {m: picks[m] for m in methods}, "protocol": proto,
+                           "source": f"{BASE_ENTRY}'s filed tuning record (ledger, commit "
+                                     f"{str(rec.get('commit', ''))[:10]})"}
+    if out is None:
+        res = tuning(base, methods)
+        out = {"picks": res["picks"], "protocol": res["protocol"],
+               "source": f"reproduce.fedlada_tuning at {BASE_ENTRY}'s setting"}
+    _PICKS[key] = out
+    return out
+
+
+def tuned_hyper(cfg, methods, method: str, **over) -> dict:
+    """``method``'s tuned settings (:func:`base_picks`) with ``over`` applied: FedAdam(*)
+    (``fedadam-cm``) takes FedAdam's picks and its alpha; SCAFFOLD its population."""
+    src = "fedadam" if method == "fedadam-cm" else method
+    hp = dict(base_picks(cfg, methods)["picks"][src])
+    hp.pop("n_clients", None)
+    if method == "fedadam-cm":
+        hp["alpha"] = fc.PAPER_HP["fedadam-cm"]["alpha"]
+    if method == "scaffold":
+        hp["n_clients"] = cfg.n_clients
+    hp.update(over)
+    return hp
+
+
+def tuned_protocol(cfg, methods, text: str = ABLATION_TEXT) -> pr.Protocol:
+    """The tuned protocol an entry's ``tuned`` verdicts name: the base tuning's (rule, seeds,
+    horizon, interior), read at this entry's horizon (``plotted``)."""
+    bp = base_picks(cfg, methods)
+    p = bp["protocol"]
+    return pr.Protocol("tuned", f"{TEXT}; {text}", rule=RULE, seeds=p.seeds, horizon=p.horizon,
+                       plotted=cfg.rounds, required_seeds=pr.TUNED_SEEDS,
+                       interior=p.interior, source=bp["source"])
+
+
+def _canon(params: dict) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+def prefixed(run: common.Run, prefix: str = TUNED) -> common.Run:
+    """``run`` renamed ``PREFIX + name``, its table's ``run`` column prefixed the same way
+    (engine runs and sweeps alike)."""
+    inner = run.execute
+    if inner is None:
+        raise ValueError(f"prefixed: run {run.name} has no execute")
+
+    def execute(cfg, seeds, progress):
+        df, extra = inner(cfg, seeds, progress)
+        df = df.copy()
+        df["run"] = prefix + df["run"].astype(str)
+        return df, extra
+    return replace(run, name=prefix + run.name, execute=execute)
+
+
+def protocol_runs(cfg, make, methods, paper=None, tuned=None) -> list:
+    """Every FedLADA entry's runs in its two protocols: ``make(hyper)`` builds the entry's
+    runs with ``hyper(method, **over) -> settings`` (the runs' ``params`` carry the settings
+    they run at). The plain runs use ``paper`` (default :func:`fedlada_common.hyper`: the
+    paper's Sec. 4.1 rates with ``--paper-lr``, else the pilot's); with ``cfg.tuned`` the same
+    runs at ``tuned`` (default :func:`tuned_hyper`, the base picks) are added as
+    ``tuned:NAME``, except those whose settings equal a plain run's (run once, read by both
+    protocols: :func:`split_protocols`)."""
+    paper = paper or (lambda m, **o: fc.hyper(m, cfg, **o))
+    out = list(make(paper))
+    if not getattr(cfg, "tuned", False):
+        return out
+    tuned = tuned or (lambda m, **o: tuned_hyper(cfg, methods, m, **o))
+    same = {_canon(r.params): r.name for r in out}
+    for r in make(tuned):
+        if _canon(r.params) not in same:
+            out.append(prefixed(r))
+    return out
+
+
+def aliases(cfg, make, methods, paper=None, tuned=None) -> dict:
+    """``{run name: plain run name}`` of the tuned runs :func:`protocol_runs` does not run
+    (their settings equal a plain run's)."""
+    if not getattr(cfg, "tuned", False):
+        return {}
+    paper = paper or (lambda m, **o: fc.hyper(m, cfg, **o))
+    tuned = tuned or (lambda m, **o: tuned_hyper(cfg, methods, m, **o))
+    same = {_canon(r.params): r.name for r in make(paper)}
+    return {r.name: same[_canon(r.params)] for r in make(tuned) if _canon(r.params) in same}
+
+
+def split_protocols(df: pd.DataFrame, alias: dict | None = None):
+    """``(plain runs' rows, tuned runs' rows)``: the tuned rows renamed without the prefix,
+    plus the plain rows of the runs ``alias`` (:func:`aliases`) says both protocols share."""
+    run = df["run"].astype(str)
+    plain = df[~run.str.startswith(TUNED) & ~run.str.startswith("tuning:")]
+    tuned = df[run.str.startswith(TUNED)].copy()
+    tuned["run"] = tuned["run"].astype(str).str[len(TUNED):]
+    shared = []
+    for name, src in (alias or {}).items():
+        rows = plain[plain["run"].astype(str) == src]
+        if not len(rows) and "sweep" in plain:
+            rows = plain[plain["sweep"].astype(str) == src]
+        shared.append(rows.assign(run=rows["run"].astype(str).str.replace(src, name, n=1)
+                                  if src != name else rows["run"]))
+    if shared:
+        tuned = pd.concat([tuned, *shared], ignore_index=True)
+    return plain, tuned
+
+
+def check_both(cfg, df, alias, claims, methods) -> list:
+    """An entry's check in both protocols: ``claims(df, proto, scope) -> lines`` on the plain
+    runs (the paper's or the pilot's protocol, unscoped) and, with ``cfg.tuned``, on the tuned
+    runs (scope ``tuned``)."""
+    plain, tuned = split_protocols(df, alias)
+    proto = fc.protocol(cfg)
+    lines = [f"{proto.kind} protocol ({proto.describe()}):", ""] + claims(plain, proto, "")
+    if getattr(cfg, "tuned", False):
+        tp = tuned_protocol(cfg, methods)
+        picks = base_picks(cfg, methods)["picks"]
+        lines += ["", f"tuned protocol ({tp.describe()}; picks from {tp.source}):",
+                  "tuned picks: " + "; ".join(
+                      f"{fc.label(m)} " + ", ".join(
+                          f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                          for k, v in sorted(picks[m].items()))
+                      for m in fc.METHODS if m in picks), ""]
+        if len(tuned):
+            lines += claims(tuned, tp, "tuned")
+    return lines
