@@ -38,6 +38,7 @@ from . import fedlada_common as fc
 from . import fedlada_cost as fcost
 from . import verdicts as vd
 from .sweeps import sweep_run
+from . import fedlada_tuning as ft
 
 PAPER, TARGET = "FedLADA", "Tables 3 and 5, Figure 5"
 TITLE = "FedLADA's alpha; amended FedAdam over alpha and eta_g"
@@ -69,32 +70,47 @@ def _floats(text):
     return tuple(float(v) for v in str(text).split(",") if v.strip())
 
 
-def _fixed(method, cfg, *drop):
-    hp = fc.hyper(method, cfg)
+METHODS = ("fedavg", "fedcm", "fedadam", "fedlada")
+
+
+def _fixed(hyper, method, *drop):
+    hp = hyper(method)
     for k in drop + ("n_clients",):
         hp.pop(k, None)
     return hp
 
 
-def grids(cfg) -> dict[str, Grid]:
+def grids(cfg, hyper=None) -> dict[str, Grid]:
+    """The three sweeps at ``hyper``'s settings (default the plain runs':
+    :func:`reproduce.fedlada_common.hyper`)."""
+    hyper = hyper or (lambda m, **o: fc.hyper(m, cfg, **o))
     return {
-        "table5": Grid({"fedlada": _fixed("fedlada", cfg, "alpha")},
+        "table5": Grid({"fedlada": _fixed(hyper, "fedlada", "alpha")},
                        [Axis("alpha", _floats(cfg.alphas), "fedlada")]),
-        "fig5a": Grid({"fedadam-cm": _fixed("fedadam-cm", cfg, "alpha"),
-                       "fedcm": _fixed("fedcm", cfg), "fedavg": _fixed("fedavg", cfg)},
+        "fig5a": Grid({"fedadam-cm": _fixed(hyper, "fedadam-cm", "alpha"),
+                       "fedcm": _fixed(hyper, "fedcm"), "fedavg": _fixed(hyper, "fedavg")},
                       [Axis("alpha", _floats(cfg.cm_alphas), "fedadam-cm")]),
-        "fig5b": Grid({"fedadam-cm": _fixed("fedadam-cm", cfg, "eta")},
+        "fig5b": Grid({"fedadam-cm": _fixed(hyper, "fedadam-cm", "eta")},
                       [Axis("eta", _floats(cfg.etas), "fedadam-cm")]),
     }
+
+
+def make(cfg):
+    """``hyper -> runs`` (:func:`reproduce.fedlada_tuning.protocol_runs`): the three sweeps
+    at ``hyper``'s settings (both protocols' cells in one folder per sweep: a cell both
+    protocols share runs once)."""
+    def build_runs(hyper):
+        return [sweep_run(name, grid, fc.problem_desc(cfg), fc.build_problem,
+                          fc.participation_text(cfg), eval_every=cfg.eval_every,
+                          params={"panel": name})
+                for name, grid in grids(cfg, hyper).items()]
+    return build_runs
 
 
 def runs(cfg):
     if not cfg.plot_only:     # a missing dataset: its one-line error, before the sweep starts
         common.cached_dataset(cfg.dataset, cfg.data_dir)
-    return [sweep_run(name, grid, fc.problem_desc(cfg), fc.build_problem,
-                      fc.participation_text(cfg), eval_every=cfg.eval_every,
-                      params={"panel": name})
-            for name, grid in grids(cfg).items()]
+    return ft.protocol_runs(cfg, make(cfg), METHODS)
 
 
 def _panel(df, name):
@@ -110,6 +126,11 @@ def _by(df, metric, col):
 
 
 def plot(df, cfg):
+    return ft.plot_both(df, cfg, {}, lambda d, stem, proto: _plot(d, cfg, stem, proto),
+                        "fedlada_alpha")
+
+
+def _plot(df, cfg, stem, protocol):
     df = common.healthy(df)
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     t5 = _panel(df, "table5")
@@ -150,12 +171,12 @@ def plot(df, cfg):
         axes[2].set_ylabel("training loss")
         axes[2].set_title("Fig. 5(b): FedAdam(*) alpha=0.1 over eta_g")
         axes[2].legend(fontsize=7)
-    fig.suptitle(f"FedLADA Table 5 / Fig. 5 stand-in: {fc.setting_text(cfg)}, {cfg.rounds} "
-                 "rounds", fontsize=9, y=1.02)
-    return plotting.save(fig, cfg.figures, "fedlada_alpha")
+    fig.suptitle(f"FedLADA Table 5 / Fig. 5 stand-in, {protocol}: {fc.setting_text(cfg)}, "
+                 f"{cfg.rounds} rounds", fontsize=9, y=1.02)
+    return plotting.save(fig, cfg.figures, stem)
 
 
-def table3(df, cfg, card=None, proto=None) -> tuple[list[str], list]:
+def table3(df, cfg, card=None, proto=None, scope="") -> tuple[list[str], list]:
     """Table 3 from the table5 and fig5a sweeps (module docstring): its lines and the verdict
     on its claim (FedLADA the best combination)."""
     t5, a = _panel(df, "table5"), _panel(df, "fig5a")
@@ -195,12 +216,12 @@ def table3(df, cfg, card=None, proto=None) -> tuple[list[str], list]:
                           unit="pp", scale=100, what=f"FedLADA above {k}")
                  for k in combos if k != "FedLADA" and k in seeds and len(seeds[k])]
         verdicts.append(vd.every(CLAIMS["T3"], parts, what="FedLADA the best combination",
-                                 card=card, protocol=proto))
+                                 card=card, protocol=proto, scope=scope))
     return lines, verdicts
 
 
 #: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
-FIGURES = ("fedlada_alpha",)
+FIGURES = ("fedlada_alpha", "fedlada_alpha_tuned")
 CLAIMS = vd.claims(
     vd.Claim("E6", "FedLADA", "accuracy is non-monotone in alpha with an interior peak, at "
              "0.05 (TinyImageNet: 29.5 / 41.9 / 40.1 / 38.8 / 36.5 / 34.1)", "every",
@@ -231,14 +252,21 @@ def check(df, cfg):
     lines = [f"setting: {fc.setting_text(cfg)}, {cfg.rounds} rounds"]
     if missing:
         lines.append(f"missing sweeps (no verdict needs them): {', '.join(missing)}")
-    proto = fc.protocol(cfg)
+    return lines + ft.check_both(cfg, df, {},
+                                 lambda d, proto, scope: _claims(d, cfg, proto, scope), METHODS)
+
+
+def _claims(df, cfg, proto, scope=""):
+    """Tables 5 and 3 and E6, E9, E9a-c, T3 on one protocol's runs (``scope``: the tuned
+    protocol's)."""
+    lines = []
     card = fc.card(cfg, df, end=True).plus(*proto.card_items())
     C, out = CLAIMS, []
     acc = dict(unit="pp", scale=100, margin=fc.MARGIN)
     t5 = _panel(df, "table5")
     if len(t5):
         fin = _by(common.healthy(t5), "test_acc", "alpha")
-        lines += ["", "Table 5 (final test accuracy %, mean [seed range]):", "",
+        lines += ["Table 5 (final test accuracy %, mean [seed range]):", "",
                   "| alpha | " + " | ".join(f"{a:g}" for a in fin.index) + " |",
                   "|---|" + "---|" * len(fin),
                   "| stand-in | " + " | ".join(fc.pm(fin.loc[a]) for a in fin.index) + " |",
@@ -256,9 +284,10 @@ def check(df, cfg):
                 parts += [vd.above(C["E6"], at(0.05), at(a), what=f"alpha 0.05 above {a:g}",
                                    **acc) for a in alphas if a != 0.05]
             out.append(vd.every(C["E6"], parts, what="interior alpha peak, at 0.05",
-                                card=card, protocol=proto))
+                                card=card, protocol=proto, scope=scope))
         else:
-            out.append(vd.missing(C["E6"], "interior alpha peak", "fewer than 3 alphas run"))
+            out.append(vd.missing(C["E6"], "interior alpha peak", "fewer than 3 alphas run",
+                                  scope=scope))
     a = _panel(df, "fig5a")
     if len(a):
         cm_alphas = sorted({float(x) for x in a.loc[a.algorithm == "fedadam-cm", "alpha"]},
@@ -266,21 +295,21 @@ def check(df, cfg):
         if len(cm_alphas) >= 2:
             out.append(vd.ordering(C["E9a"], [(f"alpha {x:g}", _alpha_seeds(a, "fedadam-cm",
                                                                               "test_acc", x))
-                                              for x in cm_alphas], card=card, protocol=proto,
+                                              for x in cm_alphas], card=card, protocol=proto, scope=scope,
                                    what="FedAdam(*)'s final test accuracy falls as alpha falls",
                                    **acc))
         amended = _alpha_seeds(a, "fedadam-cm", "test_acc", 0.1)
         vanilla = _alpha_seeds(a, "fedadam-cm", "test_acc", 1.0)
         fedcm = _alpha_seeds(a, "fedcm", "test_acc")
         if len(fedcm) and len(amended):
-            out.append(vd.above(C["E9c"], fedcm, amended, card=card, protocol=proto,
+            out.append(vd.above(C["E9c"], fedcm, amended, card=card, protocol=proto, scope=scope,
                                 what="FedCM's gain over FedAvg above FedAdam(*)'s (alpha 0.1): "
                                      "FedCM - FedAdam(*) final test accuracy", **acc))
         if len(vanilla) and len(amended):
-            out.append(vd.above(C["E9"], vanilla, amended, card=card, protocol=proto,
+            out.append(vd.above(C["E9"], vanilla, amended, card=card, protocol=proto, scope=scope,
                                 what="FedAdam's gain over FedAvg above FedAdam(*)'s: FedAdam "
                                      "(alpha 1) - FedAdam(*) (alpha 0.1)", **acc))
-    lines_t3, t3 = table3(df, cfg, card, proto)
+    lines_t3, t3 = table3(df, cfg, card, proto, scope)
     lines += lines_t3
     out += t3
     b = _panel(df, "fig5b")
@@ -292,8 +321,8 @@ def check(df, cfg):
                           what=f"FedAdam(*) eta_g={e:g}: final training loss above vanilla "
                                "FedAdam's") for e in etas]
         out.append(vd.every(C["E9b"], parts, what="no eta_g recovers vanilla FedAdam's speed",
-                            card=card, protocol=proto))
-    return lines + out
+                            card=card, protocol=proto, scope=scope))
+    return lines + [""] + out
 
 
 def full_work(cfg):

@@ -15,6 +15,7 @@ from . import common
 from . import fedlada_common as fc
 from . import fedlada_cost as fcost
 from . import fedlada_fig2 as fig2
+from . import fedlada_tuning as ft
 from . import verdicts as vd
 
 PAPER, TARGET = "FedLADA", "Figure 1"
@@ -33,15 +34,38 @@ class Config(fig2.Config):
             self.dataset, self.local_epochs = "cifar100", 2
 
 
-runs = fig2.runs
+def make(cfg):
+    """``hyper -> runs`` (:func:`reproduce.fedlada_tuning.protocol_runs`): one engine run per
+    method at ``hyper``'s settings."""
+    def build_runs(hyper):
+        out = []
+        for m in fig2.methods(cfg):
+            hp = hyper(m)
+
+            def build(m=m, hp=hp):
+                return fc.problem(cfg), fc.make_algorithm(m, **hp), fc.participation(cfg)
+            out.append(fc.engine_run(m, {"method": m, **hp}, build, cfg.rounds,
+                                     cfg.eval_every))
+        return out
+    return build_runs
+
+
+def runs(cfg):
+    return ft.protocol_runs(cfg, make(cfg), fig2.methods(cfg))
 
 
 def plot(df, cfg):
-    return fig2.plot(df, cfg, stem="fedlada_fig1", figure="Figure 1")
+    plain, tuned = ft.split_protocols(df, ft.aliases(cfg, make(cfg), fig2.methods(cfg)))
+    paths = [fig2._plot(plain, cfg, "fedlada_fig1", "Figure 1",
+                        f"{fc.protocol(cfg).kind} protocol")]
+    if len(tuned):
+        paths.append(fig2._plot(tuned, cfg, "fedlada_fig1_tuned", "Figure 1",
+                                "tuned protocol (fedlada_fig2's picks)"))
+    return [p for group in paths for p in group]
 
 
 #: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
-FIGURES = ("fedlada_fig1",)
+FIGURES = ("fedlada_fig1", "fedlada_fig1_tuned")
 CLAIMS = vd.claims(
     vd.Claim("F1a", "FedLADA", "LocalAdam drives the training loss down fastest of FedAvg, "
              "FedAdam and LocalAdam", "above", "Fig. 1, Sec. 1"),
@@ -58,6 +82,15 @@ def check(df, cfg):
     lines = [f"setting: {fc.setting_text(cfg)}"] + notes
     if missing:
         return lines + [vd.missing(c, c.statement) for c in CLAIMS.values()]
+    alias = ft.aliases(cfg, make(cfg), fig2.methods(cfg))
+    return lines + ft.check_both(cfg, df, alias,
+                                 lambda d, proto, scope: _claims(d, cfg, proto, scope),
+                                 fig2.methods(cfg))
+
+
+def _claims(df, cfg, proto, scope=""):
+    """F1a-c on one protocol's runs (``scope``: the tuned protocol's)."""
+    lines = []
     loss = fc.final_by_seed(df, "train_loss")
     acc = fc.final_by_seed(df, "test_acc")
     lines.append("final training loss: " + ", ".join(
@@ -67,7 +100,8 @@ def check(df, cfg):
     # speed of training: the training loss averaged over every evaluated round (the area
     # under the curve / rounds), so early slowness counts, not only where a run ends
     area = {m: fc.seeds_of(df, m, "train_loss", "mean") for m in df["run"].unique()}
-    proto = fc.protocol(cfg)
+    lines.append("training loss averaged over rounds: " + ", ".join(
+        f"{fc.label(m)} {v.mean():.4f}" for m, v in area.items()))
     # Fig. 1's claims are the premise itself (fedlada_common.localadam_premise): decided on
     # the run, the premise items shown on their card for information, never a gate
     prem = fc.localadam_premise(df)
@@ -75,16 +109,17 @@ def check(df, cfg):
         lines.append(prem.text())
     card = fc.card(cfg, df).plus(*proto.card_items())
     C, others = CLAIMS, [m for m in ("fedavg", "fedadam") if m in area]
+    kw = dict(card=card, protocol=proto, scope=scope)
     out = [vd.every(C["F1a"], [vd.above(C["F1a"], area["localadam"], area[m],
                                         lower_is_better=True,
                                         what=f"LocalAdam below {fc.label(m)} (training loss "
                                              "averaged over rounds)") for m in others],
-                    what="LocalAdam trains fastest", card=card, protocol=proto),
+                    what="LocalAdam trains fastest", **kw),
            vd.every(C["F1b"], [vd.above(C["F1b"], area["fedadam"], area[m],
                                         what=f"FedAdam above {fc.label(m)} (training loss "
                                              "averaged over rounds)")
                                for m in ("fedavg", "localadam")],
-                    what="FedAdam trains slowest", card=card, protocol=proto),
+                    what="FedAdam trains slowest", **kw),
            vd.every(C["F1c"], [
                vd.above(C["F1c"], fc.seeds_of(df, "localadam", "train_loss"),
                         fc.seeds_of(df, "fedavg", "train_loss"), lower_is_better=True,
@@ -93,8 +128,8 @@ def check(df, cfg):
                         fc.seeds_of(df, "localadam", "test_acc"), margin=fc.MARGIN,
                         unit="pp", scale=100,
                         what="FedAvg's final test accuracy above LocalAdam's")],
-               what="LocalAdam generalises worse", card=card, protocol=proto)]
-    return lines + out
+               what="LocalAdam generalises worse", **kw)]
+    return lines + [""] + out
 
 
 def full_work(cfg):

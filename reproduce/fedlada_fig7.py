@@ -32,6 +32,8 @@ from . import common, plotting
 from . import fedlada_common as fc
 from . import verdicts as vd
 from . import fedlada_cost as fcost
+from . import fedlada_tuning as ft
+from . import protocols as pr
 
 PAPER, TARGET = "FedLADA", "Figure 7"
 TITLE = "smooth activations (GeLU, SMU): FedAvg, FedAdam, LocalAdam, FedLADA"
@@ -80,18 +82,53 @@ def problem(cfg, activation):
                     activation)
 
 
+def build_problem(desc: dict):
+    """The sweep API's ``build_problem`` (the tuned protocol's cells): ``desc`` is
+    :func:`reproduce.fedlada_common.problem_desc` with the ``activation``."""
+    desc = dict(desc)
+    act = desc.pop("activation")
+    return _problem(tuple(sorted(desc.items())), act)
+
+
+def _acts(cfg):
+    return [a.strip() for a in cfg.activations.split(",") if a.strip()]
+
+
+def make(cfg):
+    """``hyper -> runs``: each method under each activation at ``hyper``'s settings."""
+    def build_runs(hyper):
+        out = []
+        for act in _acts(cfg):
+            for m in METHODS:
+                hp = hyper(m)
+
+                def build(m=m, act=act, hp=hp):
+                    return problem(cfg, act), fc.make_algorithm(m, **hp), fc.participation(cfg)
+                out.append(fc.engine_run(f"{act}_{m}", {"activation": act, "method": m, **hp},
+                                         build, cfg.rounds, cfg.eval_every))
+        return out
+    return build_runs
+
+
 def runs(cfg):
-    out = []
-    for act in [a.strip() for a in cfg.activations.split(",") if a.strip()]:
-        for m in METHODS:
-            def build(m=m, act=act):
-                return problem(cfg, act), fc.algorithm(m, cfg), fc.participation(cfg)
-            out.append(fc.engine_run(f"{act}_{m}", {"activation": act, "method": m}, build,
-                                     cfg.rounds, cfg.eval_every))
+    """The plain runs (paper's or pilot's rates); with ``--tuned`` the tuned protocol: the
+    paper re-tuned each method for the smooth activations, so the local rate is bracketed per
+    activation (:func:`reproduce.fedlada_tuning.retuned_run`), the other settings at the base
+    picks, and the picks' selection cells (3 seeds) are the tuned curves."""
+    out = make(cfg)(lambda m, **o: fc.hyper(m, cfg, **o))
+    if cfg.tuned:
+        groups = {act: ({**fc.problem_desc(cfg), "activation": act}, build_problem,
+                        {"activation": act}) for act in _acts(cfg)}
+        out.append(ft.retuned_run(cfg, groups, METHODS))
     return out
 
 
 def plot(df, cfg):
+    return ft.plot_both(df, cfg, {}, lambda d, stem, proto: _plot(d, cfg, stem, proto),
+                        "fedlada_fig7")
+
+
+def _plot(df, cfg, stem, protocol):
     df = common.healthy(df)
     acts = list(dict.fromkeys(df["activation"]))
     fig, axes = plt.subplots(len(acts), 2, figsize=(11, 3.8 * len(acts)), squeeze=False)
@@ -108,13 +145,13 @@ def plot(df, cfg):
             ax.set_ylabel(ylabel)
             ax.set_title(act.upper())
             ax.legend(fontsize=7)
-    fig.suptitle(f"FedLADA Fig. 7 stand-in: {fc.setting_text(cfg)}", fontsize=9,
-                 y=1.01)
-    return plotting.save(fig, cfg.figures, "fedlada_fig7")
+    fig.suptitle(f"FedLADA Fig. 7 stand-in, {protocol}: {fc.setting_text(cfg)}, "
+                 f"{cfg.rounds} rounds (mean, band = seed range)", fontsize=9, y=1.01)
+    return plotting.save(fig, cfg.figures, stem)
 
 
 #: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
-FIGURES = ("fedlada_fig7",)
+FIGURES = ("fedlada_fig7", "fedlada_fig7_tuned")
 CLAIMS = vd.claims(
     vd.Claim("E13", "FedLADA", "with smooth activations (GeLU, SMU) the ReLU picture stays: "
              "FedAdam converges slowly, LocalAdam is faster than FedAvg, FedLADA has the best test "
@@ -125,20 +162,52 @@ CLAIMS = vd.claims(
 def check(df, cfg):
     df, notes = common.usable(sys.modules[__name__], cfg, df)
     lines = [f"setting: {fc.setting_text(cfg)}, {cfg.rounds} rounds"] + notes
+    plain, tuned = ft.split_protocols(df)
     proto = fc.protocol(cfg)
-    C, out = CLAIMS["E13"], []
+    lines += [f"{proto.kind} protocol ({proto.describe()}):", ""] + _claims(plain, cfg, proto)
+    record = df[df["run"].astype(str).str.startswith("tuning:") |
+                df["run"].astype(str).str.startswith(ft.TUNED)]
+    tp = pr.protocol_of(record) if "protocol_kind" in record else None
+    if cfg.tuned and tp is not None:
+        lines += ["", f"tuned protocol ({tp.describe()}):", ""] + _retune_lines(record, tuned)
+        lines += _claims(tuned, cfg, tp, "tuned")
+    return lines
+
+
+def _retune_lines(record, tuned):
+    """The local-rate brackets per activation: final test accuracy % (3 seeds) per value."""
+    L = ["Local rate re-bracketed per activation (final test accuracy %, mean over 3 seeds; "
+         "* = pick):", "", "| activation | method | eta_l: acc |", "|---|---|---|"]
+    acc = record[record.metric == "test_acc"]
+    acc = acc[acc["round"] == acc.groupby(["run", "seed"])["round"].transform("max")]
+    for (act, m), g in acc.groupby(["activation", "method"], sort=False):
+        cells = []
+        for run, p in g.groupby("run"):
+            star = "*" if str(run).startswith(ft.TUNED) else ""
+            cells.append((float(p["eta_l"].iloc[0]),
+                          f"{float(p['eta_l'].iloc[0]):g}: {100 * p['value'].mean():.1f}{star}"))
+        L.append(f"| {act} | {fc.label(m)} | {'; '.join(c for _, c in sorted(cells))} |")
+    return L + [""]
+
+
+def _claims(df, cfg, proto, scope=""):
+    """E13 per activation on one protocol's runs (``scope``: ``ACT`` or ``tuned ACT``)."""
+    lines, C, out = [], CLAIMS["E13"], []
     for act in dict.fromkeys(df["activation"]):
+        sc = f"{scope} {act}".strip()
         sub = df[df.activation == act].assign(run=lambda d: d["method"])
         have = set(sub["run"])
         if not set(METHODS) <= have:
             out.append(vd.missing(C, "FedAdam slowest, LocalAdam > FedAvg, FedLADA best",
                                   f"methods missing: {', '.join(sorted(set(METHODS) - have))}",
-                                  scope=act))
+                                  scope=sc))
             continue
         fin_acc = fc.final_by_seed(sub, "test_acc")
         lines.append(f"{act}: final test acc % " + ", ".join(
             f"{fc.label(m)} {fc.pm(fin_acc.loc[m])}" for m in METHODS))
         area = {m: vd.per_seed(sub, "train_loss", "mean", run=m) for m in METHODS}
+        lines.append(f"{act}: training loss averaged over rounds " + ", ".join(
+            f"{fc.label(m)} {area[m].mean():.4f}" for m in METHODS))
         acc = {m: vd.per_seed(sub, "test_acc", "final", run=m) for m in METHODS}
         loss = {m: vd.per_seed(sub, "train_loss", "final", run=m) for m in METHODS}
         parts = [vd.above(C, area["fedadam"], area[m], what=f"FedAdam's mean training loss "
@@ -156,8 +225,8 @@ def check(df, cfg):
             lines.append(f"{act}: {prem.text()}")
         card = fc.card(cfg, sub, premise=True).plus(*proto.card_items())
         out.append(vd.every(C, parts, what="FedAdam slowest, LocalAdam > FedAvg, FedLADA best",
-                            card=card, protocol=proto, scope=act))
-    return lines + out
+                            card=card, protocol=proto, scope=sc))
+    return lines + [""] + out
 
 
 def full_work(cfg):

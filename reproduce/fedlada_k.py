@@ -22,6 +22,7 @@ from . import common
 from . import fedlada_common as fc
 from . import verdicts as vd
 from . import fedlada_cost as fcost
+from . import fedlada_tuning as ft
 
 PAPER, TARGET = "FedLADA", "Figure 3, Table 4"
 TITLE = "FedLADA over local intervals K (epochs): test accuracy and training loss"
@@ -48,21 +49,37 @@ def _ints(text):
     return [int(v) for v in str(text).split(",") if v.strip()]
 
 
+METHODS = ("fedlada",)
+
+
+def make(cfg):
+    """``hyper -> runs`` (:func:`reproduce.fedlada_tuning.protocol_runs`): FedLADA at each K,
+    at ``hyper``'s settings."""
+    def build_runs(hyper):
+        out = []
+        hp = hyper("fedlada")
+        for k in _ints(cfg.ks):
+            def build(k=k):
+                over = {"local_epochs": k, "local_steps": k if cfg.local_steps else 0}
+                return (fc.problem(cfg, **over), fc.make_algorithm("fedlada", **hp),
+                        fc.participation(cfg))
+            out.append(fc.engine_run(f"K{k}", {"K": k, **hp}, build, cfg.rounds,
+                                     cfg.eval_every))
+        return out
+    return build_runs
+
+
 def runs(cfg):
-    out = []
-    for k in _ints(cfg.ks):
-        def build(k=k):
-            over = {"local_epochs": k, "local_steps": k if cfg.local_steps else 0}
-            return fc.problem(cfg, **over), fc.algorithm("fedlada", cfg), fc.participation(cfg)
-        out.append(fc.engine_run(f"K{k}", {"K": k}, build, cfg.rounds, cfg.eval_every))
-    return out
+    return ft.protocol_runs(cfg, make(cfg), METHODS)
 
 
 def plot(df, cfg):
-    return fc.plot_varied(
-        df, cfg, "K", lambda k: f"K={k} epochs",
-        lambda text: text.replace(f"{fc.epochs(cfg)} local epochs", "K varied"),
-        "FedLADA Fig. 3 stand-in", "fedlada_k")
+    return ft.plot_both(df, cfg, ft.aliases(cfg, make(cfg), METHODS), lambda d, stem, proto:
+                        fc.plot_varied(d, cfg, "K", lambda k: f"K={k} epochs",
+                                       lambda text: text.replace(
+                                           f"{fc.epochs(cfg)} local epochs", "K varied"),
+                                       f"FedLADA Fig. 3 stand-in, {proto}", stem),
+                        "fedlada_k")
 
 
 def _rounds_to_loss(df, run, level):
@@ -75,7 +92,7 @@ def _rounds_to_loss(df, run, level):
 
 
 #: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
-FIGURES = ("fedlada_k",)
+FIGURES = ("fedlada_k", "fedlada_k_tuned")
 CLAIMS = vd.claims(
     vd.Claim("E7", "FedLADA", "best accuracy falls as K grows (41.9 / 40.2 / 36.2 / 33.8 for K = "
              "2 / 4 / 10 / 20 epochs); K = 4 reaches its best in the fewest rounds; K = 2 -> 4 "
@@ -87,21 +104,26 @@ def check(df, cfg):
     df, notes = common.usable(sys.modules[__name__], cfg, df)
     text = fc.setting_text(cfg).replace(f"{fc.epochs(cfg)} local epochs", "K varied")
     lines = [f"setting: {text}, {cfg.rounds} rounds"] + notes
+    return lines + ft.check_both(cfg, df, ft.aliases(cfg, make(cfg), METHODS),
+                                 lambda d, proto, scope: _claims(d, cfg, proto, scope), METHODS)
+
+
+def _claims(df, cfg, proto, scope=""):
+    """Table 4 and E7 on one protocol's runs (``scope``: the tuned protocol's)."""
     best = fc.best_by_seed(df, "test_acc")
     ks = sorted(int(r[1:]) for r in best.index)
     sub = df[df.metric == "test_acc"]
     at = sub.loc[sub.groupby(["run", "seed"])["value"].idxmax()].groupby("run")["round"].mean()
-    lines += ["", "Table 4 (best test accuracy %, mean [seed range]; mean round of the best):", "",
-              "| K (epochs) | " + " | ".join(str(k) for k in ks) + " |",
-              "|---|" + "---|" * len(ks),
-              "| stand-in acc | " + " | ".join(fc.pm(best.loc[f'K{k}']) for k in ks) + " |",
-              "| stand-in round | " + " | ".join(f"{at[f'K{k}']:.0f}" for k in ks) + " |",
-              "| paper acc (Ti) | " + " | ".join(str(PAPER_T4.get(k, ('-',))[0]) for k in ks)
-              + " |",
-              "| paper round | " + " | ".join(str(PAPER_T4.get(k, ('-', '-'))[1]) for k in ks)
-              + " |"]
+    lines = ["Table 4 (best test accuracy %, mean [seed range]; mean round of the best):", "",
+             "| K (epochs) | " + " | ".join(str(k) for k in ks) + " |",
+             "|---|" + "---|" * len(ks),
+             "| stand-in acc | " + " | ".join(fc.pm(best.loc[f'K{k}']) for k in ks) + " |",
+             "| stand-in round | " + " | ".join(f"{at[f'K{k}']:.0f}" for k in ks) + " |",
+             "| paper acc (Ti) | " + " | ".join(str(PAPER_T4.get(k, ('-',))[0]) for k in ks)
+             + " |",
+             "| paper round | " + " | ".join(str(PAPER_T4.get(k, ('-', '-'))[1]) for k in ks)
+             + " |", ""]
     C = CLAIMS["E7"]
-    proto = fc.protocol(cfg)
     # E7's generalisation loss at large K presupposes local Adam's over-fitting: the premise,
     # from the stand-in search (this entry runs FedLADA only)
     card = fc.card(cfg, df, steps=False, premise=True).plus(*proto.card_items())
@@ -121,7 +143,8 @@ def check(df, cfg):
         parts += [vd.above(C, when[4], when[k], lower_is_better=True,
                            what=f"K=4 reaches its best before K={k}") for k in ks if k != 4]
     out = vd.every(C, parts, what="accuracy falls with K; K = 4 fastest", card=card,
-                   protocol=proto) if parts else vd.missing(C, "K sweep", "fewer than 2 K")
+                   protocol=proto, scope=scope) if parts else vd.missing(
+        C, "K sweep", "fewer than 2 K", scope=scope)
     return lines + [out]
 
 

@@ -18,6 +18,7 @@ from . import common
 from . import fedlada_common as fc
 from . import verdicts as vd
 from . import fedlada_cost as fcost
+from . import fedlada_tuning as ft
 
 PAPER, TARGET = "FedLADA", "Figure 4"
 TITLE = "FedLADA at participation 5 / 10 / 20 / 50 %: test accuracy and training loss"
@@ -40,24 +41,41 @@ def _floats(text):
     return [float(v) for v in str(text).split(",") if v.strip()]
 
 
+METHODS = ("fedlada",)
+
+
+def make(cfg):
+    """``hyper -> runs`` (:func:`reproduce.fedlada_tuning.protocol_runs`): FedLADA at each
+    participation rate, at ``hyper``'s settings."""
+    def build_runs(hyper):
+        out = []
+        hp = hyper("fedlada")
+        for p in _floats(cfg.rates):
+            def build(p=p):
+                return (fc.problem(cfg), fc.make_algorithm("fedlada", **hp),
+                        fc.participation(cfg, p))
+            out.append(fc.engine_run(f"p{p:g}", {"rate": p, **hp}, build, cfg.rounds,
+                                     cfg.eval_every))
+        return out
+    return build_runs
+
+
 def runs(cfg):
-    out = []
-    for p in _floats(cfg.rates):
-        def build(p=p):
-            return fc.problem(cfg), fc.algorithm("fedlada", cfg), fc.participation(cfg, p)
-        out.append(fc.engine_run(f"p{p:g}", {"rate": p}, build, cfg.rounds, cfg.eval_every))
-    return out
+    return ft.protocol_runs(cfg, make(cfg), METHODS)
 
 
 def plot(df, cfg):
-    return fc.plot_varied(
-        df, cfg, "rate", lambda p: f"{p:.0%}",
-        lambda text: text.replace(f"{cfg.participation:.0%} a round", "participation varied"),
-        "FedLADA Fig. 4 stand-in", "fedlada_participation")
+    return ft.plot_both(df, cfg, ft.aliases(cfg, make(cfg), METHODS), lambda d, stem, proto:
+                        fc.plot_varied(d, cfg, "rate", lambda p: f"{p:.0%}",
+                                       lambda text: text.replace(
+                                           f"{cfg.participation:.0%} a round",
+                                           "participation varied"),
+                                       f"FedLADA Fig. 4 stand-in, {proto}", stem),
+                        "fedlada_participation")
 
 
 #: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
-FIGURES = ("fedlada_participation",)
+FIGURES = ("fedlada_participation", "fedlada_participation_tuned")
 CLAIMS = vd.claims(
     vd.Claim("E8", "FedLADA", "higher participation (5 -> 10 -> 20 -> 50 %) improves FedLADA, "
              "with diminishing gains near 50 %", "every", "Fig. 4; spec 4 E8"),
@@ -68,6 +86,13 @@ def check(df, cfg):
     df, notes = common.usable(sys.modules[__name__], cfg, df)
     text = fc.setting_text(cfg).replace(f"{cfg.participation:.0%} a round", "participation varied")
     lines = [f"setting: {text}, {cfg.rounds} rounds"] + notes
+    return lines + ft.check_both(cfg, df, ft.aliases(cfg, make(cfg), METHODS),
+                                 lambda d, proto, scope: _claims(d, cfg, proto, scope), METHODS)
+
+
+def _claims(df, cfg, proto, scope=""):
+    """E8 on one protocol's runs (``scope``: the tuned protocol's)."""
+    lines = []
     fin = fc.final_by_seed(df, "test_acc")
     rates = sorted(float(r[1:]) for r in fin.index)
     half = df["round"].max() / 2
@@ -76,9 +101,9 @@ def check(df, cfg):
     lines.append("final test accuracy %: " + ", ".join(
         f"{p:.0%}: {fc.pm(fin.loc[f'p{p:g}'])}" for p in rates))
     lines.append("test accuracy % averaged over the second half: " + ", ".join(
-        f"{p:.0%}: {100 * late[p].mean():.1f}" for p in rates))
+        f"{p:.0%}: {100 * late[p].mean():.1f} [{100 * late[p].min():.1f}-"
+        f"{100 * late[p].max():.1f}]" for p in rates))
     C = CLAIMS["E8"]
-    proto = fc.protocol(cfg)
     card = fc.card(cfg, df, clients=False).plus(*proto.card_items())
     parts = []
     if len(rates) >= 2:
@@ -89,9 +114,10 @@ def check(df, cfg):
         gain = (late[0.5] - late[0.2]) - (late[0.1] - late[0.05])
         parts.append(vd.exceeds(C, gain, 0.0, direction=-1, unit="pp", scale=100,
                                 what="gain 20->50 % minus gain 5->10 % (diminishing: below 0)"))
-    out = (vd.every(C, parts, what="participation helps, diminishing", card=card, protocol=proto)
-           if parts else vd.missing(C, "participation", "fewer than 2 rates"))
-    return lines + [out]
+    out = (vd.every(C, parts, what="participation helps, diminishing", card=card, protocol=proto,
+                    scope=scope)
+           if parts else vd.missing(C, "participation", "fewer than 2 rates", scope=scope))
+    return lines + ["", out]
 
 
 def full_work(cfg):

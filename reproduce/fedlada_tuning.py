@@ -30,6 +30,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import common
@@ -412,3 +413,81 @@ def check_both(cfg, df, alias, claims, methods) -> list:
         if len(tuned):
             lines += claims(tuned, tp, "tuned")
     return lines
+
+
+def plot_both(df, cfg, alias, draw, stem) -> list:
+    """An entry's figure in each protocol: ``draw(rows, stem, protocol text) -> paths`` on the
+    plain runs (``STEM``) and, where there are tuned runs, on those (``STEM_tuned``)."""
+    plain, tuned = split_protocols(df, alias)
+    paths = [draw(plain, stem, f"{fc.protocol(cfg).kind} protocol")]
+    if len(tuned):
+        paths.append(draw(tuned, f"{stem}_tuned", "tuned protocol (fedlada_fig2's picks)"))
+    return [p for group in paths for p in (group if isinstance(group, (list, tuple))
+                                          else [group])]
+
+
+#: What an entry whose setting the paper re-tuned (Fig. 7: "each method at its best
+#: hyperparameters" for GeLU / SMU) says about its tuned protocol.
+RETUNE_TEXT = ("the other settings at fedlada_fig2's base picks; the local rate re-bracketed "
+               "for the entry's setting (each value below) on 3 seeds at the entry's horizon, "
+               "edges extended; the picks' selection cells are the tuned curves")
+
+
+def retune_local_rate(cfg, label: str, methods, desc: dict, build_problem) -> pr.Tuning:
+    """The local rate of each of ``methods`` bracketed (x sqrt(10) a step, extended off its
+    edges) around its base pick (:func:`base_picks`) on the problem ``desc`` (``build_problem``
+    builds it; a module-level function), on :data:`SELECT_SEEDS`, selected by final test
+    accuracy at ``cfg.rounds``; the other settings at the base picks. Cells persist under
+    ``OUT/sweeps/fedlada-retuned-LABEL-METHOD``."""
+    key, step = SELECT
+    ms = []
+    for m in methods:
+        fixed = tuned_hyper(cfg, methods, m)
+        fixed.pop("n_clients", None)
+        centre_ = fixed.pop(key)
+        ms.append(pr.Method(m, m, fixed, (pr.bracket(key, centre_, step, 1),)))
+    su = pr.Setup(desc, build_problem, participation=fc.participation_text(cfg),
+                  rounds=cfg.rounds, eval_every=cfg.eval_every,
+                  out=str(Path(cfg.out) / "sweeps"), device=getattr(cfg, "device", "cpu"),
+                  threads=cfg.threads or 1)
+    return pr.tune(f"fedlada-retuned-{label}", ms, su, list(SELECT_SEEDS), rule=RULE,
+                   text=f"{TEXT}; {RETUNE_TEXT}")
+
+
+def retuned_run(cfg, groups: dict, methods) -> common.Run:
+    """One entry run re-bracketing the local rate per group (``{name: (problem desc,
+    build_problem, columns)}``, e.g. one per activation): its table is each pick's selection
+    cells as ``tuned:NAME_METHOD`` (with ``columns`` and ``method``) and every other point as
+    the record ``tuning:NAME:METHOD:POINT``, the protocol in columns
+    (:func:`reproduce.protocols.protocol_of`)."""
+    def execute(cfg_, seeds, progress):
+        frames, picks, history, interior = [], {}, [], True
+        for name, (desc, build, cols) in groups.items():
+            t = retune_local_rate(cfg_, name, methods, desc, build)
+            interior = interior and bool(t.protocol.interior)
+            history += [[name, *map(str, h)] for h in t.history]
+            chosen = set(t.summary[t.summary["selected"]]["point"])
+            for m in methods:
+                tab = t.table[t.table["method"] == m].copy()
+                pick = tab["point"].isin(chosen)
+                tab["run"] = np.where(pick, f"{TUNED}{name}_{m}",
+                                      f"tuning:{name}:{m}:" + tab["point"].astype(str))
+                tab["picked"] = pick
+                if "diverged_at" in tab:     # a record point is no replica of the comparison
+                    tab["cell_diverged_at"] = tab["diverged_at"]
+                    tab.loc[~pick, "diverged_at"] = math.nan
+                frames.append(tab.assign(method=m, **cols))
+                picks[f"{name}_{m}"] = t.picks.get(m)
+        proto = pr.Protocol("tuned", f"{TEXT}; {RETUNE_TEXT}", rule=RULE,
+                            seeds=len(SELECT_SEEDS), horizon=cfg_.rounds, plotted=cfg_.rounds,
+                            required_seeds=pr.TUNED_SEEDS, interior=interior,
+                            source="reproduce.fedlada_tuning.retune_local_rate")
+        table = pd.concat(frames, ignore_index=True)
+        if "diverged_at" not in table:
+            table["diverged_at"] = math.nan
+        return (table.assign(**pr.protocol_columns(proto)),
+                {"protocol": proto.__dict__, "picks": picks, "history": history})
+    return common.Run("tuning", {"retune": list(groups), "methods": list(methods),
+                                 "select": list(SELECT), "seeds": list(SELECT_SEEDS),
+                                 "base": {m: tuned_hyper(cfg, methods, m) for m in methods}},
+                      rounds=cfg.rounds, eval_every=cfg.eval_every, execute=execute)
