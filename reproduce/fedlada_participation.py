@@ -30,6 +30,8 @@ DEFAULT_COST = ("2-4 min with --threads 1 (4 rates x 2 seeds x 100 rounds; 2.2 m
 class Config(fc.StandIn):
     rounds: int = 100
     rates: str = "0.05,0.1,0.2,0.5"
+    eval_every: int = 1              # every round on the full test set (issue: rounds are read
+    test_samples: int = 0            # from the curves; about +50 % CPU a round: docs)
 
     def scale(self):
         fc.StandIn.scale(self)
