@@ -331,17 +331,22 @@ def _canon(params: dict) -> str:
 
 def prefixed(run: common.Run, prefix: str = TUNED) -> common.Run:
     """``run`` renamed ``PREFIX + name``, its table's ``run`` column prefixed the same way
-    (engine runs and sweeps alike)."""
+    (engine runs and sweeps alike; a sweep's ``sweep`` column too, so its rows name their
+    run)."""
     inner = run.execute
     if inner is None:
         raise ValueError(f"prefixed: run {run.name} has no execute")
+    sweep = "sweep" in run.params
 
     def execute(cfg, seeds, progress):
         df, extra = inner(cfg, seeds, progress)
         df = df.copy()
         df["run"] = prefix + df["run"].astype(str)
+        if sweep and "sweep" in df:
+            df["sweep"] = prefix + df["sweep"].astype(str)
         return df, extra
-    return replace(run, name=prefix + run.name, execute=execute)
+    return replace(run, name=prefix + run.name, execute=execute,
+                   extra={**run.extra, "sweep_renamed": prefix} if sweep else run.extra)
 
 
 def protocol_runs(cfg, make, methods, paper=None, tuned=None) -> list:

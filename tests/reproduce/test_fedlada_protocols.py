@@ -116,3 +116,18 @@ def test_cpu_full_profile_covers_every_filed_fedlada_entry(capsys):
     out = capsys.readouterr().out.splitlines()
     assert len(out) == len(prof.STEPS) and out[0].startswith("python3 -m reproduce.fedlada_fig2")
     assert prof.main(["--only", "nope"]) == 2
+
+
+def test_alpha_tiny_tuned_sweeps_are_not_reported_missing(tmp_path, capsys):
+    """A tuned sweep's rows name their run (``sweep`` prefixed too): no false "missing"."""
+    from verdict_util import saved
+    from reproduce import fedlada_alpha as entry
+    torch.set_num_threads(1)
+    args = ["--tiny", "--quiet", "--tuned", "--out", str(tmp_path / "res"),
+            "--figures", str(tmp_path / "fig")]
+    assert common.main(entry, args) == 0
+    out = capsys.readouterr().out
+    assert "missing" not in out.lower(), out
+    claims = ("E6", "E9a", "E9b", "E9c", "E9", "T3")
+    assert saved(tmp_path / "res", "fedlada_alpha") == {
+        **{c: PA for c in claims}, **{f"{c} [tuned]": PA for c in claims}}
