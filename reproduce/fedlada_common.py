@@ -22,7 +22,9 @@ FedAdam ``eta_l = 0.1``, ``eta_g = 0.1``, initial second moment ``1e-2`` and eps
 (:data:`FEDADAM_EPS`, the author's code); LocalAdam / FedLADA ``eta_l = 1e-3``,
 ``eta_g = 1``. :data:`CPU_LR` holds the stand-in's rates, from the pilot sweep
 ``python -m reproduce.fedlada_lr`` (results in ``docs/fedlada_results.md``); ``--paper-lr``
-uses the paper's.
+uses the paper's. ``--tuned`` (every entry) adds the tuned protocol beside them
+(:func:`reproduce.fedlada_tuning.protocol_runs`: the same runs at ``fedlada_fig2``'s tuned
+picks, ledger scope ``tuned``).
 """
 from __future__ import annotations
 

@@ -11,9 +11,16 @@ FedLADA with the LeNet costs 20 s here (10 clients x 24 steps of batch 50, one c
 the default's 16 replicas x 100 rounds would take about 9 hours and 10 minutes buy about 2
 LeNet rounds a replica. The stand-in therefore keeps the smooth activations and the
 Dirichlet-0.3 split and swaps the model for the 784-50-10 MLP with the same activation
-(:class:`sims.problems.models.SmoothMLP`; about 0.2 s a round), on Fashion-MNIST as Figure 2, with
-the rates of :data:`reproduce.fedlada_common.CPU_LR` (piloted on the ReLU MLP; not re-tuned).
+(:class:`sims.problems.models.SmoothMLP`; about 0.2 s a round), on Fashion-MNIST as Figure 2.
 ``--model lenet`` runs the LeNet on the CPU anyway.
+
+**Protocols.** The plain runs take the pilot's rates (:data:`reproduce.fedlada_common.CPU_LR`),
+or with ``--paper-lr`` the paper's Sec. 4.1 rates. ``--tuned`` adds the tuned protocol: the
+paper re-tuned each method for the smooth activations ("best hyperparameters"), so each
+method's local rate is bracketed per activation on 3 seeds at this entry's horizon, edges
+extended (:func:`reproduce.fedlada_tuning.retuned_run`), the other settings at
+``fedlada_fig2``'s tuned picks; the picks' selection cells (seeds 0-2) are the tuned curves,
+decided with scope ``tuned ACTIVATION``.
 
 Claims (spec 4, E13), for each activation: FedAdam trains slowest, LocalAdam faster than
 FedAvg, FedLADA has the best test accuracy and training loss. "Trains faster / slower" is
