@@ -454,7 +454,7 @@ def retune_local_rate(cfg, label: str, methods, desc: dict, build_problem) -> pr
     su = pr.Setup(desc, build_problem, participation=fc.participation_text(cfg),
                   rounds=cfg.rounds, eval_every=cfg.eval_every,
                   out=str(Path(cfg.out) / "sweeps"), device=getattr(cfg, "device", "cpu"),
-                  threads=cfg.threads or 1)
+                  threads=cfg.threads or 1, reuse_stale=bool(getattr(cfg, "reuse_stale", False)))
     return pr.tune(f"fedlada-retuned-{label}", ms, su, list(SELECT_SEEDS), rule=RULE,
                    text=f"{TEXT}; {RETUNE_TEXT}")
 
@@ -487,12 +487,13 @@ def retuned_run(cfg, groups: dict, methods) -> common.Run:
                             seeds=len(SELECT_SEEDS), horizon=cfg_.rounds, plotted=cfg_.rounds,
                             required_seeds=pr.TUNED_SEEDS, interior=interior,
                             source="reproduce.fedlada_tuning.retune_local_rate")
-        table = pd.concat(frames, ignore_index=True)
+        table = pd.concat(frames, ignore_index=True).assign(sweep="tuning")  # the run's name
         if "diverged_at" not in table:
             table["diverged_at"] = math.nan
         return (table.assign(**pr.protocol_columns(proto)),
                 {"protocol": proto.__dict__, "picks": picks, "history": history})
-    return common.Run("tuning", {"retune": list(groups), "methods": list(methods),
+    return common.Run("tuning", {"sweep": "tuning", "retune": list(groups),
+                                 "methods": list(methods),
                                  "select": list(SELECT), "seeds": list(SELECT_SEEDS),
                                  "base": {m: tuned_hyper(cfg, methods, m) for m in methods}},
                       rounds=cfg.rounds, eval_every=cfg.eval_every, execute=execute)

@@ -276,6 +276,9 @@ class Setup:
     #: user-level DP around every cell (:attr:`sims.experiments.sweep.SweepSpec.dp`: clip,
     #: sigma, delta, ...); None: none
     dp: dict | None = None
+    #: reuse saved cells computed by other code (an entry's ``--reuse-stale``; the sweep
+    #: says how many); False: recompute them
+    reuse_stale: bool = False
 
     def run(self, name: str, grid: Grid, seeds) -> pd.DataFrame:
         spec = SweepSpec(name, grid, self.problem, self.build_problem,
@@ -284,7 +287,8 @@ class Setup:
                          device=self.device, dp=None if self.dp is None else dict(self.dp))
         res = run_sweep(spec, executor=self.executor, plan=self.plan,
                         ray_address=self.ray_address, threads=self.threads or 1,
-                        quiet=self.progress is None, progress=self.progress)
+                        quiet=self.progress is None, progress=self.progress,
+                        reuse_stale=self.reuse_stale)
         if res.missing:
             raise GridError(f"tuning {name}: {len(res.missing)} cell(s) failed twice; see "
                             f"{spec.folder / 'failures.json'}")
