@@ -132,7 +132,8 @@ def runs(cfg):
 
 def plot(df, cfg):
     return ft.plot_both(df, cfg, {}, lambda d, stem, proto: _plot(d, cfg, stem, proto),
-                        "fedlada_fig7")
+                        "fedlada_fig7", "tuned protocol (local rate re-bracketed per "
+                        "activation, the rest at fedlada_fig2's picks)")
 
 
 def _plot(df, cfg, stem, protocol):

@@ -420,13 +420,14 @@ def check_both(cfg, df, alias, claims, methods) -> list:
     return lines
 
 
-def plot_both(df, cfg, alias, draw, stem) -> list:
+def plot_both(df, cfg, alias, draw, stem,
+              tuned_text: str = "tuned protocol (fedlada_fig2's picks)") -> list:
     """An entry's figure in each protocol: ``draw(rows, stem, protocol text) -> paths`` on the
     plain runs (``STEM``) and, where there are tuned runs, on those (``STEM_tuned``)."""
     plain, tuned = split_protocols(df, alias)
     paths = [draw(plain, stem, f"{fc.protocol(cfg).kind} protocol")]
     if len(tuned):
-        paths.append(draw(tuned, f"{stem}_tuned", "tuned protocol (fedlada_fig2's picks)"))
+        paths.append(draw(tuned, f"{stem}_tuned", tuned_text))
     return [p for group in paths for p in (group if isinstance(group, (list, tuple))
                                           else [group])]
 
@@ -465,8 +466,12 @@ def retuned_run(cfg, groups: dict, methods) -> common.Run:
     cells as ``tuned:NAME_METHOD`` (with ``columns`` and ``method``) and every other point as
     the record ``tuning:NAME:METHOD:POINT``, the protocol in columns
     (:func:`reproduce.protocols.protocol_of`)."""
+    base = base_picks(cfg, methods)["protocol"]
+    # the settings not re-bracketed are the base picks: their edges count too
+    base_interior = True if base.interior is None else bool(base.interior)
+
     def execute(cfg_, seeds, progress):
-        frames, picks, history, interior = [], {}, [], True
+        frames, picks, history, interior = [], {}, [], base_interior
         for name, (desc, build, cols) in groups.items():
             t = retune_local_rate(cfg_, name, methods, desc, build)
             interior = interior and bool(t.protocol.interior)
@@ -495,5 +500,6 @@ def retuned_run(cfg, groups: dict, methods) -> common.Run:
     return common.Run("tuning", {"sweep": "tuning", "retune": list(groups),
                                  "methods": list(methods),
                                  "select": list(SELECT), "seeds": list(SELECT_SEEDS),
+                                 "base_interior": base_interior,
                                  "base": {m: tuned_hyper(cfg, methods, m) for m in methods}},
                       rounds=cfg.rounds, eval_every=cfg.eval_every, execute=execute)
