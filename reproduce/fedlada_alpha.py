@@ -295,7 +295,8 @@ def _claims(df, cfg, proto, scope=""):
         if len(cm_alphas) >= 2:
             out.append(vd.ordering(C["E9a"], [(f"alpha {x:g}", _alpha_seeds(a, "fedadam-cm",
                                                                               "test_acc", x))
-                                              for x in cm_alphas], card=card, protocol=proto, scope=scope,
+                                              for x in cm_alphas], card=card, protocol=proto,
+                                              scope=scope,
                                    what="FedAdam(*)'s final test accuracy falls as alpha falls",
                                    **acc))
         amended = _alpha_seeds(a, "fedadam-cm", "test_acc", 0.1)
