@@ -108,7 +108,7 @@ def check(df, cfg):
         f"{cfg.rounds} rounds, {cfg.seeds} seed(s); grid per panel: {rk.axes_text(ps[0])} "
         f"({ps[0].size()} runs)")
     by = {p.key: p for p in ps}
-    card = fc.card("gld23k", cfg, points=False).plus(rk.extremes_item(ps, PAPER_EXTREMES))
+    card = fc.card("gld23k", cfg, rk.per_point(df), points=False).plus(rk.extremes_item(ps, PAPER_EXTREMES))
     proto = rk.sweep_protocol()
     C = CLAIMS
     parts = [rk.not_degraded(C["19a"], stats, by[f"gld23k_{v}_{s}-{c}"],

@@ -100,7 +100,7 @@ def check(df, cfg):
         f"5 local epochs, {cfg.rounds} rounds, {cfg.seeds} seed(s); top row grid "
         f"{rk.axes_text(ps[0])}, delayed rows {rk.axes_text(ps[-1])}")
     by = {p.key: p for p in ps}
-    card = fc.card("gld23k", cfg, points=False).plus(rk.extremes_item(ps[len(rk.PAIRS):], PAPER_EXTREMES))
+    card = fc.card("gld23k", cfg, rk.per_point(df), points=False).plus(rk.extremes_item(ps[len(rk.PAIRS):], PAPER_EXTREMES))
     c = CLAIMS["19c"]
     parts = [rk.not_degraded(c, stats, by[f"gld23k_fedada2_{s}-{cl}_f{f}"],
                              by[f"gld23k_fedada2_{s}-{cl}"], col)
