@@ -26,8 +26,12 @@ on the real data and stops with a one-line error): StackOverflow -> the same mul
 linear model on a synthetic sparse bag-of-words task (5,000 words x 63 tags, 100 clients, 10 a
 round: the paper's DP noise per round relative to the clip; ``--so-standin fmnist``: the former
 Fashion-MNIST logistic regression over 400 clients; :mod:`sims.data.synthetic_text`);
-CIFAR-100 and GLD-23K -> the same linear-head pipeline on fixed random ReLU features of
-Fashion-MNIST with the task's client structure (:func:`sims.problems.finetune.finetune_problem`).
+CIFAR-100 and GLD-23K -> the same linear-head pipeline on many-class composite tasks with
+headroom (``--image-standin composite``, the default: 100-class pairs and 200-class triples of
+Fashion-MNIST images, fixed random ReLU features concatenated, 384 wide) with the task's
+client structure, or the former 10-class stand-in (``--image-standin fmnist``: single images,
+saturating) (:func:`sims.problems.finetune.finetune_problem`; each one's ceiling and the
+headroom item of the cards: :func:`card`).
 What each keeps and loses is written in those modules; :func:`data_note` names every stand-in
 in the figures' footers and the printed summaries.
 

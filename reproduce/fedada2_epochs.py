@@ -17,7 +17,8 @@ faster" is rounds to the setting's absolute target accuracy, paired by seed; "be
 test accuracy; "about equal" an equivalence test within one point.
 
 Settings, stand-ins and hyperparameters: :mod:`reproduce.fedada2_common` (the CPU default runs
-GLD-23K's stand-in: random-ReLU features of Fashion-MNIST over 233 natural-like clients; the
+GLD-23K's stand-in: a 200-class composite task of Fashion-MNIST triples over 233
+natural-like clients; the
 paper's tuned hyperparameters are used unchanged).
 """
 from __future__ import annotations

@@ -16,8 +16,8 @@ one definition of each comparison (:func:`reproduce.fedada2_common.ordering_clai
 FedAvg in final test accuracy paired by seed, "faster" as rounds to an absolute target
 accuracy, "about equal" as an equivalence test within one point.
 
-Stand-in (CPU default): CIFAR-100's client structure (1000 LDA(0.001) clients) on random-ReLU
-features of Fashion-MNIST (:mod:`reproduce.fedada2_common`); CIFAR-100's participation is not
+Stand-in (CPU default): CIFAR-100's client structure (1000 LDA(0.001) clients) on a 100-class
+composite task of Fashion-MNIST pairs (:mod:`reproduce.fedada2_common`); CIFAR-100's participation is not
 stated by the paper (10 clients a round, GLD-23K's rate).
 """
 from __future__ import annotations

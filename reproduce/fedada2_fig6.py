@@ -20,8 +20,8 @@ degrade" is :func:`reproduce.verdicts.not_below`: the paired difference's 95 % i
 minus half a point (:data:`reproduce.fedada2_ranked.TOLERANCE`, the FedAda2 entries' one margin
 :data:`reproduce.fedada2_common.MARGIN`), for the best and for the median run.
 
-Stand-in (CPU default): GLD-23K's client structure on random-ReLU features of Fashion-MNIST
-(:mod:`reproduce.fedada2_common`).
+Stand-in (CPU default): GLD-23K's client structure on a 200-class composite task of
+Fashion-MNIST triples (:mod:`reproduce.fedada2_common`).
 """
 from __future__ import annotations
 

@@ -20,7 +20,8 @@ column's panel without freezing, paired by seed; "does not significantly degrade
 point (the FedAda2 entries' one margin, :data:`reproduce.fedada2_common.MARGIN`), for the best
 and for the median run.
 
-Stand-in (CPU default): GLD-23K's client structure on random-ReLU features of Fashion-MNIST.
+Stand-in (CPU default): GLD-23K's client structure on a 200-class composite task of
+Fashion-MNIST triples (:mod:`reproduce.fedada2_common`).
 """
 from __future__ import annotations
 
