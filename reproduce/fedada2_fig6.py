@@ -37,7 +37,9 @@ PAPER, TARGET = "FedAda2", "Figure 6"
 TITLE = "Heterogeneous server-client optimizer pairs on GLD-23K: every sweep run ranked"
 DEFAULT_COST = ("175 CPU-s measured with --threads 1 with fedada2_fig7's FedAda2 row "
                 "reused (8 new panels x 36 grid points x 2 seeds x 60 rounds, batched; "
-                "GLD-23K stand-in); about 4 CPU-min from scratch")
+                "GLD-23K's former 10-class stand-in); about 4 CPU-min from scratch there; on "
+                "the 200-class composite stand-in (the default now) about 20 CPU-min, "
+                "estimated from fedada2_fig7's first panel")
 
 PAPER_GRID = {"eta_l": "1e-4,1e-3,1e-2,1e-1", "eta_s": "1e-4,1e-3,1e-2,1e-1",
               "tau_l": "1e-7,1e-5,1e-3,1e-1,1", "tau_s": "1e-7,1e-5,1e-3,1e-1,1"}
