@@ -11,9 +11,10 @@ DJA; :func:`reproduce.fedada2_common.ordering_claims`, the definitions :mod:`rep
 uses) on each variant. The printed table says, per claim, the label and statistic under the
 default and under each flip, and which flips move the label.
 
-The ablation decides no claim of the paper: its verdicts are what-ifs of claim 15 (scoped
-by the flip, e.g. ``15a [sm3=sm3-ii]``), and claim 15 itself is :mod:`reproduce.fedada2_fig5`'s,
-at its own seeds and horizon. The regime card is claim 15's (Tables 4-5's points, tuned on the
+The ablation decides no claim of the paper: its verdicts are what-ifs of claim 15, filed as
+their own claims R15a-R15c (:data:`CLAIMS`: claim 15's statement under the reference choices,
+scoped by the flip, e.g. ``R15c [sm3=sm3-ii]``), and claim 15 itself is
+:mod:`reproduce.fedada2_fig5`'s, at its own seeds and horizon (one entry decides each claim). The regime card is claim 15's (Tables 4-5's points, tuned on the
 real task, are not tuned on the stand-in: every variant reads ``premise absent`` while that
 item fails, and the table shows the labels the data would give with the card set aside, marked
 ``(card aside)``).
@@ -118,18 +119,22 @@ def variant_frame(df: pd.DataFrame, cfg, variant: str) -> pd.DataFrame:
 
 
 def claim_verdicts(df, cfg, variant: str, vcfg, *, card_aside: bool = False) -> list:
-    """Claim 15's verdicts on ``variant``'s runs (scoped by the variant)."""
+    """Claim 15's verdicts on ``variant``'s runs (scoped by the variant), as this entry's
+    claims R15a-R15c (:data:`CLAIMS`)."""
     sub = variant_frame(df, cfg, variant)
     name = lambda m: fc.run_name(SETTING, m)  # noqa: E731
+    mine = {cid: CLAIMS["R" + cid] for cid in IDS}
     if not card_aside:
-        return fc.ordering_claims(CLAIMS15, IDS, sub, name, vcfg, SETTING, scope=variant)
-    from .regime import RegimeCard
-    real = fc.card
-    try:
-        fc.card = lambda *a, **k: RegimeCard([])
-        return fc.ordering_claims(CLAIMS15, IDS, sub, name, vcfg, SETTING, scope=variant)
-    finally:
-        fc.card = real
+        got = fc.ordering_claims(mine, IDS, sub, name, vcfg, SETTING, scope=variant)
+    else:
+        from .regime import RegimeCard
+        real = fc.card
+        try:
+            fc.card = lambda *a, **k: RegimeCard([])
+            got = fc.ordering_claims(mine, IDS, sub, name, vcfg, SETTING, scope=variant)
+        finally:
+            fc.card = real
+    return got
 
 
 def _short(v) -> str:
@@ -157,7 +162,8 @@ def check(df, cfg):
         aside = claim_verdicts(df, cfg, variant, vcfg, card_aside=True)
         touched_m = [fc.label(m, True) for m in fc.SETTINGS[SETTING].methods
                      if variant != "default" and touched(cfg, vcfg, m)]
-        table[variant] = ({v.claim: v for v in got}, {v.claim: v for v in aside}, touched_m)
+        table[variant] = ({v.claim[1:]: v for v in got}, {v.claim[1:]: v for v in aside},
+                          touched_m)
         out += got
     if "default" in table:
         lines.append("claim 15 on each variant (label with the card; with the card set aside; "
@@ -210,7 +216,13 @@ def plot(df, cfg):
 
 
 FIGURES = ("fedada2_choices",)
-CLAIMS = CLAIMS15
+#: This entry's claims: claim 15's parts under each reference choice (the what-ifs; claim 15
+#: itself is fedada2_fig5's).
+CLAIMS = vd.claims(*(
+    vd.Claim("R" + cid, "FedAda2", f"reference-choice ablation: {CLAIMS15[cid].statement}, "
+             "under each of the authors' reference choices flipped alone",
+             CLAIMS15[cid].definition, "the authors' code (docs/fedada2_results.md); "
+             + CLAIMS15[cid].source) for cid in IDS))
 
 
 if __name__ == "__main__":

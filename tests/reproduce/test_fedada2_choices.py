@@ -70,6 +70,6 @@ def test_tiny_run_labels(tmp_path):
     assert common.main(ch, ["--tiny", "--threads", "1", "--quiet", "--out", str(out)]) == 0
     got = saved(out, "fedada2_choices")
     # every variant's card fails on the stand-in (Tables 4-5's points are not tuned on it)
-    assert set(got) == {f"{c} [{v}]" for c in ch.IDS for v, _ in
+    assert set(got) == {f"R{c} [{v}]" for c in ch.IDS for v, _ in
                         ch.variants(common.parse_config(ch, ["--tiny"]))}
     assert set(got.values()) == {"premise absent"}
