@@ -47,5 +47,6 @@ ENTRIES = {
     "fedada2_fig5": "reproduce.fedada2_fig5",
     "fedada2_fig6": "reproduce.fedada2_fig6",
     "fedada2_fig7": "reproduce.fedada2_fig7",
+    "fedada2_choices": "reproduce.fedada2_choices",
     "fedada2_full": "reproduce.fedada2_full",
 }

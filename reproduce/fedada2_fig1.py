@@ -50,8 +50,9 @@ from .plotting import plt
 
 PAPER, TARGET = "FedAda2", "Figures 1-2, Table 2"
 TITLE = "six methods: accuracy and loss against rounds and against normalised bits; Table 2"
-DEFAULT_COST = ("78 CPU-s measured with --threads 1 (the two image stand-ins, 6 methods x 3 "
-                "seeds x 200 rounds each; 3 min 14 s of wall time on two shared cores)")
+DEFAULT_COST = ("223 CPU-s measured with --threads 1 (the two composite image stand-ins, 6 "
+                "methods x 3 seeds x 200 rounds each; 3 min 46 s of wall time on two shared "
+                "cores)")
 
 #: The paper's Table 2 (spec 1.14, AdaGrad instantiations), per method:
 #: (joint adaptivity, communication, gradient calls, client memory), units of d.

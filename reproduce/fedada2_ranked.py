@@ -106,6 +106,7 @@ def problem_desc(setting: str, cfg, **changes) -> dict:
             "eval_train_samples": c.eval_train_samples,
             "so_vocab": c.so_vocab, "so_tags": c.so_tags,
             "so_standin": c.so_standin, "so_loss": c.so_loss,
+            "image_standin": c.image_standin,
             "standin_used": fc.is_standin(setting, c)}
 
 
@@ -116,7 +117,8 @@ def build_problem(desc: dict):
                        desc["so_local_epochs"], desc["image_local_epochs"],
                        desc["eval_train_samples"], desc.get("so_vocab", 10_000),
                        desc.get("so_tags", 500), desc.get("so_standin", "fmnist"),
-                       desc.get("so_loss", "sigmoid"))[0]
+                       desc.get("so_loss", "sigmoid"),
+                       desc.get("image_standin", "fmnist"))[0]
 
 
 def panel_runs(cfg, setting: str, panels, **changes) -> list[common.Run]:
@@ -221,6 +223,15 @@ def final_accuracies(df) -> pd.DataFrame:
     last["loss"] = last["test_loss"].where(~bad, math.inf)
     last["diverged"] = bad
     return last[["acc", "loss", "diverged"]].reset_index()
+
+
+def per_point(df) -> pd.DataFrame:
+    """``df`` with one run per sweep grid point (``run|point``), for the regime card's
+    headroom items (:func:`reproduce.fedada2_common.card`): the best run of a sweep is its best
+    grid point."""
+    if "point" not in df.columns:
+        return df
+    return df.assign(run=df["run"].astype(str) + "|" + df["point"].astype(str))
 
 
 def panel_stats(df) -> pd.DataFrame:

@@ -128,9 +128,24 @@ def fmnist():
 
 def test_standins_keep_the_client_structure(fmnist):
     kw = {"local_steps": 1, "eval_train_samples": 500, "standin_data": fmnist}
+    # the composite stand-ins (default): CIFAR-100's 100 classes, 50,000 tuples over 1,000
+    # LDA(0.001) clients of 50; GLD-23K's 200 classes, 23,000 tuples over 233 clients
     prob, rec = finetune_problem("cifar100", standin=True, **kw)
-    assert rec["standin"] and rec["reason"] == "stand-in requested"
-    assert prob.n_clients == 1000 and prob.d == 385 * 10
+    assert rec["standin"] and rec["reason"] == "stand-in requested" and rec["kind"] == "composite"
+    assert prob.n_clients == 1000 and prob.d == 385 * 100 and rec["num_classes"] == 100
+    assert {len(p) for p in prob.parts} == {50}
+    labels = prob.dataset.y_train.numpy()
+    assert np.bincount(labels).tolist() == [500] * 100
+    main_share = [np.bincount(labels[p]).max() / len(p) for p in prob.parts]
+    assert np.median(main_share) >= 0.8                      # LDA(0.001): one class dominates
+    prob, rec = finetune_problem("gld23k", standin=True, **kw)
+    sizes = np.array([len(p) for p in prob.parts])
+    assert prob.n_clients == 233 and sizes.sum() == 23_000 and sizes.max() > 4 * np.median(sizes)
+    assert prob.d == 385 * 200 and rec["num_classes"] == 200
+    # the former 10-class stand-in, kept selectable
+    kw["standin_kind"] = "fmnist"
+    prob, rec = finetune_problem("cifar100", standin=True, **kw)
+    assert prob.n_clients == 1000 and prob.d == 385 * 10 and rec["kind"] == "fmnist"
     assert {len(p) for p in prob.parts} == {60}
     prob, rec = finetune_problem("gld23k", standin=True, **kw)
     sizes = np.array([len(p) for p in prob.parts])
