@@ -541,6 +541,27 @@ def _progress(cfg, todo):
                 "[{elapsed}<{remaining}]")
 
 
+def one_engine_run(build, name: str, params: dict, rounds: int | None = None,
+                   observers=()) -> Callable:
+    """A :class:`Run`'s ``execute`` for a run that is one plain engine run of every seed at
+    once on one thread (the synthetic entries: a quadratic problem measured every round, no
+    checkpoints or evaluation chunks): ``build(cfg) -> (problem, algorithm, participation)``;
+    ``rounds`` defaults to ``cfg.rounds``; ``observers`` go to :func:`sims.core.engine.run`.
+    Returns ``(tidy table, record)`` as ``execute`` must."""
+    from sims.experiments.synthetic import torch_threads
+
+    def execute(cfg, seeds, progress):
+        prob, alg, part = build(cfg)
+        with torch_threads(1):
+            res = engine.run(prob, alg, part, rounds or cfg.rounds, seeds,
+                             observers=observers, progress=lambda t: progress(1))
+        return tidy(res, name, params), {"algorithm": alg.describe(),
+                                         "participation": part.describe(),
+                                         "problem": describe_problem(prob),
+                                         "diverged_at_round": res.diverged_at}
+    return execute
+
+
 def describe_problem(problem) -> dict:
     desc = {"type": type(problem).__name__, "n_clients": problem.n_clients, "d": problem.d}
     if hasattr(problem, "dataset"):

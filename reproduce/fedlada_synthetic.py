@@ -33,11 +33,9 @@ import numpy as np
 import pandas as pd
 
 from sims.algorithms.registry import make_algorithm
-from sims.core import engine
 from sims.core.participation import Participation
-from sims.experiments.synthetic import stats, torch_threads
+from sims.experiments.synthetic import stats
 from sims.problems.quadratic import NoiseLaw, QuadraticProblem
-from sims.store.results import tidy
 
 from . import common, plotting
 from . import regime as rg
@@ -114,19 +112,12 @@ def runs(cfg):
         name = f"{sweep}_S{S}_K{K}_a{a:g}"
         params = {"sweep": sweep, "S": S, "K": K, "alpha": a, "eta": eta_g, "eta_l": eta_l}
 
-        def execute(cfg, seeds, progress, S=S, K=K, name=name, params=params):
-            prob = problem(cfg, K)
-            alg = make_algorithm("fedlada", eta=params["eta"], eta_l=params["eta_l"],
-                                 alpha=params["alpha"])
-            part = Participation("fixed", m=S)
-            with torch_threads(1):
-                res = engine.run(prob, alg, part, cfg.rounds, seeds,
-                                 progress=lambda t: progress(1))
-            return tidy(res, name, params), {"algorithm": alg.describe(),
-                                             "participation": part.describe(),
-                                             "problem": common.describe_problem(prob),
-                                             "diverged_at_round": res.diverged_at}
-        out.append(common.Run(name, params, execute=execute))
+        def build(cfg, S=S, K=K, params=params):
+            return (problem(cfg, K),
+                    make_algorithm("fedlada", eta=params["eta"], eta_l=params["eta_l"],
+                                   alpha=params["alpha"]),
+                    Participation("fixed", m=S))
+        out.append(common.Run(name, params, execute=common.one_engine_run(build, name, params)))
     return out
 
 

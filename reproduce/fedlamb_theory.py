@@ -50,12 +50,10 @@ import pandas as pd
 import seaborn as sns
 
 from sims.algorithms.fed_lamb import FedLAMB
-from sims.core import engine
 from sims.core.params import ParamLayout
 from sims.core.participation import Participation
 from sims.problems.quadratic import NoiseLaw, QuadraticProblem
-from sims.store.results import tidy
-from sims.experiments.synthetic import stats, torch_threads
+from sims.experiments.synthetic import stats
 from theory import bounds as tb
 
 from . import common, plotting
@@ -138,19 +136,13 @@ def runs(cfg):
             continue
         params = {"n": n, "R": R, "alpha": alpha(cfg, R)}
 
-        def execute(cfg, seeds, progress, n=n, R=R, name=name, params=params):
-            prob = problem(cfg, n)
-            alg = FedLAMB(eta_l=params["alpha"], lam=0.0, bias_correction="none",
-                          eps=cfg.eps)
-            with torch_threads(1):
-                res = engine.run(prob, alg, Participation("full"), R, seeds,
-                                 observers=[theorem_metric],
-                                 progress=lambda t: progress(1))
-            return tidy(res, name, params), {"algorithm": alg.describe(),
-                                             "participation": "full",
-                                             "problem": common.describe_problem(prob),
-                                             "diverged_at_round": res.diverged_at}
-        out.append(common.Run(name, params, execute=execute))
+        def build(cfg, n=n, params=params):
+            return (problem(cfg, n),
+                    FedLAMB(eta_l=params["alpha"], lam=0.0, bias_correction="none",
+                            eps=cfg.eps),
+                    Participation("full"))
+        out.append(common.Run(name, params, execute=common.one_engine_run(
+            build, name, params, rounds=R, observers=[theorem_metric])))
     return out
 
 

@@ -38,13 +38,11 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from sims.core import engine
 from sims.algorithms.fed_ef import FedEF
 from sims.rules.compress import make_compressor
 from sims.core.participation import Participation
 from sims.problems.quadratic import NoiseLaw, QuadraticProblem
-from sims.store.results import tidy
-from sims.experiments.synthetic import speedup, stats, torch_threads
+from sims.experiments.synthetic import speedup, stats
 
 from . import common, plotting
 from . import verdicts as vd
@@ -106,20 +104,11 @@ def runs(cfg):
                                             cfg.c_eta, cfg.c_l)
         params = {"setting": setting, "n": n, "m": m, "eta": eta, "eta_l": eta_l}
 
-        def execute(cfg, seeds, progress, n=n, m=m, setting=setting, name=name,
-                    params=params):
-            prob = problem(cfg, n)
-            alg = FedEF(eta=params["eta"], eta_l=params["eta_l"],
-                        compressor=make_compressor(cfg.compressor))
+        def build(cfg, n=n, m=m, setting=setting, params=params):
             part = Participation("full") if setting == "full" else Participation("fixed", m=m)
-            with torch_threads(1):
-                res = engine.run(prob, alg, part, cfg.rounds, seeds,
-                                 progress=lambda t: progress(1))
-            return tidy(res, name, params), {"algorithm": alg.describe(),
-                                             "participation": part.describe(),
-                                             "problem": common.describe_problem(prob),
-                                             "diverged_at_round": res.diverged_at}
-        out.append(common.Run(name, params, execute=execute))
+            return (problem(cfg, n), FedEF(eta=params["eta"], eta_l=params["eta_l"],
+                                           compressor=make_compressor(cfg.compressor)), part)
+        out.append(common.Run(name, params, execute=common.one_engine_run(build, name, params)))
     return out
 
 
