@@ -69,35 +69,34 @@ def test_base_picks_are_fedlada_fig2s_filed_tuning_record():
     assert proto.horizon == 150 and proto.plotted == cfg.rounds and proto.seeds == 3
 
 
-def test_participation_tiny_run_has_a_verdict_in_each_protocol(tmp_path, capsys):
+def _tiny_tuned_run(entry, tmp_path, capsys):
+    """``entry --tiny --tuned`` in ``tmp_path``: ``(printed output, {claim: saved verdict})``;
+    every figure it names was drawn."""
     from verdict_util import saved
-    from reproduce import fedlada_participation as entry
     torch.set_num_threads(1)
     args = ["--tiny", "--quiet", "--tuned", "--out", str(tmp_path / "res"),
             "--figures", str(tmp_path / "fig")]
     assert common.main(entry, args) == 0
-    out = capsys.readouterr().out
-    assert saved(tmp_path / "res", "fedlada_participation") == {"E8": PA, "E8 [tuned]": PA}
-    assert "tuned picks: FedLADA" in out and "the ablation axis varies around them" in out
     for stem in entry.FIGURES:
         assert (tmp_path / "fig" / f"{stem}.png").stat().st_size > 0
+    return capsys.readouterr().out, saved(tmp_path / "res", common.entry_name(entry))
+
+
+def test_participation_tiny_run_has_a_verdict_in_each_protocol(tmp_path, capsys):
+    from reproduce import fedlada_participation as entry
+    out, verdicts = _tiny_tuned_run(entry, tmp_path, capsys)
+    assert verdicts == {"E8": PA, "E8 [tuned]": PA}
+    assert "tuned picks: FedLADA" in out and "the ablation axis varies around them" in out
 
 
 @pytest.mark.slow
 def test_fig7_tiny_run_rebrackets_the_local_rate_per_activation(tmp_path, capsys):
-    from verdict_util import saved
     from reproduce import fedlada_fig7 as entry
-    torch.set_num_threads(1)
-    args = ["--tiny", "--quiet", "--tuned", "--out", str(tmp_path / "res"),
-            "--figures", str(tmp_path / "fig")]
-    assert common.main(entry, args) == 0
-    out = capsys.readouterr().out
-    assert saved(tmp_path / "res", "fedlada_fig7") == {
+    out, verdicts = _tiny_tuned_run(entry, tmp_path, capsys)
+    assert verdicts == {
         "E13 [gelu]": PA, "E13 [smu]": PA, "E13 [tuned gelu]": PA, "E13 [tuned smu]": PA}
     assert "| gelu | FedLADA |" in out and "| smu | FedAvg |" in out and "*" in out
     assert "local rate re-bracketed" in out and "missing" not in out.lower()
-    for stem in entry.FIGURES:
-        assert (tmp_path / "fig" / f"{stem}.png").stat().st_size > 0
 
 
 def test_cpu_full_profile_covers_every_filed_fedlada_entry(capsys):
@@ -120,17 +119,11 @@ def test_cpu_full_profile_covers_every_filed_fedlada_entry(capsys):
 
 def test_alpha_tiny_tuned_sweeps_are_not_reported_missing(tmp_path, capsys):
     """A tuned sweep's rows name their run (``sweep`` prefixed too): no false "missing"."""
-    from verdict_util import saved
     from reproduce import fedlada_alpha as entry
-    torch.set_num_threads(1)
-    args = ["--tiny", "--quiet", "--tuned", "--out", str(tmp_path / "res"),
-            "--figures", str(tmp_path / "fig")]
-    assert common.main(entry, args) == 0
-    out = capsys.readouterr().out
+    out, verdicts = _tiny_tuned_run(entry, tmp_path, capsys)
     assert "missing" not in out.lower(), out
     claims = ("E6", "E9a", "E9b", "E9c", "E9", "T3")
-    assert saved(tmp_path / "res", "fedlada_alpha") == {
-        **{c: PA for c in claims}, **{f"{c} [tuned]": PA for c in claims}}
+    assert verdicts == {**{c: PA for c in claims}, **{f"{c} [tuned]": PA for c in claims}}
 
 
 def test_tuning_setup_passes_reuse_stale_to_the_sweep(monkeypatch):
