@@ -519,8 +519,104 @@ def target(setting: str, cfg) -> float | None:
 
 def tuned_here(setting: str, cfg) -> bool:
     """Whether the compared points were tuned on the task run (``--tuning two-step`` of
-    :mod:`reproduce.fedada2_dp`), not taken from Tables 3-6."""
-    return SETTINGS[setting].private and getattr(cfg, "tuning", "paper") == "two-step"
+    :mod:`reproduce.fedada2_dp` and :mod:`reproduce.fedada2_fig5`), not taken from Tables 3-6."""
+    return getattr(cfg, "tuning", "paper") == "two-step"
+
+
+TWO_STEP_RULE = "running10-acc"
+_TUNINGS: dict = {}
+
+
+def two_step_tuning(setting: str, cfg, name: str, grids: dict) -> dict:
+    """App. H.2's two-step tuning of every method of ``setting`` on the task run
+    (:func:`reproduce.protocols.two_step`; H.1's running average of the last 10 logged test
+    accuracies at the comparison's horizon, ``cfg.rounds``), on ``cfg.tune_seeds`` seeds,
+    one method at a time; ``grids[method] = (step 1, step 2)`` as ``{registry key: values}``.
+    The other hyperparameters are the method's table cell with the authors' reference
+    choices (:func:`reference`); on StackOverflow under user-level DP with Table 3's clip
+    (not tuned). Cells are saved and resumed under ``OUT/sweeps/NAME_METHOD-step*``; the result
+    is computed once a process. The sweep cells run the registry's algorithm, so an adaptive
+    server's sample weighting (:func:`weighted`) is not applied in tuning: on CIFAR-100's
+    equal-size clients it changes nothing. ``{method: Tuning}``."""
+    import json
+    from pathlib import Path
+
+    from . import fedada2_ranked as rk
+    from . import protocols as pr
+    key = (name, setting, json.dumps(cfg.run_key(), sort_keys=True, default=str))
+    if key in _TUNINGS:
+        return _TUNINGS[key]
+    s = SETTINGS[setting]
+    prob = problem(setting, cfg)[0]
+    out = {}
+    for m in s.methods:
+        cell = tables.best(s.table, m)
+        one, two = grids[m]
+        fixed = {k: v for k, v in cell.hyper.items() if k not in one}
+        fixed.update(reference(setting, m, cfg))
+
+        def method(grid, m=m, cell=cell, fixed=fixed):
+            return [pr.Method(m, cell.algorithm, dict(fixed),
+                              tuple(pr.Bracket(k, v) for k, v in grid.items()))]
+        dp = ({"clip": cell.dp_clip, "sigma": cfg.noise_multiplier,
+               "delta": 1.0 / prob.n_clients} if s.private else None)
+        setup = pr.Setup(rk.problem_desc(setting, cfg), rk.build_problem,
+                         participation=f"m={participants(setting, cfg)}", rounds=cfg.rounds,
+                         eval_every=cfg.eval_every, out=str(Path(cfg.out) / "sweeps"),
+                         device=cfg.device, plan=getattr(cfg, "plan", "auto"),
+                         threads=cfg.threads or 1, dp=dp,
+                         reuse_stale=bool(getattr(cfg, "reuse_stale", False)))
+        seeds = list(range(cfg.seed0, cfg.seed0 + int(getattr(cfg, "tune_seeds", 1))))
+        out[m] = pr.two_step(f"{name}_{m}" + ("_tiny" if cfg.tiny else ""),
+                             method(one), method(two), setup, seeds, rule=TWO_STEP_RULE)
+    _TUNINGS[key] = out
+    return out
+
+
+def validate_tuning(cfg) -> None:
+    """The ``--tuning`` / ``--tune-seeds`` flags of the entries that offer the two-step
+    tuning: a one-line error before any work."""
+    if cfg.tuning not in ("paper", "two-step"):
+        raise common.EntryError(f"--tuning must be paper or two-step, got {cfg.tuning!r}")
+    if cfg.tune_seeds < 1:
+        raise common.EntryError(f"--tune-seeds must be >= 1, got {cfg.tune_seeds}")
+
+
+def tuned_picks(setting: str, cfg, name: str, grids: dict) -> dict:
+    """``{method: {key: value}}``: each method's two-step pick (:func:`two_step_tuning`) with
+    ``--tuning two-step``, else the table's points (empty overrides)."""
+    if not tuned_here(setting, cfg):
+        return {m: {} for m in SETTINGS[setting].methods}
+    return {m: dict(t.picks.get(m, {}))
+            for m, t in two_step_tuning(setting, cfg, name, grids).items()}
+
+
+def tuning_lines(setting: str, cfg, name: str) -> list[str]:
+    """What the two-step tuning picked (from this process's tuning; none when it did not run
+    here, e.g. ``--from-ledger``, whose record keeps these lines)."""
+    import json
+    key = (name, setting, json.dumps(cfg.run_key(), sort_keys=True, default=str))
+    found = _TUNINGS.get(key)
+    if not tuned_here(setting, cfg) or found is None:
+        return []
+    table = "Table 3" if SETTINGS[setting].private else "Tables 4-5"
+    clip = ", Table 3's clip" if SETTINGS[setting].private else ""
+    out = [f"two-step tuning (App. H.2 on the stand-in; rule {TWO_STEP_RULE}, selected at round "
+           f"{cfg.rounds} on {getattr(cfg, 'tune_seeds', 1)} seed(s){clip}; score = the best "
+           "running average of 10 logged test accuracies, %):"]
+    for m, t in found.items():
+        s = t.summary
+        ok = s[s["selected"]]
+        pick = t.picks.get(m, {})
+        text = ", ".join(f"{k} {v:g}" for k, v in sorted(pick.items())) or f"none ({table}'s)"
+        score = 100 * float(ok["score"].iloc[0]) if len(ok) else float("nan")
+        paper = hyper(setting, m)
+        same = all(abs(float(paper.get(k, v)) - float(v)) <= 1e-12 * max(1, abs(float(v)))
+                   for k, v in pick.items())
+        where = f"{table}'s point" if same else f"not {table}'s point"
+        out.append(f"  {label(m, True)}: {len(s)} points, pick {text} (score {score:.2f}; "
+                   f"{where})")
+    return out
 
 
 def protocol(setting: str, cfg):
@@ -529,8 +625,9 @@ def protocol(setting: str, cfg):
     selected by H.1's running average of the last 10 logged points at the plotted horizon."""
     from .protocols import Protocol, paper_fixed
     if tuned_here(setting, cfg):
+        clip = "; Table 3's clip" if SETTINGS[setting].private else ""
         return Protocol("paper", "two-step tuning on the task run (App. H.2: symmetric, then "
-                        "asymmetric grid; Table 3's clip)", rule="running10-acc",
+                        f"asymmetric grid{clip})", rule=TWO_STEP_RULE,
                         seeds=int(getattr(cfg, "tune_seeds", 1)), horizon=cfg.rounds,
                         plotted=cfg.rounds, source="FedAda2 App. H.1-H.2")
     return paper_fixed(f"Tables 3-6 best points ({SETTINGS[setting].table}), tuned by the "

@@ -72,10 +72,7 @@ class Config(fc.Config):
         if fc.items(self.settings) != ["stackoverflow"]:
             raise common.EntryError("--settings: this entry is DP StackOverflow only "
                                     "(stackoverflow)")
-        if self.tuning not in ("paper", "two-step"):
-            raise common.EntryError(f"--tuning must be paper or two-step, got {self.tuning!r}")
-        if self.tune_seeds < 1:
-            raise common.EntryError(f"--tune-seeds must be >= 1, got {self.tune_seeds}")
+        fc.validate_tuning(self)
         if self.plan not in ("auto", "separate", "batched"):
             raise common.EntryError(f"--plan must be auto, separate or batched, got "
                                     f"{self.plan!r}")
@@ -112,53 +109,25 @@ def steps(method: str, cfg) -> tuple[dict, dict]:
     return STEP1[method], STEP2[method]
 
 
-_TUNINGS: dict = {}
+GRIDS_NAME = "fedada2_dp"
+
+
+def grids(cfg) -> dict:
+    """``{method: (step 1, step 2)}`` (:func:`steps`)."""
+    return {m: steps(m, cfg) for m in fc.SETTINGS["stackoverflow"].methods}
 
 
 def tuning(cfg):
-    """The two-step tuning of every method (:func:`reproduce.protocols.two_step`), one method
-    at a time under DP with its Table 3 clip; cells saved and resumed under ``OUT/sweeps``;
-    computed once a process. ``{method: Tuning}``."""
-    import json
-    from pathlib import Path
-
-    from . import fedada2_ranked as rk
-    from . import fedada2_tables as tables
-    from . import protocols as pr
-    key = json.dumps(cfg.run_key(), sort_keys=True, default=str)
-    if key in _TUNINGS:
-        return _TUNINGS[key]
-    setting = "stackoverflow"
-    prob = fc.problem(setting, cfg)[0]
-    out = {}
-    for m in fc.SETTINGS[setting].methods:
-        cell = tables.best(fc.SETTINGS[setting].table, m)
-        one, two = steps(m, cfg)
-        fixed = {k: v for k, v in cell.hyper.items() if k not in one}
-        fixed.update(fc.reference(setting, m, cfg))
-
-        def method(grid):
-            return [pr.Method(m, cell.algorithm, dict(fixed),
-                              tuple(pr.Bracket(k, v) for k, v in grid.items()))]
-        setup = pr.Setup(rk.problem_desc(setting, cfg), rk.build_problem,
-                         participation=f"m={fc.participants(setting, cfg)}", rounds=cfg.rounds,
-                         eval_every=cfg.eval_every, out=str(Path(cfg.out) / "sweeps"),
-                         device=cfg.device, plan=cfg.plan, threads=cfg.threads or 1,
-                         dp={"clip": cell.dp_clip, "sigma": cfg.noise_multiplier,
-                             "delta": 1.0 / prob.n_clients})
-        seeds = list(range(cfg.seed0, cfg.seed0 + cfg.tune_seeds))
-        out[m] = pr.two_step(f"fedada2_dp_{m}" + ("_tiny" if cfg.tiny else ""),
-                             method(one), method(two), setup, seeds, rule=RULE)
-    _TUNINGS[key] = out
-    return out
+    """The two-step tuning of every method (:func:`reproduce.fedada2_common.two_step_tuning`),
+    one method at a time under DP with its Table 3 clip; cells saved and resumed under
+    ``OUT/sweeps``; computed once a process. ``{method: Tuning}``."""
+    return fc.two_step_tuning("stackoverflow", cfg, GRIDS_NAME, grids(cfg))
 
 
 def picks(cfg) -> dict:
     """``{method: {key: value}}``: each method's tuned point (``tuning = "two-step"``), or
     Table 3's (empty overrides) with ``tuning = "paper"``."""
-    if cfg.tuning != "two-step":
-        return {m: {} for m in fc.SETTINGS["stackoverflow"].methods}
-    return {m: dict(t.picks.get(m, {})) for m, t in tuning(cfg).items()}
+    return fc.tuned_picks("stackoverflow", cfg, GRIDS_NAME, grids(cfg))
 
 
 def runs(cfg):
@@ -178,33 +147,9 @@ def plot(df, cfg):
     return f1.plot(df, cfg, stems=FIGURES)
 
 
-def tuning_lines(cfg) -> list[str]:
-    """What the two-step tuning picked (from this process's tuning; none when it did not run
-    here, e.g. ``--from-ledger``, whose record keeps these lines)."""
-    import json
-    found = _TUNINGS.get(json.dumps(cfg.run_key(), sort_keys=True, default=str))
-    if cfg.tuning != "two-step" or found is None:
-        return []
-    out = [f"two-step tuning (App. H.2 on the stand-in; rule {RULE}, selected at round "
-           f"{cfg.rounds} on {cfg.tune_seeds} seed(s), Table 3's clip; score = the best running "
-           "average of 10 logged test accuracies, %):"]
-    for m, t in found.items():
-        s = t.summary
-        ok = s[s["selected"]]
-        pick = t.picks.get(m, {})
-        text = ", ".join(f"{k} {v:g}" for k, v in sorted(pick.items())) or "none (Table 3's)"
-        score = 100 * float(ok["score"].iloc[0]) if len(ok) else float("nan")
-        table3 = fc.hyper("stackoverflow", m)
-        same = all(abs(float(table3.get(k, v)) - float(v)) <= 1e-12 * max(1, abs(float(v)))
-                   for k, v in pick.items())
-        where = "Table 3's point" if same else "not Table 3's point"
-        out.append(f"  {fc.label(m, True)}: {len(s)} points, pick {text} (score {score:.2f}; "
-                   f"{where})")
-    return out
-
-
 def check(df, cfg):
-    return tuning_lines(cfg) + f1.check(df, cfg, entry=sys.modules[__name__])
+    return (fc.tuning_lines("stackoverflow", cfg, GRIDS_NAME)
+            + f1.check(df, cfg, entry=sys.modules[__name__]))
 
 
 if __name__ == "__main__":

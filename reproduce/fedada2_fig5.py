@@ -48,11 +48,37 @@ class Config(fc.Config):
     settings: str = "cifar100"
     seeds: int = 5
     rounds: int = 150
+    tuning: str = "paper"          # paper (Tables 4-5's points) | two-step (App. H.2 here)
+    tune_seeds: int = 1            # selection seeds of the two-step tuning
 
     def validate(self):
         fc.Config.validate(self)
         if fc.items(self.settings) != ["cifar100"]:
             raise common.EntryError("--settings: Figure 5 is CIFAR-100 only (cifar100)")
+        fc.validate_tuning(self)
+
+
+#: ``--tuning two-step``'s grids (App. H.2 on the stand-in; registry keys: ``eta_l`` client
+#: rate, ``eta`` server rate, ``eps`` client adaptivity tau_l, ``tau`` server adaptivity tau_s):
+#: a stated budget of two values an axis, every value on H.2's grids (step 1: its symmetric
+#: grid; step 2: its asymmetric one, FedAvg's final grid), each method's Tables 4-5 point in
+#: one of the steps. 43 cells of ``--rounds`` rounds on ``--tune-seeds`` seeds.
+_JOINT = ({"eta_l": (1e-3, 1e-2), "eta": (1e-3, 1e-2), "eps": (1e-3,), "tau": (1e-3,)},
+          {"eta_l": (1e-2, 1e-1), "eta": (1e-3,), "eps": (0.1, 1.0), "tau": (1e-5,)})
+GRIDS = {"fedavg": ({"eta_l": (0.01, 0.1, 0.5)}, {"eta_l": (0.05, 0.09)}),
+         "fedadagrad": ({"eta_l": (1e-3, 1e-2), "eta": (1e-3, 1e-2), "tau": (1e-9,)},
+                        {"eta_l": (1e-5, 1e-4), "eta": (1e-2,), "tau": (1e-10,)}),
+         "fedadam": ({"eta_l": (1e-3, 1e-2), "eta": (1e-3, 1e-2), "tau": (1e-5,)},
+                     {"eta_l": (1e-3, 1e-2), "eta": (1e-4, 1e-3), "tau": (1e-5,)}),
+         "dja": _JOINT, "joint-no-precond": _JOINT, "fedada2": _JOINT}
+#: ``--tiny``'s grids: one point a step
+TINY_GRIDS = {m: ({k: v[:1] for k, v in one.items()}, {k: v[-1:] for k, v in two.items()})
+              for m, (one, two) in GRIDS.items()}
+GRIDS_NAME = "fedada2_fig5"
+
+
+def grids(cfg) -> dict:
+    return TINY_GRIDS if cfg.tiny else GRIDS
 
 
 class WithTrainAccuracy:
@@ -78,8 +104,12 @@ class WithTrainAccuracy:
 
 def runs(cfg):
     out = []
+    chosen = fc.tuned_picks("cifar100", cfg, GRIDS_NAME, grids(cfg))
     for m in fc.SETTINGS["cifar100"].methods:
-        run = fc.method_run(cfg, "cifar100", m)
+        run = fc.method_run(cfg, "cifar100", m, **chosen[m])
+        if fc.tuned_here("cifar100", cfg):
+            run.extra = {**run.extra, "tuning": "two-step tuning on the stand-in (App. H.2)",
+                         "picked": chosen[m]}
         build = run.build
         run.build = lambda build=build: (WithTrainAccuracy(build()[0]), *build()[1:])
         out.append(run)
@@ -95,8 +125,10 @@ def plot(df, cfg):
         ax.set_ylabel(name)
         ax.set_title(name)
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"FedAda2 Fig. 5: {fc.setting_title('cifar100', cfg)}, Tables 4-5 "
-                 f"hyperparameters (mean and 95% interval over {cfg.seeds} seeds)", fontsize=10)
+    points = ("points tuned here (App. H.2's two steps)" if fc.tuned_here("cifar100", cfg)
+              else "Tables 4-5 hyperparameters")
+    fig.suptitle(f"FedAda2 Fig. 5: {fc.setting_title('cifar100', cfg)}, {points} "
+                 f"(mean and 95% interval over {cfg.seeds} seeds)", fontsize=10)
     return plotting.save(fig, cfg.figures, "fedada2_fig5")
 
 
@@ -121,10 +153,14 @@ def check(df, cfg):
     methods = fc.SETTINGS["cifar100"].methods
     name = lambda m: fc.run_name("cifar100", m)  # noqa: E731
     lines = [f"setting: {fc.data_note(cfg)}; m = {fc.participants('cifar100', cfg)} clients a "
-             f"round, {cfg.rounds} rounds, {cfg.seeds} seeds, Tables 4-5"] + notes
+             f"round, {cfg.rounds} rounds, {cfg.seeds} seeds, "
+             + ("points tuned here" if fc.tuned_here("cifar100", cfg) else "Tables 4-5")] + notes
+    lines += fc.tuning_lines("cifar100", cfg, GRIDS_NAME)
     if fc.is_standin("cifar100", cfg):
         lines.append("STAND-IN: every number below is on CIFAR-100's stand-in, not the paper's "
-                     "data; the paper's tuned hyperparameters are used untuned")
+                     "data; " + ("each method tuned on it by App. H.2's two steps"
+                                 if fc.tuned_here("cifar100", cfg) else
+                                 "the paper's tuned hyperparameters are used untuned"))
     final = {k: fc.seed_scores(df, k, "final") for k in ("train_acc", "test_acc")}
     for metric in ("train_acc", "test_acc"):
         lines.append(f"final {metric.replace('_acc', '')} accuracy (%, 95% interval): "
