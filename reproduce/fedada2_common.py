@@ -548,6 +548,12 @@ def two_step_tuning(setting: str, cfg, name: str, grids: dict) -> dict:
         return _TUNINGS[key]
     s = SETTINGS[setting]
     prob = problem(setting, cfg)[0]
+    sizes = {len(p) for p in prob.parts}
+    if any(aggregation(setting, m, cfg) != "uniform" for m in s.methods) and len(sizes) > 1:
+        raise common.EntryError(
+            f"--tuning two-step on {s.label}: the tuning's sweep cells aggregate uniformly, "
+            "and these clients differ in size, so the authors' sample weighting would differ "
+            "between tuning and runs; add --aggregation uniform")
     out = {}
     for m in s.methods:
         cell = tables.best(s.table, m)

@@ -74,3 +74,14 @@ def test_tiny_two_step_run_tunes_every_method_and_holds_the_card(tmp_path, capsy
     assert item(cfg).ok and not item(common.parse_config(fig5, ["--tiny"])).ok
     assert fc.protocol("cifar100", cfg).rule == "running10-acc"
     assert "Table 3's clip" not in fc.protocol("cifar100", cfg).text
+
+
+def test_tuning_refuses_unequal_clients_under_sample_weighting():
+    """GLD-23K's clients differ in size: the authors' sample-weighted servers cannot be tuned
+    by the (uniform) sweep cells, so the mechanism stops with one line instead of tuning a
+    different algorithm than it runs."""
+    from reproduce import fedada2_epochs as epochs
+    cfg = common.parse_config(epochs, ["--tiny"])
+    cfg.tuning = "two-step"
+    with pytest.raises(common.EntryError, match="aggregate uniformly"):
+        fc.two_step_tuning("gld23k", cfg, "check", {})
