@@ -19,6 +19,14 @@ accuracy, "about equal" as an equivalence test within one point.
 Stand-in (CPU default): CIFAR-100's client structure (1000 LDA(0.001) clients) on a 100-class
 composite task of Fashion-MNIST pairs (:mod:`reproduce.fedada2_common`); CIFAR-100's participation is not
 stated by the paper (10 clients a round, GLD-23K's rate).
+
+Tuning (``--tuning``): ``paper`` (the default) runs Tables 4-5's points, tuned by the paper
+on the real task, so every comparison's card fails on the stand-in ("tuned on the task
+run"); ``two-step`` first tunes every method on the stand-in by App. H.2's two steps
+(:func:`reproduce.fedada2_common.two_step_tuning`, the mechanism :mod:`reproduce.fedada2_dp`
+uses) with H.1's running-10 rule at the plotted horizon on ``--tune-seeds`` seeds (1, the
+paper's), over :data:`GRIDS`: two values an axis on H.2's grids, each method's Tables 4-5
+point in one of the steps (43 cells), then runs the comparison at the picks.
 """
 from __future__ import annotations
 
