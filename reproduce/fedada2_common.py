@@ -527,6 +527,12 @@ TWO_STEP_RULE = "running10-acc"
 _TUNINGS: dict = {}
 
 
+def _tuning_key(name: str, setting: str, cfg) -> tuple:
+    """One tuning's key in this process's cache (:func:`two_step_tuning`, :func:`tuning_lines`)."""
+    import json
+    return name, setting, json.dumps(cfg.run_key(), sort_keys=True, default=str)
+
+
 def two_step_tuning(setting: str, cfg, name: str, grids: dict) -> dict:
     """App. H.2's two-step tuning of every method of ``setting`` on the task run
     (:func:`reproduce.protocols.two_step`; H.1's running average of the last 10 logged test
@@ -538,12 +544,11 @@ def two_step_tuning(setting: str, cfg, name: str, grids: dict) -> dict:
     is computed once a process. The sweep cells run the registry's algorithm, so an adaptive
     server's sample weighting (:func:`weighted`) is not applied in tuning: on CIFAR-100's
     equal-size clients it changes nothing. ``{method: Tuning}``."""
-    import json
     from pathlib import Path
 
     from . import fedada2_ranked as rk
     from . import protocols as pr
-    key = (name, setting, json.dumps(cfg.run_key(), sort_keys=True, default=str))
+    key = _tuning_key(name, setting, cfg)
     if key in _TUNINGS:
         return _TUNINGS[key]
     s = SETTINGS[setting]
@@ -597,12 +602,25 @@ def tuned_picks(setting: str, cfg, name: str, grids: dict) -> dict:
             for m, t in two_step_tuning(setting, cfg, name, grids).items()}
 
 
+def tuned_runs(setting: str, cfg, name: str, grids: dict, text: str) -> list[common.Run]:
+    """Every method's run on ``setting`` (problems loaded first) at its two-step pick
+    (:func:`tuned_picks`; ``text`` and the pick recorded in the run), or at the table's
+    point without ``--tuning two-step``."""
+    load_problems(cfg)
+    chosen = tuned_picks(setting, cfg, name, grids)
+    out = []
+    for m in SETTINGS[setting].methods:
+        run = method_run(cfg, setting, m, **chosen[m])
+        if tuned_here(setting, cfg):
+            run.extra = {**run.extra, "tuning": text, "picked": chosen[m]}
+        out.append(run)
+    return out
+
+
 def tuning_lines(setting: str, cfg, name: str) -> list[str]:
     """What the two-step tuning picked (from this process's tuning; none when it did not run
     here, e.g. ``--from-ledger``, whose record keeps these lines)."""
-    import json
-    key = (name, setting, json.dumps(cfg.run_key(), sort_keys=True, default=str))
-    found = _TUNINGS.get(key)
+    found = _TUNINGS.get(_tuning_key(name, setting, cfg))
     if not tuned_here(setting, cfg) or found is None:
         return []
     table = "Table 3" if SETTINGS[setting].private else "Tables 4-5"

@@ -97,7 +97,6 @@ TINY_STEP = {"fedavg": ({"eta_l": (20.0,)}, {"eta_l": (40.0,)}),
                             {"eta_l": (1.0,), "eta": (1.0,), "tau": (1e-5,)})}
 TINY_JOINT = ({"eta_l": (1.0,), "eta": (1.0,), "eps": (1e-3,), "tau": (1e-3,)},
               {"eta_l": (0.1,), "eta": (1.0,), "eps": (1e-3,), "tau": (1e-5,)})
-RULE = "running10-acc"
 TUNING_TEXT = ("two-step tuning on the stand-in (App. H.2: symmetric, then asymmetric grid; "
                "H.1's running average of the last 10 logged test accuracies), Table 3's clip")
 
@@ -131,16 +130,7 @@ def picks(cfg) -> dict:
 
 
 def runs(cfg):
-    if cfg.tuning != "two-step":
-        return fc.figure1_runs(cfg)
-    fc.load_problems(cfg)
-    chosen = picks(cfg)
-    out = []
-    for m in fc.SETTINGS["stackoverflow"].methods:
-        run = fc.method_run(cfg, "stackoverflow", m, **chosen[m])
-        run.extra = {**run.extra, "tuning": TUNING_TEXT, "picked": chosen[m]}
-        out.append(run)
-    return out
+    return fc.tuned_runs("stackoverflow", cfg, GRIDS_NAME, grids(cfg), TUNING_TEXT)
 
 
 def plot(df, cfg):

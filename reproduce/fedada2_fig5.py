@@ -111,16 +111,11 @@ class WithTrainAccuracy:
 
 
 def runs(cfg):
-    out = []
-    chosen = fc.tuned_picks("cifar100", cfg, GRIDS_NAME, grids(cfg))
-    for m in fc.SETTINGS["cifar100"].methods:
-        run = fc.method_run(cfg, "cifar100", m, **chosen[m])
-        if fc.tuned_here("cifar100", cfg):
-            run.extra = {**run.extra, "tuning": "two-step tuning on the stand-in (App. H.2)",
-                         "picked": chosen[m]}
+    out = fc.tuned_runs("cifar100", cfg, GRIDS_NAME, grids(cfg),
+                        "two-step tuning on the stand-in (App. H.2)")
+    for run in out:
         build = run.build
         run.build = lambda build=build: (WithTrainAccuracy(build()[0]), *build()[1:])
-        out.append(run)
     return out
 
 

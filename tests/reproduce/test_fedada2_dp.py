@@ -150,16 +150,25 @@ def test_dp_card_matches_the_paper_noise_regime():
     assert item.measured == pytest.approx(math.sqrt(7850) / 40) and not item.ok
 
 
-def test_tiny_dp_entry_verdicts(tmp_path, capsys):
-    """The tiny run: the accountant claim shows; every comparison is premise absent (Table 3's
-    points were not tuned on the stand-in, and 4 rounds are not the paper's 500)."""
-    assert common.main(dp, ["--tiny", "--threads", "1", "--quiet", "--out", str(tmp_path)]) == 0
-    text = capsys.readouterr().out
+def _tiny_run_with_tiny_labels(tmp_path, capsys, *flags) -> str:
+    """``fedada2_dp --tiny FLAGS`` into ``tmp_path``; asserts the labels every tiny run
+    determines (the accountant claim shows; every comparison premise absent at 4 of 500
+    rounds) and returns the printed text."""
     from verdict_util import saved
+    argv = ["--tiny", *flags, "--threads", "1", "--quiet", "--out", str(tmp_path)]
+    assert common.main(dp, argv) == 0
+    text = capsys.readouterr().out
     PA = "premise absent"
     assert saved(tmp_path, "fedada2_dp") == {
         "11": "shows", "14a": PA, "14b": PA, "14c": PA, "14d": PA,
         "17a [StackOverflow (DP)]": PA}
+    return text
+
+
+def test_tiny_dp_entry_verdicts(tmp_path, capsys):
+    """The tiny run: the accountant claim shows; every comparison is premise absent (Table 3's
+    points were not tuned on the stand-in, and 4 rounds are not the paper's 500)."""
+    text = _tiny_run_with_tiny_labels(tmp_path, capsys)
     assert "DP noise/clip per round 56.1 (paper 55.9; within x2) ok" in text
     for name in dp.FIGURES:
         assert (tmp_path / "figures" / f"{name}.png").stat().st_size > 10_000
@@ -171,15 +180,9 @@ def test_two_step_tuning_picks_on_the_task_and_the_card_says_so(tmp_path, capsys
     the comparison run at the picks, and the card's "tuned on the task run" item holding
     (it fails with Table 3's points); the tiny run's comparisons stay premise absent for its
     4-round horizon alone."""
+    text = _tiny_run_with_tiny_labels(tmp_path, capsys, "--tuning", "two-step")
     argv = ["--tiny", "--tuning", "two-step", "--threads", "1", "--quiet", "--out",
             str(tmp_path)]
-    assert common.main(dp, argv) == 0
-    text = capsys.readouterr().out
-    from verdict_util import saved
-    PA = "premise absent"
-    assert saved(tmp_path, "fedada2_dp") == {
-        "11": "shows", "14a": PA, "14b": PA, "14c": PA, "14d": PA,
-        "17a [StackOverflow (DP)]": PA}
     assert "two-step tuning (App. H.2 on the stand-in; rule running10-acc" in text
     assert "regime card fails: horizon fraction" in text and "tuned on the task run False" \
         not in text
