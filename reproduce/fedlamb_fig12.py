@@ -128,18 +128,20 @@ def pilot_of(cfg, s: fl.Setting) -> str:
 
 
 def protocol(cfg):
-    """The protocol the comparison rests on. Fashion-MNIST at ``--grid sub``: the paper's
-    (Table 1's grids and lambda; a one-seed pilot over the whole grid, read at
-    :data:`FMNIST_PILOT_ROUND`, picks two candidates a method; the paper's rule selects
-    between them at the plotted horizon on every seed, and the card checks the seeds);
-    otherwise :func:`reproduce.fedlamb_common.protocol`."""
-    if cfg.dataset == "fmnist" and cfg.grid == "sub":
+    """The protocol the comparison rests on. Fashion-MNIST at ``--grid sub`` or ``near``: the
+    paper's (Table 1's grids and lambda; a one-seed pilot over the whole grid, read at
+    :data:`FMNIST_PILOT_ROUND`, picks the candidates: ``sub`` its best point and better Table
+    1 neighbour, ``near`` its best point and both neighbours in the rate, a bracket; the
+    paper's rule selects between them at the plotted horizon on every seed, and the card
+    checks the seeds); otherwise :func:`reproduce.fedlamb_common.protocol`."""
+    if cfg.dataset == "fmnist" and cfg.grid in ("sub", "near"):
         from . import protocols
+        picks = ("its best point and its better Table 1 neighbour" if cfg.grid == "sub" else
+                 "its best point and its Table 1 neighbours either side in the rate")
         return protocols.Protocol(
             "paper", "supplement Table 1 grids and lambda: a one-seed pilot over the whole grid "
-            f"read at round {FMNIST_PILOT_ROUND} picks each method's best point and its better "
-            "Table 1 neighbour; the paper's rule selects between them at the plotted horizon "
-            "on every seed", rule="fed-lamb", seeds=cfg.seeds, horizon=cfg.rounds,
+            f"read at round {FMNIST_PILOT_ROUND} picks {picks} per method; the paper's rule "
+            "selects among them at the plotted horizon on every seed", rule="fed-lamb", seeds=cfg.seeds, horizon=cfg.rounds,
             plotted=cfg.rounds, required_seeds=fl.PAPER_SEEDS,
             source="SUPP Table 1, MAIN Sec. 4; pilot: docs/fedlamb_pilot.md")
     return fl.protocol(cfg, FMNIST_PILOT_ROUND if cfg.dataset == "fmnist" else PILOT_ROUND)

@@ -401,6 +401,10 @@ def test_fig12_fmnist_rests_on_the_papers_protocol(tmp_path, capsys):
     proto = fedlamb_fig12.protocol(common.parse_config(fedlamb_fig12, argv + ["--seeds", "2"]))
     assert [(i.name, i.ok) for i in proto.card_items()] == [("selection horizon", True),
                                                             ("selection seeds", False)]
+    near = fedlamb_fig12.protocol(common.parse_config(fedlamb_fig12, argv + ["--grid", "near"]))
+    assert near.kind == "paper" and "neighbours either side" in near.text
+    mnist = fedlamb_fig12.protocol(common.parse_config(fedlamb_fig12, ["--grid", "near"]))
+    assert mnist.kind == "pilot"               # the subset's grids rest on its own pilot
 
 
 def test_cost_fit_is_a_line_in_local_epochs():
