@@ -140,8 +140,9 @@ def protocol(cfg):
                  "its best point and its Table 1 neighbours either side in the rate")
         return protocols.Protocol(
             "paper", "supplement Table 1 grids and lambda: a one-seed pilot over the whole grid "
-            f"read at round {FMNIST_PILOT_ROUND} picks {picks} per method; the paper's rule "
-            "selects among them at the plotted horizon on every seed", rule="fed-lamb", seeds=cfg.seeds, horizon=cfg.rounds,
+            f"read at round {FMNIST_PILOT_ROUND} picks {picks} per method"
+            + (f" (values replaced by --axes {cfg.axes})" if cfg.axes else "")
+            + "; the paper's rule selects among them at the plotted horizon on every seed", rule="fed-lamb", seeds=cfg.seeds, horizon=cfg.rounds,
             plotted=cfg.rounds, required_seeds=fl.PAPER_SEEDS,
             source="SUPP Table 1, MAIN Sec. 4; pilot: docs/fedlamb_pilot.md")
     return fl.protocol(cfg, FMNIST_PILOT_ROUND if cfg.dataset == "fmnist" else PILOT_ROUND)
@@ -161,9 +162,14 @@ def runs(cfg):
 
 
 def plot(df, cfg):
-    title = (f"Fed-LAMB Figs. 1-2: {fl.dataset_label(cfg.dataset, cfg.data_dir)}, non-iid (2 label "
-             f"shards/client), n={cfg.n}, {cfg.m} per round, batch {cfg.batch}; grid "
-             f"'{cfg.grid}', {cfg.seeds} seed(s), mean and seed range\n" + fl.READINGS_NOTE)
+    data = fl.dataset_label(cfg.dataset, cfg.data_dir)
+    if cfg.dataset == "fmnist":
+        data = f"full {data} (stand-in for the paper's MNIST)"
+    note = (fl.READINGS_NOTE if any(m.endswith("-printed") for m in methods(cfg)) else
+            "Fed-AMS/Fed-LAMB default reading (MAIN Alg. 2's printed reading not run)")
+    title = (f"Fed-LAMB Figs. 1-2: {data}, non-iid (2 label shards/client), n={cfg.n}, "
+             f"{cfg.m} per round, batch {cfg.batch}; grid '{cfg.grid}', {cfg.seeds} seed(s), "
+             f"mean and seed range\n" + note)
     return fl.plot_panels(df, cfg, settings(cfg), methods(cfg), title, "fedlamb_fig12")
 
 

@@ -30,7 +30,9 @@ def sweep_run(name: str, grid: Grid, problem: dict, build_problem, participation
               rounds: int | None = None, eval_every: int = 1, params: dict | None = None,
               plan: str = "auto") -> Run:
     """One entry run that is a whole sweep (see the module docstring). ``problem`` is the
-    JSON description that ``build_problem(problem)`` builds (module-level function for Ray)."""
+    JSON description that ``build_problem(problem)`` builds (module-level function for Ray).
+    The entry's ``--reuse-stale`` reaches the sweep: saved cells of other code are reused
+    (and the sweep says so) instead of recomputed."""
     def execute(cfg, seeds, progress):
         spec = SweepSpec(name, grid, problem, build_problem, participation=participation,
                          rounds=rounds or cfg.rounds, seeds=list(seeds), eval_every=eval_every,
@@ -39,7 +41,8 @@ def sweep_run(name: str, grid: Grid, problem: dict, build_problem, participation
         result = run_sweep(spec, executor=getattr(cfg, "executor", "inprocess"), plan=plan,
                            ray_address=getattr(cfg, "ray_address", None),
                            threads=getattr(cfg, "threads", 0) or 1,
-                           progress=lambda k: progress(k / cells))
+                           progress=lambda k: progress(k / cells),
+                           reuse_stale=bool(getattr(cfg, "reuse_stale", False)))
         if result.missing:
             raise ValueError(f"sweep {name}: {len(result.missing)} cell(s) failed twice; see "
                              f"{spec.folder / 'failures.json'}")
