@@ -254,6 +254,28 @@ def test_reproduce_adapter_runs_a_grid_as_an_entry_run(tmp_path):
     assert len(cells) == 4
 
 
+def test_reproduce_adapter_passes_reuse_stale(tmp_path, monkeypatch):
+    """An entry's --reuse-stale reaches its sweep runs: cells of other code are reused with it
+    (same values), computed again without it."""
+    import shutil
+
+    from reproduce import common
+    from reproduce.sweeps import sweep_run
+    grid = Grid.from_specs("fedavg", ["eta_l=0.05,0.1"])
+    run = sweep_run("lr", grid, QUAD, cli.build_compare_problem, "m=3")
+    cfg = common.EntryConfig(seeds=1, rounds=3, out=str(tmp_path / "a"), quiet=True)
+    first, _ = run.execute(cfg, [0], lambda f: None)
+    monkeypatch.setattr(execute.identity, "code_digest", lambda: "another-code")
+    for stale, redone in ((True, 0), (False, 2)):
+        out = tmp_path / f"o{stale}"
+        shutil.copytree(tmp_path / "a" / "sweeps", out / "sweeps")
+        cfg = common.EntryConfig(seeds=1, rounds=3, out=str(out), quiet=True,
+                                 reuse_stale=stale)
+        table, info = run.execute(cfg, [0], lambda f: None)
+        assert info["cells_run"] == redone and info["cells_reused"] == 2 - redone
+        pd.testing.assert_series_equal(_values(table), _values(first))
+
+
 def test_cli_paper_table_grid(tmp_path, capsys):
     """--table fed-lamb: the Fed-LAMB supplement Table 1 grid is one command."""
     args = ["--tiny", "--quiet", "--table", "fed-lamb", "--algorithms", "fed-sgd",
