@@ -38,7 +38,9 @@ in the figures' footers and the printed summaries.
 **Hyperparameters**: each method at its setting's best point of Tables 3-6
 (:mod:`reproduce.fedada2_tables`), tuned by the paper on the real tasks; the stand-ins
 use the same values (not re-tuned: a stand-in's ranking can differ for that reason too), except
-:mod:`reproduce.fedada2_dp` with ``--tuning two-step`` (:func:`tuned_here`).
+with ``--tuning two-step`` (:func:`tuned_here`; :mod:`reproduce.fedada2_dp`,
+:mod:`reproduce.fedada2_fig1`, :mod:`reproduce.fedada2_fig5`, :mod:`reproduce.fedada2_epochs`),
+which tunes every method on the task run first (:func:`two_step_tuning`).
 
 **Statistics**: :func:`mean_ci` is the two-sided Student-t interval of the seed mean (the
 "95 % intervals" of Figure 1, 20 seeds in the paper); :func:`final_ci` and :func:`curve_ci`
@@ -519,7 +521,8 @@ def target(setting: str, cfg) -> float | None:
 
 def tuned_here(setting: str, cfg) -> bool:
     """Whether the compared points were tuned on the task run (``--tuning two-step`` of
-    :mod:`reproduce.fedada2_dp` and :mod:`reproduce.fedada2_fig5`), not taken from Tables 3-6."""
+    :mod:`reproduce.fedada2_dp`, :mod:`reproduce.fedada2_fig1`, :mod:`reproduce.fedada2_fig5`
+    and :mod:`reproduce.fedada2_epochs`), not taken from Tables 3-6."""
     return getattr(cfg, "tuning", "paper") == "two-step"
 
 
