@@ -248,7 +248,7 @@ def setting_text(cfg) -> str:
              f"resnet18 of width {cfg.width} ({cfg.resnet_stem} stem)"
              if cfg.model == "resnet18" and getattr(cfg, "width", 0) else
              "LeNet with GroupNorm" if cfg.model == "lenet-gn" else cfg.model)
-    return (f"{cfg.dataset} ({'stand-in' if cfg.dataset == 'fmnist' else 'paper dataset'}), "
+    return (f"{cfg.dataset} ({'paper dataset' if cfg.dataset in PAPER_EPOCHS else 'stand-in'}), "
             f"{model}, {cfg.n_clients} clients Dir-{cfg.dirichlet:g}, "
             f"{cfg.participation:.0%} a round, batch {cfg.batch_size}, "
             f"{f'{cfg.local_steps} local steps' if cfg.local_steps else f'{epochs(cfg)} local epochs'}"

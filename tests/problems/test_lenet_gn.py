@@ -52,6 +52,8 @@ def test_lenet_gn_and_a_narrow_resnet_reach_the_fedlada_problem():
     prob = fc.problem(cfg)
     assert type(prob).__name__ == "ConvProblem" and prob.model.norm1.num_groups == 2
     assert "LeNet with GroupNorm" in fc.setting_text(cfg)
+    assert fc.setting_text(cfg).startswith("mnist-subset (stand-in)")     # not the paper's data
+    assert fc.setting_text(fc.StandIn(dataset="cifar10")).startswith("cifar10 (paper dataset)")
     cfg = fc.StandIn(model="resnet18", width=8, **small)
     assert cfg.run_key()["width"] == 8 and fc.problem_desc(cfg)["width"] == 8
     net = fc.problem(cfg).model
