@@ -13,7 +13,8 @@ papers) needs three lines::
 :func:`sweep_run` returns a :class:`reproduce.common.Run` whose ``execute`` runs the grid
 through :func:`sims.experiments.sweep.run_sweep` (every (point, seed) cell saved and resumed under
 ``OUT/sweeps/NAME``, keyed by the code identity; in-process, or on Ray when the
-entry's config has ``executor="ray"`` / ``ray_address``) and returns the whole grid's tidy
+entry's config has ``executor="ray"`` / ``ray_address``; cells of other code reused with the
+entry's ``--reuse-stale``, which the sweep reports) and returns the whole grid's tidy
 table, the grid values as columns and ``run`` the point's label.
 """
 from __future__ import annotations
@@ -39,7 +40,8 @@ def sweep_run(name: str, grid: Grid, problem: dict, build_problem, participation
         result = run_sweep(spec, executor=getattr(cfg, "executor", "inprocess"), plan=plan,
                            ray_address=getattr(cfg, "ray_address", None),
                            threads=getattr(cfg, "threads", 0) or 1,
-                           progress=lambda k: progress(k / cells))
+                           progress=lambda k: progress(k / cells),
+                           reuse_stale=bool(getattr(cfg, "reuse_stale", False)))
         if result.missing:
             raise ValueError(f"sweep {name}: {len(result.missing)} cell(s) failed twice; see "
                              f"{spec.folder / 'failures.json'}")
