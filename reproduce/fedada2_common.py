@@ -38,7 +38,9 @@ in the figures' footers and the printed summaries.
 **Hyperparameters**: each method at its setting's best point of Tables 3-6
 (:mod:`reproduce.fedada2_tables`), tuned by the paper on the real tasks; the stand-ins
 use the same values (not re-tuned: a stand-in's ranking can differ for that reason too), except
-:mod:`reproduce.fedada2_dp` with ``--tuning two-step`` (:func:`tuned_here`).
+with ``--tuning two-step`` (:func:`tuned_here`; :mod:`reproduce.fedada2_dp`,
+:mod:`reproduce.fedada2_fig1`, :mod:`reproduce.fedada2_fig5`, :mod:`reproduce.fedada2_epochs`),
+which tunes every method on the task run first (:func:`two_step_tuning`).
 
 **Statistics**: :func:`mean_ci` is the two-sided Student-t interval of the seed mean (the
 "95 % intervals" of Figure 1, 20 seeds in the paper); :func:`final_ci` and :func:`curve_ci`
@@ -519,12 +521,68 @@ def target(setting: str, cfg) -> float | None:
 
 def tuned_here(setting: str, cfg) -> bool:
     """Whether the compared points were tuned on the task run (``--tuning two-step`` of
-    :mod:`reproduce.fedada2_dp` and :mod:`reproduce.fedada2_fig5`), not taken from Tables 3-6."""
+    :mod:`reproduce.fedada2_dp`, :mod:`reproduce.fedada2_fig1`, :mod:`reproduce.fedada2_fig5`
+    and :mod:`reproduce.fedada2_epochs`), not taken from Tables 3-6."""
     return getattr(cfg, "tuning", "paper") == "two-step"
 
 
 TWO_STEP_RULE = "running10-acc"
 _TUNINGS: dict = {}
+
+#: ``--tuning two-step``'s grids on the image stand-ins, per table of best points (App. H.2 on
+#: the stand-in; registry keys: ``eta_l`` client rate, ``eta`` server rate, ``eps`` client
+#: adaptivity tau_l, ``tau`` server adaptivity tau_s), ``(step 1, step 2)``: a stated budget
+#: of two values an axis, every value on H.2's grids (step 1: its symmetric grid; step 2: its
+#: asymmetric one, FedAvg's final grid), each method's table point (Tables 4-6) in one of the
+#: steps (Table 6's tau_s = 1e-7 at 20 epochs, off H.2's step-2 grid as printed, is kept as the
+#: table's point). 43 cells a table, of ``--rounds`` rounds on ``--tune-seeds`` seeds.
+_JOINT = ({"eta_l": (1e-3, 1e-2), "eta": (1e-3, 1e-2), "eps": (1e-3,), "tau": (1e-3,)},
+          {"eta_l": (1e-2, 1e-1), "eta": (1e-3,), "eps": (0.1, 1.0), "tau": (1e-5,)})
+_ADAM = ({"eta_l": (1e-3, 1e-2), "eta": (1e-3, 1e-2), "tau": (1e-5,)},
+         {"eta_l": (1e-3, 1e-2), "eta": (1e-4, 1e-3), "tau": (1e-5,)})
+_ADAGRAD_GLD = {"eta_l": (1e-2, 1e-1), "eta": (1e-2,), "tau": (1e-9,)}
+_GLD_JOINT = (_JOINT[0], {"eta_l": (1e-2, 1e-1), "eta": (1e-3,), "eps": (1e-3, 0.1),
+                          "tau": (1e-5,)})
+_GLD20_JOINT = (_JOINT[0], {"eta_l": (1e-3, 1e-2), "eta": (1e-3,), "eps": (1e-3, 0.1),
+                            "tau": (1e-7,)})
+IMAGE_GRIDS = {
+    "cifar100": {"fedavg": ({"eta_l": (0.01, 0.1, 0.5)}, {"eta_l": (0.05, 0.09)}),
+                 "fedadagrad": ({"eta_l": (1e-3, 1e-2), "eta": (1e-3, 1e-2), "tau": (1e-9,)},
+                                {"eta_l": (1e-5, 1e-4), "eta": (1e-2,), "tau": (1e-10,)}),
+                 "fedadam": _ADAM, "dja": _JOINT, "joint-no-precond": _JOINT,
+                 "fedada2": _JOINT},
+    "gld23k": {"fedavg": ({"eta_l": (0.01, 0.1, 0.5)}, {"eta_l": (0.04, 0.07)}),
+               "fedadagrad": ({"eta_l": (1e-3, 1e-2), "eta": (1e-3, 1e-2), "tau": (1e-5,)},
+                              _ADAGRAD_GLD),
+               "fedadam": (_ADAM[0], {"eta_l": (1e-2, 1e-1), "eta": (1e-4, 1e-3),
+                                      "tau": (1e-5,)}),
+               "dja": _GLD_JOINT, "joint-no-precond": _GLD_JOINT, "fedada2": _GLD_JOINT},
+    "gld23k-20epoch": {
+        "fedavg": ({"eta_l": (0.01, 0.1, 0.5)}, {"eta_l": (0.01, 0.04)}),
+        "fedadagrad": ({"eta_l": (1e-3, 1e-2), "eta": (1e-3, 1e-2), "tau": (1e-7,)},
+                       _ADAGRAD_GLD),
+        "fedadam": ({"eta_l": (1e-3, 1e-2), "eta": (1e-3, 1e-2), "tau": (1e-7,)},
+                    {"eta_l": (1e-2, 1e-1), "eta": (1e-4, 1e-3), "tau": (1e-5,)}),
+        "dja": _GLD20_JOINT, "joint-no-precond": _GLD20_JOINT, "fedada2": _GLD20_JOINT},
+}
+IMAGE_GRIDS["gld23k-1epoch"] = {**IMAGE_GRIDS["gld23k"], "fedadagrad": (
+    {"eta_l": (1e-3, 1e-2), "eta": (1e-3, 1e-2), "tau": (1e-9,)}, _ADAGRAD_GLD)}
+#: The tuning's name per table (its sweep cells' folders ``OUT/sweeps/NAME_METHOD-step*``):
+#: one tuning per table and horizon, shared by every entry that runs that table tuned
+#: (CIFAR-100's: ``fedada2_fig5``'s, which ran it first; GLD-23K's 5-epoch one:
+#: ``fedada2_fig1``'s and ``fedada2_epochs``'s).
+TUNING_NAMES = {"cifar100": "fedada2_fig5", "gld23k": "fedada2_gld23k",
+                "gld23k-1epoch": "fedada2_gld23k-1epoch",
+                "gld23k-20epoch": "fedada2_gld23k-20epoch"}
+
+
+def image_grids(table: str, cfg) -> dict:
+    """:data:`IMAGE_GRIDS` of ``table``; with ``--tiny`` one point a step."""
+    grids = IMAGE_GRIDS[table]
+    if not cfg.tiny:
+        return grids
+    return {m: ({k: v[:1] for k, v in one.items()}, {k: v[-1:] for k, v in two.items()})
+            for m, (one, two) in grids.items()}
 
 
 def _tuning_key(name: str, setting: str, cfg) -> tuple:
@@ -533,7 +591,7 @@ def _tuning_key(name: str, setting: str, cfg) -> tuple:
     return name, setting, json.dumps(cfg.run_key(), sort_keys=True, default=str)
 
 
-def two_step_tuning(setting: str, cfg, name: str, grids: dict) -> dict:
+def two_step_tuning(setting: str, cfg, name: str, grids: dict, table: str | None = None) -> dict:
     """App. H.2's two-step tuning of every method of ``setting`` on the task run
     (:func:`reproduce.protocols.two_step`; H.1's running average of the last 10 logged test
     accuracies at the comparison's horizon, ``cfg.rounds``), on ``cfg.tune_seeds`` seeds,
@@ -541,9 +599,14 @@ def two_step_tuning(setting: str, cfg, name: str, grids: dict) -> dict:
     The other hyperparameters are the method's table cell with the authors' reference
     choices (:func:`reference`); on StackOverflow under user-level DP with Table 3's clip
     (not tuned). Cells are saved and resumed under ``OUT/sweeps/NAME_METHOD-step*``; the result
-    is computed once a process. The sweep cells run the registry's algorithm, so an adaptive
-    server's sample weighting (:func:`weighted`) is not applied in tuning: on CIFAR-100's
-    equal-size clients it changes nothing. ``{method: Tuning}``."""
+    is computed once a process. ``table``: the table of best points the methods start from
+    (default the setting's; e.g. Table 6's ``gld23k-1epoch`` with ``cfg.image_local_epochs =
+    1``). Each method's cells aggregate as its runs do (:func:`aggregation`): where the
+    authors weight an adaptive server by the clients' sample counts and the clients differ in
+    size (GLD-23K), its sweep cells are sample-weighted
+    (:attr:`sims.experiments.sweep.SweepSpec.aggregation`); on equal-size clients
+    (CIFAR-100's) the weighted mean is the uniform one and the cells aggregate uniformly.
+    ``{method: Tuning}``."""
     from pathlib import Path
 
     from . import fedada2_ranked as rk
@@ -553,15 +616,10 @@ def two_step_tuning(setting: str, cfg, name: str, grids: dict) -> dict:
         return _TUNINGS[key]
     s = SETTINGS[setting]
     prob = problem(setting, cfg)[0]
-    sizes = {len(p) for p in prob.parts}
-    if any(aggregation(setting, m, cfg) != "uniform" for m in s.methods) and len(sizes) > 1:
-        raise common.EntryError(
-            f"--tuning two-step on {s.label}: the tuning's sweep cells aggregate uniformly, "
-            "and these clients differ in size, so the authors' sample weighting would differ "
-            "between tuning and runs; add --aggregation uniform")
+    unequal = len({len(p) for p in prob.parts}) > 1
     out = {}
     for m in s.methods:
-        cell = tables.best(s.table, m)
+        cell = tables.best(table or s.table, m)
         one, two = grids[m]
         fixed = {k: v for k, v in cell.hyper.items() if k not in one}
         fixed.update(reference(setting, m, cfg))
@@ -576,7 +634,9 @@ def two_step_tuning(setting: str, cfg, name: str, grids: dict) -> dict:
                          eval_every=cfg.eval_every, out=str(Path(cfg.out) / "sweeps"),
                          device=cfg.device, plan=getattr(cfg, "plan", "auto"),
                          threads=cfg.threads or 1, dp=dp,
-                         reuse_stale=bool(getattr(cfg, "reuse_stale", False)))
+                         reuse_stale=bool(getattr(cfg, "reuse_stale", False)),
+                         aggregation=(aggregation(setting, m, cfg) if unequal
+                                      else "uniform"))
         seeds = list(range(cfg.seed0, cfg.seed0 + int(getattr(cfg, "tune_seeds", 1))))
         out[m] = pr.two_step(f"{name}_{m}" + ("_tiny" if cfg.tiny else ""),
                              method(one), method(two), setup, seeds, rule=TWO_STEP_RULE)
@@ -593,13 +653,13 @@ def validate_tuning(cfg) -> None:
         raise common.EntryError(f"--tune-seeds must be >= 1, got {cfg.tune_seeds}")
 
 
-def tuned_picks(setting: str, cfg, name: str, grids: dict) -> dict:
+def tuned_picks(setting: str, cfg, name: str, grids: dict, table: str | None = None) -> dict:
     """``{method: {key: value}}``: each method's two-step pick (:func:`two_step_tuning`) with
     ``--tuning two-step``, else the table's points (empty overrides)."""
     if not tuned_here(setting, cfg):
         return {m: {} for m in SETTINGS[setting].methods}
     return {m: dict(t.picks.get(m, {}))
-            for m, t in two_step_tuning(setting, cfg, name, grids).items()}
+            for m, t in two_step_tuning(setting, cfg, name, grids, table).items()}
 
 
 def tuned_runs(setting: str, cfg, name: str, grids: dict, text: str) -> list[common.Run]:
@@ -617,24 +677,30 @@ def tuned_runs(setting: str, cfg, name: str, grids: dict, text: str) -> list[com
     return out
 
 
-def tuning_lines(setting: str, cfg, name: str) -> list[str]:
+def tuning_lines(setting: str, cfg, name: str, table: str | None = None) -> list[str]:
     """What the two-step tuning picked (from this process's tuning; none when it did not run
-    here, e.g. ``--from-ledger``, whose record keeps these lines)."""
+    here, e.g. ``--from-ledger``, whose record keeps these lines); ``table`` as in
+    :func:`two_step_tuning`."""
     found = _TUNINGS.get(_tuning_key(name, setting, cfg))
     if not tuned_here(setting, cfg) or found is None:
         return []
-    table = "Table 3" if SETTINGS[setting].private else "Tables 4-5"
+    key = table or SETTINGS[setting].table
+    table = tables.best(key, SETTINGS[setting].methods[0]).source
     clip = ", Table 3's clip" if SETTINGS[setting].private else ""
+    prob = problem(setting, cfg)[0]
+    weighted_ = [label(m, True) for m in found if aggregation(setting, m, cfg) != "uniform"]
+    cells = ("uniform cells" if not weighted_ or len({len(p) for p in prob.parts}) == 1 else
+             "sample-weighted cells for " + ", ".join(weighted_) + " (clients differ in size)")
     out = [f"two-step tuning (App. H.2 on the stand-in; rule {TWO_STEP_RULE}, selected at round "
-           f"{cfg.rounds} on {getattr(cfg, 'tune_seeds', 1)} seed(s){clip}; score = the best "
-           "running average of 10 logged test accuracies, %):"]
+           f"{cfg.rounds} on {getattr(cfg, 'tune_seeds', 1)} seed(s){clip}, from {table}; "
+           f"{cells}; score = the best running average of 10 logged test accuracies, %):"]
     for m, t in found.items():
         s = t.summary
         ok = s[s["selected"]]
         pick = t.picks.get(m, {})
         text = ", ".join(f"{k} {v:g}" for k, v in sorted(pick.items())) or f"none ({table}'s)"
         score = 100 * float(ok["score"].iloc[0]) if len(ok) else float("nan")
-        paper = hyper(setting, m)
+        paper = tables.best(key, m).hyper
         same = all(abs(float(paper.get(k, v)) - float(v)) <= 1e-12 * max(1, abs(float(v)))
                    for k, v in pick.items())
         where = f"{table}'s point" if same else f"not {table}'s point"

@@ -18,8 +18,17 @@ test accuracy; "about equal" an equivalence test within one point.
 
 Settings, stand-ins and hyperparameters: :mod:`reproduce.fedada2_common` (the CPU default runs
 GLD-23K's stand-in: a 200-class composite task of Fashion-MNIST triples over 233
-natural-like clients; the
-paper's tuned hyperparameters are used unchanged).
+natural-like clients).
+
+Tuning (``--tuning``): ``paper`` (the default) runs Tables 4-6's points, tuned by the paper on
+the real task, so every comparison's card fails on the stand-in ("tuned on the task run");
+``two-step`` first tunes every method at each local-epoch count on the stand-in by App. H.2's
+two steps (:func:`reproduce.fedada2_common.two_step_tuning`, the mechanism of
+``fedada2_fig5`` and ``fedada2_dp``; the paper: "Step 1 analogous sweeps for 1 and 20 local
+epochs") over :data:`reproduce.fedada2_common.IMAGE_GRIDS` of the epoch count's table (43
+cells each, H.1's running-10 rule at the plotted horizon on ``--tune-seeds`` seeds; the
+adaptive servers' cells sample-weighted as the authors aggregate them on GLD-23K's unequal
+clients), then runs the comparison at the picks.
 """
 from __future__ import annotations
 
@@ -40,7 +49,9 @@ PAPER, TARGET = "FedAda2", "Figure 3 (top), Figure 4 (top)"
 TITLE = "GLD-23K with 1, 5 and 20 local epochs: test accuracy of six methods"
 DEFAULT_COST = ("613 CPU-s measured with --threads 1 (6 methods x 1/5/20 epochs x 5 seeds "
                 "x 150 rounds on GLD-23K's 200-class composite stand-in; 10 min 28 s of wall "
-                "time on two shared cores)")
+                "time on two shared cores); the filed run, --tuning two-step: 1,425 CPU-s "
+                "(86 tuning cells at 1 and 20 epochs computed, the 5-epoch tuning "
+                "fedada2_fig1's)")
 
 #: local epochs -> the table of best hyperparameters (Table 6 for 1 and 20, Tables 4-5 for 5)
 TABLE_OF = {1: "gld23k-1epoch", 5: "gld23k", 20: "gld23k-20epoch"}
@@ -53,6 +64,8 @@ class Config(fc.Config):
     epochs: str = "1,5,20"
     seeds: int = 5
     rounds: int = 150
+    tuning: str = "paper"          # paper (Tables 4-6's points) | two-step (App. H.2 here)
+    tune_seeds: int = 1            # selection seeds of the two-step tuning
 
     def scale(self):
         fc.Config.scale(self)
@@ -64,6 +77,7 @@ class Config(fc.Config):
         if fc.items(self.settings) != ["gld23k"]:
             raise common.EntryError("--settings: Figure 3 (top) is GLD-23K only (gld23k)")
         epoch_list(self)
+        fc.validate_tuning(self)
 
 
 def epoch_list(cfg) -> list[int]:
@@ -83,25 +97,47 @@ def run_name(epochs: int, method: str) -> str:
     return f"gld23k_E{epochs}_{method}"
 
 
+TUNING_TEXT = "two-step tuning on the stand-in (App. H.2), per local-epoch count"
+
+
+def epoch_config(cfg, e: int):
+    """``cfg`` with ``e`` local epochs (the problem, the tuning's cells and its cache key)."""
+    return dataclasses.replace(cfg, image_local_epochs=e)
+
+
+def picks(cfg, e: int) -> dict:
+    """``{method: {key: value}}`` at ``e`` local epochs: the two-step picks with ``--tuning
+    two-step`` (:func:`reproduce.fedada2_common.tuned_picks` from the epoch count's table),
+    else empty (the table's points)."""
+    t = TABLE_OF[e]
+    return fc.tuned_picks("gld23k", epoch_config(cfg, e), fc.TUNING_NAMES[t],
+                          fc.image_grids(t, cfg), table=t)
+
+
 def runs(cfg):
     out = []
+    fc.load_problems(cfg)
     for e in epoch_list(cfg):
-        ecfg = dataclasses.replace(cfg, image_local_epochs=e)
+        ecfg = epoch_config(cfg, e)
+        chosen = picks(cfg, e)
         for m in fc.SETTINGS["gld23k"].methods:
-            def build(e=e, m=m, ecfg=ecfg):
+            def build(e=e, m=m, ecfg=ecfg, pick=chosen[m]):
                 prob = fc.problem("gld23k", ecfg)[0]
-                alg = tables.build(TABLE_OF[e], m, **fc.reference("gld23k", m, ecfg))
+                alg = tables.build(TABLE_OF[e], m, **{**fc.reference("gld23k", m, ecfg),
+                                                      **pick})
                 return (prob, fc.weighted(alg, prob, m, ecfg, False),
                         fc.participation("gld23k", ecfg))
             cell = tables.best(TABLE_OF[e], m)
+            extra = {"hyper": {"algorithm": cell.algorithm, **cell.hyper,
+                               **fc.reference("gld23k", m, ecfg), **chosen[m],
+                               "aggregation": fc.aggregation("gld23k", m, ecfg),
+                               "source": cell.source}}
+            if fc.tuned_here("gld23k", cfg):
+                extra.update(tuning=TUNING_TEXT, picked=chosen[m])
             out.append(common.Run(run_name(e, m), {"setting": "gld23k", "epochs": e,
                                                    "method": m},
                                   build=build, eval_every=cfg.eval_every, eval_grad=False,
-                                  extra={"hyper": {"algorithm": cell.algorithm, **cell.hyper,
-                                                   **fc.reference("gld23k", m, ecfg),
-                                                   "aggregation": fc.aggregation("gld23k", m,
-                                                                                 ecfg),
-                                                   "source": cell.source}}))
+                                  extra=extra))
     return out
 
 
@@ -116,8 +152,8 @@ def plot(df, cfg):
         ax.set_title(f"({'abc'[epochs.index(e)]}) {e} local epoch{'s' if e > 1 else ''}")
         ax.set_ylabel("test accuracy")
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"FedAda2 Fig. 3 (top): {title}, local epochs varied (mean and 95% interval "
-                 f"over {cfg.seeds} seeds)", fontsize=10)
+    fig.suptitle(f"FedAda2 Fig. 3 (top): {title}, local epochs varied, {_points(cfg)} (mean "
+                 f"and 95% interval over {cfg.seeds} seeds)", fontsize=10)
     paths = plotting.save(fig, cfg.figures, "fedada2_fig3_top")
     if 5 in epochs:
         fig, axes = plt.subplots(1, 3, figsize=(13.5, 3.8))
@@ -127,10 +163,15 @@ def plot(df, cfg):
             fc.ci_plot(ax, five, metric, methods, logy=metric != "test_acc")
             ax.set_ylabel(name)
         axes[0].legend(fontsize=7)
-        fig.suptitle(f"FedAda2 Fig. 4 (top): {title}, 5 local epochs (the runs of Fig. 3b)",
-                     fontsize=10)
+        fig.suptitle(f"FedAda2 Fig. 4 (top): {title}, 5 local epochs (the runs of Fig. 3b), "
+                     f"{_points(cfg)}", fontsize=10)
         paths += plotting.save(fig, cfg.figures, "fedada2_fig4_top")
     return paths
+
+
+def _points(cfg) -> str:
+    return ("points tuned on the stand-in (App. H.2's two steps)"
+            if fc.tuned_here("gld23k", cfg) else "Tables 4-6's points")
 
 
 def _table(scores, e, methods, unit="acc"):
@@ -165,9 +206,15 @@ def check(df, cfg):
              f"round, {cfg.rounds} rounds, {cfg.seeds} seeds; hyperparameters: "
              + ", ".join(f"{e} epochs {tables.best(TABLE_OF[e], 'fedada2').source}"
                          for e in epochs)] + notes
+    for e in epochs:
+        lines += [f"{e} local epoch(s): " + t if i == 0 else t for i, t in enumerate(
+            fc.tuning_lines("gld23k", epoch_config(cfg, e), fc.TUNING_NAMES[TABLE_OF[e]],
+                            table=TABLE_OF[e]))]
     if fc.is_standin("gld23k", cfg):
         lines.append("STAND-IN: every number below is on GLD-23K's stand-in, not the paper's "
-                     "data; the paper's tuned hyperparameters are used untuned")
+                     "data; " + ("each method tuned on it by App. H.2's two steps at each "
+                                 "epoch count" if fc.tuned_here("gld23k", cfg) else
+                                 "the paper's tuned hyperparameters are used untuned"))
     final = fc.seed_scores(df, "test_acc", "final")
     have = set(df["run"].unique())
     for e in epochs:

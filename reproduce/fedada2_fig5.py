@@ -66,27 +66,17 @@ class Config(fc.Config):
         fc.validate_tuning(self)
 
 
-#: ``--tuning two-step``'s grids (App. H.2 on the stand-in; registry keys: ``eta_l`` client
-#: rate, ``eta`` server rate, ``eps`` client adaptivity tau_l, ``tau`` server adaptivity tau_s):
-#: a stated budget of two values an axis, every value on H.2's grids (step 1: its symmetric
-#: grid; step 2: its asymmetric one, FedAvg's final grid), each method's Tables 4-5 point in
-#: one of the steps. 43 cells of ``--rounds`` rounds on ``--tune-seeds`` seeds.
-_JOINT = ({"eta_l": (1e-3, 1e-2), "eta": (1e-3, 1e-2), "eps": (1e-3,), "tau": (1e-3,)},
-          {"eta_l": (1e-2, 1e-1), "eta": (1e-3,), "eps": (0.1, 1.0), "tau": (1e-5,)})
-GRIDS = {"fedavg": ({"eta_l": (0.01, 0.1, 0.5)}, {"eta_l": (0.05, 0.09)}),
-         "fedadagrad": ({"eta_l": (1e-3, 1e-2), "eta": (1e-3, 1e-2), "tau": (1e-9,)},
-                        {"eta_l": (1e-5, 1e-4), "eta": (1e-2,), "tau": (1e-10,)}),
-         "fedadam": ({"eta_l": (1e-3, 1e-2), "eta": (1e-3, 1e-2), "tau": (1e-5,)},
-                     {"eta_l": (1e-3, 1e-2), "eta": (1e-4, 1e-3), "tau": (1e-5,)}),
-         "dja": _JOINT, "joint-no-precond": _JOINT, "fedada2": _JOINT}
-#: ``--tiny``'s grids: one point a step
-TINY_GRIDS = {m: ({k: v[:1] for k, v in one.items()}, {k: v[-1:] for k, v in two.items()})
-              for m, (one, two) in GRIDS.items()}
-GRIDS_NAME = "fedada2_fig5"
+#: ``--tuning two-step``'s grids: CIFAR-100's of the FedAda2 image tunings
+#: (:data:`reproduce.fedada2_common.IMAGE_GRIDS`: two values an axis on H.2's grids, each
+#: method's Tables 4-5 point in one of the steps; 43 cells of ``--rounds`` rounds on
+#: ``--tune-seeds`` seeds), under the one CIFAR-100 tuning name every tuned entry shares
+GRIDS = fc.IMAGE_GRIDS["cifar100"]
+GRIDS_NAME = fc.TUNING_NAMES["cifar100"]
 
 
 def grids(cfg) -> dict:
-    return TINY_GRIDS if cfg.tiny else GRIDS
+    """:data:`GRIDS`; with ``--tiny`` one point a step."""
+    return fc.image_grids("cifar100", cfg)
 
 
 class WithTrainAccuracy:

@@ -36,10 +36,10 @@ from . import verdicts as vd
 
 PAPER, TARGET = "FedAda2", "Figure 7"
 TITLE = "Delayed client preconditioner updates (1 and 3 frozen epochs): every sweep run ranked"
-DEFAULT_COST = ("252 CPU-s measured with --threads 1 (12 panels x 36 grid points x 2 seeds "
-                "x 60 rounds, all computed, on GLD-23K's former 10-class stand-in; less when "
-                "fedada2_fig6's top row is reused); on the 200-class composite stand-in (the "
-                "default now) about 30 CPU-min: its first panel took 2.5 CPU-min")
+DEFAULT_COST = ("about 37 CPU-min measured with --threads 1 on the 200-class composite "
+                "stand-in (12 panels x 36 grid points x 2 seeds x 60 rounds, about 3 CPU-min "
+                "a panel; the top row shared with fedada2_fig6); 252 CPU-s on GLD-23K's former "
+                "10-class stand-in")
 
 PAPER_DELAYED = {"eta_l": "1e-4,1e-3,1e-2,1e-1", "eta_s": "1e-4,1e-3,1e-2,1e-1",
                  "tau_l": "1e-3,1e-1,1", "tau_s": "1e-5,1e-3,1e-1"}

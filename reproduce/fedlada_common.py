@@ -34,6 +34,7 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+import torch
 
 from sims.core import engine
 from sims.algorithms.registry import make_algorithm
@@ -111,6 +112,8 @@ class StandIn(common.EntryConfig):
     fedadam_v0: float = FEDADAM_V0    # FedAdam's initial second moment (paper Sec. 4.1)
     resnet_stem: str = "torchvision"  # --full's ResNet-18: "torchvision" (7x7 + max-pool,
     #                                   the author's code, spec 3.1 [ext]) or "cifar" (3x3)
+    width: int = 0                   # > 0: the ResNet-18's base width (default 0: 64, the
+    #                                  paper's); a narrow ResNet for the stand-in search
 
     def run_key(self) -> dict:
         """As :meth:`EntryConfig.run_key`; ``local_steps`` and ``wd_mode`` only when not the
@@ -128,6 +131,8 @@ class StandIn(common.EntryConfig):
                 key.pop(name, None)
         if self.model != "resnet18":
             key.pop("resnet_stem", None)
+        if not self.width:
+            key.pop("width", None)
         return key
 
     def validate(self):
@@ -142,6 +147,9 @@ class StandIn(common.EntryConfig):
                                     f"(0, 1], got {self.participation:g}")
         if self.n_clients < 1:
             raise common.EntryError(f"--n-clients must be >= 1, got {self.n_clients}")
+        if self.width < 0 or (self.width and self.model != "resnet18"):
+            raise common.EntryError(f"--width is the ResNet-18's base width (> 0, with --model "
+                                    f"resnet18), got {self.width} with --model {self.model}")
 
     def scale(self):
         if self.full:
@@ -207,9 +215,9 @@ def participation(cfg, rate: float | None = None) -> Participation:
 @lru_cache(maxsize=4)
 def _problem(dataset, model, hidden, n_clients, dirichlet, batch_size, local_epochs,
              local_steps, eval_train_samples, test_samples, data_dir, device, subset_of=0,
-             depth=1, resnet_stem=0):
+             depth=1, resnet_stem=0, width=0):
     from sims.problems.image import build_image_problem
-    conv = model in ("resnet18", "lenet", "cnn")
+    conv = model in ("resnet18", "lenet", "lenet-gn", "cnn")
     kw = {"model_kw": {"hidden": hidden, "depth": depth or 1}} if model in ("mlp", "mlp-ln") else {}
     if subset_of:
         kw["subset_of"] = subset_of
@@ -217,7 +225,7 @@ def _problem(dataset, model, hidden, n_clients, dirichlet, batch_size, local_epo
         kw.update(conv=True, eval_grad=False)
         if model == "resnet18":          # the paper's random crop of the padded image
             kw.update(augment="crop", pad=PAPER_PAD.get(dataset, 4),
-                      model_kw={"stem": resnet_stem or "cifar"})
+                      model_kw={"stem": resnet_stem or "cifar", **({"width": width} if width else {})})
     return build_image_problem(
         dataset, model, n_clients, scheme="dirichlet", partition_seed=0,
         partition_kw={"alpha": dirichlet, "variant": "per_client"}, batch_size=batch_size,
@@ -236,8 +244,11 @@ def setting_text(cfg) -> str:
     model = (f"MLP 784-{'-'.join([str(cfg.hidden)] * max(1, depth))}-10"
              f"{' with LayerNorm' if cfg.model == 'mlp-ln' else ''}" if cfg.model in ("mlp", "mlp-ln") else
              f"MLP 784-{cfg.hidden}-10 with {getattr(cfg, 'activations', '')}"
-             if cfg.model == "smooth-mlp" else cfg.model)
-    return (f"{cfg.dataset} ({'stand-in' if cfg.dataset == 'fmnist' else 'paper dataset'}), "
+             if cfg.model == "smooth-mlp" else
+             f"resnet18 of width {cfg.width} ({cfg.resnet_stem} stem)"
+             if cfg.model == "resnet18" and getattr(cfg, "width", 0) else
+             "LeNet with GroupNorm" if cfg.model == "lenet-gn" else cfg.model)
+    return (f"{cfg.dataset} ({'paper dataset' if cfg.dataset in PAPER_EPOCHS else 'stand-in'}), "
             f"{model}, {cfg.n_clients} clients Dir-{cfg.dirichlet:g}, "
             f"{cfg.participation:.0%} a round, batch {cfg.batch_size}, "
             f"{f'{cfg.local_steps} local steps' if cfg.local_steps else f'{epochs(cfg)} local epochs'}"
@@ -258,7 +269,11 @@ class TrainAccuracy:
     def __call__(self, view) -> dict:
         p = view.problem
         idx = p.eval_index
-        acc, _ = p._accuracy(view.server["theta"], p.x[idx], p.y[idx])
+        # standard strides: the one-channel data sets keep an arbitrary stride on their size-1
+        # channel axis, which reads as channels_last, and GroupNorm under the vmapped
+        # evaluation refuses that layout (torch: "NYI: querying is_contiguous inside of vmap")
+        x = p.x[idx].clone(memory_format=torch.contiguous_format)
+        acc, _ = p._accuracy(view.server["theta"], x, p.y[idx])
         return {"train_acc": acc}
 
 
@@ -355,7 +370,7 @@ def label(run: str) -> str:
 # ------------------------------------------------------------------------------ sweeps
 PROBLEM_KEYS = ("dataset", "model", "hidden", "n_clients", "dirichlet", "batch_size",
                 "local_epochs", "local_steps", "eval_train_samples", "test_samples", "data_dir", "device",
-                "subset_of", "depth", "resnet_stem")
+                "subset_of", "depth", "resnet_stem", "width")
 
 
 def problem_desc(cfg, **over) -> dict:
@@ -371,6 +386,8 @@ def problem_desc(cfg, **over) -> dict:
         desc.pop("depth")
     if desc["model"] != "resnet18":
         desc.pop("resnet_stem")
+    if not desc["width"]:
+        desc.pop("width")
     return desc
 
 

@@ -279,12 +279,16 @@ class Setup:
     #: reuse saved cells computed by other code (an entry's ``--reuse-stale``; the sweep
     #: says how many); False: recompute them
     reuse_stale: bool = False
+    #: the server's averaging in every cell (:attr:`sims.experiments.sweep.SweepSpec.aggregation`:
+    #: ``"uniform"`` or ``"sample-weighted"``)
+    aggregation: str = "uniform"
 
     def run(self, name: str, grid: Grid, seeds) -> pd.DataFrame:
         spec = SweepSpec(name, grid, self.problem, self.build_problem,
                          participation=self.participation, rounds=self.rounds,
                          seeds=list(seeds), eval_every=self.eval_every, out=self.out,
-                         device=self.device, dp=None if self.dp is None else dict(self.dp))
+                         device=self.device, dp=None if self.dp is None else dict(self.dp),
+                         aggregation=self.aggregation)
         res = run_sweep(spec, executor=self.executor, plan=self.plan,
                         ray_address=self.ray_address, threads=self.threads or 1,
                         quiet=self.progress is None, progress=self.progress,

@@ -13,7 +13,8 @@ papers) needs three lines::
 :func:`sweep_run` returns a :class:`reproduce.common.Run` whose ``execute`` runs the grid
 through :func:`sims.experiments.sweep.run_sweep` (every (point, seed) cell saved and resumed under
 ``OUT/sweeps/NAME``, keyed by the code identity; in-process, or on Ray when the
-entry's config has ``executor="ray"`` / ``ray_address``) and returns the whole grid's tidy
+entry's config has ``executor="ray"`` / ``ray_address``; cells of other code reused with the
+entry's ``--reuse-stale``, which the sweep reports) and returns the whole grid's tidy
 table, the grid values as columns and ``run`` the point's label.
 """
 from __future__ import annotations

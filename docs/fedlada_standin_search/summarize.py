@@ -59,8 +59,16 @@ CANDIDATES = {
     "Q1": "Q1-w256-dec-T300",
     "N1": "N1-mnistsub-b4-w256-dec-T150",
     "S1": "S1-mnistsub-b4-ln256d2-cpl-T150",
+    # CNNs: FedLADA Fig. 7's LeNet (coupled; decoupled LocalAdam beside U1's FedAvg), the
+    # LeNet with GroupNorm after each convolution (``lenet-gn``) and a ResNet-18-GN of width 16
+    # (torchvision stem, the paper's crop), the paper's net narrowed, on the MNIST subset at
+    # batch 4 (W1) and on Fashion-MNIST clients of 500 images at the paper's batch 50 (X1:
+    # planned, not run; no curves)
     "U1": "U1-mnistsub-b4-lenet-cpl-T60",
     "U2": "U1-mnistsub-b4-lenet-cpl-T60:fedavg+U2-mnistsub-b4-lenet-dec-T60",
+    "V1": "V1-mnistsub-b4-lenetgn-dec-T60",
+    "W1": "W1-mnistsub-b4-r18gn-w16-dec-T60",
+    "X1": "X1-sub120-b50-r18gn-w16-dec-T30",
     "T1": "T1-lenet-timing-fmnist",
     "T2": "T2-lenet-timing-mnistsub",
     # label noise (label_noise.py): 30 % of the training labels moved to another class

@@ -347,12 +347,20 @@ class LeNet(nn.Module):
     after the two stages (5 for 32x32 CIFAR, 4 for 28x28). ``activation``: ``"relu"``,
     ``"gelu"`` or ``"smu"`` (Table 8's smooth activations; ``mu`` for SMU).
 
+    ``groups`` (default 0: none, the paper's LeNet): ``GroupNorm(groups, 64)`` after each
+    convolution, before its activation (``lenet-gn``, :class:`LeNetGN`); with 0 the parameters
+    are exactly the plain LeNet's.
+
     ``make_model`` passes the flattened input size; the channel count and the square side are
     read from it (3 or 1 channels) unless ``in_channels`` is given."""
 
     def __init__(self, in_features: int = 3 * 32 * 32, num_classes: int = 10,
-                 activation: str = "relu", mu: float = 1.0, in_channels: int | None = None):
+                 activation: str = "relu", mu: float = 1.0, in_channels: int | None = None,
+                 groups: int = 0):
         super().__init__()
+        if groups < 0 or (groups and 64 % groups):
+            raise ValueError(f"LeNet's GroupNorm groups must divide its 64 channels (0: no "
+                             f"norm), got {groups}")
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; choose one of "
                              f"{sorted(ACTIVATIONS)}")
@@ -372,18 +380,37 @@ class LeNet(nn.Module):
         self.fc1 = nn.Linear(64 * s * s, 384)
         self.fc2 = nn.Linear(384, 192)
         self.fc3 = nn.Linear(192, num_classes)
+        # nn.Identity has no parameters: groups=0 keeps the plain LeNet's parameter list
+        self.norm1 = nn.GroupNorm(groups, 64) if groups else nn.Identity()
+        self.norm2 = nn.GroupNorm(groups, 64) if groups else nn.Identity()
 
     def act(self, x):
         return smu(x, self.mu) if self.activation == "smu" else ACTIVATIONS[self.activation](x)
 
     def forward(self, x):
-        x = torch.max_pool2d(self.act(self.conv1(x)), 2)
-        x = torch.max_pool2d(self.act(self.conv2(x)), 2)
+        x = torch.max_pool2d(self.act(self.norm1(self.conv1(x))), 2)
+        x = torch.max_pool2d(self.act(self.norm2(self.conv2(x))), 2)
         x = self.act(self.fc1(x.flatten(-3)))
         return self.fc3(self.act(self.fc2(x)))
 
 
 MODELS["lenet"] = LeNet
+
+
+class LeNetGN(LeNet):
+    """:class:`LeNet` with ``GroupNorm(2, 64)`` after each convolution (``groups``; 2 as the
+    GroupNorm ResNet-18 FedLADA trains, :class:`ResNet18GN`): the convolutions' weights become
+    scale-invariant, as in the paper's net, which changes what weight decay does to an
+    adaptive method (the FedLADA stand-in search's normalised CNN)."""
+
+    def __init__(self, in_features: int = 3 * 32 * 32, num_classes: int = 10, groups: int = 2,
+                 **kw):
+        if groups < 1:
+            raise ValueError(f"lenet-gn needs GroupNorm groups >= 1, got {groups}")
+        super().__init__(in_features, num_classes, groups=groups, **kw)
+
+
+MODELS["lenet-gn"] = LeNetGN
 
 
 class SmoothMLP(nn.Module):

@@ -113,6 +113,51 @@ def broken_problem(desc):
     raise RuntimeError("always broken")
 
 
+def build_parted(desc: dict):
+    """QUAD's problem with clients of unequal sizes (``parts``: 1, 2, ..., 6 samples)."""
+    prob = cli.build_compare_problem(desc)
+    prob.parts = [np.arange(k + 1) for k in range(prob.n_clients)]
+    return prob
+
+
+@pytest.mark.parametrize("plan", ["separate", "batched"])
+def test_sample_weighted_cell_equals_the_weighted_engine_run(tmp_path, plan):
+    """``aggregation="sample-weighted"``: every cell is the engine run of
+    ``SampleWeighted(algorithm, sizes)`` with the problem's client sizes (to rounding), not the
+    uniform cell; its files are named apart from the uniform cells'; DP with it is refused."""
+    from sims.algorithms.registry import make_algorithm
+    from sims.algorithms.weighting import SampleWeighted
+    from sims.core import engine
+    from sims.core.participation import Participation
+    grid = Grid.from_specs("fedadam", ["eta_l=0.05,0.1", "fedadam.eta=0.1"])
+    spec = lambda name, agg: SweepSpec(name, grid, QUAD, build_parted,  # noqa: E731
+                                       participation="m=3", rounds=4, seeds=[0, 1],
+                                       out=str(tmp_path), aggregation=agg)
+    weighted = run_sweep(spec("w", "sample-weighted"), plan=plan, quiet=True)
+    uniform = run_sweep(spec("u", "uniform"), plan=plan, quiet=True)
+    w, u = _values(weighted.table), _values(uniform.table)
+    prob = build_parted(QUAD)
+    for point in grid.points():
+        ref = engine.run(prob, SampleWeighted(make_algorithm("fedadam", **point.settings),
+                                              [len(p) for p in prob.parts]),
+                         Participation.parse("m=3"), 4, [0, 1], eval_every=1)
+        got = w.xs(point.key, level="point")
+        for metric in ("train_loss",):
+            mine = got.xs(metric, level="metric").unstack("seed")
+            theirs = np.asarray(ref.metrics[metric]).T[:len(mine)]
+            np.testing.assert_allclose(mine.to_numpy(), theirs, rtol=1e-10, atol=1e-12)
+    diff = (w - u).abs().xs("train_loss", level="metric")
+    assert float(diff.max()) > 1e-6                           # the weights matter here
+    cw = {p.name for p in (tmp_path / "w" / "cells").glob("*.csv")}
+    cu = {p.name for p in (tmp_path / "u" / "cells").glob("*.csv")}
+    assert len(cw) == len(cu) == 4 and not cw & cu
+    with pytest.raises(GridError, match="under DP"):
+        SweepSpec("d", grid, QUAD, build_parted, aggregation="sample-weighted",
+                  dp={"clip": 1.0, "sigma": 1.0, "delta": 1e-3})
+    with pytest.raises(GridError, match="aggregation must be one of"):
+        SweepSpec("d", grid, QUAD, build_parted, aggregation="weighted")
+
+
 def test_failure_is_recorded_and_retried_once(tmp_path, monkeypatch):
     spec = quad_spec(tmp_path, grid=Grid.from_specs("fedavg", ["eta_l=0.05,0.1"]))
     from sims.core import engine
@@ -252,6 +297,28 @@ def test_reproduce_adapter_runs_a_grid_as_an_entry_run(tmp_path):
     assert summary.selected.sum() == 1
     cells = list((tmp_path / "sweeps" / "lr" / "cells").glob("*.csv"))
     assert len(cells) == 4
+
+
+def test_reproduce_adapter_passes_reuse_stale(tmp_path, monkeypatch):
+    """An entry's --reuse-stale reaches its sweep runs: cells of other code are reused with it
+    (same values), computed again without it."""
+    import shutil
+
+    from reproduce import common
+    from reproduce.sweeps import sweep_run
+    grid = Grid.from_specs("fedavg", ["eta_l=0.05,0.1"])
+    run = sweep_run("lr", grid, QUAD, cli.build_compare_problem, "m=3")
+    cfg = common.EntryConfig(seeds=1, rounds=3, out=str(tmp_path / "a"), quiet=True)
+    first, _ = run.execute(cfg, [0], lambda f: None)
+    monkeypatch.setattr(execute.identity, "code_digest", lambda: "another-code")
+    for stale, redone in ((True, 0), (False, 2)):
+        out = tmp_path / f"o{stale}"
+        shutil.copytree(tmp_path / "a" / "sweeps", out / "sweeps")
+        cfg = common.EntryConfig(seeds=1, rounds=3, out=str(out), quiet=True,
+                                 reuse_stale=stale)
+        table, info = run.execute(cfg, [0], lambda f: None)
+        assert info["cells_run"] == redone and info["cells_reused"] == 2 - redone
+        pd.testing.assert_series_equal(_values(table), _values(first))
 
 
 def test_cli_paper_table_grid(tmp_path, capsys):

@@ -54,6 +54,7 @@ from .grid import Grid, GridError, Point
 
 PLANS = ("auto", "separate", "batched")
 EXECUTORS = ("inprocess", "ray")
+AGGREGATIONS = ("uniform", "sample-weighted")
 
 
 @dataclass
@@ -79,6 +80,11 @@ class SweepSpec:
     #: seconds between checkpoints of a running unit (0: none): an interrupted sweep resumes
     #: its unfinished units from their last checkpoint (finished cells are saved anyway)
     checkpoint_every: float = 0.0
+    #: how the server averages the participants' messages: ``"uniform"`` (the engine's mean)
+    #: or ``"sample-weighted"`` (:class:`sims.algorithms.weighting.SampleWeighted` around
+    #: every cell's algorithm, client ``i`` weighted by its ``len(problem.parts[i])``
+    #: training samples; not with ``dp``). Part of a cell's fingerprint only when weighted.
+    aggregation: str = "uniform"
 
     def __post_init__(self):
         from ... import cli
@@ -99,6 +105,12 @@ class SweepSpec:
         if not self.checkpoint_every >= 0:                  # NaN too
             raise GridError(f"checkpoint_every must be >= 0 seconds (0: none), got "
                             f"{self.checkpoint_every}")
+        if self.aggregation not in AGGREGATIONS:
+            raise GridError(f"aggregation must be one of {AGGREGATIONS}, got "
+                            f"{self.aggregation!r}")
+        if self.aggregation != "uniform" and self.dp is not None:
+            raise GridError("sample-weighted aggregation under DP is not supported: the DP "
+                            "noise is calibrated to the uniform mean")
         if not str(self.name).strip() or "/" in str(self.name):
             raise GridError(f"bad sweep name {self.name!r}")
         self.seeds = [int(s) for s in self.seeds]
@@ -120,9 +132,26 @@ def cell_config_fingerprint(spec: SweepSpec, cell: Cell) -> str:
                        "rounds": spec.rounds, "eval_every": spec.eval_every,
                        "algorithm": cell.point.algorithm,
                        "hyper": [[k, v] for k, v in cell.point.hyper], "seed": cell.seed,
-                       **({"dp": spec.dp} if spec.dp is not None else {})},
+                       **({"dp": spec.dp} if spec.dp is not None else {}),
+                       **_weighting(spec.aggregation)},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _weighting(aggregation) -> dict:
+    """The aggregation's part of a fingerprint: none for the engine's uniform mean (the cells
+    saved before the option existed keep their names)."""
+    return {} if aggregation in (None, "uniform") else {"aggregation": aggregation}
+
+
+def client_sizes(problem) -> list[int]:
+    """Every client's number of training samples (``len(problem.parts[i])``): the weights of
+    sample-weighted aggregation."""
+    parts = getattr(problem, "parts", None)
+    if parts is None:
+        raise GridError(f"sample-weighted aggregation needs the problem's client parts; "
+                        f"{type(problem).__name__} has none")
+    return [len(p) for p in parts]
 
 
 def cell_fingerprint(spec: SweepSpec, cell: Cell) -> str:
@@ -255,6 +284,9 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
             from ...cli import DPOptions
             alg = DPOptions(**payload["dp"]).wrap(alg, participation, problem.n_clients,
                                                    payload["rounds"])
+        if payload.get("aggregation", "uniform") == "sample-weighted":
+            from ...algorithms.weighting import SampleWeighted
+            alg = SampleWeighted(alg, client_sizes(problem))
         out = engine.run(problem, alg, participation,
                          payload["rounds"], seeds, eval_every=payload["eval_every"],
                          max_batch=payload.get("max_batch"), checkpoint=ckpt,
@@ -281,6 +313,7 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
                   "replicas_in_unit": len(units_cells), "diverged_at": out.diverged_at[r],
                   "data": data_record(problem),
                   "resumed_from_round": None if ckpt is None else ckpt.resumed_from,
+                  **_weighting(payload.get("aggregation")),
                   **worker_context()}          # where it ran (a Ray worker: the worker's)
         results.append((c, df, record))
     if ckpt is not None:
@@ -296,7 +329,8 @@ def _unit_checkpointer(payload: dict, cells: list):
         return None
     from ...store.checkpoint import Checkpointer
     what = json.dumps({k: payload.get(k) for k in ("problem", "participation", "rounds",
-                                                   "eval_every", "dp")} | {
+                                                   "eval_every", "dp")}
+        | _weighting(payload.get("aggregation")) | {
         "cells": [[c.point.algorithm, [[k, v] for k, v in c.point.hyper], c.seed]
                   for c in cells]}, sort_keys=True, default=str)
     key = hashlib.sha256(f"{what}|{identity.code_digest()}".encode()).hexdigest()
@@ -323,7 +357,8 @@ def payload_of(spec: SweepSpec) -> dict:
     return {"problem": spec.problem, "build_problem": spec.build_problem,
             "participation": spec.participation, "rounds": spec.rounds,
             "eval_every": spec.eval_every, "max_batch": spec.max_batch, "dp": spec.dp,
-            "checkpoint_every": spec.checkpoint_every, "folder": str(spec.folder)}
+            "checkpoint_every": spec.checkpoint_every, "folder": str(spec.folder),
+            "aggregation": spec.aggregation}
 
 
 def _record(spec: SweepSpec, cell: Cell, extra: dict, base: dict) -> dict:
@@ -341,7 +376,8 @@ def _record(spec: SweepSpec, cell: Cell, extra: dict, base: dict) -> dict:
 def _base_record(spec: SweepSpec) -> dict:
     return provenance({"sweep": spec.name, "problem": spec.problem,
                        "participation": spec.participation, "rounds": spec.rounds,
-                       "eval_every": spec.eval_every}, [], 0.0, {"code": code_identity()})
+                       "eval_every": spec.eval_every, **_weighting(spec.aggregation)}, [],
+                      0.0, {"code": code_identity()})
 
 
 def _bar(total: int, quiet: bool):
