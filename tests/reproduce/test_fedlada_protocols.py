@@ -145,28 +145,3 @@ def test_tuning_setup_passes_reuse_stale_to_the_sweep(monkeypatch):
         pr.Setup({}, None, reuse_stale=flag).run("x", grid, [0])
     assert seen == [False, True]
 
-
-def test_sweep_run_passes_reuse_stale_to_the_sweep(monkeypatch):
-    """An entry's ``--reuse-stale`` reaches ``run_sweep`` from a whole-sweep run
-    (:func:`reproduce.sweeps.sweep_run`, the Fed-LAMB entries') too; the default recomputes
-    cells of other code."""
-    from types import SimpleNamespace
-
-    from reproduce import sweeps
-    from sims.experiments.sweep import Axis, Grid
-    seen = []
-
-    class Result:
-        missing, failures, ran, reused = [], [], 0, 0
-        table = pd.DataFrame({"point": []})
-
-    def fake(spec, **kw):
-        seen.append(kw["reuse_stale"])
-        return Result()
-    monkeypatch.setattr(sweeps, "run_sweep", fake)
-    run = sweeps.sweep_run("x", Grid({"fedavg": {}}, [Axis("eta_l", (0.1,), "fedavg")]), {},
-                           None, "full")
-    for flag in (False, True):
-        run.execute(SimpleNamespace(out="/nonexistent", rounds=1, reuse_stale=flag), [0],
-                    lambda f: None)
-    assert seen == [False, True]
