@@ -77,6 +77,13 @@ PILOT = {
                        "fed-lamb": ({"eta_l": 0.03, "lam": 0.0}, 0.05),  # 81.3 %, 0.05: 78.2 %
                        "fed-ams-printed": ({"eta_l": 0.03, "eps": 1e-2}, None),      # 85.2 %
                        "fed-lamb-printed": ({"eta_l": 0.1, "lam": 0.01, "eps": 1e-6}, None)},  # 85.7
+    # main Figs. 1-2 on full Fashion-MNIST (``fedlamb_fig12 --dataset fmnist``): 50 clients
+    # of 1,200 images, 25 a round, batch 32 (38 local steps an epoch, the paper's), E = 1;
+    # Table 1's whole grids (Fed-LAMB over every lambda), one seed, read at round 10
+    # (docs/fedlamb_pilot.md, "Fashion-MNIST pilot"); no printed pair
+    "fmnist-mlp-dropout": {"fed-sgd": ({"eta_l": 0.1}, 0.05),          # 74.7 %, 0.05: 74.3 %
+                           "fed-ams": ({"eta_l": 0.0003}, 0.0005),     # 73.1 %, 0.0005: 72.4 %
+                           "fed-lamb": ({"eta_l": 0.003, "lam": 0.0}, 0.005)},  # 72.0, 70.7 %
     # supplement Fig. 1: 200 clients, all active, batch 64, E = 1, the 784-200-10 MLP, round 6.
     # (a) eta_l = 0.5 is Table 1's top; its lower global rates (1e-4 .. 5e-4) do worse (the
     # edge pilot); (b) Table 1's top; one point beyond it, eta_l = 1, does worse (the extra).

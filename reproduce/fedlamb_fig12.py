@@ -28,9 +28,16 @@ points at its best rate. ``--printed-eps`` sets one eps, or sweeps a comma list 
 axis of the printed pair; ``--axes METHOD.KEY=v1,v2`` replaces a method's values (pilots);
 ``--no-printed`` leaves the printed runs out.
 
-Data: full MNIST from ``--data-dir``; without it the embedded 4,000-image subset (80 training
-images per client instead of 1,200: 3 local steps per epoch instead of 38), named as such in
-the figure title and the summary.
+Data (``--dataset``): ``mnist``, full MNIST from ``--data-dir``, without it the embedded
+4,000-image subset (80 training images per client instead of 1,200: 3 local steps per epoch
+instead of 38), named as such in the figure title and the summary; or ``fmnist``, full
+Fashion-MNIST (60,000 training images: 1,200 a client, 38 local steps an epoch at batch 32,
+the paper's local-step regime; a stand-in for MNIST, named as such). Fashion-MNIST panels
+have their own pilot (:data:`FMNIST_PILOT_ROUND`, docs/fedlamb_pilot.md): Table 1's whole
+grids (Fed-LAMB over every lambda) on one seed, read at round 10; ``--grid sub`` then runs
+each method's pilot best and its better Table 1 neighbour on every seed and the paper's rule
+selects between them at the plotted horizon (the protocol of "a one-seed pilot over the
+whole grid may pick the candidates"; :func:`protocol`).
 
 Tuning. The CPU default (``--grid sub``) runs each method over a two-rate sub-grid from a
 recorded pilot (:data:`reproduce.fedlamb_common.PILOT`, docs/fedlamb_pilot.md: Table 1's
@@ -79,6 +86,7 @@ class Config(fl.Config):
     epochs: str = "1,2"
     m: int = 25
     eval_every: int = 2
+    dataset: str = "mnist"            # or fmnist: full Fashion-MNIST, the paper's local steps
 
     def scale(self):
         if self.full:
@@ -88,9 +96,56 @@ class Config(fl.Config):
                 2, 2, "1", 10, 5, 1
 
 
+DATASETS = ("mnist", "fmnist")
+#: The reading round of the Fashion-MNIST pilots (:data:`reproduce.fedlamb_common.PILOT`'s
+#: ``fmnist-MODEL`` keys): they pick two candidates a method; the selection between them is
+#: made at the plotted horizon on every seed (:func:`protocol`).
+FMNIST_PILOT_ROUND = 10
+
+
 def settings(cfg) -> list[fl.Setting]:
-    return fl.model_epoch_settings(cfg, MODEL_LABEL, "mnist", "shards",
-                                   fl.dataset_label("mnist", cfg.data_dir))
+    if cfg.dataset not in DATASETS:
+        raise common.EntryError(f"--dataset must be one of {', '.join(DATASETS)}, "
+                                f"got {cfg.dataset!r}")
+    return fl.model_epoch_settings(cfg, MODEL_LABEL, cfg.dataset, "shards",
+                                   fl.dataset_label(cfg.dataset, cfg.data_dir))
+
+
+def pilot_of(cfg, s: fl.Setting) -> str:
+    """The :data:`reproduce.fedlamb_common.PILOT` key of panel ``s``: the MNIST-subset pilot
+    of its model and E, or Fashion-MNIST's ``fmnist-MODEL`` (E = 1's; a one-line error where
+    a grid needs a pilot that was not recorded)."""
+    if s.dataset == "mnist":
+        return fl.pilot_key(s.model, s.epochs)
+    key = fl.pilot_key(f"fmnist-{s.model}", s.epochs)
+    needs = cfg.grid in ("sub", "best", "near") or (
+        any(m.endswith("-printed") for m in methods(cfg)) and not cfg.printed_eps)
+    if key not in fl.PILOT and needs:
+        raise common.EntryError(
+            f"--dataset fmnist: no recorded pilot for {s.model}; run --grid table1 (with "
+            "--no-printed, or --printed-eps) or record one in fedlamb_common.PILOT")
+    return key
+
+
+def protocol(cfg):
+    """The protocol the comparison rests on. Fashion-MNIST at ``--grid sub`` or ``near``: the
+    paper's (Table 1's grids and lambda; a one-seed pilot over the whole grid, read at
+    :data:`FMNIST_PILOT_ROUND`, picks the candidates: ``sub`` its best point and better Table
+    1 neighbour, ``near`` its best point and both neighbours in the rate, a bracket; the
+    paper's rule selects between them at the plotted horizon on every seed, and the card
+    checks the seeds); otherwise :func:`reproduce.fedlamb_common.protocol`."""
+    if cfg.dataset == "fmnist" and cfg.grid in ("sub", "near"):
+        from . import protocols
+        picks = ("its best point and its better Table 1 neighbour" if cfg.grid == "sub" else
+                 "its best point and its Table 1 neighbours either side in the rate")
+        return protocols.Protocol(
+            "paper", "supplement Table 1 grids and lambda: a one-seed pilot over the whole grid "
+            f"read at round {FMNIST_PILOT_ROUND} picks {picks} per method"
+            + (f" (values replaced by --axes {cfg.axes})" if cfg.axes else "")
+            + "; the paper's rule selects among them at the plotted horizon on every seed", rule="fed-lamb", seeds=cfg.seeds, horizon=cfg.rounds,
+            plotted=cfg.rounds, required_seeds=fl.PAPER_SEEDS,
+            source="SUPP Table 1, MAIN Sec. 4; pilot: docs/fedlamb_pilot.md")
+    return fl.protocol(cfg, FMNIST_PILOT_ROUND if cfg.dataset == "fmnist" else PILOT_ROUND)
 
 
 def methods(cfg) -> list[str]:
@@ -100,15 +155,21 @@ def methods(cfg) -> list[str]:
 def runs(cfg):
     if not 1 <= cfg.m <= cfg.n:
         raise common.EntryError(f"--m must be in [1, --n], got m={cfg.m}, n={cfg.n}")
+    keys = {s.key: pilot_of(cfg, s) for s in settings(cfg)}
     return fl.make_runs(cfg, settings(cfg), methods(cfg),
-                        lambda s, m: fl.pilot_best(fl.pilot_key(s.model, s.epochs), m),
-                        sub=lambda s, m: fl.pilot_subgrid(fl.pilot_key(s.model, s.epochs), m))
+                        lambda s, m: fl.PILOT.get(keys[s.key], {}).get(m, ({},))[0],
+                        sub=lambda s, m: fl.pilot_subgrid(keys[s.key], m))
 
 
 def plot(df, cfg):
-    title = (f"Fed-LAMB Figs. 1-2: {fl.dataset_label('mnist', cfg.data_dir)}, non-iid (2 label "
-             f"shards/client), n={cfg.n}, {cfg.m} per round, batch {cfg.batch}; grid "
-             f"'{cfg.grid}', {cfg.seeds} seed(s), mean and seed range\n" + fl.READINGS_NOTE)
+    data = fl.dataset_label(cfg.dataset, cfg.data_dir)
+    if cfg.dataset == "fmnist":
+        data = f"full {data} (stand-in for the paper's MNIST)"
+    note = (fl.READINGS_NOTE if any(m.endswith("-printed") for m in methods(cfg)) else
+            "Fed-AMS/Fed-LAMB default reading (MAIN Alg. 2's printed reading not run)")
+    title = (f"Fed-LAMB Figs. 1-2: {data}, non-iid (2 label shards/client), n={cfg.n}, "
+             f"{cfg.m} per round, batch {cfg.batch}; grid '{cfg.grid}', {cfg.seeds} seed(s), "
+             f"mean and seed range\n" + note)
     return fl.plot_panels(df, cfg, settings(cfg), methods(cfg), title, "fedlamb_fig12")
 
 
@@ -126,9 +187,13 @@ PILOT_ROUND = 12          # the recorded pilot's reading round (docs/fedlamb_pil
 
 
 def check(df, cfg):
-    lines = fl.header_lines(sys.modules[__name__], cfg, df, "mnist", cfg.n, cfg.batch)
+    lines = fl.header_lines(sys.modules[__name__], cfg, df, cfg.dataset, cfg.n, cfg.batch)
+    if cfg.dataset == "fmnist":
+        lines.append("data: full Fashion-MNIST stands in for the paper's MNIST (the same "
+                     "image size and 10 classes; 1,200 training images a client, the paper's "
+                     "local steps)")
     chosen = fl.select_best(df, cfg.rounds)
-    proto = fl.protocol(cfg, PILOT_ROUND)
+    proto = protocol(cfg)
     out, per_e = [], []
     for s in settings(cfg):
         card = fl.card(cfg, s, proto, steps_paper=38, clients_paper=25)
@@ -141,9 +206,14 @@ def check(df, cfg):
                                   CLAIMS["E1"], card=card, protocol=proto,
                                   scope=f"{s.title}, printed reading ("
                                         + fl.printed_eps_text(df, chosen, s.key) + ")"))
-    if len({s.epochs for s in settings(cfg)}) > 1:
+    epochs = sorted({s.epochs for s in settings(cfg)})
+    if len(epochs) > 1:
         out.append(vd.every(CLAIMS["E3"], per_e, what="E1 at every E tested",
                             card=per_e[0].card if per_e else None, protocol=proto))
+    else:
+        out.append(vd.missing(CLAIMS["E3"], "E1 at every E tested",
+                              f"one number of local epochs run (E = {epochs[0]}); E3 needs "
+                              "two or more (--epochs)", protocol=proto))
     lines += fl.selection_lines(chosen)
     mlp = [s for s in settings(cfg) if s.model.startswith("mlp")] or settings(cfg)
     out += fl.consensus_lines(cfg, chosen, df, mlp[0])

@@ -31,7 +31,9 @@ def sweep_run(name: str, grid: Grid, problem: dict, build_problem, participation
               rounds: int | None = None, eval_every: int = 1, params: dict | None = None,
               plan: str = "auto") -> Run:
     """One entry run that is a whole sweep (see the module docstring). ``problem`` is the
-    JSON description that ``build_problem(problem)`` builds (module-level function for Ray)."""
+    JSON description that ``build_problem(problem)`` builds (module-level function for Ray).
+    The entry's ``--reuse-stale`` reaches the sweep: saved cells of other code are reused
+    (and the sweep says so) instead of recomputed."""
     def execute(cfg, seeds, progress):
         spec = SweepSpec(name, grid, problem, build_problem, participation=participation,
                          rounds=rounds or cfg.rounds, seeds=list(seeds), eval_every=eval_every,

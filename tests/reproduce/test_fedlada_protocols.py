@@ -144,3 +144,4 @@ def test_tuning_setup_passes_reuse_stale_to_the_sweep(monkeypatch):
     for flag in (False, True):
         pr.Setup({}, None, reuse_stale=flag).run("x", grid, [0])
     assert seen == [False, True]
+

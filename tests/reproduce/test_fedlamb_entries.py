@@ -186,7 +186,9 @@ def test_fig12_tiny(tmp_path, capsys):
     PA = "premise absent"
     # E1 in both readings: 13 local steps an epoch on the subset (paper 38), 5 clients a
     # round, 2 of 100 rounds; T5 holds on a real run of both readings of Fed-LAMB
+    # E3 (the ordering at every E) needs two or more E: one was run
     assert _claims(tmp_path / "r", "fedlamb_fig12") == [("E1", PA), ("E1", PA),
+                                                         ("E3", "inconclusive: missing"),
                                                          ("T5", "shows"), ("T5", "shows")]
     assert any("local steps/epoch 13 (paper 38" in l for l in out)
     assert any(l.startswith("cost:") for l in out)
@@ -280,6 +282,9 @@ def test_cifar_tiny_on_fixture_files(tmp_path, capsys):
 BAD_INPUTS = [  # (entry, arguments, the one-line error's text)
     (fedlamb_cifar, [], "GPU job"),
     (fedlamb_fig12, ["--tiny", "--grid", "all"], "--grid must be one of"),
+    (fedlamb_fig12, ["--tiny", "--dataset", "cifar10"], "--dataset must be one of mnist, fmnist"),
+    (fedlamb_fig12, ["--tiny", "--dataset", "fmnist", "--models", "mnist-cnn"],
+     "--dataset fmnist: no recorded pilot for mnist-cnn"),
     (fedlamb_supp1, ["--tiny", "--datasets", "cifar"], "--datasets"),
     (fedlamb_fig12, ["--tiny", "--methods", "mime"], "--methods: mime not among"),
     (fedlamb_fig12, ["--tiny", "--printed-eps", "0,1e-4"],
@@ -363,6 +368,43 @@ def test_fig12_panels_take_their_own_epochs_pilot(tmp_path):
                                            fl.pilot_subgrid(key, method)), (model, e, method)
             differ += fl.pilot_subgrid(model, method) != fl.pilot_subgrid(f"{model}_E2", method)
     assert differ >= 2          # the E = 2 pilot moved some sub-grids: the two are told apart
+
+
+def test_fig12_fmnist_rests_on_the_papers_protocol(tmp_path, capsys):
+    """Main Figs. 1-2 on full Fashion-MNIST (``--dataset fmnist``): 1,200 images a client at
+    50 clients, the paper's 38 local steps an epoch; ``--grid sub`` runs the Fashion-MNIST
+    pilot's two candidates a method and rests on the paper's protocol (selected at the plotted
+    horizon, on the seeds the card counts). This tiny run keeps 5 clients a round and 2
+    rounds, so its card fails on those two items and E1 reads premise absent."""
+    argv = ["--tiny", "--quiet", "--dataset", "fmnist", "--models", "mlp-dropout", "--n", "50",
+            "--m", "5", "--no-printed", "--methods", "fed-sgd,fed-lamb", "--seeds", "3",
+            "--out", str(tmp_path / "r"), "--figures", str(tmp_path / "f")]
+    cfg = common.parse_config(fedlamb_fig12, argv)
+    key = "fmnist-mlp-dropout"
+    for r in fedlamb_fig12.runs(cfg):
+        ran = {a["key"]: tuple(a["values"]) for a in r.params["grid"]["axes"]}
+        assert ran == fl.grid_axes(r.params["method"], "sub",
+                                   fl.pilot_best(key, r.params["method"]),
+                                   fl.pilot_subgrid(key, r.params["method"]))
+        assert len(ran["eta_l"]) == 2 and r.params["dataset"] == "fmnist"
+    assert common.main(fedlamb_fig12, argv) == 0
+    out = _lines(capsys)
+    assert any(l.startswith("data: full Fashion-MNIST stands in") for l in out)
+    assert any("local steps/epoch 38 (paper 38; within x2) ok" in l for l in out)
+    assert any("clients/round 5 (paper 25; within x2) FAILS" in l for l in out)
+    assert any("selection seeds 3 (paper 3; >= 3) ok" in l for l in out)
+    assert any("protocol: paper: supplement Table 1 grids and lambda: a one-seed pilot" in l
+               for l in out)
+    assert _claims(tmp_path / "r", "fedlamb_fig12") == [("E1", "premise absent"),
+                                                         ("E3", "inconclusive: missing"),
+                                                         ("T5", "shows")]
+    proto = fedlamb_fig12.protocol(common.parse_config(fedlamb_fig12, argv + ["--seeds", "2"]))
+    assert [(i.name, i.ok) for i in proto.card_items()] == [("selection horizon", True),
+                                                            ("selection seeds", False)]
+    near = fedlamb_fig12.protocol(common.parse_config(fedlamb_fig12, argv + ["--grid", "near"]))
+    assert near.kind == "paper" and "neighbours either side" in near.text
+    mnist = fedlamb_fig12.protocol(common.parse_config(fedlamb_fig12, ["--grid", "near"]))
+    assert mnist.kind == "pilot"               # the subset's grids rest on its own pilot
 
 
 def test_cost_fit_is_a_line_in_local_epochs():
