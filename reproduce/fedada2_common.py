@@ -350,6 +350,15 @@ def aggregation(setting: str, method: str, cfg) -> str:
             or getattr(cfg, "aggregation", "uniform") != "authors" else "sample-weighted")
 
 
+def cell_aggregation(setting: str, method: str, cfg) -> str:
+    """How ``method``'s tuning cells (:func:`two_step_tuning`) aggregate: as its runs do
+    (:func:`aggregation`) where the clients differ in size; uniformly where they are all the
+    same size (there the sample-weighted mean is the uniform one, and uniform cells stay
+    shared with the entries that tuned before the option existed)."""
+    sizes = {len(p) for p in problem(setting, cfg)[0].parts}
+    return aggregation(setting, method, cfg) if len(sizes) > 1 else "uniform"
+
+
 def run_name(setting: str, method: str) -> str:
     return f"{setting}_{method}"
 
@@ -616,7 +625,6 @@ def two_step_tuning(setting: str, cfg, name: str, grids: dict, table: str | None
         return _TUNINGS[key]
     s = SETTINGS[setting]
     prob = problem(setting, cfg)[0]
-    unequal = len({len(p) for p in prob.parts}) > 1
     out = {}
     for m in s.methods:
         cell = tables.best(table or s.table, m)
@@ -635,8 +643,7 @@ def two_step_tuning(setting: str, cfg, name: str, grids: dict, table: str | None
                          device=cfg.device, plan=getattr(cfg, "plan", "auto"),
                          threads=cfg.threads or 1, dp=dp,
                          reuse_stale=bool(getattr(cfg, "reuse_stale", False)),
-                         aggregation=(aggregation(setting, m, cfg) if unequal
-                                      else "uniform"))
+                         aggregation=cell_aggregation(setting, m, cfg))
         seeds = list(range(cfg.seed0, cfg.seed0 + int(getattr(cfg, "tune_seeds", 1))))
         out[m] = pr.two_step(f"{name}_{m}" + ("_tiny" if cfg.tiny else ""),
                              method(one), method(two), setup, seeds, rule=TWO_STEP_RULE)
@@ -687,10 +694,10 @@ def tuning_lines(setting: str, cfg, name: str, table: str | None = None) -> list
     key = table or SETTINGS[setting].table
     table = tables.best(key, SETTINGS[setting].methods[0]).source
     clip = ", Table 3's clip" if SETTINGS[setting].private else ""
-    prob = problem(setting, cfg)[0]
-    weighted_ = [label(m, True) for m in found if aggregation(setting, m, cfg) != "uniform"]
-    cells = ("uniform cells" if not weighted_ or len({len(p) for p in prob.parts}) == 1 else
-             "sample-weighted cells for " + ", ".join(weighted_) + " (clients differ in size)")
+    weighted_ = [label(m, True) for m in found
+                 if cell_aggregation(setting, m, cfg) != "uniform"]
+    cells = ("sample-weighted cells for " + ", ".join(weighted_) + " (clients differ in size)"
+             if weighted_ else "uniform cells")
     out = [f"two-step tuning (App. H.2 on the stand-in; rule {TWO_STEP_RULE}, selected at round "
            f"{cfg.rounds} on {getattr(cfg, 'tune_seeds', 1)} seed(s){clip}, from {table}; "
            f"{cells}; score = the best running average of 10 logged test accuracies, %):"]

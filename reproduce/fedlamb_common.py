@@ -646,6 +646,8 @@ def model_epoch_settings(cfg, model_labels: dict, dataset: str, scheme: str,
         for e in items(cfg.epochs, int):
             out.append(Setting(f"{model}_E{e}", dataset, model, cfg.n, cfg.m, cfg.batch, e,
                                scheme, f"{model_labels[model]}, {label}, E={e}"))
+    if not out:
+        raise common.EntryError("--models and --epochs must each name at least one")
     return out
 
 

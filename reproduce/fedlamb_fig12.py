@@ -35,8 +35,9 @@ Fashion-MNIST (60,000 training images: 1,200 a client, 38 local steps an epoch a
 the paper's local-step regime; a stand-in for MNIST, named as such). Fashion-MNIST panels
 have their own pilot (:data:`FMNIST_PILOT_ROUND`, docs/fedlamb_pilot.md): Table 1's whole
 grids (Fed-LAMB over every lambda) on one seed, read at round 10; ``--grid sub`` then runs
-each method's pilot best and its better Table 1 neighbour on every seed and the paper's rule
-selects between them at the plotted horizon (the protocol of "a one-seed pilot over the
+each method's pilot best and its better Table 1 neighbour on every seed (``--grid near``: the
+pilot best and both its Table 1 neighbours, a bracket; the ledger's run), and the paper's
+rule selects among them at the plotted horizon (the protocol of "a one-seed pilot over the
 whole grid may pick the candidates"; :func:`protocol`).
 
 Tuning. The CPU default (``--grid sub``) runs each method over a two-rate sub-grid from a
@@ -118,8 +119,7 @@ def pilot_of(cfg, s: fl.Setting) -> str:
     if s.dataset == "mnist":
         return fl.pilot_key(s.model, s.epochs)
     key = fl.pilot_key(f"fmnist-{s.model}", s.epochs)
-    needs = cfg.grid in ("sub", "best", "near") or (
-        any(m.endswith("-printed") for m in methods(cfg)) and not cfg.printed_eps)
+    needs = cfg.grid in ("sub", "best", "near") or (runs_printed(cfg) and not cfg.printed_eps)
     if key not in fl.PILOT and needs:
         raise common.EntryError(
             f"--dataset fmnist: no recorded pilot for {s.model}; run --grid table1 (with "
@@ -142,14 +142,20 @@ def protocol(cfg):
             "paper", "supplement Table 1 grids and lambda: a one-seed pilot over the whole grid "
             f"read at round {FMNIST_PILOT_ROUND} picks {picks} per method"
             + (f" (values replaced by --axes {cfg.axes})" if cfg.axes else "")
-            + "; the paper's rule selects among them at the plotted horizon on every seed", rule="fed-lamb", seeds=cfg.seeds, horizon=cfg.rounds,
-            plotted=cfg.rounds, required_seeds=fl.PAPER_SEEDS,
+            + "; the paper's rule selects among them at the plotted horizon on every seed",
+            rule="fed-lamb", seeds=cfg.seeds, horizon=cfg.rounds, plotted=cfg.rounds,
+            required_seeds=fl.PAPER_SEEDS,
             source="SUPP Table 1, MAIN Sec. 4; pilot: docs/fedlamb_pilot.md")
     return fl.protocol(cfg, FMNIST_PILOT_ROUND if cfg.dataset == "fmnist" else PILOT_ROUND)
 
 
 def methods(cfg) -> list[str]:
     return fl.chosen_methods(cfg, METHODS)
+
+
+def runs_printed(cfg) -> bool:
+    """Whether MAIN Alg. 2's printed pair is among the methods run."""
+    return bool(set(methods(cfg)) & set(fl.PRINTED_PAIR))
 
 
 def runs(cfg):
@@ -165,7 +171,7 @@ def plot(df, cfg):
     data = fl.dataset_label(cfg.dataset, cfg.data_dir)
     if cfg.dataset == "fmnist":
         data = f"full {data} (stand-in for the paper's MNIST)"
-    note = (fl.READINGS_NOTE if any(m.endswith("-printed") for m in methods(cfg)) else
+    note = (fl.READINGS_NOTE if runs_printed(cfg) else
             "Fed-AMS/Fed-LAMB default reading (MAIN Alg. 2's printed reading not run)")
     title = (f"Fed-LAMB Figs. 1-2: {data}, non-iid (2 label shards/client), n={cfg.n}, "
              f"{cfg.m} per round, batch {cfg.batch}; grid '{cfg.grid}', {cfg.seeds} seed(s), "

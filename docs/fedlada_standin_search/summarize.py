@@ -62,8 +62,7 @@ CANDIDATES = {
     # CNNs: FedLADA Fig. 7's LeNet (coupled; decoupled LocalAdam beside U1's FedAvg), the
     # LeNet with GroupNorm after each convolution (``lenet-gn``) and a ResNet-18-GN of width 16
     # (torchvision stem, the paper's crop), the paper's net narrowed, on the MNIST subset at
-    # batch 4 (W1) and on Fashion-MNIST clients of 500 images at the paper's batch 50 (X1:
-    # planned, not run; no curves)
+    # batch 4 (W1) and on Fashion-MNIST clients of 500 images at the paper's batch 50 (X1)
     "U1": "U1-mnistsub-b4-lenet-cpl-T60",
     "U2": "U1-mnistsub-b4-lenet-cpl-T60:fedavg+U2-mnistsub-b4-lenet-dec-T60",
     "V1": "V1-mnistsub-b4-lenetgn-dec-T60",

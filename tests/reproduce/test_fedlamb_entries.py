@@ -283,6 +283,7 @@ BAD_INPUTS = [  # (entry, arguments, the one-line error's text)
     (fedlamb_cifar, [], "GPU job"),
     (fedlamb_fig12, ["--tiny", "--grid", "all"], "--grid must be one of"),
     (fedlamb_fig12, ["--tiny", "--dataset", "cifar10"], "--dataset must be one of mnist, fmnist"),
+    (fedlamb_fig12, ["--tiny", "--epochs", ""], "--models and --epochs must each name"),
     (fedlamb_fig12, ["--tiny", "--dataset", "fmnist", "--models", "mnist-cnn"],
      "--dataset fmnist: no recorded pilot for mnist-cnn"),
     (fedlamb_supp1, ["--tiny", "--datasets", "cifar"], "--datasets"),
