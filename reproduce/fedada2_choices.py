@@ -14,13 +14,24 @@ default and under each flip, and which flips move the label.
 The ablation decides no claim of the paper: its verdicts are what-ifs of claim 15, filed as
 their own claims R15a-R15c (:data:`CLAIMS`: claim 15's statement under the reference choices,
 scoped by the flip, e.g. ``R15c [sm3=sm3-ii]``), and claim 15 itself is
-:mod:`reproduce.fedada2_fig5`'s, at its own seeds and horizon (one entry decides each claim). The regime card is claim 15's (Tables 4-5's points, tuned on the
-real task, are not tuned on the stand-in: every variant reads ``premise absent`` while that
-item fails, and the table shows the labels the data would give with the card set aside, marked
-``(card aside)``).
+:mod:`reproduce.fedada2_fig5`'s, at its own seeds and horizon (one entry decides each claim).
+The regime card is claim 15's; the table also shows the labels the data would give with the
+card set aside, marked ``card aside``.
+
+Tuning (``--tuning``): ``paper`` (the default) runs Tables 4-5's points, tuned by the paper on
+the real task, so every variant's card fails on the stand-in ("tuned on the task run") and
+reads ``premise absent``; ``two-step`` runs every method at its pick of App. H.2's two-step
+tuning on the stand-in (:func:`reproduce.fedada2_common.two_step_tuning`), under the reference
+choices: the one CIFAR-100 tuning of the FedAda2 entries (``fedada2_fig5``'s at its 150 rounds,
+shared: ``--tuning two-step --rounds 150`` reuses its 43 cells). One tuning per table: a flip
+is not re-tuned, the methods it touches run at their default pick with the choice flipped
+(e.g. FedAda2 at its SM3-I pick with SM3-II; the Adam clients at their picks without bias
+correction, with it), which every flipped variant's card states (an information item) and the
+check prints.
 
 CPU default: CIFAR-100 stand-in, 3 seeds x 100 rounds (fewer than Figure 5's 5 x 150: a
-cheap screen of which choices matter), 6 default runs and 12 flipped ones.
+cheap screen of which choices matter), 6 default runs and 12 flipped ones. The filed run:
+``--tuning two-step --rounds 150 --seeds 5`` (cost in :data:`DEFAULT_COST`).
 """
 from __future__ import annotations
 
@@ -54,11 +65,27 @@ class Config(fc.Config):
     settings: str = "cifar100"
     seeds: int = 3
     rounds: int = 100
+    tuning: str = "paper"          # paper (Tables 4-5's points) | two-step (App. H.2 here)
+    tune_seeds: int = 1            # selection seeds of the two-step tuning
 
     def validate(self):
         fc.Config.validate(self)
         if fc.items(self.settings) != [SETTING]:
             raise common.EntryError("--settings: the ablation runs on CIFAR-100 only (cifar100)")
+        fc.validate_tuning(self)
+
+
+#: The one CIFAR-100 tuning of the FedAda2 entries (its cells: ``OUT/sweeps/NAME_METHOD-step*``).
+TUNING_NAME = fc.TUNING_NAMES["cifar100"]
+TUNING_TEXT = ("two-step tuning on the stand-in (App. H.2) under the reference choices; a "
+               "flip runs at the default's pick")
+
+
+def picks(cfg) -> dict:
+    """``{method: {key: value}}``: each method's two-step pick under ``cfg``'s (the default's)
+    choices with ``--tuning two-step`` (:func:`reproduce.fedada2_common.tuned_picks`), else
+    empty (Tables 4-5's points). Every variant runs its methods at these points."""
+    return fc.tuned_picks(SETTING, cfg, TUNING_NAME, fc.image_grids(SETTING, cfg))
 
 
 def flipped(cfg, key: str):
@@ -91,16 +118,31 @@ def run_name(variant: str, method: str) -> str:
 def runs(cfg):
     fc.load_problems(cfg)
     methods = fc.SETTINGS[SETTING].methods
+    chosen = picks(cfg)
     out = []
     for variant, vcfg in variants(cfg):
         for m in methods:
             if variant != "default" and not touched(cfg, vcfg, m):
                 continue
-            r = fc.method_run(vcfg, SETTING, m)
+            r = fc.method_run(vcfg, SETTING, m, **chosen[m])
             r.name = run_name(variant, m)
             r.params = {**r.params, "variant": variant}
+            if fc.tuned_here(SETTING, cfg):
+                r.extra = {**r.extra, "tuning": TUNING_TEXT, "picked": chosen[m]}
             out.append(r)
     return out
+
+
+def flip_item(cfg, variant: str):
+    """The card's information item of a flipped variant under ``--tuning two-step``: its
+    methods run at the default's picks with the choice flipped (one tuning per table), not
+    re-tuned under the flip; None for the default or the table's points."""
+    if variant == "default" or not fc.tuned_here(SETTING, cfg):
+        return None
+    from . import regime as rg
+    return rg.value("points tuned under this variant's choices",
+                    "no: the default's picks, choice flipped", "(an ablation)", rg.info(),
+                    "one tuning per table: the reference choices' (App. H.2 on the stand-in)")
 
 
 def variant_frame(df: pd.DataFrame, cfg, variant: str) -> pd.DataFrame:
@@ -124,8 +166,10 @@ def claim_verdicts(df, cfg, variant: str, vcfg, *, card_aside: bool = False) -> 
     sub = variant_frame(df, cfg, variant)
     name = lambda m: fc.run_name(SETTING, m)  # noqa: E731
     mine = {cid: CLAIMS["R" + cid] for cid in IDS}
+    extra = tuple(i for i in (flip_item(cfg, variant),) if i is not None)
     if not card_aside:
-        got = fc.ordering_claims(mine, IDS, sub, name, vcfg, SETTING, scope=variant)
+        got = fc.ordering_claims(mine, IDS, sub, name, vcfg, SETTING, scope=variant,
+                                 card_items=extra)
     else:
         from .regime import RegimeCard
         real = fc.card
@@ -144,9 +188,17 @@ def _short(v) -> str:
 
 def check(df, cfg):
     df, notes = common.usable(sys.modules[__name__], cfg, df)
+    tuned = fc.tuned_here(SETTING, cfg)
+    points = ("each method at its two-step pick on the stand-in (App. H.2, the reference "
+              "choices)" if tuned else "Tables 4-5's points")
     lines = [f"setting: {fc.data_note(cfg)}; m = {fc.participants(SETTING, cfg)} clients a "
-             f"round, {cfg.rounds} rounds, {cfg.seeds} seeds, Tables 4-5's points; each "
+             f"round, {cfg.rounds} rounds, {cfg.seeds} seeds, {points}; each "
              "choice flipped alone, the untouched methods' runs shared with the default"] + notes
+    lines += fc.tuning_lines(SETTING, cfg, TUNING_NAME)
+    if tuned:
+        lines.append("one tuning per table: a flip is not re-tuned; the methods it touches run "
+                     "at their default pick with the choice flipped (each flipped variant's "
+                     "card says so)")
     if fc.is_standin(SETTING, cfg):
         lines.append("STAND-IN: every number below is on CIFAR-100's stand-in, not the "
                      "paper's data")
@@ -209,9 +261,11 @@ def plot(df, cfg):
     ax.set_ylabel(f"final test accuracy at round {cfg.rounds} (%)")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, ncol=len(vs))
+    points = ("points two-step tuned on the stand-in under the default, flips not re-tuned"
+              if fc.tuned_here(SETTING, cfg) else "Tables 4-5's points")
     ax.set_title(f"FedAda2 reference choices, each flipped alone: "
-                 f"{fc.setting_title(SETTING, cfg)}, {cfg.seeds} seeds x {cfg.rounds} rounds "
-                 "(default = the authors' choices)", fontsize=9)
+                 f"{fc.setting_title(SETTING, cfg)}, {cfg.seeds} seeds x {cfg.rounds} rounds, "
+                 f"{points} (default = the authors' choices)", fontsize=9)
     return plotting.save(fig, cfg.figures, "fedada2_choices")
 
 

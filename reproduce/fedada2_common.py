@@ -886,13 +886,16 @@ def rounds_of(df, run: str, target_acc: float, x: str = "round"):
 
 
 def ordering_claims(claims: dict, ids: tuple, df, run, cfg, setting: str, *, scope: str = "",
-                    rounds: int | None = None) -> list:
+                    rounds: int | None = None, card_items: tuple = ()) -> list:
     """Claims 15 and 16 (5 epochs, full fine-tuning): ``ids`` = (adaptive above FedAvg,
     joint adaptive faster than FedAdam, FedAda2 about DJA); ``run(method)`` names a run.
     One definition each: final test accuracy paired by seed, above FedAvg by more than 0;
-    rounds to the setting's absolute :data:`TARGETS` accuracy; FedAda2 - DJA inside +-1 point."""
+    rounds to the setting's absolute :data:`TARGETS` accuracy; FedAda2 - DJA inside +-1 point.
+    ``card_items``: regime items the caller adds to every verdict's card (e.g. the
+    reference-choice ablation's note that a flipped method runs at the default's tuned point)."""
     from . import verdicts as vd
-    proto, card_ = protocol(setting, cfg), card(setting, cfg, df, rounds=rounds)
+    proto = protocol(setting, cfg)
+    card_ = card(setting, cfg, df, rounds=rounds).plus(*card_items)
     have = set(df["run"].unique())
     acc = {m: seeds_of(df, run(m)) for m in METHODS if run(m) in have}
     out = []
