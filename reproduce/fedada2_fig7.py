@@ -22,6 +22,12 @@ and for the median run.
 
 Stand-in (CPU default): GLD-23K's client structure on a 200-class composite task of
 Fashion-MNIST triples (:mod:`reproduce.fedada2_common`).
+
+CPU default (about 10 CPU-minutes, :data:`DEFAULT_COST`): Figure 6's default subset for all
+three rows (9 runs a panel: ``eta_l, eta_s in {1e-3, 1e-2, 1e-1}`` at ``tau_l = 1e-1``,
+``tau_s = 1e-5``; 2 seeds, 60 rounds). Committed profile (the ledger's run): Figure 6's,
+``fedada2_fig6.COMMITTED_FLAGS`` (``tau_l in {1e-3, 1e-1}``, ``tau_s in {1e-5, 1e-1}``, 36 runs
+a panel). Neither reaches the paper's extreme cells (``premise absent`` on the card).
 """
 from __future__ import annotations
 
@@ -36,10 +42,7 @@ from . import verdicts as vd
 
 PAPER, TARGET = "FedAda2", "Figure 7"
 TITLE = "Delayed client preconditioner updates (1 and 3 frozen epochs): every sweep run ranked"
-DEFAULT_COST = ("about 37 CPU-min measured with --threads 1 on the 200-class composite "
-                "stand-in (12 panels x 36 grid points x 2 seeds x 60 rounds, about 3 CPU-min "
-                "a panel; the top row shared with fedada2_fig6); 252 CPU-s on GLD-23K's former "
-                "10-class stand-in")
+DEFAULT_COST = "COST_PENDING"
 
 PAPER_DELAYED = {"eta_l": "1e-4,1e-3,1e-2,1e-1", "eta_s": "1e-4,1e-3,1e-2,1e-1",
                  "tau_l": "1e-3,1e-1,1", "tau_s": "1e-5,1e-3,1e-1"}

@@ -230,6 +230,12 @@ def save_run(df: pd.DataFrame, record: dict, path: Path) -> None:
     atomic_write_bytes(path.with_suffix(".json"), json.dumps(record, indent=1).encode())
 
 
+#: Columns that name things (runs, sweep points and their labels) and are read back as text:
+#: a sweep point's hexadecimal key such as ``6075e12879`` would otherwise be read as a number
+#: (``inf``) where a table holds that one point, and two such points would merge.
+TEXT_COLUMNS = ("run", "point", "label", "sweep", "panel")
+
+
 def load_run(path: Path) -> tuple[pd.DataFrame, dict] | None:
     """A finished run, or None when it is absent or incomplete (no record, or a record that
     is not JSON). A record without the table's checksum, or a table that does not match its
@@ -259,7 +265,7 @@ def load_run(path: Path) -> tuple[pd.DataFrame, dict] | None:
                            "(truncated or edited; checksum differs); delete both files to "
                            "recompute the run")
     try:
-        df = pd.read_csv(path)
+        df = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS})
     except (ValueError, OSError, pd.errors.ParserError) as exc:
         raise ResultsError(f"{path}: cannot read the table ({' '.join(str(exc).split())}); "
                            "delete it and its record to recompute the run") from None

@@ -180,6 +180,31 @@ def test_fig7_top_row_is_fig6s_fedada2_row_and_delayed_rows_freeze(tmp_path):
     assert paper[0].axes == seven[0].axes
 
 
+def test_fig6_fig7_cpu_default_is_a_stated_subset_of_the_committed_sweep(tmp_path):
+    """The CPU default (about 10 CPU-minutes each) sweeps 9 points a panel, 2 seeds, 60 rounds:
+    the committed sweep's slice at tau_l = 1e-1, tau_s = 1e-5, so its cells are the committed
+    run's; ``COMMITTED_FLAGS`` (the ledger's command) give the committed 36-point panels.
+    Neither reaches the paper's extreme cells (the card item fails)."""
+    for entry in (fedada2_fig6, fedada2_fig7):
+        default = common.parse_config(entry, ["--out", str(tmp_path)])
+        committed = common.parse_config(
+            entry, ["--out", str(tmp_path), *fedada2_fig6.COMMITTED_FLAGS.split()])
+        assert (default.seeds, default.rounds) == (committed.seeds, committed.rounds) == (2, 60)
+        small, big = entry.panels(default), entry.panels(committed)
+        assert [p.key for p in small] == [p.key for p in big] and len(small) == 12
+        for p, q in zip(small, big):
+            assert dict(p.axes) == {"eta_l": (1e-3, 1e-2, 1e-1), "eta": (1e-3, 1e-2, 1e-1),
+                                    "eps": (1e-1,), "tau": (1e-5,)}
+            assert dict(q.axes) == {"eta_l": (1e-3, 1e-2, 1e-1), "eta": (1e-3, 1e-2, 1e-1),
+                                    "eps": (1e-3, 1e-1), "tau": (1e-5, 1e-1)}
+            assert (p.size(), q.size()) == (9, 36) and p.fixed == q.fixed
+            mine = {pt.key for pt in p.grid().points()}
+            assert mine < {pt.key for pt in q.grid().points()}     # the same cells' keys
+        for cfg in (default, committed):
+            item = rk.extremes_item(entry.panels(cfg), entry.PAPER_EXTREMES)
+            assert not item.ok and item.measured.startswith("no: ")
+
+
 def test_fig3_bottom_runs_are_private_with_the_points_clip(tmp_path):
     cfg = _cfg(fedada2_sweeps, tmp_path, "--clip", "0.1,1", "--noise-multiplier", "0.5")
     runs = fedada2_sweeps.runs(cfg)

@@ -121,3 +121,17 @@ def test_interrupted_rewrite_is_not_loaded(output, tmp_path, monkeypatch):
         save_run(tidy(output, "new"), {"run": "new"}, path)
     monkeypatch.undo()
     assert load_run(path) is None
+
+
+def test_a_point_key_that_looks_like_a_number_is_read_back_as_text(tmp_path):
+    """A sweep cell's table holds one point, whose hexadecimal key can look like a number
+    (``6075e12879``: 6075 x 10^12879); it is read back as the key, never ``inf`` (two such
+    points of a panel would merge)."""
+    df = pd.DataFrame({"run": ["1e5", "1e5"], "point": ["6075e12879", "6075e12879"],
+                       "label": ["0012", "0012"], "round": [0, 1], "value": [0.5, 0.25]})
+    path = tmp_path / "cell.csv"
+    save_run(df, {"run": "cell"}, path)
+    loaded, _ = load_run(path)
+    assert loaded["point"].tolist() == ["6075e12879"] * 2
+    assert loaded["run"].tolist() == ["1e5"] * 2 and loaded["label"].tolist() == ["0012"] * 2
+    assert loaded["value"].tolist() == [0.5, 0.25]
