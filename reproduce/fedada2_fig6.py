@@ -47,8 +47,9 @@ TITLE = "Heterogeneous server-client optimizer pairs on GLD-23K: every sweep run
 DEFAULT_COST = "COST_PENDING"
 
 #: The committed profile (the ledger's run): the default's rows and rates with both tau
-#: values of each adaptivity (36 runs a panel; about 27 CPU-min from scratch on the composite
-#: stand-in, about 2.8 CPU-min a panel, measured from its cells' records).
+#: values of each adaptivity (36 runs a panel; on the composite stand-in about 34 CPU-min
+#: from scratch, 23 with fedada2_fig7's FedAda2 row reused: 2.4-3.3 CPU-min a panel, from its
+#: cells' records).
 COMMITTED = {"tau_l": "1e-3,1e-1", "tau_s": "1e-5,1e-1"}
 COMMITTED_FLAGS = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in COMMITTED.items())
 
