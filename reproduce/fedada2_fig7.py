@@ -42,7 +42,11 @@ from . import verdicts as vd
 
 PAPER, TARGET = "FedAda2", "Figure 7"
 TITLE = "Delayed client preconditioner updates (1 and 3 frozen epochs): every sweep run ranked"
-DEFAULT_COST = "COST_PENDING"
+DEFAULT_COST = ("361 CPU-s measured with --threads 1 with fedada2_fig6's default FedAda2 row "
+                "reused (8 new panels x 9 grid points x 2 seeds x 60 rounds on the 200-class "
+                "composite stand-in); about 510 CPU-s from scratch (that row about 150 CPU-s "
+                "of fedada2_fig6's run); the committed profile (fedada2_fig6.COMMITTED_FLAGS, "
+                "the ledger's run) about 37 CPU-min")
 
 PAPER_DELAYED = {"eta_l": "1e-4,1e-3,1e-2,1e-1", "eta_s": "1e-4,1e-3,1e-2,1e-1",
                  "tau_l": "1e-3,1e-1,1", "tau_s": "1e-5,1e-3,1e-1"}
