@@ -69,7 +69,8 @@ def tuning_run(name: str, methods, problem: dict, build_problem, participation: 
     ``selection_round``, ``picks_interior``: :func:`reproduce.protocols.protocol_of` reads
     it back), so the check reselects the same points (:func:`reproduce.protocols.select`) and
     names the protocol its verdicts rest on; the record keeps the picks and the extension
-    history. Every cell is saved and resumed under ``OUT/sweeps/NAME-METHOD``."""
+    history. Every cell is saved and resumed under ``OUT/sweeps/NAME-METHOD``; the entry's
+    ``--reuse-stale`` reaches the cells as :func:`sweep_run`'s does."""
     from . import protocols as pr
     methods = list(methods)
 
@@ -86,7 +87,8 @@ def tuning_run(name: str, methods, problem: dict, build_problem, participation: 
                          executor=getattr(cfg, "executor", "inprocess"),
                          plan=getattr(cfg, "plan", "auto"),
                          threads=getattr(cfg, "threads", 0) or 1,
-                         ray_address=getattr(cfg, "ray_address", None), progress=tick)
+                         ray_address=getattr(cfg, "ray_address", None), progress=tick,
+                         reuse_stale=bool(getattr(cfg, "reuse_stale", False)))
         if kind == "tuned":
             t = pr.tune(name, methods, setup, list(seeds), rule=rule, text=text or
                         "symmetric: bracketed grids, edges extended",

@@ -321,6 +321,33 @@ def test_reproduce_adapter_passes_reuse_stale(tmp_path, monkeypatch):
         pd.testing.assert_series_equal(_values(table), _values(first))
 
 
+def test_tuning_run_passes_reuse_stale(tmp_path, monkeypatch, capsys):
+    """An entry's --reuse-stale reaches a tuning protocol's cells too (reproduce.sweeps.
+    tuning_run): cells of other code are reused with it, computed again without it."""
+    import shutil
+
+    from reproduce import common
+    from reproduce import protocols as pr
+    from reproduce.sweeps import tuning_run
+    method = pr.Method("fedavg", "fedavg", {}, (pr.Bracket("eta_l", (0.05, 0.1)),))
+    run = tuning_run("lr", [method], QUAD, cli.build_compare_problem, "m=3",
+                     rule="final-train-loss", kind="paper")
+    cfg = common.EntryConfig(seeds=1, rounds=3, out=str(tmp_path / "a"), quiet=True)
+    first, _ = run.execute(cfg, [0], lambda f: None)
+    capsys.readouterr()
+    monkeypatch.setattr(execute.identity, "code_digest", lambda: "another-code")
+    for stale, said in ((True, "reused 2 saved cell(s) computed by OTHER code"),
+                        (False, "recomputing 2 saved cell(s)")):
+        out = tmp_path / f"o{stale}"
+        shutil.copytree(tmp_path / "a" / "sweeps", out / "sweeps")
+        cfg = common.EntryConfig(seeds=1, rounds=3, out=str(out), quiet=True,
+                                 reuse_stale=stale)
+        table, _ = run.execute(cfg, [0], lambda f: None)
+        pd.testing.assert_series_equal(_values(table), _values(first))
+        printed = capsys.readouterr()
+        assert said in printed.out + printed.err
+
+
 def test_cli_paper_table_grid(tmp_path, capsys):
     """--table fed-lamb: the Fed-LAMB supplement Table 1 grid is one command."""
     args = ["--tiny", "--quiet", "--table", "fed-lamb", "--algorithms", "fed-sgd",
