@@ -2,6 +2,7 @@
 
     python3 docs/fedlada_standin_search/summarize.py --runs /tmp/fedlada-pilot   # from the runs
     python3 docs/fedlada_standin_search/summarize.py                             # from the ledger
+    python3 docs/fedlada_standin_search/summarize.py --horizons X2               # read at each round
 
 Each candidate's runs are the ``fedlada_fig2`` results under ``RUNS/<dir>`` (one or more
 directories: seeds run separately). From the runs it writes the ledger ``curves.csv.gz``
@@ -19,6 +20,8 @@ and the premise, by ``reproduce.fedlada_common.localadam_premise`` (the definiti
 entries' regime cards use): LocalAdam fits fastest (lowest ``loss_area`` and lowest tail
 training loss among the methods run) and generalises worse (tail test accuracy below FedAvg's
 by at least the seed spread and at least 0.5 points; above by as much: above; else a tie).
+``--horizons ID`` reads the same premise on one candidate's curves cut at each evaluated round
+(``by_horizon``): at which round it would first hold and whether it stays.
 """
 from __future__ import annotations
 
@@ -68,6 +71,8 @@ CANDIDATES = {
     "V1": "V1-mnistsub-b4-lenetgn-dec-T60",
     "W1": "W1-mnistsub-b4-r18gn-w16-dec-T60",
     "X1": "X1-sub120-b50-r18gn-w16-dec-T30",
+    # X1 at 150 rounds, the decay reaching 0.05 at the horizon (0.9802 a round)
+    "X2": "X2-sub120-b50-r18gn-w16-dec-T150",
     "T1": "T1-lenet-timing-fmnist",
     "T2": "T2-lenet-timing-mnistsub",
     # label noise (label_noise.py): 30 % of the training labels moved to another class
@@ -154,6 +159,25 @@ def summarise() -> pd.DataFrame:
     return out
 
 
+def by_horizon(curves: pd.DataFrame) -> pd.DataFrame:
+    """The premise read on one candidate's curves cut at each evaluated round ``t`` > 0: the
+    loss area over rounds 1..t, the tail over the last 10 % of t (the definition of
+    ``localadam_premise``, unchanged). A cut is not a run of horizon ``t``: the rate follows the
+    run's own schedule. One row per ``t``: each method's loss area and tail loss, FedAvg's tail
+    test accuracy minus LocalAdam's (``gap``, positive: LocalAdam below), the bar, the labels."""
+    rows = []
+    for t in sorted(r for r in curves["round"].unique() if r > 0):
+        p = localadam_premise(curves[curves["round"] <= t])
+        if p is None:
+            return pd.DataFrame()
+        rows.append({"round": int(t),
+                     **{f"area_{m}": v for m, v in p.area.items()},
+                     **{f"tail_{m}": v for m, v in p.tail_loss.items()},
+                     "gap": p.gap, "bar": p.spread, "fits": p.fits, "test": p.test,
+                     "holds": p.holds})
+    return pd.DataFrame(rows)
+
+
 def fmt(r, key, pct=False):
     m, lo, hi = r[key], r[key + "_min"], r[key + "_max"]
     s = 100 if pct else 1
@@ -166,7 +190,18 @@ if __name__ == "__main__":
     ap.add_argument("--runs", help="directory of the search's result directories and logs/")
     ap.add_argument("--only", help="with --runs: these candidates only (comma-separated), "
                                    "the others kept from the ledger")
+    ap.add_argument("--horizons", metavar="ID",
+                    help="print the premise of candidate ID read at each evaluated round")
     args = ap.parse_args()
+    if args.horizons:
+        curves = pd.read_csv(HERE / "curves.csv.gz")
+        if args.horizons not in set(curves.candidate):
+            ap.error(f"--horizons: no candidate {args.horizons!r} in the ledger")
+        h = by_horizon(curves[curves.candidate == args.horizons])
+        if h.empty:
+            ap.error(f"--horizons: candidate {args.horizons!r} lacks FedAvg or LocalAdam")
+        print(h.round(4).to_string(index=False))
+        sys.exit(0)
     if args.runs:
         collect(args.runs, set(args.only.split(",")) if args.only else None)
     out = summarise()

@@ -271,9 +271,9 @@ def test_premise_needs_both_methods_else_the_search_decides(tmp_path):
     assert fc.localadam_premise(df) is None
     (item,) = fc.premise_items(df)
     n, k = fc.search_premise()
-    assert n == 23 and k == 0           # docs/fedlada_standin_search: absent in every one
+    assert n == 24 and k == 0           # docs/fedlada_standin_search: absent in every one
     assert item.name == "premise in the stand-in search" and not item.ok
-    assert "0 of 23" in item.source
+    assert "0 of 24" in item.source
     # a record where one candidate had it lets the item pass; a missing record fails it
     rec = tmp_path / "summary.csv"
     rec.write_text("candidate,method,premise\nX,fedavg,True\nX,localadam,True\nY,fedavg,False\n")
@@ -317,6 +317,44 @@ def test_fig2_claims_that_need_the_premise_say_premise_absent(la_loss, la_acc, e
         assert all(got[c] == "premise absent" for c in ("E1", "E2", "E3", "E4"))
     else:
         assert all(got[c] != "premise absent" for c in ("E1", "E2", "E3", "E4")), got
+
+
+def _fig8_table(acc, cons, seeds=(0, 1, 2), rounds=range(0, 1501, 150)):
+    """Fig. 8 / Table 10 curves: final test accuracy ``acc[run]`` (+0.1 pp a seed) and a
+    consistency term ``cons[run]`` (+1 % a seed) at every evaluated round."""
+    rows = []
+    for run in acc:
+        for s in seeds:
+            for r in rounds:
+                rows.append({"run": run, "seed": s, "round": r, "metric": "test_acc",
+                             "value": acc[run] + 1e-3 * s})
+                if r:
+                    rows.append({"run": run, "seed": s, "round": r, "metric": "consistency",
+                                 "value": cons[run] * (1 + 0.01 * s)})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("lada_acc,sca15_acc,steps,rounds,e10,e11", [
+    (.84, .81, 50, 1500, "shows", "shows"),                 # the paper's figure and table
+    (.78, .81, 50, 1500, "does not show", "shows"),         # FedLADA below SCAFFOLD
+    (.84, .85, 50, 1500, "shows", "does not show"),         # SCAFFOLD-alpha peaks past 1
+    (.84, .81, 24, 80, "premise absent", "premise absent"),  # the stand-in's card fails
+])
+def test_fig8_e10_e11_interval_verdicts(lada_acc, sca15_acc, steps, rounds, e10, e11):
+    """E10 and E11 are decided by intervals over seeds (``verdicts.above`` / ``ordering``) on
+    the paper's regime, and are ``premise absent``, never ``does not show``, where the card
+    fails (24 local steps, 80 rounds of decay 0.998)."""
+    from verdict_util import labels
+    from reproduce import fedlada_fig8
+    cfg = fedlada_fig8.Config(paper_lr=True, rounds=rounds, local_steps=steps, seeds=3,
+                              alphas="0.05,0.5", scaffold_alphas="0,1,1.5")
+    acc = {"fedlada_a0.05": lada_acc, "fedlada_a0.5": .83, "scaffold_a0": .80,
+           "scaffold_a1": .82, "scaffold_a1.5": sca15_acc}
+    cons = {"fedlada_a0.05": .01, "fedlada_a0.5": .1, "scaffold_a0": .3, "scaffold_a1": .2,
+            "scaffold_a1.5": .4}
+    got = labels(fedlada_fig8.check(_fig8_table(acc, cons, rounds=range(0, rounds + 1,
+                                                                         rounds // 10)), cfg))
+    assert got == {"E10": e10, "E11": e11}
 
 
 # ------------------------------------------------------------------ FedAdam's readings
