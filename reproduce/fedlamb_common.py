@@ -327,6 +327,7 @@ class Config(common.EntryConfig):
     methods: str = ""                 # comma list: only these of the entry's methods ("": all)
     init_seed: int = 0                # the one initialisation every seed and method shares
                                       # (the paper's setup); -1: each seed draws its own
+    tuned: bool = False               # also the symmetric tuned comparison (tuned_runs)
 
     def validate(self):
         eps_values(self.printed_eps)
@@ -733,9 +734,9 @@ def make_tuning_runs(cfg, settings, methods, best, proto, problem_kw=None, sub=N
         part = "full" if s.m is None else f"m={s.m}"
         for method in methods:
             base = base_method(method)
-            axes = grid_axes(method, cfg.grid, best(s, method), eps_values(cfg.printed_eps),
-                             sub(s, method) if sub and cfg.grid == "sub" else None,
-                             parse_axes(cfg.axes))
+            axes = grid_axes(method, cfg.grid, best(s, method),
+                             sub=sub(s, method) if sub and cfg.grid == "sub" else None,
+                             eps=eps_values(cfg.printed_eps), overrides=parse_axes(cfg.axes))
             spec = protocols.Method(method, base, dict(PRINTED) if method != base else {},
                                     tuple(protocols.Bracket(k, v) for k, v in axes.items()))
             name = f"{s.key}_{method}"
@@ -749,9 +750,10 @@ def make_tuning_runs(cfg, settings, methods, best, proto, problem_kw=None, sub=N
     return out
 
 
-def _recorded_as(run, proto, keys):
-    """``run`` whose table carries ``proto``'s columns and names each row's grid point in
-    ``run`` (``ALGORITHM k=v ...``, as :func:`reproduce.sweeps.sweep_run`'s rows)."""
+def _recorded_as(run, proto, keys, sweep: str | None = None):
+    """``run`` whose table carries ``proto``'s columns (``None``: the protocol the tuning
+    itself recorded) and names each row's grid point in ``run`` (``ALGORITHM k=v ...``, as
+    :func:`reproduce.sweeps.sweep_run`'s rows) and, given ``sweep``, its sweep so."""
     inner = run.execute
 
     def execute(cfg, seeds, progress):
@@ -759,9 +761,81 @@ def _recorded_as(run, proto, keys):
         label = table["algorithm"].astype(str)
         for k in keys:
             label = label + f" {k}=" + table[k].map(lambda v: f"{float(v):g}")
-        return table.assign(run=label, **protocols.protocol_columns(proto)), record
+        cols = {} if proto is None else protocols.protocol_columns(proto)
+        if sweep is not None:
+            cols["sweep"] = sweep
+        return table.assign(run=label, **cols), record
     run.execute = execute
     return run
+
+
+#: The symmetric tuned comparison's rate brackets (:func:`tuned_runs`) extend off an edge by
+#: this factor: supp. Table 1's rate grids step by 1.7-3.3x (0.001, 0.003, 0.005, 0.01, ...),
+#: and a factor 2 continues them below 0.001 as 0.0005 (a value of Fed-AMS's Table 1 grid).
+RATE_STEP = 2.0
+RATE_KEYS = ("eta_l", "eta")
+#: The suffix of a tuned comparison's sweeps (``SETTING_METHOD-tuned``: rows, cells' folder).
+TUNED_SUFFIX = "-tuned"
+
+
+def tuned_runs(cfg, settings, methods, best, sub=None, problem_kw=None) -> list:
+    """The symmetric tuned comparison beside the paper's protocol (``--tuned``): per
+    (setting, method) one :func:`reproduce.sweeps.tuning_run` of kind ``tuned``
+    (:func:`reproduce.protocols.tune`) that starts from the values the paper's protocol runs
+    (:func:`grid_axes` of ``--grid``, ``--axes`` applied), its rates as brackets extended by
+    :data:`RATE_STEP` while the pick sits on an edge (past Table 1's grid where it must), the
+    other axes (lambda, the printed pair's eps) held to their values; selected by the
+    ``fed-lamb`` rule at the plotted horizon on every seed. Rows name their sweep
+    ``SETTING_METHOD-tuned`` and carry the tuning's protocol columns (``protocol_kind``
+    ``tuned``, ``picks_interior``); cells are saved and resumed under
+    ``OUT/sweeps/SETTING_METHOD-tuned``."""
+    from .sweeps import tuning_run
+    check_axes(cfg, methods)
+    out = []
+    for s in settings:
+        desc = problem_desc(cfg, s, problem_kw)
+        part = "full" if s.m is None else f"m={s.m}"
+        for method in methods:
+            base = base_method(method)
+            axes = grid_axes(method, cfg.grid, best(s, method),
+                             sub=sub(s, method) if sub and cfg.grid == "sub" else None,
+                             eps=eps_values(cfg.printed_eps), overrides=parse_axes(cfg.axes))
+            spec = protocols.Method(
+                TUNED_SUFFIX[1:], base, dict(PRINTED) if method != base else {},
+                tuple(protocols.Bracket(k, v, RATE_STEP if k in RATE_KEYS else None)
+                      for k, v in axes.items()))
+            name = f"{s.key}_{method}"
+            params = {"setting": s.key, "dataset": s.dataset, "model": s.model,
+                      "epochs": s.epochs, "method": method}
+            run = tuning_run(name, [spec], desc, build_problem, part, rule="fed-lamb",
+                             kind="tuned", eval_every=cfg.eval_every, params=params,
+                             text="symmetric: each method from the paper protocol's values, "
+                                  f"its rates extended by {RATE_STEP:g}x off an edge")
+            run.name = run.params["sweep"] = name + TUNED_SUFFIX
+            out.append(_recorded_as(run, None, sorted(axes), sweep=run.name))
+    return out
+
+
+def split_tuned(df):
+    """``(the paper protocol's rows, the tuned comparison's rows)`` of an entry's table
+    (:func:`tuned_runs`' rows carry ``protocol_kind`` ``tuned``)."""
+    kind = df["protocol_kind"].astype(str) if "protocol_kind" in df else None
+    if kind is None:
+        return df, df.iloc[:0]
+    return df[kind != "tuned"], df[kind == "tuned"]
+
+
+def tuned_protocol(tuned, cfg) -> protocols.Protocol:
+    """One :class:`reproduce.protocols.Protocol` for a setting's tuned comparison: the
+    tunings' text, rule, seeds and horizon (:func:`reproduce.protocols.protocol_of`), picks
+    interior only when every method's are."""
+    from dataclasses import replace
+    per = [protocols.protocol_of(t) for _, t in tuned.groupby("sweep", sort=False)]
+    per = [p for p in per if p is not None]
+    if not per:
+        raise ValueError("tuned_protocol: no tuned rows")
+    return replace(per[0], interior=all(bool(p.interior) for p in per),
+                   seeds=min(p.seeds for p in per if p.seeds is not None))
 
 
 def init_kw(cfg) -> dict:
