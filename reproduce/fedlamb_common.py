@@ -831,7 +831,7 @@ def tuned_protocol(tuned, cfg) -> protocols.Protocol:
     interior only when every method's are."""
     from dataclasses import replace
     per = [protocols.protocol_of(t) for _, t in tuned.groupby("sweep", sort=False)]
-    per = [p for p in per if p is not None]
+    per = [p for p in per if p is not None and p.kind == "tuned"]
     if not per:
         raise ValueError("tuned_protocol: no tuned rows")
     return replace(per[0], interior=all(bool(p.interior) for p in per),

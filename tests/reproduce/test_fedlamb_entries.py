@@ -408,6 +408,80 @@ def test_fig12_fmnist_rests_on_the_papers_protocol(tmp_path, capsys):
     assert mnist.kind == "pilot"               # the subset's grids rest on its own pilot
 
 
+def test_fig12_tuned_comparison_beside_the_papers_protocol(tmp_path, capsys):
+    """``--tuned``: the symmetric tuned comparison runs beside the paper protocol's runs. Each
+    method starts from the values the paper protocol runs (its rates extendable by
+    :data:`fedlamb_common.RATE_STEP`, lambda held), is extended while its pick sits on an
+    edge, and E1/E3 are decided on each protocol's own selections (the tuned card checks the
+    picks are interior); the tuned figure is drawn beside the paper protocol's."""
+    argv = ["--tiny", "--quiet", "--models", "mlp-dropout", "--no-printed", "--methods",
+            "fed-sgd,fed-lamb", "--tuned", "--out", str(tmp_path / "r"),
+            "--figures", str(tmp_path / "f")]
+    cfg = common.parse_config(fedlamb_fig12, argv)
+    runs = fedlamb_fig12.runs(cfg)
+    tuned = [r for r in runs if r.name.endswith(fl.TUNED_SUFFIX)]
+    assert [r.name for r in tuned] == ["mlp-dropout_E1_fed-sgd-tuned",
+                                       "mlp-dropout_E1_fed-lamb-tuned"]
+    for r in tuned:
+        (_, _, _, brackets), = r.params["methods"]
+        paper = {a["key"]: tuple(a["values"]) for a in
+                 next(p for p in runs if p.name == r.name[:-len(fl.TUNED_SUFFIX)])
+                 .params["grid"]["axes"]}
+        assert {k: tuple(v) for k, v, _ in brackets} == paper
+        assert {k: step for k, _, step in brackets} == {
+            k: (fl.RATE_STEP if k == "eta_l" else None) for k in paper}
+    assert common.main(fedlamb_fig12, argv) == 0
+    out = _lines(capsys)
+    assert (tmp_path / "f" / "fedlamb_fig12.png").exists()
+    assert (tmp_path / "f" / "fedlamb_fig12_tuned.png").exists()
+    assert not any(l.startswith("missing") for l in out)
+    PA = "premise absent"
+    assert _claims(tmp_path / "r", "fedlamb_fig12") == [
+        ("E1", PA), ("E1", PA), ("E3", "inconclusive: missing"),
+        ("E3", "inconclusive: missing"), ("T5", "shows")]
+    assert any("picks interior to their grids True (paper True; equal) ok" in l for l in out)
+    cfg = common.parse_config(fedlamb_fig12, argv + ["--plot-only"])
+    df = common.execute(fedlamb_fig12, cfg)
+    paper, tuned_rows = fl.split_tuned(df)
+    assert set(tuned_rows.sweep) == {r.name for r in tuned}
+    assert len(paper) and not paper["sweep"].str.endswith(fl.TUNED_SUFFIX).any()
+    chosen = fl.select_best(tuned_rows, cfg.rounds)
+    for _, row in chosen.iterrows():         # every tuned pick strictly inside its final grid
+        rates = sorted(tuned_rows[tuned_rows.sweep == f"{row.setting}_{row.method}"
+                                  f"{fl.TUNED_SUFFIX}"].eta_l.unique())
+        picked = float(row.label.split("eta_l=")[1].split()[0])
+        assert rates[0] < picked < rates[-1], (row.method, rates, picked)
+        start = fl.grid_axes(row.method, "sub", {}, sub=fl.pilot_subgrid(
+            "mlp-dropout", row.method))["eta_l"]
+        assert set(start) <= set(rates)
+        for r in set(rates) - set(start):    # the added rates continue an edge by 2x steps
+            k = np.log2(r / min(start)) if r < min(start) else np.log2(r / max(start))
+            assert abs(k - round(k)) < 1e-9
+
+
+def test_tuned_protocol_is_interior_only_when_every_method_is():
+    """One setting's tuned protocol (:func:`fedlamb_common.tuned_protocol`): the tunings'
+    rule and horizon, the fewest selection seeds, picks interior only when all are."""
+    from reproduce import protocols
+
+    def rows(sweep, interior, seeds):
+        p = protocols.Protocol("tuned", "t", rule="fed-lamb", seeds=seeds, horizon=100,
+                               plotted=100, required_seeds=3, interior=interior)
+        return pd.DataFrame([{"sweep": sweep, **protocols.protocol_columns(p)}])
+    both = pd.concat([rows("a-tuned", True, 3), rows("b-tuned", True, 4)])
+    p = fl.tuned_protocol(both, None)
+    assert (p.kind, p.interior, p.seeds, p.horizon) == ("tuned", True, 3, 100)
+    one_edge = pd.concat([rows("a-tuned", True, 3), rows("b-tuned", False, 3)])
+    p = fl.tuned_protocol(one_edge, None)
+    assert p.interior is False
+    assert [(i.name, i.ok) for i in p.card_items()][-1] == ("picks interior to their grids",
+                                                            False)
+    paper, tuned = fl.split_tuned(pd.concat([one_edge, pd.DataFrame([{"sweep": "c"}])]))
+    assert list(paper.sweep) == ["c"] and list(tuned.sweep) == ["a-tuned", "b-tuned"]
+    with pytest.raises(ValueError, match="no tuned rows"):
+        fl.tuned_protocol(paper, None)
+
+
 def test_cost_fit_is_a_line_in_local_epochs():
     """--full's cost line: a round's measured seconds at two or more E are fitted as a + b E
     (a fixed part per round), recovered exactly from points on a line; with one E it is
