@@ -249,6 +249,37 @@ def test_supp1_mnist_subset_card_reads_premise_absent_on_local_steps(tmp_path):
     assert vd.above(claim, b, a, card=cards["fmnist"]).label == "does not show"
 
 
+def test_supp1_protocols_and_tuned_comparison(tmp_path, capsys):
+    """Supplement Fig. 1's protocols: ``--grid sub``/``near`` rest on the paper's (pilot-picked
+    candidates selected at the plotted horizon on every seed; the card checks the seeds),
+    ``--grid best`` on the pilot's; ``--tuned`` adds the symmetric tuned comparison, whose
+    E4/E5 verdicts and figure sit beside the paper protocol's (tiny run, exact labels)."""
+    def proto(*extra):
+        return fedlamb_supp1.protocol(common.parse_config(
+            fedlamb_supp1, ["--rounds", "100", "--out", str(tmp_path), *extra]))
+    near = proto("--grid", "near", "--seeds", "3")
+    assert near.kind == "paper" and "neighbours either side in each rate" in near.text
+    assert [(i.name, i.ok) for i in near.card_items()] == [("selection horizon", True),
+                                                           ("selection seeds", True)]
+    assert [(i.name, i.ok) for i in proto("--grid", "sub").card_items()][-1] == (
+        "selection seeds", False)                  # the default's 2 seeds: below the paper's 3
+    assert proto("--grid", "best").kind == "pilot"
+    argv = ["--tiny", "--quiet", "--no-printed", "--methods",
+            "fed-sgd,fed-ams,fed-lamb,mime,mime-lamb,adp-fed", "--grid", "best", "--tuned",
+            "--out", str(tmp_path / "r"), "--figures", str(tmp_path / "f")]
+    assert common.main(fedlamb_supp1, argv) == 0
+    out = _lines(capsys)
+    assert (tmp_path / "f" / "fedlamb_supp1_tuned.png").exists()
+    PA = "premise absent"           # 20 clients of 200 images: 4 local steps, 2 rounds
+    assert _claims(tmp_path / "r", "fedlamb_supp1") == [("E4", PA), ("E4", PA), ("E5", PA),
+                                                        ("E5", PA), ("T5", "shows")]
+    assert any(l.startswith("the symmetric tuned comparison") for l in out)
+    # a one-point start ("best") is on both edges: every method's tuned grid was extended
+    cfg = common.parse_config(fedlamb_supp1, argv + ["--plot-only"])
+    _, tuned = fl.split_tuned(common.execute(fedlamb_supp1, cfg))
+    assert tuned.groupby("method").eta_l.nunique().min() >= 3
+
+
 def test_fedlamb_entries_share_one_initialisation(tmp_path):
     """``--init-seed`` (default 0): every Fed-LAMB run's problem description names the one
     initialisation its seeds and methods share (part of each cell's fingerprint); -1 leaves
