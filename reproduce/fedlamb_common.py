@@ -603,12 +603,36 @@ def protocol(cfg, pilot_round: int):
                            plotted=cfg.rounds, source="docs/fedlamb_pilot.md")
 
 
+def pruned_edge_picks(chosen, df, setting: str) -> list[str]:
+    """The selected points of panel ``setting`` that sit on an edge of the grid the run swept
+    (an axis of two or more values) that is not an edge of the method's Table 1 grid
+    (:data:`GRIDS`): there the paper's selection over the whole grid may have picked a value
+    the pruned grid left out. Returns ``"METHOD key=value"`` for each such pick."""
+    out = []
+    for _, r in chosen[chosen.setting == setting].iterrows():
+        if r["point"] is None:
+            continue
+        ran = df[(df.setting == setting) & (df.method == r["method"])]
+        picked = ran[ran.point == r["point"]].iloc[0]
+        for key, table in GRIDS.get(base_method(r["method"]), {}).items():
+            values = sorted(ran[key].dropna().unique()) if key in ran else []
+            if len(values) < 2:                 # a value pinned by hand: nothing selected
+                continue
+            v = float(picked[key])
+            if (np.isclose(v, values[0]) and not np.isclose(v, min(table))
+                    or np.isclose(v, values[-1]) and not np.isclose(v, max(table))):
+                out.append(f"{LABELS.get(r['method'], r['method'])} {key}={v:g}")
+    return out
+
+
 def card(cfg, s: "Setting", proto, *, steps_paper: int, clients_paper: int,
-         per_round: bool = False):
+         per_round: bool = False, edges: list | None = None):
     """The regime card of a Fed-LAMB comparison on panel ``s``: local steps an epoch (with
     ``per_round``: local steps a round, epochs x steps an epoch, against the paper's
     ``steps_paper`` a round), clients a round, the fraction of the paper's 100 rounds, seeds,
-    and the protocol's conformance (:meth:`reproduce.protocols.Protocol.card_items`)."""
+    and the protocol's conformance (:meth:`reproduce.protocols.Protocol.card_items`); with
+    ``edges`` (:func:`pruned_edge_picks` of the paper's protocol on a pruned grid) the item
+    that every pick sits inside the grid run or on Table 1's own edge."""
     from . import regime as rg
     prob = problem_of(s, cfg)
     per_client = float(np.mean([len(p) for p in prob.parts]))
@@ -619,7 +643,11 @@ def card(cfg, s: "Setting", proto, *, steps_paper: int, clients_paper: int,
         if per_round else rg.steps_per_epoch(steps, steps_paper, source=source),
         rg.clients_per_round(s.m or s.n, clients_paper, source="MAIN Sec. 4 / SUPP A.2"),
         rg.horizon(cfg.rounds, PAPER_ROUNDS, source="100 rounds"),
-        rg.seeds(cfg.seeds, PAPER_SEEDS, "3 runs"), *proto.card_items()])
+        rg.seeds(cfg.seeds, PAPER_SEEDS, "3 runs"), *proto.card_items(),
+        *([] if edges is None else [rg.premise(
+            "picks inside the grid run or on Table 1's edge", not edges,
+            "paper protocol on a pilot-pruned grid"
+            + (": on a pruned edge " + ", ".join(edges) if edges else ""))])])
 
 
 @dataclass(frozen=True)

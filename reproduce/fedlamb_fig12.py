@@ -238,7 +238,8 @@ def _verdicts(cfg, df, chosen, proto_of, scope: str) -> list:
     out, per_e = [], []
     for s in settings(cfg):
         proto = proto_of(s)
-        card = fl.card(cfg, s, proto, steps_paper=38, clients_paper=25)
+        edges = fl.pruned_edge_picks(chosen, df, s.key) if proto.kind == "paper" else None
+        card = fl.card(cfg, s, proto, steps_paper=38, clients_paper=25, edges=edges)
         v = fl.compare(chosen, df, s.key, ["fed-lamb"], ["fed-ams", "fed-sgd"], CLAIMS["E1"],
                        card=card, protocol=proto, scope=s.title + scope)
         out.append(v)

@@ -249,8 +249,9 @@ def _verdicts(cfg, df, chosen, proto_of, scope: str) -> list:
     out = []
     for s in settings(cfg):
         proto = proto_of(s)
+        edges = fl.pruned_edge_picks(chosen, df, s.key) if proto.kind == "paper" else None
         card = fl.card(cfg, s, proto, steps_paper=PAPER_STEPS, clients_paper=200,
-                       per_round=True)
+                       per_round=True, edges=edges)
         out.append(fl.compare(chosen, df, s.key, ["fed-lamb", "mime-lamb"],
                               ["fed-sgd", "fed-ams", "adp-fed", "mime"], CLAIMS["E4"],
                               card=card, protocol=proto, scope=s.title + scope))

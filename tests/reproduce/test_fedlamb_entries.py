@@ -280,6 +280,39 @@ def test_supp1_protocols_and_tuned_comparison(tmp_path, capsys):
     assert tuned.groupby("method").eta_l.nunique().min() >= 3
 
 
+def test_pruned_edge_picks_fail_the_paper_protocols_card():
+    """The paper's protocol on a pilot-pruned grid conforms only where every pick is inside
+    the grid run or on Table 1's own edge (:func:`fedlamb_common.pruned_edge_picks`): a pick
+    on a pruned edge is named, one on Table 1's edge (Fed-LAMB 0.001) or interior is not, and
+    an axis pinned to one value is not a selection."""
+    df = pd.DataFrame([
+        {"setting": "s", "method": "fed-sgd", "point": f"p{v}", "eta_l": v} for v in
+        (0.03, 0.05, 0.1)] + [
+        {"setting": "s", "method": "fed-lamb", "point": f"q{v}", "eta_l": v, "lam": 0.0}
+        for v in (0.001, 0.003)] + [
+        {"setting": "s", "method": "fed-ams", "point": f"r{v}", "eta_l": v}
+        for v in (0.001, 0.003)])
+    chosen = pd.DataFrame([{"setting": "s", "method": "fed-sgd", "point": "p0.05"},
+                           {"setting": "s", "method": "fed-lamb", "point": "q0.001"},
+                           {"setting": "s", "method": "fed-ams", "point": "r0.003"}])
+    assert fl.pruned_edge_picks(chosen, df, "s") == ["Fed-AMS eta_l=0.003"]
+    chosen.loc[2, "point"] = "r0.001"                     # Fed-AMS's Table 1 starts at 1e-4
+    assert fl.pruned_edge_picks(chosen, df, "s") == ["Fed-AMS eta_l=0.001"]
+    chosen.loc[0, "point"] = "p0.1"
+    assert fl.pruned_edge_picks(chosen, df, "s") == ["Fed-SGD eta_l=0.1",
+                                                     "Fed-AMS eta_l=0.001"]
+    cfg = common.parse_config(fedlamb_fig12, ["--tiny", "--models", "mlp-dropout"])
+    s = fedlamb_fig12.settings(cfg)[0]
+    proto = fedlamb_fig12.protocol(cfg)
+    item = lambda edges: next(i for i in fl.card(                          # noqa: E731
+        cfg, s, proto, steps_paper=38, clients_paper=25, edges=edges).items
+        if i.name.startswith("picks inside"))
+    assert item([]).ok and not item(["Fed-SGD eta_l=0.1"]).ok
+    assert "Fed-SGD eta_l=0.1" in item(["Fed-SGD eta_l=0.1"]).source
+    assert not any(i.name.startswith("picks inside") for i in fl.card(
+        cfg, s, proto, steps_paper=38, clients_paper=25).items)
+
+
 def test_fedlamb_entries_share_one_initialisation(tmp_path):
     """``--init-seed`` (default 0): every Fed-LAMB run's problem description names the one
     initialisation its seeds and methods share (part of each cell's fingerprint); -1 leaves
