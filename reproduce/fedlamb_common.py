@@ -747,16 +747,12 @@ def problem_desc(cfg, s: "Setting", problem_kw=None) -> dict:
     return desc
 
 
-def make_tuning_runs(cfg, settings, methods, best, proto, problem_kw=None, sub=None) -> list:
-    """:func:`make_runs` on the protocols' mechanism: one :func:`reproduce.sweeps.tuning_run`
-    per (setting, method), kind ``paper`` (the method's :func:`grid_axes` as unextended
-    brackets, selected by the ``fed-lamb`` rule at the run's horizon on every seed). The table
-    records ``proto`` (:class:`reproduce.protocols.Protocol`: where the grid came from) in its
-    protocol columns, and ``run`` names each row's grid point, as a sweep's rows do. Every
-    cell is saved and resumed under ``OUT/sweeps/NAME-METHOD``."""
-    from .sweeps import tuning_run
+def _method_cells(cfg, settings, methods, best, sub, problem_kw):
+    """Per (setting, method) of a tuning: ``(setting, method, registry algorithm, its fixed
+    settings, problem description, participation, grid axes)``: the values the paper's
+    protocol runs (:func:`grid_axes` of ``--grid``, ``--printed-eps`` and ``--axes``
+    applied), the one source of both protocols' starting grids."""
     check_axes(cfg, methods)
-    out = []
     for s in settings:
         desc = problem_desc(cfg, s, problem_kw)
         part = "full" if s.m is None else f"m={s.m}"
@@ -765,16 +761,33 @@ def make_tuning_runs(cfg, settings, methods, best, proto, problem_kw=None, sub=N
             axes = grid_axes(method, cfg.grid, best(s, method),
                              sub=sub(s, method) if sub and cfg.grid == "sub" else None,
                              eps=eps_values(cfg.printed_eps), overrides=parse_axes(cfg.axes))
-            spec = protocols.Method(method, base, dict(PRINTED) if method != base else {},
-                                    tuple(protocols.Bracket(k, v) for k, v in axes.items()))
-            name = f"{s.key}_{method}"
-            params = {"setting": s.key, "dataset": s.dataset, "model": s.model,
-                      "epochs": s.epochs, "method": method}
-            run = tuning_run(name, [spec], desc, build_problem, part, rule="fed-lamb",
-                             kind="paper", eval_every=cfg.eval_every, params=params,
-                             required_seeds=PAPER_SEEDS, text=proto.text, source=proto.source)
-            run.params["grid"] = spec.grid().describe()
-            out.append(_recorded_as(run, proto, sorted(axes)))
+            yield (s, method, base, dict(PRINTED) if method != base else {}, desc, part, axes)
+
+
+def _params(s: "Setting", method: str) -> dict:
+    return {"setting": s.key, "dataset": s.dataset, "model": s.model, "epochs": s.epochs,
+            "method": method}
+
+
+def make_tuning_runs(cfg, settings, methods, best, proto, problem_kw=None, sub=None) -> list:
+    """:func:`make_runs` on the protocols' mechanism: one :func:`reproduce.sweeps.tuning_run`
+    per (setting, method), kind ``paper`` (the method's :func:`grid_axes` as unextended
+    brackets, selected by the ``fed-lamb`` rule at the run's horizon on every seed). The table
+    records ``proto`` (:class:`reproduce.protocols.Protocol`: where the grid came from) in its
+    protocol columns, and ``run`` names each row's grid point, as a sweep's rows do. Every
+    cell is saved and resumed under ``OUT/sweeps/NAME-METHOD``."""
+    from .sweeps import tuning_run
+    out = []
+    for s, method, base, fixed, desc, part, axes in _method_cells(cfg, settings, methods, best,
+                                                                  sub, problem_kw):
+        spec = protocols.Method(method, base, fixed,
+                                tuple(protocols.Bracket(k, v) for k, v in axes.items()))
+        run = tuning_run(f"{s.key}_{method}", [spec], desc, build_problem, part,
+                         rule="fed-lamb", kind="paper", eval_every=cfg.eval_every,
+                         params=_params(s, method), required_seeds=PAPER_SEEDS,
+                         text=proto.text, source=proto.source)
+        run.params["grid"] = spec.grid().describe()
+        out.append(_recorded_as(run, proto, sorted(axes)))
     return out
 
 
@@ -818,30 +831,57 @@ def tuned_runs(cfg, settings, methods, best, sub=None, problem_kw=None) -> list:
     ``tuned``, ``picks_interior``); cells are saved and resumed under
     ``OUT/sweeps/SETTING_METHOD-tuned``."""
     from .sweeps import tuning_run
-    check_axes(cfg, methods)
     out = []
-    for s in settings:
-        desc = problem_desc(cfg, s, problem_kw)
-        part = "full" if s.m is None else f"m={s.m}"
-        for method in methods:
-            base = base_method(method)
-            axes = grid_axes(method, cfg.grid, best(s, method),
-                             sub=sub(s, method) if sub and cfg.grid == "sub" else None,
-                             eps=eps_values(cfg.printed_eps), overrides=parse_axes(cfg.axes))
-            spec = protocols.Method(
-                TUNED_SUFFIX[1:], base, dict(PRINTED) if method != base else {},
-                tuple(protocols.Bracket(k, v, RATE_STEP if k in RATE_KEYS else None)
-                      for k, v in axes.items()))
-            name = f"{s.key}_{method}"
-            params = {"setting": s.key, "dataset": s.dataset, "model": s.model,
-                      "epochs": s.epochs, "method": method}
-            run = tuning_run(name, [spec], desc, build_problem, part, rule="fed-lamb",
-                             kind="tuned", eval_every=cfg.eval_every, params=params,
-                             text="symmetric: each method from the paper protocol's values, "
-                                  f"its rates extended by {RATE_STEP:g}x off an edge")
-            run.name = run.params["sweep"] = name + TUNED_SUFFIX
-            out.append(_recorded_as(run, None, sorted(axes), sweep=run.name))
+    for s, method, base, fixed, desc, part, axes in _method_cells(cfg, settings, methods, best,
+                                                                  sub, problem_kw):
+        spec = protocols.Method(
+            TUNED_SUFFIX[1:], base, fixed,
+            tuple(protocols.Bracket(k, v, RATE_STEP if k in RATE_KEYS else None)
+                  for k, v in axes.items()))
+        name = f"{s.key}_{method}"
+        run = tuning_run(name, [spec], desc, build_problem, part, rule="fed-lamb",
+                         kind="tuned", eval_every=cfg.eval_every, params=_params(s, method),
+                         text="symmetric: each method from the paper protocol's values, "
+                              f"its rates extended by {RATE_STEP:g}x off an edge")
+        run.name = run.params["sweep"] = name + TUNED_SUFFIX
+        out.append(_recorded_as(run, None, sorted(axes), sweep=run.name))
     return out
+
+
+def both_protocols(cfg, df, verdicts, paper_protocol, missing_claim):
+    """An entry's verdicts under the paper's protocol and, with ``--tuned``, the symmetric
+    tuned comparison beside it: ``verdicts(rows, chosen, protocol_of, scope)`` gives one
+    protocol's verdicts on its rows and selections (:func:`select_best`); the tuned ones are
+    scoped ``tuned comparison`` and rest on each panel's :func:`tuned_protocol`; with
+    ``--tuned`` and no tuned rows, ``missing_claim`` reads missing. Returns ``(verdicts,
+    selection lines, the paper protocol's rows, its selections)``."""
+    from . import verdicts as vd
+    paper, tuned = split_tuned(df)
+    chosen = select_best(paper, cfg.rounds)
+    out = verdicts(paper, chosen, lambda s: paper_protocol, "")
+    lines = selection_lines(chosen)
+    if cfg.tuned and len(tuned):
+        chosen_t = select_best(tuned, cfg.rounds)
+        out += verdicts(tuned, chosen_t,
+                        lambda s: tuned_protocol(tuned[tuned.setting == s.key], cfg),
+                        ", tuned comparison")
+        lines += ["the symmetric tuned comparison (rates bracketed from the paper protocol's "
+                  f"values, extended {RATE_STEP:g}x off an edge):", *selection_lines(chosen_t)]
+    elif cfg.tuned:
+        out.append(vd.missing(missing_claim, f"{missing_claim.id} under the symmetric tuned "
+                              "comparison", "no results of the tuned comparison (--tuned)"))
+    return out, lines, paper, chosen
+
+
+def plot_protocols(df, cfg, stem: str, draw):
+    """The paper protocol's figure ``stem`` and, where tuned rows exist, the tuned
+    comparison's ``STEM_tuned``: ``draw(rows, cfg, stem, protocol text)`` draws one."""
+    paper, tuned = split_tuned(df)
+    paths = draw(paper, cfg, stem, f"grid '{cfg.grid}'")
+    if len(tuned):
+        paths += draw(tuned, cfg, f"{stem}_tuned", "symmetric tuned comparison (rates "
+                      f"bracketed, extended {RATE_STEP:g}x off an edge)")
+    return paths
 
 
 def split_tuned(df):

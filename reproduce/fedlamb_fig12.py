@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from functools import partial
 
 from . import common
 from . import fedlamb_common as fl
@@ -171,12 +172,7 @@ def runs(cfg):
 
 
 def plot(df, cfg):
-    paper, tuned = fl.split_tuned(df)
-    paths = _plot(paper, cfg, "fedlamb_fig12", f"grid '{cfg.grid}'")
-    if len(tuned):
-        paths += _plot(tuned, cfg, "fedlamb_fig12_tuned", "symmetric tuned comparison "
-                       f"(rates bracketed, extended {fl.RATE_STEP:g}x off an edge)")
-    return paths
+    return fl.plot_protocols(df, cfg, "fedlamb_fig12", _plot)
 
 
 def _plot(df, cfg, stem, protocol_text):
@@ -210,21 +206,9 @@ def check(df, cfg):
         lines.append("data: full Fashion-MNIST stands in for the paper's MNIST (the same "
                      "image size and 10 classes; 1,200 training images a client, the paper's "
                      "local steps)")
-    paper, tuned = fl.split_tuned(df)
-    chosen = fl.select_best(paper, cfg.rounds)
-    out = _verdicts(cfg, paper, chosen, lambda s: protocol(cfg), "")
-    lines += fl.selection_lines(chosen)
-    if cfg.tuned and len(tuned):
-        chosen_t = fl.select_best(tuned, cfg.rounds)
-        out += _verdicts(cfg, tuned, chosen_t,
-                         lambda s: fl.tuned_protocol(tuned[tuned.setting == s.key], cfg),
-                         ", tuned comparison")
-        lines += ["the symmetric tuned comparison (rates bracketed from the paper protocol's "
-                  f"values, extended {fl.RATE_STEP:g}x off an edge):"]
-        lines += fl.selection_lines(chosen_t)
-    elif cfg.tuned:
-        out.append(vd.missing(CLAIMS["E1"], "E1 under the symmetric tuned comparison",
-                              "no results of the tuned comparison (--tuned)"))
+    out, sel, paper, chosen = fl.both_protocols(cfg, df, partial(_verdicts, cfg),
+                                                protocol(cfg), CLAIMS["E1"])
+    lines += sel
     mlp = [s for s in settings(cfg) if s.model.startswith("mlp")] or settings(cfg)
     out += fl.consensus_lines(cfg, chosen, paper, mlp[0])
     lines += fl.cost_lines(df, cfg, full_seeds=3, full_rounds=100, full_epochs=(1, 3, 5),

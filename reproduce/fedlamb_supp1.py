@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from functools import partial
 
 from . import common
 from . import fedlamb_common as fl
@@ -165,12 +166,7 @@ def protocol(cfg):
 
 
 def plot(df, cfg):
-    paper, tuned = fl.split_tuned(df)
-    paths = _plot(paper, cfg, "fedlamb_supp1", f"grid '{cfg.grid}'")
-    if len(tuned):
-        paths += _plot(tuned, cfg, "fedlamb_supp1_tuned", "symmetric tuned comparison "
-                       f"(rates bracketed, extended {fl.RATE_STEP:g}x off an edge)")
-    return paths
+    return fl.plot_protocols(df, cfg, "fedlamb_supp1", _plot)
 
 
 def _plot(df, cfg, stem, protocol_text):
@@ -219,21 +215,9 @@ def check(df, cfg):
     for s in settings(cfg):
         lines += fl.header_lines(sys.modules[__name__], cfg, df, s.dataset, cfg.n, cfg.batch)
     lines = list(dict.fromkeys(lines))
-    paper, tuned = fl.split_tuned(df)
-    chosen = fl.select_best(paper, cfg.rounds)
-    out = _verdicts(cfg, paper, chosen, lambda s: protocol(cfg), "")
-    lines += fl.selection_lines(chosen)
-    if cfg.tuned and len(tuned):
-        chosen_t = fl.select_best(tuned, cfg.rounds)
-        out += _verdicts(cfg, tuned, chosen_t,
-                         lambda s: fl.tuned_protocol(tuned[tuned.setting == s.key], cfg),
-                         ", tuned comparison")
-        lines += ["the symmetric tuned comparison (rates bracketed from the paper protocol's "
-                  f"values, extended {fl.RATE_STEP:g}x off an edge):"]
-        lines += fl.selection_lines(chosen_t)
-    elif cfg.tuned:
-        out.append(vd.missing(CLAIMS["E4"], "E4 under the symmetric tuned comparison",
-                              "no results of the tuned comparison (--tuned)"))
+    out, sel, paper, chosen = fl.both_protocols(cfg, df, partial(_verdicts, cfg),
+                                                protocol(cfg), CLAIMS["E4"])
+    lines += sel
     for s in settings(cfg):
         out += fl.consensus_lines(cfg, chosen, paper, s)
     lines += fl.cost_lines(df, cfg, full_seeds=3, full_rounds=100, full_epochs=(cfg.epochs,),
