@@ -327,6 +327,7 @@ class Config(common.EntryConfig):
     methods: str = ""                 # comma list: only these of the entry's methods ("": all)
     init_seed: int = 0                # the one initialisation every seed and method shares
                                       # (the paper's setup); -1: each seed draws its own
+    tuned: bool = False               # also the symmetric tuned comparison (tuned_runs)
 
     def validate(self):
         eps_values(self.printed_eps)
@@ -602,12 +603,36 @@ def protocol(cfg, pilot_round: int):
                            plotted=cfg.rounds, source="docs/fedlamb_pilot.md")
 
 
+def pruned_edge_picks(chosen, df, setting: str) -> list[str]:
+    """The selected points of panel ``setting`` that sit on an edge of the grid the run swept
+    (an axis of two or more values) that is not an edge of the method's Table 1 grid
+    (:data:`GRIDS`): there the paper's selection over the whole grid may have picked a value
+    the pruned grid left out. Returns ``"METHOD key=value"`` for each such pick."""
+    out = []
+    for _, r in chosen[chosen.setting == setting].iterrows():
+        if r["point"] is None:
+            continue
+        ran = df[(df.setting == setting) & (df.method == r["method"])]
+        picked = ran[ran.point == r["point"]].iloc[0]
+        for key, table in GRIDS.get(base_method(r["method"]), {}).items():
+            values = sorted(ran[key].dropna().unique()) if key in ran else []
+            if len(values) < 2:                 # a value pinned by hand: nothing selected
+                continue
+            v = float(picked[key])
+            if (np.isclose(v, values[0]) and not np.isclose(v, min(table))
+                    or np.isclose(v, values[-1]) and not np.isclose(v, max(table))):
+                out.append(f"{LABELS.get(r['method'], r['method'])} {key}={v:g}")
+    return out
+
+
 def card(cfg, s: "Setting", proto, *, steps_paper: int, clients_paper: int,
-         per_round: bool = False):
+         per_round: bool = False, edges: list | None = None):
     """The regime card of a Fed-LAMB comparison on panel ``s``: local steps an epoch (with
     ``per_round``: local steps a round, epochs x steps an epoch, against the paper's
     ``steps_paper`` a round), clients a round, the fraction of the paper's 100 rounds, seeds,
-    and the protocol's conformance (:meth:`reproduce.protocols.Protocol.card_items`)."""
+    and the protocol's conformance (:meth:`reproduce.protocols.Protocol.card_items`); with
+    ``edges`` (:func:`pruned_edge_picks` of the paper's protocol on a pruned grid) the item
+    that every pick sits inside the grid run or on Table 1's own edge."""
     from . import regime as rg
     prob = problem_of(s, cfg)
     per_client = float(np.mean([len(p) for p in prob.parts]))
@@ -618,7 +643,11 @@ def card(cfg, s: "Setting", proto, *, steps_paper: int, clients_paper: int,
         if per_round else rg.steps_per_epoch(steps, steps_paper, source=source),
         rg.clients_per_round(s.m or s.n, clients_paper, source="MAIN Sec. 4 / SUPP A.2"),
         rg.horizon(cfg.rounds, PAPER_ROUNDS, source="100 rounds"),
-        rg.seeds(cfg.seeds, PAPER_SEEDS, "3 runs"), *proto.card_items()])
+        rg.seeds(cfg.seeds, PAPER_SEEDS, "3 runs"), *proto.card_items(),
+        *([] if edges is None else [rg.premise(
+            "picks inside the grid run or on Table 1's edge", not edges,
+            "paper protocol on a pilot-pruned grid"
+            + (": on a pruned edge " + ", ".join(edges) if edges else ""))])])
 
 
 @dataclass(frozen=True)
@@ -718,6 +747,28 @@ def problem_desc(cfg, s: "Setting", problem_kw=None) -> dict:
     return desc
 
 
+def _method_cells(cfg, settings, methods, best, sub, problem_kw):
+    """Per (setting, method) of a tuning: ``(setting, method, registry algorithm, its fixed
+    settings, problem description, participation, grid axes)``: the values the paper's
+    protocol runs (:func:`grid_axes` of ``--grid``, ``--printed-eps`` and ``--axes``
+    applied), the one source of both protocols' starting grids."""
+    check_axes(cfg, methods)
+    for s in settings:
+        desc = problem_desc(cfg, s, problem_kw)
+        part = "full" if s.m is None else f"m={s.m}"
+        for method in methods:
+            base = base_method(method)
+            axes = grid_axes(method, cfg.grid, best(s, method),
+                             sub=sub(s, method) if sub and cfg.grid == "sub" else None,
+                             eps=eps_values(cfg.printed_eps), overrides=parse_axes(cfg.axes))
+            yield (s, method, base, dict(PRINTED) if method != base else {}, desc, part, axes)
+
+
+def _params(s: "Setting", method: str) -> dict:
+    return {"setting": s.key, "dataset": s.dataset, "model": s.model, "epochs": s.epochs,
+            "method": method}
+
+
 def make_tuning_runs(cfg, settings, methods, best, proto, problem_kw=None, sub=None) -> list:
     """:func:`make_runs` on the protocols' mechanism: one :func:`reproduce.sweeps.tuning_run`
     per (setting, method), kind ``paper`` (the method's :func:`grid_axes` as unextended
@@ -726,32 +777,24 @@ def make_tuning_runs(cfg, settings, methods, best, proto, problem_kw=None, sub=N
     protocol columns, and ``run`` names each row's grid point, as a sweep's rows do. Every
     cell is saved and resumed under ``OUT/sweeps/NAME-METHOD``."""
     from .sweeps import tuning_run
-    check_axes(cfg, methods)
     out = []
-    for s in settings:
-        desc = problem_desc(cfg, s, problem_kw)
-        part = "full" if s.m is None else f"m={s.m}"
-        for method in methods:
-            base = base_method(method)
-            axes = grid_axes(method, cfg.grid, best(s, method), eps_values(cfg.printed_eps),
-                             sub(s, method) if sub and cfg.grid == "sub" else None,
-                             parse_axes(cfg.axes))
-            spec = protocols.Method(method, base, dict(PRINTED) if method != base else {},
-                                    tuple(protocols.Bracket(k, v) for k, v in axes.items()))
-            name = f"{s.key}_{method}"
-            params = {"setting": s.key, "dataset": s.dataset, "model": s.model,
-                      "epochs": s.epochs, "method": method}
-            run = tuning_run(name, [spec], desc, build_problem, part, rule="fed-lamb",
-                             kind="paper", eval_every=cfg.eval_every, params=params,
-                             required_seeds=PAPER_SEEDS, text=proto.text, source=proto.source)
-            run.params["grid"] = spec.grid().describe()
-            out.append(_recorded_as(run, proto, sorted(axes)))
+    for s, method, base, fixed, desc, part, axes in _method_cells(cfg, settings, methods, best,
+                                                                  sub, problem_kw):
+        spec = protocols.Method(method, base, fixed,
+                                tuple(protocols.Bracket(k, v) for k, v in axes.items()))
+        run = tuning_run(f"{s.key}_{method}", [spec], desc, build_problem, part,
+                         rule="fed-lamb", kind="paper", eval_every=cfg.eval_every,
+                         params=_params(s, method), required_seeds=PAPER_SEEDS,
+                         text=proto.text, source=proto.source)
+        run.params["grid"] = spec.grid().describe()
+        out.append(_recorded_as(run, proto, sorted(axes)))
     return out
 
 
-def _recorded_as(run, proto, keys):
-    """``run`` whose table carries ``proto``'s columns and names each row's grid point in
-    ``run`` (``ALGORITHM k=v ...``, as :func:`reproduce.sweeps.sweep_run`'s rows)."""
+def _recorded_as(run, proto, keys, sweep: str | None = None):
+    """``run`` whose table carries ``proto``'s columns (``None``: the protocol the tuning
+    itself recorded) and names each row's grid point in ``run`` (``ALGORITHM k=v ...``, as
+    :func:`reproduce.sweeps.sweep_run`'s rows) and, given ``sweep``, its sweep so."""
     inner = run.execute
 
     def execute(cfg, seeds, progress):
@@ -759,9 +802,108 @@ def _recorded_as(run, proto, keys):
         label = table["algorithm"].astype(str)
         for k in keys:
             label = label + f" {k}=" + table[k].map(lambda v: f"{float(v):g}")
-        return table.assign(run=label, **protocols.protocol_columns(proto)), record
+        cols = {} if proto is None else protocols.protocol_columns(proto)
+        if sweep is not None:
+            cols["sweep"] = sweep
+        return table.assign(run=label, **cols), record
     run.execute = execute
     return run
+
+
+#: The symmetric tuned comparison's rate brackets (:func:`tuned_runs`) extend off an edge by
+#: this factor: supp. Table 1's rate grids step by 1.7-3.3x (0.001, 0.003, 0.005, 0.01, ...),
+#: and a factor 2 continues them below 0.001 as 0.0005 (a value of Fed-AMS's Table 1 grid).
+RATE_STEP = 2.0
+RATE_KEYS = ("eta_l", "eta")
+#: The suffix of a tuned comparison's sweeps (``SETTING_METHOD-tuned``: rows, cells' folder).
+TUNED_SUFFIX = "-tuned"
+
+
+def tuned_runs(cfg, settings, methods, best, sub=None, problem_kw=None) -> list:
+    """The symmetric tuned comparison beside the paper's protocol (``--tuned``): per
+    (setting, method) one :func:`reproduce.sweeps.tuning_run` of kind ``tuned``
+    (:func:`reproduce.protocols.tune`) that starts from the values the paper's protocol runs
+    (:func:`grid_axes` of ``--grid``, ``--axes`` applied), its rates as brackets extended by
+    :data:`RATE_STEP` while the pick sits on an edge (past Table 1's grid where it must), the
+    other axes (lambda, the printed pair's eps) held to their values; selected by the
+    ``fed-lamb`` rule at the plotted horizon on every seed. Rows name their sweep
+    ``SETTING_METHOD-tuned`` and carry the tuning's protocol columns (``protocol_kind``
+    ``tuned``, ``picks_interior``); cells are saved and resumed under
+    ``OUT/sweeps/SETTING_METHOD-tuned``."""
+    from .sweeps import tuning_run
+    out = []
+    for s, method, base, fixed, desc, part, axes in _method_cells(cfg, settings, methods, best,
+                                                                  sub, problem_kw):
+        spec = protocols.Method(
+            TUNED_SUFFIX[1:], base, fixed,
+            tuple(protocols.Bracket(k, v, RATE_STEP if k in RATE_KEYS else None)
+                  for k, v in axes.items()))
+        name = f"{s.key}_{method}"
+        run = tuning_run(name, [spec], desc, build_problem, part, rule="fed-lamb",
+                         kind="tuned", eval_every=cfg.eval_every, params=_params(s, method),
+                         text="symmetric: each method from the paper protocol's values, "
+                              f"its rates extended by {RATE_STEP:g}x off an edge")
+        run.name = run.params["sweep"] = name + TUNED_SUFFIX
+        out.append(_recorded_as(run, None, sorted(axes), sweep=run.name))
+    return out
+
+
+def both_protocols(cfg, df, verdicts, paper_protocol, missing_claim):
+    """An entry's verdicts under the paper's protocol and, with ``--tuned``, the symmetric
+    tuned comparison beside it: ``verdicts(rows, chosen, protocol_of, scope)`` gives one
+    protocol's verdicts on its rows and selections (:func:`select_best`); the tuned ones are
+    scoped ``tuned comparison`` and rest on each panel's :func:`tuned_protocol`; with
+    ``--tuned`` and no tuned rows, ``missing_claim`` reads missing. Returns ``(verdicts,
+    selection lines, the paper protocol's rows, its selections)``."""
+    from . import verdicts as vd
+    paper, tuned = split_tuned(df)
+    chosen = select_best(paper, cfg.rounds)
+    out = verdicts(paper, chosen, lambda s: paper_protocol, "")
+    lines = selection_lines(chosen)
+    if cfg.tuned and len(tuned):
+        chosen_t = select_best(tuned, cfg.rounds)
+        out += verdicts(tuned, chosen_t,
+                        lambda s: tuned_protocol(tuned[tuned.setting == s.key], cfg),
+                        ", tuned comparison")
+        lines += ["the symmetric tuned comparison (rates bracketed from the paper protocol's "
+                  f"values, extended {RATE_STEP:g}x off an edge):", *selection_lines(chosen_t)]
+    elif cfg.tuned:
+        out.append(vd.missing(missing_claim, f"{missing_claim.id} under the symmetric tuned "
+                              "comparison", "no results of the tuned comparison (--tuned)"))
+    return out, lines, paper, chosen
+
+
+def plot_protocols(df, cfg, stem: str, draw):
+    """The paper protocol's figure ``stem`` and, where tuned rows exist, the tuned
+    comparison's ``STEM_tuned``: ``draw(rows, cfg, stem, protocol text)`` draws one."""
+    paper, tuned = split_tuned(df)
+    paths = draw(paper, cfg, stem, f"grid '{cfg.grid}'")
+    if len(tuned):
+        paths += draw(tuned, cfg, f"{stem}_tuned", "symmetric tuned comparison (rates "
+                      f"bracketed, extended {RATE_STEP:g}x off an edge)")
+    return paths
+
+
+def split_tuned(df):
+    """``(the paper protocol's rows, the tuned comparison's rows)`` of an entry's table
+    (:func:`tuned_runs`' rows carry ``protocol_kind`` ``tuned``)."""
+    kind = df["protocol_kind"].astype(str) if "protocol_kind" in df else None
+    if kind is None:
+        return df, df.iloc[:0]
+    return df[kind != "tuned"], df[kind == "tuned"]
+
+
+def tuned_protocol(tuned, cfg) -> protocols.Protocol:
+    """One :class:`reproduce.protocols.Protocol` for a setting's tuned comparison: the
+    tunings' text, rule, seeds and horizon (:func:`reproduce.protocols.protocol_of`), picks
+    interior only when every method's are."""
+    from dataclasses import replace
+    per = [protocols.protocol_of(t) for _, t in tuned.groupby("sweep", sort=False)]
+    per = [p for p in per if p is not None and p.kind == "tuned"]
+    if not per:
+        raise ValueError("tuned_protocol: no tuned rows")
+    return replace(per[0], interior=all(bool(p.interior) for p in per),
+                   seeds=min(p.seeds for p in per if p.seeds is not None))
 
 
 def init_kw(cfg) -> dict:

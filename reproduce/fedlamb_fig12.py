@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from functools import partial
 
 from . import common
 from . import fedlamb_common as fl
@@ -162,25 +163,32 @@ def runs(cfg):
     if not 1 <= cfg.m <= cfg.n:
         raise common.EntryError(f"--m must be in [1, --n], got m={cfg.m}, n={cfg.n}")
     keys = {s.key: pilot_of(cfg, s) for s in settings(cfg)}
-    return fl.make_runs(cfg, settings(cfg), methods(cfg),
-                        lambda s, m: fl.PILOT.get(keys[s.key], {}).get(m, ({},))[0],
-                        sub=lambda s, m: fl.pilot_subgrid(keys[s.key], m))
+    best = lambda s, m: fl.PILOT.get(keys[s.key], {}).get(m, ({},))[0]     # noqa: E731
+    sub = lambda s, m: fl.pilot_subgrid(keys[s.key], m)                     # noqa: E731
+    out = fl.make_runs(cfg, settings(cfg), methods(cfg), best, sub=sub)
+    if cfg.tuned:               # the symmetric tuned comparison beside the paper's protocol
+        out += fl.tuned_runs(cfg, settings(cfg), methods(cfg), best, sub=sub)
+    return out
 
 
 def plot(df, cfg):
+    return fl.plot_protocols(df, cfg, "fedlamb_fig12", _plot)
+
+
+def _plot(df, cfg, stem, protocol_text):
     data = fl.dataset_label(cfg.dataset, cfg.data_dir)
     if cfg.dataset == "fmnist":
         data = f"full {data} (stand-in for the paper's MNIST)"
     note = (fl.READINGS_NOTE if runs_printed(cfg) else
             "Fed-AMS/Fed-LAMB default reading (MAIN Alg. 2's printed reading not run)")
     title = (f"Fed-LAMB Figs. 1-2: {data}, non-iid (2 label shards/client), n={cfg.n}, "
-             f"{cfg.m} per round, batch {cfg.batch}; grid '{cfg.grid}', {cfg.seeds} seed(s), "
+             f"{cfg.m} per round, batch {cfg.batch}; {protocol_text}, {cfg.seeds} seed(s), "
              f"mean and seed range\n" + note)
-    return fl.plot_panels(df, cfg, settings(cfg), methods(cfg), title, "fedlamb_fig12")
+    return fl.plot_panels(df, cfg, settings(cfg), methods(cfg), title, stem)
 
 
 #: The figures this entry draws (stems under ``figures/``), for the report and the ledger.
-FIGURES = ("fedlamb_fig12",)
+FIGURES = ("fedlamb_fig12", "fedlamb_fig12_tuned")
 CLAIMS = vd.claims(
     vd.Claim("E1", "Fed-LAMB", "MNIST non-iid, MLP and CNN: Fed-LAMB has higher test accuracy "
              "across rounds and higher or equal final accuracy than Fed-AMS and Fed-SGD, each at "
@@ -198,34 +206,46 @@ def check(df, cfg):
         lines.append("data: full Fashion-MNIST stands in for the paper's MNIST (the same "
                      "image size and 10 classes; 1,200 training images a client, the paper's "
                      "local steps)")
-    chosen = fl.select_best(df, cfg.rounds)
-    proto = protocol(cfg)
+    out, sel, paper, chosen = fl.both_protocols(cfg, df, partial(_verdicts, cfg),
+                                                protocol(cfg), CLAIMS["E1"])
+    lines += sel
+    mlp = [s for s in settings(cfg) if s.model.startswith("mlp")] or settings(cfg)
+    out += fl.consensus_lines(cfg, chosen, paper, mlp[0])
+    lines += fl.cost_lines(df, cfg, full_seeds=3, full_rounds=100, full_epochs=(1, 3, 5),
+                           methods=methods(cfg))
+    return lines + out
+
+
+def _verdicts(cfg, df, chosen, proto_of, scope: str) -> list:
+    """E1 per panel (and the printed pair's, where it runs) and E3 over the panels, on one
+    protocol's rows ``df`` and selections ``chosen``; ``proto_of(setting)`` its protocol."""
     out, per_e = [], []
     for s in settings(cfg):
-        card = fl.card(cfg, s, proto, steps_paper=38, clients_paper=25)
+        proto = proto_of(s)
+        edges = fl.pruned_edge_picks(chosen, df, s.key) if proto.kind == "paper" else None
+        card = fl.card(cfg, s, proto, steps_paper=38, clients_paper=25, edges=edges)
         v = fl.compare(chosen, df, s.key, ["fed-lamb"], ["fed-ams", "fed-sgd"], CLAIMS["E1"],
-                       card=card, protocol=proto, scope=s.title)
+                       card=card, protocol=proto, scope=s.title + scope)
         out.append(v)
         per_e.append(v)
         if "fed-lamb-printed" in methods(cfg):
             out.append(fl.compare(chosen, df, s.key, ["fed-lamb-printed"], ["fed-ams-printed"],
                                   CLAIMS["E1"], card=card, protocol=proto,
                                   scope=f"{s.title}, printed reading ("
-                                        + fl.printed_eps_text(df, chosen, s.key) + ")"))
+                                        + fl.printed_eps_text(df, chosen, s.key) + ")"
+                                        + scope))
     epochs = sorted({s.epochs for s in settings(cfg)})
+    proto = per_e[0].protocol if per_e else None
     if len(epochs) > 1:
         out.append(vd.every(CLAIMS["E3"], per_e, what="E1 at every E tested",
-                            card=per_e[0].card if per_e else None, protocol=proto))
+                            card=per_e[0].card if per_e else None, protocol=proto,
+                            scope=scope.lstrip(", ")))
     else:
         out.append(vd.missing(CLAIMS["E3"], "E1 at every E tested",
                               f"one number of local epochs run (E = {epochs[0]}); E3 needs "
-                              "two or more (--epochs)", protocol=proto))
-    lines += fl.selection_lines(chosen)
-    mlp = [s for s in settings(cfg) if s.model.startswith("mlp")] or settings(cfg)
-    out += fl.consensus_lines(cfg, chosen, df, mlp[0])
-    lines += fl.cost_lines(df, cfg, full_seeds=3, full_rounds=100, full_epochs=(1, 3, 5),
-                           methods=methods(cfg))
-    return lines + out
+                              "two or more (--epochs)", protocol=proto,
+                              scope=scope.lstrip(", ")))
+    return out
 
 
 if __name__ == "__main__":

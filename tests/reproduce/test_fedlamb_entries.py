@@ -249,6 +249,70 @@ def test_supp1_mnist_subset_card_reads_premise_absent_on_local_steps(tmp_path):
     assert vd.above(claim, b, a, card=cards["fmnist"]).label == "does not show"
 
 
+def test_supp1_protocols_and_tuned_comparison(tmp_path, capsys):
+    """Supplement Fig. 1's protocols: ``--grid sub``/``near`` rest on the paper's (pilot-picked
+    candidates selected at the plotted horizon on every seed; the card checks the seeds),
+    ``--grid best`` on the pilot's; ``--tuned`` adds the symmetric tuned comparison, whose
+    E4/E5 verdicts and figure sit beside the paper protocol's (tiny run, exact labels)."""
+    def proto(*extra):
+        return fedlamb_supp1.protocol(common.parse_config(
+            fedlamb_supp1, ["--rounds", "100", "--out", str(tmp_path), *extra]))
+    near = proto("--grid", "near", "--seeds", "3")
+    assert near.kind == "paper" and "neighbours either side in each rate" in near.text
+    assert [(i.name, i.ok) for i in near.card_items()] == [("selection horizon", True),
+                                                           ("selection seeds", True)]
+    assert [(i.name, i.ok) for i in proto("--grid", "sub").card_items()][-1] == (
+        "selection seeds", False)                  # the default's 2 seeds: below the paper's 3
+    assert proto("--grid", "best").kind == "pilot"
+    argv = ["--tiny", "--quiet", "--no-printed", "--methods",
+            "fed-sgd,fed-ams,fed-lamb,mime,mime-lamb,adp-fed", "--grid", "best", "--tuned",
+            "--out", str(tmp_path / "r"), "--figures", str(tmp_path / "f")]
+    assert common.main(fedlamb_supp1, argv) == 0
+    out = _lines(capsys)
+    assert (tmp_path / "f" / "fedlamb_supp1_tuned.png").exists()
+    PA = "premise absent"           # 20 clients of 200 images: 4 local steps, 2 rounds
+    assert _claims(tmp_path / "r", "fedlamb_supp1") == [("E4", PA), ("E4", PA), ("E5", PA),
+                                                        ("E5", PA), ("T5", "shows")]
+    assert any(l.startswith("the symmetric tuned comparison") for l in out)
+    # a one-point start ("best") is on both edges: every method's tuned grid was extended
+    cfg = common.parse_config(fedlamb_supp1, argv + ["--plot-only"])
+    _, tuned = fl.split_tuned(common.execute(fedlamb_supp1, cfg))
+    assert tuned.groupby("method").eta_l.nunique().min() >= 3
+
+
+def test_pruned_edge_picks_fail_the_paper_protocols_card():
+    """The paper's protocol on a pilot-pruned grid conforms only where every pick is inside
+    the grid run or on Table 1's own edge (:func:`fedlamb_common.pruned_edge_picks`): a pick
+    on a pruned edge is named, one on Table 1's edge (Fed-LAMB 0.001) or interior is not, and
+    an axis pinned to one value is not a selection."""
+    df = pd.DataFrame([
+        {"setting": "s", "method": "fed-sgd", "point": f"p{v}", "eta_l": v} for v in
+        (0.03, 0.05, 0.1)] + [
+        {"setting": "s", "method": "fed-lamb", "point": f"q{v}", "eta_l": v, "lam": 0.0}
+        for v in (0.001, 0.003)] + [
+        {"setting": "s", "method": "fed-ams", "point": f"r{v}", "eta_l": v}
+        for v in (0.001, 0.003)])
+    chosen = pd.DataFrame([{"setting": "s", "method": "fed-sgd", "point": "p0.05"},
+                           {"setting": "s", "method": "fed-lamb", "point": "q0.001"},
+                           {"setting": "s", "method": "fed-ams", "point": "r0.003"}])
+    assert fl.pruned_edge_picks(chosen, df, "s") == ["Fed-AMS eta_l=0.003"]
+    chosen.loc[2, "point"] = "r0.001"                     # Fed-AMS's Table 1 starts at 1e-4
+    assert fl.pruned_edge_picks(chosen, df, "s") == ["Fed-AMS eta_l=0.001"]
+    chosen.loc[0, "point"] = "p0.1"
+    assert fl.pruned_edge_picks(chosen, df, "s") == ["Fed-SGD eta_l=0.1",
+                                                     "Fed-AMS eta_l=0.001"]
+    cfg = common.parse_config(fedlamb_fig12, ["--tiny", "--models", "mlp-dropout"])
+    s = fedlamb_fig12.settings(cfg)[0]
+    proto = fedlamb_fig12.protocol(cfg)
+    item = lambda edges: next(i for i in fl.card(                          # noqa: E731
+        cfg, s, proto, steps_paper=38, clients_paper=25, edges=edges).items
+        if i.name.startswith("picks inside"))
+    assert item([]).ok and not item(["Fed-SGD eta_l=0.1"]).ok
+    assert "Fed-SGD eta_l=0.1" in item(["Fed-SGD eta_l=0.1"]).source
+    assert not any(i.name.startswith("picks inside") for i in fl.card(
+        cfg, s, proto, steps_paper=38, clients_paper=25).items)
+
+
 def test_fedlamb_entries_share_one_initialisation(tmp_path):
     """``--init-seed`` (default 0): every Fed-LAMB run's problem description names the one
     initialisation its seeds and methods share (part of each cell's fingerprint); -1 leaves
@@ -406,6 +470,80 @@ def test_fig12_fmnist_rests_on_the_papers_protocol(tmp_path, capsys):
     assert near.kind == "paper" and "neighbours either side" in near.text
     mnist = fedlamb_fig12.protocol(common.parse_config(fedlamb_fig12, ["--grid", "near"]))
     assert mnist.kind == "pilot"               # the subset's grids rest on its own pilot
+
+
+def test_fig12_tuned_comparison_beside_the_papers_protocol(tmp_path, capsys):
+    """``--tuned``: the symmetric tuned comparison runs beside the paper protocol's runs. Each
+    method starts from the values the paper protocol runs (its rates extendable by
+    :data:`fedlamb_common.RATE_STEP`, lambda held), is extended while its pick sits on an
+    edge, and E1/E3 are decided on each protocol's own selections (the tuned card checks the
+    picks are interior); the tuned figure is drawn beside the paper protocol's."""
+    argv = ["--tiny", "--quiet", "--models", "mlp-dropout", "--no-printed", "--methods",
+            "fed-sgd,fed-lamb", "--tuned", "--out", str(tmp_path / "r"),
+            "--figures", str(tmp_path / "f")]
+    cfg = common.parse_config(fedlamb_fig12, argv)
+    runs = fedlamb_fig12.runs(cfg)
+    tuned = [r for r in runs if r.name.endswith(fl.TUNED_SUFFIX)]
+    assert [r.name for r in tuned] == ["mlp-dropout_E1_fed-sgd-tuned",
+                                       "mlp-dropout_E1_fed-lamb-tuned"]
+    for r in tuned:
+        (_, _, _, brackets), = r.params["methods"]
+        paper = {a["key"]: tuple(a["values"]) for a in
+                 next(p for p in runs if p.name == r.name[:-len(fl.TUNED_SUFFIX)])
+                 .params["grid"]["axes"]}
+        assert {k: tuple(v) for k, v, _ in brackets} == paper
+        assert {k: step for k, _, step in brackets} == {
+            k: (fl.RATE_STEP if k == "eta_l" else None) for k in paper}
+    assert common.main(fedlamb_fig12, argv) == 0
+    out = _lines(capsys)
+    assert (tmp_path / "f" / "fedlamb_fig12.png").exists()
+    assert (tmp_path / "f" / "fedlamb_fig12_tuned.png").exists()
+    assert not any(l.startswith("missing") for l in out)
+    PA = "premise absent"
+    assert _claims(tmp_path / "r", "fedlamb_fig12") == [
+        ("E1", PA), ("E1", PA), ("E3", "inconclusive: missing"),
+        ("E3", "inconclusive: missing"), ("T5", "shows")]
+    assert any("picks interior to their grids True (paper True; equal) ok" in l for l in out)
+    cfg = common.parse_config(fedlamb_fig12, argv + ["--plot-only"])
+    df = common.execute(fedlamb_fig12, cfg)
+    paper, tuned_rows = fl.split_tuned(df)
+    assert set(tuned_rows.sweep) == {r.name for r in tuned}
+    assert len(paper) and not paper["sweep"].str.endswith(fl.TUNED_SUFFIX).any()
+    chosen = fl.select_best(tuned_rows, cfg.rounds)
+    for _, row in chosen.iterrows():         # every tuned pick strictly inside its final grid
+        rates = sorted(tuned_rows[tuned_rows.sweep == f"{row.setting}_{row.method}"
+                                  f"{fl.TUNED_SUFFIX}"].eta_l.unique())
+        picked = float(row.label.split("eta_l=")[1].split()[0])
+        assert rates[0] < picked < rates[-1], (row.method, rates, picked)
+        start = fl.grid_axes(row.method, "sub", {}, sub=fl.pilot_subgrid(
+            "mlp-dropout", row.method))["eta_l"]
+        assert set(start) <= set(rates)
+        for r in set(rates) - set(start):    # the added rates continue an edge by 2x steps
+            k = np.log2(r / min(start)) if r < min(start) else np.log2(r / max(start))
+            assert abs(k - round(k)) < 1e-9
+
+
+def test_tuned_protocol_is_interior_only_when_every_method_is():
+    """One setting's tuned protocol (:func:`fedlamb_common.tuned_protocol`): the tunings'
+    rule and horizon, the fewest selection seeds, picks interior only when all are."""
+    from reproduce import protocols
+
+    def rows(sweep, interior, seeds):
+        p = protocols.Protocol("tuned", "t", rule="fed-lamb", seeds=seeds, horizon=100,
+                               plotted=100, required_seeds=3, interior=interior)
+        return pd.DataFrame([{"sweep": sweep, **protocols.protocol_columns(p)}])
+    both = pd.concat([rows("a-tuned", True, 3), rows("b-tuned", True, 4)])
+    p = fl.tuned_protocol(both, None)
+    assert (p.kind, p.interior, p.seeds, p.horizon) == ("tuned", True, 3, 100)
+    one_edge = pd.concat([rows("a-tuned", True, 3), rows("b-tuned", False, 3)])
+    p = fl.tuned_protocol(one_edge, None)
+    assert p.interior is False
+    assert [(i.name, i.ok) for i in p.card_items()][-1] == ("picks interior to their grids",
+                                                            False)
+    paper, tuned = fl.split_tuned(pd.concat([one_edge, pd.DataFrame([{"sweep": "c"}])]))
+    assert list(paper.sweep) == ["c"] and list(tuned.sweep) == ["a-tuned", "b-tuned"]
+    with pytest.raises(ValueError, match="no tuned rows"):
+        fl.tuned_protocol(paper, None)
 
 
 def test_cost_fit_is_a_line_in_local_epochs():
