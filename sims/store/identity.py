@@ -43,7 +43,9 @@ NUMERIC_PACKAGES = ("torch", "numpy", "scipy")
 def source_hash() -> str:
     """sha256 over every source file of :data:`SOURCE_PACKAGES` (``.py`` and the C kernels'
     ``.c`` / ``.h``, :mod:`sims.accel.native`) and the files :data:`SOURCE_FILES` (path and
-    contents, sorted)."""
+    contents, sorted). The checkout's commit is read at the same moment
+    (:func:`source_commit`), so the two describe the same code."""
+    source_commit()
     h = hashlib.sha256()
     paths = set()
     for pkg in SOURCE_PACKAGES:
@@ -88,11 +90,19 @@ def code_digest() -> str:
 
 
 def code_identity() -> dict:
-    """The code identity as recorded beside results (digest, its parts, the git commit,
-    the plug-ins' sources)."""
+    """The code identity as recorded beside results (digest, its parts, the git commit of
+    the code the process read, the plug-ins' sources)."""
     return {"code_digest": code_digest(), "source_hash": source_hash()[:16],
             "numeric_versions": numeric_versions(), "plugins": plugin_sources(),
-            "commit": git_commit()}
+            "commit": source_commit()}
+
+
+@lru_cache(maxsize=1)
+def source_commit() -> str:
+    """:func:`git_commit` when this process first read its source (:func:`source_hash`): a
+    run saved after the checkout moved on (a commit made while it ran) records the commit
+    of the code that computed it, not the checkout's at save time."""
+    return git_commit()
 
 
 def git_commit(cwd: str | os.PathLike | None = None) -> str:

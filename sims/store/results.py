@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .identity import code_identity, git_commit, package_versions
+from .identity import code_identity, package_versions, source_commit
 
 PACKAGES = ("torch", "numpy", "scipy", "sympy", "pandas", "matplotlib", "seaborn")
 
@@ -130,7 +130,7 @@ def provenance(config, seeds, wall_time: float, extra: dict | None = None,
     cfg = asdict(config) if is_dataclass(config) else dict(config)
     started = time.time() - wall_time if started is None else started
     return {"config": _jsonable(cfg), "seeds": [int(s) for s in seeds],
-            "versions": versions(), "commit": git_commit(), "code": code_identity(),
+            "versions": versions(), "commit": source_commit(), "code": code_identity(),
             **run_context(started), "wall_time_s": round(wall_time, 3),
             **_jsonable(extra or {})}
 

@@ -101,3 +101,21 @@ def test_sims_and_reproduce_import_no_theory_module_but_bounds():
     assert _theory_imports(identity.ROOT / "sims/experiments/probes/bounds.py") \
         == {"theory.bounds"}                                   # the checker sees the one use
     assert set(identity.SHIPPED_PACKAGES) >= {"sims", "reproduce", "theory"}
+
+
+def test_recorded_commit_is_the_one_whose_source_the_process_read(monkeypatch):
+    """A run saved after the checkout moved on (a commit made while it ran) records the
+    commit of the code that computed it: the commit is read with the source, once a process,
+    and the results' provenance records that one."""
+    from sims.store import results
+    commits = iter(["aaaa", "bbbb", "cccc"])
+    monkeypatch.setattr(identity, "git_commit", lambda cwd=None: next(commits))
+    identity.source_hash.cache_clear()
+    identity.source_commit.cache_clear()
+    try:
+        identity.code_digest()                      # the process reads its source: "aaaa"
+        rec = results.provenance({"a": 1}, [0], 1.0)     # saved later, after a commit
+        assert rec["commit"] == "aaaa" and rec["code"]["commit"] == "aaaa"
+    finally:
+        identity.source_hash.cache_clear()
+        identity.source_commit.cache_clear()
