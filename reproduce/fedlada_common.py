@@ -114,6 +114,8 @@ class StandIn(common.EntryConfig):
     #                                   the author's code, spec 3.1 [ext]) or "cifar" (3x3)
     width: int = 0                   # > 0: the ResNet-18's base width (default 0: 64, the
     #                                  paper's); a narrow ResNet for the stand-in search
+    lr_of: str = ""                  # "METHOD=RATE,...": those methods' local rate replaced
+    #                                  (stand-in search screens; the protocol says so)
 
     def run_key(self) -> dict:
         """As :meth:`EntryConfig.run_key`; ``local_steps`` and ``wd_mode`` only when not the
@@ -133,6 +135,10 @@ class StandIn(common.EntryConfig):
             key.pop("resnet_stem", None)
         if not self.width:
             key.pop("width", None)
+        # --lr-of acts through the runs' hyperparameters, which every run's params carry
+        # (fc.hyper): a run it does not touch (X2's FedAvg beside a LocalAdam screen) keeps
+        # its key and is reused
+        key.pop("lr_of", None)
         return key
 
     def validate(self):
@@ -147,6 +153,7 @@ class StandIn(common.EntryConfig):
                                     f"(0, 1], got {self.participation:g}")
         if self.n_clients < 1:
             raise common.EntryError(f"--n-clients must be >= 1, got {self.n_clients}")
+        lr_overrides(self.lr_of)
         if self.width < 0 or (self.width and self.model != "resnet18"):
             raise common.EntryError(f"--width is the ResNet-18's base width (> 0, with --model "
                                     f"resnet18), got {self.width} with --model {self.model}")
@@ -181,14 +188,37 @@ def paper_alpha(cfg) -> float:
     return 0.05 if cfg.dataset in ("cifar100", "tinyimagenet") else 0.1
 
 
+def lr_overrides(text: str) -> dict:
+    """``--lr-of "METHOD=RATE,..."`` as ``{method: rate}`` (a one-line error for an unknown
+    method, a repeated one, or a rate that is not a positive number)."""
+    out = {}
+    for item in (t.strip() for t in str(text or "").split(",") if t.strip()):
+        name, _, value = item.partition("=")
+        name = name.strip()
+        if name not in PAPER_HP:
+            raise common.EntryError(f"--lr-of: unknown method {name!r} in {item!r}; one of "
+                                    f"{', '.join(PAPER_HP)}")
+        try:
+            rate = float(value)
+        except ValueError:
+            rate = float("nan")
+        if not rate > 0 or not math.isfinite(rate) or name in out:
+            raise common.EntryError(f"--lr-of: {item!r} is not METHOD=RATE with a positive "
+                                    "rate, once per method")
+        out[name] = rate
+    return out
+
+
 def hyper(method: str, cfg, **over) -> dict:
     """The method's hyperparameters for this config: the paper's, the stand-in's rates unless
-    ``--paper-lr``, decay 0.998, weight decay per spec 3.1, SCAFFOLD's population."""
+    ``--paper-lr``, a rate ``--lr-of`` replaces, decay 0.998, weight decay per spec 3.1,
+    SCAFFOLD's population."""
     hp = dict(PAPER_HP[method])
     if method == "fedlada":
         hp["alpha"] = paper_alpha(cfg)
     if not cfg.paper_lr:
         hp["eta_l"] = CPU_LR[method]
+    hp["eta_l"] = lr_overrides(getattr(cfg, "lr_of", "")).get(method, hp["eta_l"])
     hp["weight_decay"] = 1e-2 if method in ADAPTIVE else 1e-3
     if cfg.wd_mode != "coupled":
         hp["wd_mode"] = cfg.wd_mode
@@ -438,6 +468,10 @@ PROTOCOL_PAPER = "paper: Sec. 4.1 fixed per-family rates"
 
 def protocol(cfg):
     from .protocols import Protocol
+    if getattr(cfg, "lr_of", ""):           # a screen: neither protocol's rates
+        return Protocol("pilot", f"{PROTOCOL_PAPER if cfg.paper_lr else PROTOCOL_PILOT}, "
+                        f"except the local rates --lr-of {cfg.lr_of} (a stand-in screen)",
+                        source="docs/fedlada_standin_search.md")
     if cfg.paper_lr:
         return Protocol("paper", PROTOCOL_PAPER, source=SOURCE)
     return Protocol("pilot", PROTOCOL_PILOT, seeds=1, horizon=40, plotted=cfg.rounds,

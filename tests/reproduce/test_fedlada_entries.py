@@ -127,6 +127,35 @@ def test_bad_methods_is_a_one_line_error(capsys):
     assert rc == 2 and "unknown nope" in capsys.readouterr().err
 
 
+def test_lr_of_replaces_one_methods_rate_for_a_screen(tmp_path, capsys):
+    """``--lr-of METHOD=RATE``: that method's local rate only (the stand-in search's screens,
+    e.g. LocalAdam beside the paper's FedAvg): only the runs it touches get new keys, the
+    protocol says so (a ``pilot`` protocol, never the paper's); bad values are one-line
+    errors."""
+    from reproduce import fedlada_fig2
+    from reproduce import fedlada_common as fc
+    base = common.parse_config(fedlada_fig2, ["--paper-lr", "--out", str(tmp_path)])
+    cfg = common.parse_config(fedlada_fig2, ["--paper-lr", "--lr-of", "localadam=3e-3",
+                                             "--out", str(tmp_path)])
+    assert fc.hyper("localadam", cfg)["eta_l"] == 3e-3
+    assert fc.hyper("localadam", base)["eta_l"] != 3e-3
+    assert fc.hyper("fedavg", cfg) == fc.hyper("fedavg", base)
+    # it acts through the runs' params: the run it touches gets a new key, the others keep
+    # theirs (a screen reuses the saved FedAvg run)
+    assert cfg.run_key() == base.run_key()
+    a = {r.name: r.params for r in fedlada_fig2.runs(base)}
+    b = {r.name: r.params for r in fedlada_fig2.runs(cfg)}
+    assert a["fedavg"] == b["fedavg"] and a["localadam"] != b["localadam"]
+    assert fc.protocol(base).kind == "paper"
+    proto = fc.protocol(cfg)
+    assert proto.kind == "pilot" and "--lr-of localadam=3e-3" in proto.text
+    for bad, said in (("nope=1e-3", "unknown method 'nope'"), ("localadam=0", "positive"),
+                      ("localadam=x", "positive"), ("localadam=1e-3,localadam=2e-3", "once")):
+        rc = common.main(fedlada_fig2, ["--tiny", "--lr-of", bad, "--plot-only"])
+        err = capsys.readouterr().err
+        assert rc == 2 and said in err and "Traceback" not in err, (bad, err)
+
+
 def test_train_accuracy_observer_equals_direct_evaluation():
     """The Table 1 "TRAIN" accuracy the entries record: the server model's accuracy on the
     problem's evaluation subset of the training set, against torch.func on the flat vector."""
