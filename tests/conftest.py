@@ -74,14 +74,20 @@ def unequal_parts(sizes=CLIENT_SIZES) -> list[np.ndarray]:
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
 
-def load_benchmark(name: str):
-    """The module of ``benchmarks/NAME.py`` (the scripts are not a package)."""
+def load_script(relpath: str, name: str | None = None):
+    """The module of the script at ``relpath`` under the repository root (``benchmarks/``,
+    ``docs/...``: scripts, not a package)."""
     import importlib.util
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"{name}_bench", path)
+    path = Path(__file__).resolve().parent.parent / relpath
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_benchmark(name: str):
+    """The module of ``benchmarks/NAME.py``."""
+    return load_script(f"benchmarks/{name}.py", f"{name}_bench")
 
 
 def tiny_uneven_problem(**kw) -> NeuralProblem:

@@ -2,21 +2,14 @@
 the stated fraction of training labels moves to another class, seeded, the test set untouched."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import torch
 
 from sims.data.base import Dataset
-
-SCRIPT = Path(__file__).resolve().parents[2] / "docs" / "fedlada_standin_search" / "label_noise.py"
+from conftest import load_script
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("label_noise", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("docs/fedlada_standin_search/label_noise.py")
 
 
 def _dataset(n=1000, k=10):

@@ -3,22 +3,15 @@ premise read at each horizon of one candidate (``by_horizon``), and the committe
 rebuilt from the committed curves."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
 from reproduce import fedlada_common as fc
-
-SCRIPT = Path(__file__).resolve().parents[2] / "docs" / "fedlada_standin_search" / "summarize.py"
+from conftest import load_script
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("summarize", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("docs/fedlada_standin_search/summarize.py")
 
 
 def _curves(loss, acc, rounds=range(0, 101, 5)):
