@@ -73,6 +73,9 @@ CANDIDATES = {
     "X1": "X1-sub120-b50-r18gn-w16-dec-T30",
     # X1 at 150 rounds, the decay reaching 0.05 at the horizon (0.9802 a round)
     "X2": "X2-sub120-b50-r18gn-w16-dec-T150",
+    # X2 with LocalAdam's local rate at 3e-3 (the paper's 1e-3; ``--lr-of``, a rate outside
+    # Sec. 4.1's protocol): LocalAdam run anew, FedAvg X2's saved run (reused, not recomputed)
+    "X3": "X3-sub120-b50-r18gn-w16-dec-T150-la3e-3",
     "T1": "T1-lenet-timing-fmnist",
     "T2": "T2-lenet-timing-mnistsub",
     # label noise (label_noise.py): 30 % of the training labels moved to another class
@@ -89,6 +92,7 @@ def collect(runs: str, candidates=None) -> None:
     for cand, dirs in CANDIDATES.items():
         if candidates and cand not in candidates:
             continue
+        seen = {}
         for spec in dirs.split("+"):
             d, _, only = spec.partition(":")
             for j in sorted(glob.glob(os.path.join(runs, d, "**", "*.json"), recursive=True)):
@@ -97,6 +101,11 @@ def collect(runs: str, candidates=None) -> None:
                     continue
                 df = pd.read_csv(os.path.join(os.path.dirname(j), rec["table"]["file"]))
                 df = df[df.metric.isin(METRICS)][["run", "seed", "round", "metric", "value"]]
+                for key in {(rec["run"], s) for s in df.seed.unique()}:
+                    if key in seen:
+                        sys.exit(f"summarize: candidate {cand}: run {key[0]} seed {key[1]} "
+                                 f"in both {seen[key]} and {j}; keep one")
+                    seen[key] = j
                 df.insert(0, "candidate", cand)
                 df["value"] = df["value"].round(5)
                 frames.append(df)
@@ -108,8 +117,10 @@ def collect(runs: str, candidates=None) -> None:
                 if m:
                     flag = lambda name, default: re.search(rf"--{name} (\S+)", cmd[1])[1] \
                         if re.search(rf"--{name} (\S+)", cmd[1]) else default
-                    work = (len(flag("methods", "").split(",")) * int(flag("seeds", 2))
-                            * int(flag("rounds", 150)))
+                    # runs reused from a saved result cost nothing here ("reused N saved run")
+                    reused = re.search(r"reused (\d+) saved run", text)
+                    n_runs = len(flag("methods", "").split(",")) - (int(reused[1]) if reused else 0)
+                    work = n_runs * int(flag("seeds", 2)) * int(flag("rounds", 150))
                     cpu.append({"candidate": cand, "dir": d, "wall_s": float(m[1]),
                                 "cpu_s": float(m[2]) + float(m[3]), "replica_rounds": work,
                                 "command": cmd[1]})

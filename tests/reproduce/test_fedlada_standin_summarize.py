@@ -79,3 +79,44 @@ def test_committed_summary_is_the_committed_curves_summarised():
     assert list(got.premise) == list(committed.premise)
     for col in ("train_loss_tail", "loss_area", "test_acc_tail", "cpu_s_per_replica_round"):
         assert got[col].to_numpy() == pytest.approx(committed[col].to_numpy(), abs=1e-5)
+
+
+def _fake_runs(root, runs, log):
+    """A result directory ``Z-dir`` under ``root`` holding ``runs`` (name: file stem; one seed,
+    rounds 0 and 10) and its log."""
+    import json
+    d = root / "Z-dir" / "fedlada_fig2"
+    d.mkdir(parents=True)
+    for run, stem in runs:
+        pd.DataFrame([{"run": run, "seed": 0, "round": r, "metric": "train_loss", "value": 1.0}
+                      for r in (0, 10)]).to_csv(d / f"{stem}.csv", index=False)
+        (d / f"{stem}.json").write_text(json.dumps({"run": run, "table": {"file": f"{stem}.csv"}}))
+    (root / "logs").mkdir()
+    (root / "logs" / "Z-dir.log").write_text(log)
+
+
+def test_collect_counts_only_the_runs_computed(tmp_path, monkeypatch):
+    """A run reused from a saved result ("reused 1 saved run") costs no replica-rounds: the
+    command's CPU seconds are divided over the runs it computed."""
+    mod = _module()
+    monkeypatch.setattr(mod, "HERE", tmp_path)
+    monkeypatch.setattr(mod, "CANDIDATES", {"Z": "Z-dir"})
+    cmd = "CMD: python3 -m x --methods fedavg,localadam --seeds 1 --rounds 10\n"
+    _fake_runs(tmp_path / "runs", [("fedavg", "a"), ("localadam", "b")],
+               "reused 1 saved run (from commit abc)\n" + cmd + "TIME 12.0 s wall 10.0 user 1.0 sys\n")
+    mod.collect(str(tmp_path / "runs"))
+    cpu = pd.read_csv(tmp_path / "cpu.csv")
+    assert list(cpu.replica_rounds) == [10] and list(cpu.cpu_s) == [11.0]
+    assert set(pd.read_csv(tmp_path / "curves.csv.gz").run) == {"fedavg", "localadam"}
+
+
+def test_collect_refuses_two_results_of_one_run(tmp_path, monkeypatch):
+    """Two saved results of the same run and seed in one candidate (a stale copy beside the
+    new run) stop the collection with a one-line error instead of mixing their curves."""
+    mod = _module()
+    monkeypatch.setattr(mod, "HERE", tmp_path)
+    monkeypatch.setattr(mod, "CANDIDATES", {"Z": "Z-dir"})
+    _fake_runs(tmp_path / "runs", [("localadam", "old"), ("localadam", "new")], "")
+    with pytest.raises(SystemExit, match="run localadam seed 0 in both"):
+        mod.collect(str(tmp_path / "runs"))
+    assert not (tmp_path / "curves.csv.gz").exists()
