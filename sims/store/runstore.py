@@ -101,6 +101,17 @@ def _origin(record: dict, path: Path) -> tuple[str, str]:
     return commit, str(date)[:16].replace("T", " ")
 
 
+def _count(dates: list) -> str:
+    return f"{len(dates)} saved run{'s' if len(dates) != 1 else ''}"
+
+
+def _span(dates: list) -> str:
+    """The dates runs of one commit were made: one date, or the first to the last (runs of
+    one sweep straddle minutes; the console groups them by commit, not by minute)."""
+    first, last = min(dates), max(dates)
+    return first if first == last else f"{first} to {last}"
+
+
 class RunStore:
     """The saved runs in ``folder`` (see the module docstring). ``say`` prints a console
     line; ``checkpoint_every``: seconds between checkpoints of a long run (0: none)."""
@@ -111,8 +122,8 @@ class RunStore:
         self.reuse_stale = reuse_stale
         self.say = say
         self.checkpoint_every = checkpoint_every
-        self.reused: Counter = Counter()           # (commit, date, stale) -> runs
-        self.outdated: Counter = Counter()         # (commit, date) -> stale runs recomputed
+        self.reused: dict = {}                     # (commit, stale) -> dates of the runs
+        self.outdated: dict = {}                   # commit -> dates of stale runs recomputed
         self.data_changed: Counter = Counter()     # reason -> runs whose data changed
 
     def path(self, stem: str) -> Path:
@@ -141,25 +152,25 @@ class RunStore:
             stale = record.get("fingerprint") != fp
             if stale and not self.reuse_stale:
                 if note:
-                    self.outdated[origin] += 1
+                    self.outdated.setdefault(origin[0], []).append(origin[1])
                 continue
             if note:
-                self.reused[(*origin, stale)] += 1
+                self.reused.setdefault((origin[0], stale), []).append(origin[1])
             return Saved(df, record, stale)
         return None
 
     def report(self, recompute: bool = True) -> None:
         """Say what was reused, and which saved runs are being recomputed (other code; with
         ``recompute=False``, as for ``--plot-only``: which are left out)."""
-        for (commit, date, stale), n in sorted(self.reused.items()):
-            runs = f"{n} saved run{'s' if n != 1 else ''}"
+        for (commit, stale), dates in sorted(self.reused.items()):
+            runs, date = _count(dates), _span(dates)
             if stale:
                 self.say(f"reused {runs} (from commit {commit}, {date}) computed by OTHER code "
                          "than this checkout's (--reuse-stale)")
             else:
                 self.say(f"reused {runs} (from commit {commit}, {date})")
-        for (commit, date), n in sorted(self.outdated.items()):
-            runs = f"{n} saved run{'s' if n != 1 else ''} (from commit {commit}, {date})"
+        for commit, dates in sorted(self.outdated.items()):
+            runs = f"{_count(dates)} (from commit {commit}, {_span(dates)})"
             if recompute:
                 self.say(f"recomputing {runs}: the code or numeric packages changed since; "
                          "--reuse-stale reuses them instead")

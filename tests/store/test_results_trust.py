@@ -112,6 +112,22 @@ def test_rerun_after_code_change_recomputes(tmp_path, capsys, monkeypatch):
     assert {r["code_digest"] for r in records(folder).values()} == {"edited-code"}
 
 
+def test_runs_of_one_commit_made_in_different_minutes_are_reported_on_one_line(tmp_path,
+                                                                                capsys):
+    entry = make_entry()
+    folder = tmp_path / "res" / "trust_entry"
+    assert run_entry(entry, tmp_path) == 0
+    for i, path in enumerate(sorted(folder.glob("*.json"))):   # a sweep straddling a minute
+        record = json.loads(path.read_text())
+        record["started"] = f"2026-01-0{i + 1}T10:0{i}:00Z"
+        path.write_text(json.dumps(record))
+    capsys.readouterr()
+    assert run_entry(entry, tmp_path) == 0
+    reused = [line for line in capsys.readouterr().out.splitlines() if "reused" in line]
+    assert len(reused) == 1 and reused[0].startswith("reused 2 saved runs (from commit ")
+    assert reused[0].endswith(", 2026-01-01 10:00 to 2026-01-02 10:01)")
+
+
 # ------------------------------------------------------------------ 2: divergence
 
 def test_blown_up_loss_is_recorded_as_divergence_while_parameters_are_finite():
