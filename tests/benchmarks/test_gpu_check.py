@@ -41,3 +41,13 @@ def test_no_cuda_is_a_one_line_error(gpu_check, capsys):
     assert info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "no CUDA device" in err and "\n" not in err
+
+
+def test_random_cifar10_files_read_as_cifar10(tmp_path):
+    """benchmarks/gpu_session.sh times the CIFAR entries on these files: the loader must take
+    them as CIFAR-10 (shapes, ten classes, the sizes asked for)."""
+    from sims.data.cifar import load_cifar10
+    load_benchmark("random_cifar10").main([str(tmp_path), "--per-batch", "7"])
+    ds = load_cifar10(tmp_path)
+    assert tuple(ds.x_train.shape) == (35, 3, 32, 32) and tuple(ds.x_test.shape) == (7, 3, 32, 32)
+    assert set(ds.y_train.tolist()) <= set(range(10))
