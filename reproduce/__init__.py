@@ -40,6 +40,7 @@ ENTRIES = {
     "fedlada_lr": "reproduce.fedlada_lr",
     "fedlada_fedadam": "reproduce.fedlada_fedadam",
     "fedlada_synthetic": "reproduce.fedlada_synthetic",
+    "fedlada_theory": "reproduce.fedlada_theory",
     "fedada2_fig1": "reproduce.fedada2_fig1",
     "fedada2_dp": "reproduce.fedada2_dp",
     "fedada2_epochs": "reproduce.fedada2_epochs",

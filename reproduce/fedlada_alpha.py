@@ -212,10 +212,10 @@ def table3(df, cfg, card=None, proto=None, scope="") -> tuple[list[str], list]:
                          f"{PAPER_T3[name]} | {pg:+.1f} |")
     verdicts = []
     if {"FedLADA", "FedCM", "FedAdam(*)"} <= set(acc):
-        parts = [vd.above(CLAIMS["T3"], seeds["FedLADA"], seeds[k], margin=fc.MARGIN,
+        parts = [vd.above(CLAIMS["Tab3"], seeds["FedLADA"], seeds[k], margin=fc.MARGIN,
                           unit="pp", scale=100, what=f"FedLADA above {k}")
                  for k in combos if k != "FedLADA" and k in seeds and len(seeds[k])]
-        verdicts.append(vd.every(CLAIMS["T3"], parts, what="FedLADA the best combination",
+        verdicts.append(vd.every(CLAIMS["Tab3"], parts, what="FedLADA the best combination",
                                  card=card, protocol=proto, scope=scope))
     return lines, verdicts
 
@@ -234,7 +234,7 @@ CLAIMS = vd.claims(
              "training speed", "every", "Fig. 5(b); spec 4 E9"),
     vd.Claim("E9c", "FedLADA", "the amendment helps local SGD (FedCM +6.6 over FedAvg) more than "
              "server Adam (FedAdam(*) +0.5)", "above", "Table 3; spec 4 E9"),
-    vd.Claim("T3", "FedLADA", "FedLADA (SGD / Adam+A) is the best of Table 3's optimizer "
+    vd.Claim("Tab3", "FedLADA", "FedLADA (SGD / Adam+A) is the best of Table 3's optimizer "
              "combinations", "every", "Table 3"),
 )
 
@@ -257,7 +257,7 @@ def check(df, cfg):
 
 
 def _claims(df, cfg, proto, scope=""):
-    """Tables 5 and 3 and E6, E9, E9a-c, T3 on one protocol's runs (``scope``: the tuned
+    """Tables 5 and 3 and E6, E9, E9a-c, Tab3 (Table 3) on one protocol's runs (``scope``: the tuned
     protocol's)."""
     lines = []
     card = fc.card(cfg, df, end=True).plus(*proto.card_items())

@@ -92,7 +92,7 @@ PA = "premise absent"
                       ["Table 1", "Table 7", "Table 6"])),
     ("fedlada_fig1", ({"F1a": PA, "F1b": PA, "F1c": PA}, ["training loss averaged over rounds"])),
     ("fedlada_fig8", ({"E10": PA, "E11": "inconclusive: missing"}, [])),
-    ("fedlada_alpha", ({"E6": PA, "E9a": PA, "E9b": PA, "E9c": PA, "E9": PA, "T3": PA},
+    ("fedlada_alpha", ({"E6": PA, "E9a": PA, "E9b": PA, "E9c": PA, "E9": PA, "Tab3": PA},
                        ["Table 5", "Table 3"])),
     ("fedlada_k", ({"E7": PA}, ["Table 4"])),
     ("fedlada_participation", ({"E8": PA}, [])),

@@ -122,7 +122,7 @@ def test_alpha_tiny_tuned_sweeps_are_not_reported_missing(tmp_path, capsys):
     from reproduce import fedlada_alpha as entry
     out, verdicts = _tiny_tuned_run(entry, tmp_path, capsys)
     assert "missing" not in out.lower(), out
-    claims = ("E6", "E9a", "E9b", "E9c", "E9", "T3")
+    claims = ("E6", "E9a", "E9b", "E9c", "E9", "Tab3")
     assert verdicts == {**{c: PA for c in claims}, **{f"{c} [tuned]": PA for c in claims}}
 
 
