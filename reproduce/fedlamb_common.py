@@ -603,6 +603,24 @@ def protocol(cfg, pilot_round: int):
                            plotted=cfg.rounds, source="docs/fedlamb_pilot.md")
 
 
+def pruned_paper_protocol(cfg, pilot_round: int, *, grids: str, each: str, after_picks: str,
+                          source: str):
+    """The paper's protocol on a pilot-pruned grid (``--grid sub`` or ``near``): a one-seed
+    pilot over Table 1's grids (``grids`` says which), read at ``pilot_round``, picks each
+    method's candidates (``sub``: its best point and its better neighbour; ``near``: the best
+    point and its neighbours either side, a bracket, in ``each``), ``after_picks`` follows the
+    picks (what ``--axes`` or the pilot fixed); the paper's rule selects among them at the
+    plotted horizon on every seed, and the card checks the seeds and the edges
+    (:func:`pruned_edge_picks`)."""
+    picks = ("its best point and its better Table 1 neighbour" if cfg.grid == "sub" else
+             f"its best point and its Table 1 neighbours either side in {each}")
+    return protocols.Protocol(
+        "paper", f"supplement Table 1 grids{grids} read at round {pilot_round} picks {picks} "
+        f"per method{after_picks}; the paper's rule selects among them at the plotted horizon "
+        "on every seed", rule="fed-lamb", seeds=cfg.seeds, horizon=cfg.rounds,
+        plotted=cfg.rounds, required_seeds=PAPER_SEEDS, source=source)
+
+
 def pruned_edge_picks(chosen, df, setting: str) -> list[str]:
     """The selected points of panel ``setting`` that sit on an edge of the grid the run swept
     (an axis of two or more values) that is not an edge of the method's Table 1 grid

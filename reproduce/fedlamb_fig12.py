@@ -136,16 +136,10 @@ def protocol(cfg):
     paper's rule selects between them at the plotted horizon on every seed, and the card
     checks the seeds); otherwise :func:`reproduce.fedlamb_common.protocol`."""
     if cfg.dataset == "fmnist" and cfg.grid in ("sub", "near"):
-        from . import protocols
-        picks = ("its best point and its better Table 1 neighbour" if cfg.grid == "sub" else
-                 "its best point and its Table 1 neighbours either side in the rate")
-        return protocols.Protocol(
-            "paper", "supplement Table 1 grids and lambda: a one-seed pilot over the whole grid "
-            f"read at round {FMNIST_PILOT_ROUND} picks {picks} per method"
-            + (f" (values replaced by --axes {cfg.axes})" if cfg.axes else "")
-            + "; the paper's rule selects among them at the plotted horizon on every seed",
-            rule="fed-lamb", seeds=cfg.seeds, horizon=cfg.rounds, plotted=cfg.rounds,
-            required_seeds=fl.PAPER_SEEDS,
+        return fl.pruned_paper_protocol(
+            cfg, FMNIST_PILOT_ROUND, grids=" and lambda: a one-seed pilot over the whole grid",
+            each="the rate",
+            after_picks=f" (values replaced by --axes {cfg.axes})" if cfg.axes else "",
             source="SUPP Table 1, MAIN Sec. 4; pilot: docs/fedlamb_pilot.md")
     return fl.protocol(cfg, FMNIST_PILOT_ROUND if cfg.dataset == "fmnist" else PILOT_ROUND)
 

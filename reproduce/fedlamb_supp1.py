@@ -140,18 +140,12 @@ def protocol(cfg):
     if cfg.grid == "table1":
         return fl.protocol(cfg, PILOT_ROUND)
     if cfg.grid in ("sub", "near"):
-        picks = ("its best point and its better Table 1 neighbour" if cfg.grid == "sub" else
-                 "its best point and its Table 1 neighbours either side in each rate")
-        return protocols.Protocol(
-            "paper", "supplement Table 1 grids: a one-seed pilot over Table 1's whole rate "
-            f"grids (Adp-Fed: a 4 x 4 region of its 12 x 10) read at round {PILOT_ROUND} picks "
-            f"{picks} per method"
-            + (f" (values replaced by --axes {cfg.axes})" if cfg.axes else
-               "; lambda at the pilot's")
-            + "; the paper's rule selects among them at the plotted horizon on every seed",
-            rule="fed-lamb", seeds=cfg.seeds, horizon=cfg.rounds, plotted=cfg.rounds,
-            required_seeds=fl.PAPER_SEEDS, source="SUPP Table 1, A.2; pilot: "
-            "docs/fedlamb_pilot.md")
+        return fl.pruned_paper_protocol(
+            cfg, PILOT_ROUND, grids=": a one-seed pilot over Table 1's whole rate grids "
+            "(Adp-Fed: a 4 x 4 region of its 12 x 10)", each="each rate",
+            after_picks=(f" (values replaced by --axes {cfg.axes})" if cfg.axes else
+                         "; lambda at the pilot's"),
+            source="SUPP Table 1, A.2; pilot: docs/fedlamb_pilot.md")
     pinned = (f"; --axes {cfg.axes} pinned by hand (docs/fedlamb_pilot.md)" if cfg.axes
               else "; lambda at the pilot's")
     return protocols.pilot(
