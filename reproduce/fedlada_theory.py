@@ -161,8 +161,21 @@ CLAIMS = vd.claims(
 )
 
 
+def audit_sources() -> str:
+    """The first 12 hex digits of the sha256 of ``theory/``'s sources: T4 runs the audit in
+    :func:`check` on every call (the code digest of saved runs hashes ``theory/bounds.py``
+    alone), so its line names the audit it ran."""
+    import hashlib
+    from pathlib import Path
+    h = hashlib.sha256()
+    for path in sorted((Path(__file__).resolve().parents[1] / "theory").glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def audit() -> tuple[int, int, list[str]]:
-    """``(checks, verified with a correction, names refuted with none)`` of the FedLADA audit."""
+    """``(checks, verified with a correction, names refuted with none)`` of the FedLADA audit
+    (run here, not saved: see :func:`audit_sources`)."""
     from theory.core import run_all
     rows = run_all("fedlada")
     fixed, broken = 0, []
@@ -218,7 +231,8 @@ def check(df, cfg):
                      what="||m||_inf / max|g| - 1 per participant")],
             what="moment invariants", card=card, protocol=proto))
     n, fixed, broken = audit()
-    lines.append(f"T4: {n} FedLADA audit checks: {n - fixed - len(broken)} verify as printed, "
+    lines.append(f"T4: {n} FedLADA audit checks (theory/ sources {audit_sources()}): "
+                 f"{n - fixed - len(broken)} verify as printed, "
                  f"{fixed} with their recorded correction, {len(broken)} refuted with none"
                  + (": " + "; ".join(broken) if broken else ""))
     out.append(vd.holds(CLAIMS["T4"], [len(broken)], 0,
