@@ -76,6 +76,8 @@ CANDIDATES = {
     # X2 with LocalAdam's local rate at 3e-3 (the paper's 1e-3; ``--lr-of``, a rate outside
     # Sec. 4.1's protocol): LocalAdam run anew, FedAvg X2's saved run (reused, not recomputed)
     "X3": "X3-sub120-b50-r18gn-w16-dec-T150-la3e-3",
+    # the bracket's other side: LocalAdam at 3e-4, FedAvg X2's saved run again
+    "X4": "X4-sub120-b50-r18gn-w16-dec-T150-la3e-4",
     "T1": "T1-lenet-timing-fmnist",
     "T2": "T2-lenet-timing-mnistsub",
     # label noise (label_noise.py): 30 % of the training labels moved to another class

@@ -300,9 +300,9 @@ def test_premise_needs_both_methods_else_the_search_decides(tmp_path):
     assert fc.localadam_premise(df) is None
     (item,) = fc.premise_items(df)
     n, k = fc.search_premise()
-    assert n == 25 and k == 0           # docs/fedlada_standin_search: absent in every one
+    assert n == 26 and k == 0           # docs/fedlada_standin_search: absent in every one
     assert item.name == "premise in the stand-in search" and not item.ok
-    assert "0 of 25" in item.source
+    assert "0 of 26" in item.source
     # a record where one candidate had it lets the item pass; a missing record fails it
     rec = tmp_path / "summary.csv"
     rec.write_text("candidate,method,premise\nX,fedavg,True\nX,localadam,True\nY,fedavg,False\n")
