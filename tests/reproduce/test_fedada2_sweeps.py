@@ -205,6 +205,22 @@ def test_fig6_fig7_cpu_default_is_a_stated_subset_of_the_committed_sweep(tmp_pat
             assert not item.ok and item.measured.startswith("no: ")
 
 
+def test_fig7_committed_profile_reaches_the_papers_extreme_cells(tmp_path):
+    """fedada2_fig7's ledger run: fig6's committed grid plus App. I.2's extreme cells (eta
+    1e-4, tau_l 1), 96 points a panel in every row; it contains the 36-point grid's cells, and
+    the card's extremes item holds on the delayed rows (the part fig7's check reads)."""
+    committed = common.parse_config(
+        fedada2_fig7, ["--out", str(tmp_path), *fedada2_fig7.COMMITTED_FLAGS.split()])
+    smaller = common.parse_config(
+        fedada2_fig7, ["--out", str(tmp_path), *fedada2_fig6.COMMITTED_FLAGS.split()])
+    big, small = fedada2_fig7.panels(committed), fedada2_fig7.panels(smaller)
+    assert len(big) == 12 and all(p.size() == 96 for p in big)
+    for p, q in zip(small, big):
+        assert {pt.key for pt in p.grid().points()} < {pt.key for pt in q.grid().points()}
+    item = rk.extremes_item(big[len(rk.PAIRS):], fedada2_fig7.PAPER_EXTREMES)
+    assert item.ok and item.measured == "yes"
+
+
 def test_fig3_bottom_runs_are_private_with_the_points_clip(tmp_path):
     cfg = _cfg(fedada2_sweeps, tmp_path, "--clip", "0.1,1", "--noise-multiplier", "0.5")
     runs = fedada2_sweeps.runs(cfg)
