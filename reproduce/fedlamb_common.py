@@ -789,22 +789,31 @@ def _params(s: "Setting", method: str) -> dict:
 
 def make_tuning_runs(cfg, settings, methods, best, proto, problem_kw=None, sub=None) -> list:
     """:func:`make_runs` on the protocols' mechanism: one :func:`reproduce.sweeps.tuning_run`
-    per (setting, method), kind ``paper`` (the method's :func:`grid_axes` as unextended
-    brackets, selected by the ``fed-lamb`` rule at the run's horizon on every seed). The table
+    per (setting, method), kind ``paper`` (the method's :func:`grid_axes` as brackets,
+    selected by the ``fed-lamb`` rule at the run's horizon on every seed). On a pilot-pruned
+    grid (``--grid sub`` / ``near``) each rate's bracket climbs Table 1's grid (its ladder,
+    :class:`reproduce.protocols.Bracket`) while the pick sits on an edge the paper's whole
+    grid goes past, so the pick is the one its whole-grid selection would reach from there
+    and the card's pruned-edge item (:func:`pruned_edge_picks`) holds. The table
     records ``proto`` (:class:`reproduce.protocols.Protocol`: where the grid came from) in its
     protocol columns, and ``run`` names each row's grid point, as a sweep's rows do. Every
     cell is saved and resumed under ``OUT/sweeps/NAME-METHOD``."""
     from .sweeps import tuning_run
     out = []
+    pruned = cfg.grid in ("sub", "near")
     for s, method, base, fixed, desc, part, axes in _method_cells(cfg, settings, methods, best,
                                                                   sub, problem_kw):
-        spec = protocols.Method(method, base, fixed,
-                                tuple(protocols.Bracket(k, v) for k, v in axes.items()))
+        table1 = GRIDS[base_method(method)]
+        spec = protocols.Method(method, base, fixed, tuple(
+            protocols.Bracket(k, v, ladder=table1[k] if pruned and k in RATE_KEYS
+                              and k in table1 else None) for k, v in axes.items()))
         run = tuning_run(f"{s.key}_{method}", [spec], desc, build_problem, part,
                          rule="fed-lamb", kind="paper", eval_every=cfg.eval_every,
                          params=_params(s, method), required_seeds=PAPER_SEEDS,
                          text=proto.text, source=proto.source)
         run.params["grid"] = spec.grid().describe()
+        if any(b.ladder for b in spec.brackets):     # part of the run's identity
+            run.params["edges"] = "extended along Table 1"
         out.append(_recorded_as(run, proto, sorted(axes)))
     return out
 

@@ -159,23 +159,39 @@ def select(table: pd.DataFrame, rule: str, by=("algorithm",), at: int | None = N
 class Bracket:
     """One hyperparameter's grid for one method: ascending ``values``; ``step`` the factor
     between neighbours by which the grid is extended (``None``: a fixed, unextendable axis,
-    e.g. a categorical one or a paper's printed grid); ``lo`` / ``hi`` hard limits."""
+    e.g. a categorical one or a paper's printed grid); ``lo`` / ``hi`` hard limits.
+    ``ladder`` (with no ``step``): the paper's whole grid for this axis, of which ``values`` is
+    a pruned part; the grid is then extended to the ladder's next value off an edge, never past
+    the ladder's own ends (a pruned grid searched as the paper's whole-grid selection would)."""
     key: str
     values: tuple
     step: float | None = None
     lo: float | None = None
     hi: float | None = None
+    ladder: tuple | None = None
 
     def __post_init__(self):
         vals = tuple(sorted(float(v) for v in self.values))
         if not vals:
             raise GridError(f"bracket {self.key} has no values")
         object.__setattr__(self, "values", vals)
+        if self.ladder is not None:
+            if self.step is not None:
+                raise GridError(f"bracket {self.key}: a ladder or a step, not both")
+            object.__setattr__(self, "ladder", tuple(sorted(float(v) for v in self.ladder)))
+
+    def _beyond(self, side: str) -> float | None:
+        """The ladder's next value past this grid's ``side`` edge (None: none)."""
+        if side == "low":
+            below = [v for v in self.ladder if v < self.values[0] * (1 - 1e-9)]
+            return below[-1] if below else None
+        above = [v for v in self.ladder if v > self.values[-1] * (1 + 1e-9)]
+        return above[0] if above else None
 
     def at_edge(self, value) -> str | None:
-        """``"low"`` / ``"high"`` when ``value`` is this grid's smallest / largest value (and
-        the grid has more than... any values: a one-value grid is on both edges)."""
-        if self.step is None:
+        """``"low"`` / ``"high"`` when ``value`` is this grid's smallest / largest value and
+        the grid can be extended past it (a one-value grid is on both edges)."""
+        if self.step is None and self.ladder is None:
             return None
         if np.isclose(value, self.values[0]) and self._can("low"):
             return "low"
@@ -184,6 +200,8 @@ class Bracket:
         return None
 
     def _can(self, side: str) -> bool:
+        if self.ladder is not None:
+            return self._beyond(side) is not None
         if side == "low":
             new = self.values[0] / self.step
             return self.lo is None or new >= self.lo * (1 - 1e-12)
@@ -191,14 +209,17 @@ class Bracket:
         return self.hi is None or new <= self.hi * (1 + 1e-12)
 
     def extend(self, side: str) -> "Bracket":
-        new = (self.values[0] / self.step,) if side == "low" else (self.values[-1] * self.step,)
+        if self.ladder is not None:
+            new = (self._beyond(side),)
+        else:
+            new = (self.values[0] / self.step,) if side == "low" else (self.values[-1] * self.step,)
         return replace(self, values=tuple(float(f"{v:.12g}") for v in
                                           sorted(self.values + new)))
 
     def interior(self, value) -> bool:
         """``value`` strictly inside the grid, or on an edge the grid cannot extend past."""
-        if self.step is None or len(self.values) == 1 and not (self._can("low")
-                                                               or self._can("high")):
+        if (self.step is None and self.ladder is None
+                or len(self.values) == 1 and not (self._can("low") or self._can("high"))):
             return True
         return self.at_edge(value) is None
 
@@ -367,10 +388,14 @@ def paper_grid(name: str, methods: list[Method], setup: Setup, seeds, *, rule: s
                source: str = "") -> Tuning:
     """The paper's grids (unextended: :class:`Bracket` without ``step``) selected by its
     rule at round ``at`` (default the horizon) on ``seeds``; ``required_seeds`` is the
-    paper's number of selection seeds (e.g. Fed-LAMB's 3)."""
+    paper's number of selection seeds (e.g. Fed-LAMB's 3). A bracket with a ``ladder`` (a
+    pruned part of the paper's grid) is extended along it while the pick sits on its edge,
+    up to the ladder's ends, so the pick is the one the paper's whole-grid selection would
+    reach from there (its record lists each extension)."""
     fixed = [replace(m, brackets=tuple(replace(b, step=None) for b in m.brackets))
              for m in methods]
-    t = tune(name, fixed, setup, seeds, rule=rule, at=at, max_extensions=0)
+    rungs = max((len(b.ladder) for m in fixed for b in m.brackets if b.ladder), default=0)
+    t = tune(name, fixed, setup, seeds, rule=rule, at=at, max_extensions=rungs)
     t.protocol = Protocol("paper", text or "the paper's grids and rule", rule=rule,
                           seeds=len(list(seeds)), horizon=at or setup.rounds,
                           plotted=at or setup.rounds, required_seeds=required_seeds,

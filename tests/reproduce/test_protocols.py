@@ -95,6 +95,36 @@ def test_paper_grid_never_extends(tmp_path):
     assert t.protocol.kind == "paper" and t.protocol.describe().startswith("paper: a printed")
 
 
+def test_ladder_bracket_climbs_the_papers_grid_and_stops_at_its_ends():
+    table1 = (0.001, 0.003, 0.01, 0.03, 0.1)
+    b = pr.Bracket("eta_l", (0.003, 0.01), ladder=table1)
+    assert b.at_edge(0.003) == "low" and b.at_edge(0.01) == "high"
+    assert b.extend("low").values == (0.001, 0.003, 0.01)
+    assert b.extend("high").values == (0.003, 0.01, 0.03)
+    end = pr.Bracket("eta_l", (0.001, 0.003), ladder=table1)
+    assert end.at_edge(0.001) is None and end.interior(0.001)      # Table 1's own edge
+    with pytest.raises(pr.GridError):
+        pr.Bracket("eta_l", (0.01,), step=2, ladder=table1)
+
+
+def test_paper_grid_on_a_pruned_part_reaches_the_whole_grids_pick(tmp_path):
+    """A pilot-pruned part of the paper's grid whose pick sits on its upper edge: the paper's
+    protocol climbs the ladder until the pick has a worse neighbour (or the ladder ends), so it
+    picks what the selection over the whole grid would; the same grid without a ladder stays."""
+    ladder = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+    whole = pr.paper_grid("w", [pr.Method("fedavg", "fedavg", {},
+                                          (pr.Bracket("eta_l", ladder),))],
+                          _setup(tmp_path), [0, 1, 2], rule="final-train-loss")
+    best = whole.picks["fedavg"]["eta_l"]
+    assert best > 1e-3                              # the pruned part below misses it
+    pruned = pr.paper_grid("w", [pr.Method("fedavg", "fedavg", {},
+                                           (pr.Bracket("eta_l", (1e-4, 1e-3), ladder=ladder),))],
+                           _setup(tmp_path), [0, 1, 2], rule="final-train-loss")
+    assert pruned.picks["fedavg"]["eta_l"] == best
+    assert any("extended high" in what for _, _, what in pruned.history)
+    assert set(pruned.summary["eta_l"]) <= set(ladder) and pruned.protocol.kind == "paper"
+
+
 def test_running_average_rule_is_the_best_trailing_mean():
     """App. H.1's "running average of the last 10 logged datapoints": the best, over the
     logged points, of the mean of the 10 points ending there (not the final 10 alone)."""
