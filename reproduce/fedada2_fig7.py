@@ -46,8 +46,9 @@ TITLE = "Delayed client preconditioner updates (1 and 3 frozen epochs): every sw
 DEFAULT_COST = ("361 CPU-s measured with --threads 1 with fedada2_fig6's default FedAda2 row "
                 "reused (8 new panels x 9 grid points x 2 seeds x 60 rounds on the 200-class "
                 "composite stand-in); about 510 CPU-s from scratch (that row about 150 CPU-s "
-                "of fedada2_fig6's run); the committed profile (fedada2_fig6.COMMITTED_FLAGS, "
-                "the ledger's run) about 37 CPU-min")
+                "of fedada2_fig6's run); the committed profile (COMMITTED_FLAGS, the ledger's "
+                "run: 96 points a panel) 52 CPU-min measured for its 60 new points a panel with "
+                "the 36-point grid's cells reused (36 ms a cell-round), about 85 from scratch")
 
 #: The committed profile (the ledger's run, from 2026-11-29): fedada2_fig6's committed grid
 #: with App. I.2's extreme cells added, the largest sub-grid with them the CPU budget allows
