@@ -49,10 +49,10 @@ class RecordingFedLADA:
     acts on, the number of those terms, the largest fall of ``vhat`` within the round, the
     largest ``||m||_inf / max|g|`` of a participant, and the server state before and after."""
 
-    def __init__(self, alg: FedLADA, replicas: int, d: int):
+    def __init__(self, alg: FedLADA, replicas: int, d: int, local_steps: int):
         if not isinstance(alg, FedLADA) or not alg.amended:
             raise ValueError("the invariants are FedLADA's with alpha < 1 (g_a exists)")
-        self.inner, self.R, self.d = alg, replicas, d
+        self.inner, self.R, self.d, self.K = alg, replicas, d, local_steps
         self.dirs, self.iters, self.terms, self.steps = {}, {}, {}, {}
         self.vhat_fell, self.m_ratio, self.rounds = {}, {}, []
         self._gmax: torch.Tensor | None = None
@@ -104,8 +104,15 @@ class RecordingFedLADA:
         return eta_g * self.steps[t] * alg.local_lr(t)
 
     def residuals(self) -> dict[str, np.ndarray]:
-        """``{metric: [R, rounds]}`` (:data:`METRICS`) from what was recorded."""
+        """``{metric: [R, rounds]}`` (:data:`METRICS`) from what was recorded. A round the
+        engine ran in several chunks of clients (more local-step calls than ``K``) is refused:
+        the per-participant running maximum of ``|g|`` assumes one chunk."""
         alg, a = self.inner, self.inner.alpha
+        chunked = sorted(t for t, n in self.steps.items() if n != self.K)
+        if chunked:
+            raise RuntimeError(f"rounds {chunked[:3]} took {self.steps[chunked[0]]} local-step "
+                               f"calls, not K = {self.K}: the engine chunked the clients; "
+                               "record the invariants on a problem small enough for one chunk")
         out = {k: [] for k in METRICS}
         x_prev = self.rounds[0][1]["theta"]
         for t, old, new in self.rounds:
@@ -133,7 +140,7 @@ def measure(problem, alg: FedLADA, participation, rounds: int, seeds) -> dict[st
     """Run ``alg`` on ``problem`` (every seed as a replica) and return :data:`METRICS` per
     replica and round (``[len(seeds), rounds]``)."""
     seeds = list(seeds)
-    rec = RecordingFedLADA(alg, len(seeds), problem.d)
+    rec = RecordingFedLADA(alg, len(seeds), problem.d, problem.local_steps)
     out = run(problem, rec, participation, rounds, seeds, eval_every=0)
     if [t for t, _, _ in rec.rounds] != list(range(rounds)):
         raise RuntimeError("the engine skipped a server step; the recording is incomplete")

@@ -418,3 +418,16 @@ def test_every_algorithm_decreases_the_loss(quad, name):
     sub = out.metrics["suboptimality"][0]
     assert np.isfinite(sub).all()
     assert sub[-1] < 0.5 * sub[0], (name, sub[0], sub[-1])
+
+
+def test_fedlada_invariants_refuse_a_round_of_other_than_k_step_calls():
+    """A round the engine ran in chunks of clients makes more local-step calls than K; the
+    recorder refuses it (its per-participant maxima assume one chunk) rather than misread
+    Lemma B.8's rate."""
+    from sims.experiments.fedlada_invariants import RecordingFedLADA
+    problem = heterogeneous_quadratic(8, 10, local_steps=3, seed=5, sigma=0.3, x0=1.0)
+    rec = RecordingFedLADA(FedLADA(eta=0.8, eta_l=0.05, alpha=0.3, eps_v=1e-3), 1, 10,
+                           local_steps=2)         # as if each chunk took 2 of a round's calls
+    run(problem, rec, Participation("fixed", m=3), 2, [0], eval_every=0)
+    with pytest.raises(RuntimeError, match="not K = 2"):
+        rec.residuals()
