@@ -55,7 +55,14 @@ DEFAULT_COST = ("531 CPU-s measured with --threads 1 from scratch (12 panels x 9
 #: from scratch, 23 with fedada2_fig7's FedAda2 row reused: 2.4-3.3 CPU-min a panel, from its
 #: cells' records).
 COMMITTED = {"tau_l": "1e-3,1e-1", "tau_s": "1e-5,1e-1"}
-COMMITTED_FLAGS = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in COMMITTED.items())
+
+
+def as_flags(values: dict) -> str:
+    """``{"tau_l": "1e-3,1e-1"}`` as the command line's ``--tau-l 1e-3,1e-1``."""
+    return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in values.items())
+
+
+COMMITTED_FLAGS = as_flags(COMMITTED)
 
 PAPER_GRID = {"eta_l": "1e-4,1e-3,1e-2,1e-1", "eta_s": "1e-4,1e-3,1e-2,1e-1",
               "tau_l": "1e-7,1e-5,1e-3,1e-1,1", "tau_s": "1e-7,1e-5,1e-3,1e-1,1"}

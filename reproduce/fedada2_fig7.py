@@ -56,7 +56,7 @@ DEFAULT_COST = ("361 CPU-s measured with --threads 1 with fedada2_fig6's default
 #: {1e-3, 1e-1, 1}``, ``tau_s in {1e-5, 1e-1}`` for all three rows, 96 runs a panel.
 COMMITTED = {"eta_l": "1e-4,1e-3,1e-2,1e-1", "eta_s": "1e-4,1e-3,1e-2,1e-1",
              "tau_l": "1e-3,1e-1,1", "tau_s": "1e-5,1e-1"}
-COMMITTED_FLAGS = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in COMMITTED.items())
+COMMITTED_FLAGS = fig6.as_flags(COMMITTED)
 
 PAPER_DELAYED = {"eta_l": "1e-4,1e-3,1e-2,1e-1", "eta_s": "1e-4,1e-3,1e-2,1e-1",
                  "tau_l": "1e-3,1e-1,1", "tau_s": "1e-5,1e-3,1e-1"}

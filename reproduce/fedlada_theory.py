@@ -118,8 +118,9 @@ def _values(df, metric, settings=None):
     return sub["value"].astype(float).to_numpy()
 
 
-CONSTANT = ("lemma", "partial_coupled_wd", "partial_decoupled_wd")
-DECAYED = ("local_decay", "global_decay")
+#: the settings at constant rates (the printed lemma's) and with a rate decay
+CONSTANT = tuple(name for name, s in SETTINGS.items() if s[3] == 1.0)
+DECAYED = tuple(name for name in SETTINGS if name not in CONSTANT)
 
 
 def plot(df, cfg):

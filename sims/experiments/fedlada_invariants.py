@@ -101,7 +101,7 @@ class RecordingFedLADA:
         """``c_t = eta_g(t) K eta_l(t)``, the round's effective rate (Lemma B.8's ``eta eta_l``)."""
         alg = self.inner
         eta_g = alg.eta * alg.lr_decay ** t if alg.decay_global else alg.eta
-        return eta_g * self.steps[t] * alg.local_lr(t)
+        return eta_g * self.K * alg.local_lr(t)
 
     def residuals(self) -> dict[str, np.ndarray]:
         """``{metric: [R, rounds]}`` (:data:`METRICS`) from what was recorded. A round the
