@@ -1,6 +1,7 @@
 """``python -m reproduce``: list every entry (or ``python -m reproduce NAME [flags]`` to run one;
 ``python -m reproduce ledger ENTRY ...`` files entries' saved runs into the results ledger,
-``python -m reproduce report`` writes the report and the docs' claims tables from it)."""
+``python -m reproduce report`` writes the report and the docs' claims tables from it,
+``python -m reproduce rerun`` reruns the filed entries from their ledger commands)."""
 from __future__ import annotations
 
 import importlib
@@ -26,7 +27,9 @@ def listing() -> str:
     lines.append("Run one: python -m reproduce.NAME [--full] [--seeds N] [--rounds T] [--data-dir DIR]"
                  " [--device cuda] [--out DIR] [--figures DIR] [--plot-only]; --help lists all flags.")
     lines.append("File its saved run into the results ledger: python -m reproduce ledger NAME ...; "
-                 "the report and the docs' claims tables: python -m reproduce report.")
+                 "the report and the docs' claims tables: python -m reproduce report; rerun "
+                 "the filed entries from their ledger commands: python -m reproduce rerun "
+                 "[--paper P] [--dry-run].")
     return "\n".join(lines)
 
 
@@ -42,6 +45,9 @@ def main(argv=None) -> int:
     if name == "report":
         from .report import main as report_main
         return report_main(rest)
+    if name == "rerun":
+        from .rerun import main as rerun_main
+        return rerun_main(rest)
     if name not in ENTRIES:
         print(f"error: unknown entry {name!r}; python -m reproduce lists them", file=sys.stderr)
         return 2

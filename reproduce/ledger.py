@@ -43,6 +43,7 @@ import hashlib
 import io
 import json
 import math
+import shlex
 import time
 from pathlib import Path
 
@@ -105,7 +106,7 @@ def record(entry, cfg, argv, df: pd.DataFrame, lines, paths) -> Path:
     found = verdicts_of(lines)
     claims = getattr(entry, "CLAIMS", {})
     rec = {"entry": name, "paper": entry.PAPER, "target": entry.TARGET, "title": entry.TITLE,
-           "command": " ".join(["python3", "-m", f"reproduce.{name}", *map(str, argv)]),
+           "command": shlex.join(["python3", "-m", f"reproduce.{name}", *map(str, argv)]),
            "config": _json(cfg.run_key()), "tiny": bool(cfg.tiny), "full": bool(cfg.full),
            "seeds": list(cfg.seed_list), "rounds": int(cfg.rounds),
            "code_digest": ident["code_digest"], "commit": ident["commit"],

@@ -99,24 +99,6 @@ def test_fig7_tiny_run_rebrackets_the_local_rate_per_activation(tmp_path, capsys
     assert "local rate re-bracketed" in out and "missing" not in out.lower()
 
 
-def test_cpu_full_profile_covers_every_filed_fedlada_entry(capsys):
-    """The ``--cpu-full`` profile runs every FedLADA entry the ledger holds, each in both
-    protocols where it has them; ``--dry-run`` prints the commands without running them."""
-    from pathlib import Path
-    from reproduce import fedlada_cpu_full as prof, ledger
-    filed = {p.stem for p in (Path(ledger.ledger_dir()) / "entries").glob("fedlada_*.json")}
-    steps = {e: flags for e, flags, _ in prof.STEPS}
-    assert filed <= set(steps), filed - set(steps)
-    for entry in ("fedlada_fig1", "fedlada_fig2", "fedlada_fig7", "fedlada_fig8",
-                  "fedlada_alpha", "fedlada_k", "fedlada_participation"):
-        assert "--paper-lr --tuned" in steps[entry]
-    assert "--seeds 5" in steps["fedlada_fig8"] and "--seeds 5" in steps["fedlada_fig2"]
-    assert prof.main(["--dry-run"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert len(out) == len(prof.STEPS) and out[0].startswith("python3 -m reproduce.fedlada_fig2")
-    assert prof.main(["--only", "nope"]) == 2
-
-
 def test_alpha_tiny_tuned_sweeps_are_not_reported_missing(tmp_path, capsys):
     """A tuned sweep's rows name their run (``sweep`` prefixed too): no false "missing"."""
     from reproduce import fedlada_alpha as entry
