@@ -84,6 +84,11 @@ PILOT = {
     "fmnist-mlp-dropout": {"fed-sgd": ({"eta_l": 0.1}, 0.05),          # 74.7 %, 0.05: 74.3 %
                            "fed-ams": ({"eta_l": 0.0003}, 0.0005),     # 73.1 %, 0.0005: 72.4 %
                            "fed-lamb": ({"eta_l": 0.003, "lam": 0.0}, 0.005)},  # 72.0, 70.7 %
+    # the same at E = 3 (114 local steps a round; docs/fedlamb_pilot.md, "Fashion-MNIST pilot at
+    # E = 3"): Table 1's whole grids, Fed-LAMB over every lambda, one seed, read at round 10
+    "fmnist-mlp-dropout_E3": {"fed-sgd": ({"eta_l": 0.1}, 0.05),       # 75.8 %, 0.05: 75.2 %
+                              "fed-ams": ({"eta_l": 0.0003}, 0.0001),  # 74.0 %, 0.0001: 73.6
+                              "fed-lamb": ({"eta_l": 0.003, "lam": 0.0}, 0.001)},  # 72.7, 71.4
     # supplement Fig. 1: 200 clients, all active, batch 64, E = 1, the 784-200-10 MLP, round 6.
     # (a) eta_l = 0.5 is Table 1's top; its lower global rates (1e-4 .. 5e-4) do worse (the
     # edge pilot); (b) Table 1's top; one point beyond it, eta_l = 1, does worse (the extra).
