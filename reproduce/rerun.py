@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import importlib
 import io
-import json
 import os
 import shlex
 import subprocess
@@ -35,7 +34,7 @@ import time
 from pathlib import Path
 
 from . import ENTRIES
-from .ledger import ledger_dir
+from .ledger import entry_record, ledger_dir
 
 #: flags of a filing that read saved results instead of computing them
 READ_BACK = ("--plot-only", "--from-ledger")
@@ -51,14 +50,13 @@ def _key(paper: str) -> str:
 
 def filed(ledger: Path | None = None) -> dict[str, dict]:
     """``{entry: record}`` for every entry filed in the ledger, in the registry's order."""
-    folder = Path(ledger or ledger_dir()) / "entries"
+    folder = Path(ledger or ledger_dir())
     records = {}
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted((folder / "entries").glob("*.json")):
         try:
-            rec = json.loads(path.read_text())
+            records[path.stem] = entry_record(path.stem, folder)
         except (OSError, ValueError) as exc:
             raise ProfileError(f"{path}: not a ledger record ({exc})") from None
-        records[path.stem] = rec
     order = {name: i for i, name in enumerate(ENTRIES)}
     return {k: records[k] for k in sorted(records, key=lambda k: (order.get(k, len(order)), k))}
 

@@ -30,8 +30,8 @@ def test_a_filed_command_splits_back_into_its_arguments(spaced):
     assert shlex.split(rec["command"]) == ["python3", "-m", "reproduce.speedup", *argv]
 
 
-def test_the_profile_computes_what_the_filing_read_back(spaced, tmp_path):
-    argv, out, led = spaced
+def test_the_profile_computes_what_the_filing_read_back(spaced):
+    argv, _, led = spaced
     rec = ledger.entry_record("speedup", led)
     filed = dict(rec, command=rec["command"] + " --plot-only --reuse-stale")
     assert rerun.profile_argv(filed) == argv
@@ -41,18 +41,14 @@ def test_the_profile_computes_what_the_filing_read_back(spaced, tmp_path):
         rerun.profile_argv(dict(rec, command="python3 -m reproduce.fig8 --tiny"))
 
 
-def test_a_rerun_runs_the_filed_command_and_reports_its_cost(spaced, capsys):
+def test_a_rerun_runs_the_filed_command_and_reports_its_cost(spaced, monkeypatch, capsys):
     argv, out, led = spaced
     record = out / "speedup" / "ledger" / "verdicts.json"
     before = record.stat().st_mtime_ns
     plan = rerun.steps(entries=["speedup"], ledger=led)
     assert plan == [("speedup", argv)]
-    monkey = pytest.MonkeyPatch()
-    monkey.setenv("FEDTOOLKIT_LEDGER", str(led))
-    try:
-        assert rerun.main(["speedup"]) == 0
-    finally:
-        monkey.undo()
+    monkeypatch.setenv("FEDTOOLKIT_LEDGER", str(led))
+    assert rerun.main(["speedup"]) == 0
     text = capsys.readouterr().out
     assert text.splitlines()[0] == "python3 " + shlex.join(["-m", "reproduce.speedup", *argv])
     assert "speedup: " in text and "CPU-s" in text and "min of wall" in text
