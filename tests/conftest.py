@@ -39,7 +39,8 @@ for _folder in sorted(Path(__file__).resolve().parent.iterdir()):
 #: runs it once more with every fast form off). Single slow tests carry the marker themselves.
 SLOW_PATHS = ("reproduce/", "benchmarks/", "store/test_results_trust.py",
               "store/test_hostile_probes.py",
-              "experiments/test_sweep_ray.py", "experiments/test_synthetic_entries.py")
+              "experiments/test_sweep_ray.py", "experiments/test_sweep_ray_sessions.py",
+              "experiments/test_synthetic_entries.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -149,8 +149,12 @@ _COUNTERS: dict = {}
 
 def _counter(ray):
     """The session's counter, reset; created once per Ray session (an actor is a process,
-    and starting one per sweep costs a second or two on a busy machine)."""
-    session = ray.get_runtime_context().get_job_id()
+    and starting one per sweep costs a second or two on a busy machine). A session is the
+    job on this node: a Ray started again (each sweep of a multi-panel entry starts and shuts
+    down its own) numbers its first job as the last one did, so the job id alone would hand
+    back the dead session's actor."""
+    context = ray.get_runtime_context()
+    session = (context.get_job_id(), context.get_node_id())
     if session not in _COUNTERS:
         _COUNTERS.clear()
         _COUNTERS[session] = ray.remote(num_cpus=0)(_Counter).remote()
@@ -194,4 +198,5 @@ def run_ray(spec, units, save, failed, bar, address, workers, threads, payload, 
         bar.refresh()
     finally:
         if started_here:
+            _COUNTERS.clear()                        # its actor goes with the session
             ray.shutdown()
