@@ -27,8 +27,10 @@ CPU default (about 10 CPU-minutes, :data:`DEFAULT_COST`): Figure 6's default sub
 three rows (9 runs a panel: ``eta_l, eta_s in {1e-3, 1e-2, 1e-1}`` at ``tau_l = 1e-1``,
 ``tau_s = 1e-5``; 2 seeds, 60 rounds; it leaves out the paper's extreme cells, ``premise
 absent`` on the card). Committed profile (the ledger's run, :data:`COMMITTED_FLAGS`): Figure 6's
-committed grid with App. I.2's extreme cells added (``eta_l, eta_s in {1e-4, ..., 1e-1}``,
-``tau_l in {1e-3, 1e-1, 1}``, ``tau_s in {1e-5, 1e-1}``, 96 runs a panel), which reaches them.
+former 36-point grid (``tau_l in {1e-3, 1e-1}``, ``tau_s in {1e-5, 1e-1}``) with App. I.2's
+extreme cells added (``eta_l, eta_s in {1e-4, ..., 1e-1}``, ``tau_l in {1e-3, 1e-1, 1}``,
+``tau_s in {1e-5, 1e-1}``, 96 runs a panel), which reaches them; its top row shares the
+32 points ``tau_l in {1e-1, 1}``, ``tau_s = 1e-5`` with Figure 6's committed grid.
 """
 from __future__ import annotations
 
@@ -50,10 +52,12 @@ DEFAULT_COST = ("361 CPU-s measured with --threads 1 with fedada2_fig6's default
                 "run: 96 points a panel) 52 CPU-min measured for its 60 new points a panel with "
                 "the 36-point grid's cells reused (36 ms a cell-round), about 85 from scratch")
 
-#: The committed profile (the ledger's run, from 2026-11-29): fedada2_fig6's committed grid
-#: with App. I.2's extreme cells added, the largest sub-grid with them the CPU budget allows
-#: (docs/fedada2_results.md's estimates): ``eta_l, eta_s in {1e-4, ..., 1e-1}``, ``tau_l in
-#: {1e-3, 1e-1, 1}``, ``tau_s in {1e-5, 1e-1}`` for all three rows, 96 runs a panel.
+#: The committed profile (the ledger's run, from 2026-11-29): fedada2_fig6's former 36-point
+#: grid (:data:`SWEEP36`) with App. I.2's extreme cells added, the largest sub-grid with them
+#: the CPU budget allows (docs/fedada2_results.md's estimates): ``eta_l, eta_s in {1e-4, ...,
+#: 1e-1}``, ``tau_l in {1e-3, 1e-1, 1}``, ``tau_s in {1e-5, 1e-1}`` for all three rows, 96
+#: runs a panel.
+SWEEP36 = {"tau_l": "1e-3,1e-1", "tau_s": "1e-5,1e-1"}
 COMMITTED = {"eta_l": "1e-4,1e-3,1e-2,1e-1", "eta_s": "1e-4,1e-3,1e-2,1e-1",
              "tau_l": "1e-3,1e-1,1", "tau_s": "1e-5,1e-1"}
 COMMITTED_FLAGS = fig6.as_flags(COMMITTED)

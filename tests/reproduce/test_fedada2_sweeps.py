@@ -180,39 +180,60 @@ def test_fig7_top_row_is_fig6s_fedada2_row_and_delayed_rows_freeze(tmp_path):
     assert paper[0].axes == seven[0].axes
 
 
-def test_fig6_fig7_cpu_default_is_a_stated_subset_of_the_committed_sweep(tmp_path):
+def test_fig6_fig7_cpu_default_is_a_stated_subset_of_the_committed_sweeps(tmp_path):
     """The CPU default (about 10 CPU-minutes each) sweeps 9 points a panel, 2 seeds, 60 rounds:
-    the committed sweep's slice at tau_l = 1e-1, tau_s = 1e-5, so its cells are the committed
-    run's; ``COMMITTED_FLAGS`` (the ledger's command) give the committed 36-point panels.
-    Neither reaches the paper's extreme cells (the card item fails)."""
-    for entry in (fedada2_fig6, fedada2_fig7):
+    the slice at tau_l = 1e-1, tau_s = 1e-5, which leaves out the paper's extreme cells (the
+    card item fails). Its cells are the committed sweeps' (keyed by the point): fig7's former
+    36-point grid (``fedada2_fig7.SWEEP36``) contains it, fig6's ``COMMITTED_FLAGS`` (the
+    ledger's command, 72 points a panel) its 3 points at eta_l = 1e-1."""
+    for entry, flags, size, shared in (
+            (fedada2_fig6, fedada2_fig6.COMMITTED_FLAGS, 72, 3),
+            (fedada2_fig7, fedada2_fig6.as_flags(fedada2_fig7.SWEEP36), 36, 9)):
         default = common.parse_config(entry, ["--out", str(tmp_path)])
-        committed = common.parse_config(
-            entry, ["--out", str(tmp_path), *fedada2_fig6.COMMITTED_FLAGS.split()])
+        committed = common.parse_config(entry, ["--out", str(tmp_path), *flags.split()])
         assert (default.seeds, default.rounds) == (committed.seeds, committed.rounds) == (2, 60)
         small, big = entry.panels(default), entry.panels(committed)
         assert [p.key for p in small] == [p.key for p in big] and len(small) == 12
         for p, q in zip(small, big):
             assert dict(p.axes) == {"eta_l": (1e-3, 1e-2, 1e-1), "eta": (1e-3, 1e-2, 1e-1),
                                     "eps": (1e-1,), "tau": (1e-5,)}
-            assert dict(q.axes) == {"eta_l": (1e-3, 1e-2, 1e-1), "eta": (1e-3, 1e-2, 1e-1),
-                                    "eps": (1e-3, 1e-1), "tau": (1e-5, 1e-1)}
-            assert (p.size(), q.size()) == (9, 36) and p.fixed == q.fixed
+            assert (p.size(), q.size()) == (9, size) and p.fixed == q.fixed
             mine = {pt.key for pt in p.grid().points()}
-            assert mine < {pt.key for pt in q.grid().points()}     # the same cells' keys
-        for cfg in (default, committed):
-            item = rk.extremes_item(entry.panels(cfg), entry.PAPER_EXTREMES)
-            assert not item.ok and item.measured.startswith("no: ")
+            assert len(mine & {pt.key for pt in q.grid().points()}) == shared   # same keys
+        item = rk.extremes_item(entry.panels(default), entry.PAPER_EXTREMES)
+        assert not item.ok and item.measured.startswith("no: ")
+
+
+def test_fig6_committed_profile_reaches_the_papers_extreme_cells(tmp_path):
+    """fedada2_fig6's ledger run: every axis's smallest and largest value of sweep (22) with the
+    former sweep's best server rates and taus, 72 points a panel; the card's extremes item holds on
+    every panel, and fig7's FedAda2 row shares its 16 points at tau_l in {0.1, 1}, tau_s =
+    1e-5."""
+    six = common.parse_config(
+        fedada2_fig6, ["--out", str(tmp_path), *fedada2_fig6.COMMITTED_FLAGS.split()])
+    panels = fedada2_fig6.panels(six)
+    assert len(panels) == 12 and all(p.size() == 72 for p in panels)
+    assert dict(panels[0].axes) == {"eta_l": (1e-4, 1e-1),
+                                    "eta": (1e-4, 1e-3, 1e-2, 1e-1),
+                                    "eps": (1e-7, 1e-1, 1.0), "tau": (1e-7, 1e-5, 1.0)}
+    item = rk.extremes_item(panels, fedada2_fig6.PAPER_EXTREMES)
+    assert item.ok and item.measured == "yes"
+    seven = common.parse_config(
+        fedada2_fig7, ["--out", str(tmp_path), *fedada2_fig7.COMMITTED_FLAGS.split()])
+    shared = ({pt.key for pt in fedada2_fig7.panels(seven)[0].grid().points()}
+              & {pt.key for pt in fedada2_fig6.panels(six)[-4].grid().points()})
+    assert fedada2_fig6.panels(six)[-4].key == fedada2_fig7.panels(seven)[0].key
+    assert len(shared) == 16
 
 
 def test_fig7_committed_profile_reaches_the_papers_extreme_cells(tmp_path):
-    """fedada2_fig7's ledger run: fig6's committed grid plus App. I.2's extreme cells (eta
+    """fedada2_fig7's ledger run: the former 36-point grid plus App. I.2's extreme cells (eta
     1e-4, tau_l 1), 96 points a panel in every row; it contains the 36-point grid's cells, and
     the card's extremes item holds on the delayed rows (the part fig7's check reads)."""
     committed = common.parse_config(
         fedada2_fig7, ["--out", str(tmp_path), *fedada2_fig7.COMMITTED_FLAGS.split()])
-    smaller = common.parse_config(
-        fedada2_fig7, ["--out", str(tmp_path), *fedada2_fig6.COMMITTED_FLAGS.split()])
+    sweep36 = fedada2_fig6.as_flags(fedada2_fig7.SWEEP36).split()
+    smaller = common.parse_config(fedada2_fig7, ["--out", str(tmp_path), *sweep36])
     big, small = fedada2_fig7.panels(committed), fedada2_fig7.panels(smaller)
     assert len(big) == 12 and all(p.size() == 96 for p in big)
     for p, q in zip(small, big):
