@@ -220,9 +220,10 @@ def test_fig6_committed_profile_reaches_the_papers_extreme_cells(tmp_path):
     assert item.ok and item.measured == "yes"
     seven = common.parse_config(
         fedada2_fig7, ["--out", str(tmp_path), *fedada2_fig7.COMMITTED_FLAGS.split()])
-    shared = ({pt.key for pt in fedada2_fig7.panels(seven)[0].grid().points()}
-              & {pt.key for pt in fedada2_fig6.panels(six)[-4].grid().points()})
-    assert fedada2_fig6.panels(six)[-4].key == fedada2_fig7.panels(seven)[0].key
+    fedada2_row, top_row = panels[-4], fedada2_fig7.panels(seven)[0]
+    assert fedada2_row.key == top_row.key
+    shared = ({pt.key for pt in top_row.grid().points()}
+              & {pt.key for pt in fedada2_row.grid().points()})
     assert len(shared) == 16
 
 
