@@ -507,7 +507,9 @@ def scale_note(entry, cfg, df: pd.DataFrame | None = None) -> str:
     seeds = (f"seed {cfg.seed0}" if cfg.seeds == 1 else
              f"{cfg.seeds} seeds ({cfg.seed0}-{cfg.seed0 + cfg.seeds - 1})")
     parts = [f"{entry.PAPER} {entry.TARGET}: {preset}", seeds, f"{cfg.rounds} rounds"]
-    data = getattr(cfg, "dataset", None) or getattr(cfg, "datasets", None)
+    title = getattr(cfg, "dataset_title", None)     # names the stand-in the run resolved to
+    data = (title() if callable(title) else
+            getattr(cfg, "dataset", None) or getattr(cfg, "datasets", None))
     if data:
         parts.append(f"data {data}")
     note = ", ".join(parts)

@@ -454,7 +454,7 @@ def test_tiny_figures_go_outside_the_committed_figures_and_carry_their_scale(tmp
     assert Path(cfg.figures).resolve().parent == (common.ROOT / "results").resolve()
     note = common.scale_note(fig9, cfg)
     assert "--tiny smoke scale" in note and f"{cfg.rounds} rounds" in note and "seed" in note
-    assert "data mnist" in note
+    assert f"data {cfg.dataset_title()}" in note                 # the data the run resolved to
     import matplotlib.pyplot as plt
     fig, _ = plt.subplots()
     with plotting.footer(note):
