@@ -72,7 +72,41 @@ def test_plans_group_numeric_differences_only():
     units = make_units(cells, "batched")
     assert sorted(len(u) for u in units) == [4, 4]          # one unit per compressor
     assert all(len({c.point.settings["compressor"] for c in u}) == 1 for u in units)
-    assert [len(u) for u in make_units(cells, "batched", max_replicas=3)] == [3, 1, 3, 1]
+    assert [len(u) for u in make_units(cells, "batched", max_replicas=3)] == [2, 2, 2, 2]
+
+
+def _balanced(cells, units, most):
+    flat = [c for u in units for c in u]
+    assert sorted(map(id, flat)) == sorted(map(id, cells))      # every cell once
+    assert max(len(u) for u in units) <= most
+    assert all(len({(c.point.algorithm, c.point.settings.get("compressor")) for c in u}) == 1
+               for u in units)
+
+
+@pytest.mark.parametrize("seeds, slots, sizes", [
+    (range(36), 1, [36, 36]),                # one worker: max_replicas decides the count
+    (range(36), 2, [36, 36]),                # not 64 + 8 with a worker idle
+    (range(72), 2, [36, 36, 36, 36]),        # two waves of two, not 64, 64, 16
+    (range(4), 2, [4, 4]),                   # fewer cells than a unit: one per worker
+    (range(36), 3, [24, 24, 24]),
+])
+def test_batched_units_are_cut_so_the_workers_finish_together(seeds, slots, sizes):
+    grid = Grid.from_specs("fed-ef-sgd", ["eta_l=0.01,0.1"])
+    cells = [Cell(p, s) for p in grid.points() for s in seeds]
+    units = make_units(cells, "batched", max_replicas=64, slots=slots)
+    _balanced(cells, units, 64)
+    assert [len(u) for u in units] == sizes
+
+
+def test_balancing_keeps_groups_apart_and_puts_the_largest_units_first():
+    grid = Grid.from_specs("fed-ef-sgd", ["eta_l=0.01,0.1", "compressor=sign,topk-0.1"])
+    cells = [Cell(p, s) for p in grid.points() for s in range(20)]     # two groups of 40
+    units = make_units(cells, "batched", max_replicas=16, slots=2)
+    _balanced(cells, units, 16)
+    lengths = [len(u) for u in units]
+    assert lengths == sorted(lengths, reverse=True) and max(lengths) - min(lengths) <= 1
+    assert len(units) % 2 == 0                                  # whole waves on two workers
+    assert make_units(cells, "separate", slots=2) == [[c] for c in cells]
 
 
 # ----------------------------------------------------------------------------- running

@@ -43,6 +43,33 @@ def test_ray_sweep_equals_inprocess(tmp_path, local_ray):
     assert again.ran == 0 and again.reused == 8
 
 
+def test_ray_batched_units_are_cut_for_the_workers_and_match_inprocess(tmp_path, local_ray,
+                                                                        monkeypatch):
+    """Two workers: one group of four replicas runs as two units of two (not one unit of four
+    with a worker idle), and the values are the in-process batched run's."""
+    from sims.experiments.sweep import execute
+    seen = []
+    real = execute.make_units
+
+    def spy(cells, plan, max_replicas=64, slots=1):
+        units = real(cells, plan, max_replicas, slots)
+        seen.append((slots, [len(u) for u in units]))
+        return units
+    monkeypatch.setattr(execute, "make_units", spy)
+
+    def one(name):
+        return SweepSpec(name, Grid.from_specs("fedadam", ["eta_l=0.05,0.1"]), QUAD,
+                         cli.build_compare_problem, participation="m=3", rounds=4,
+                         seeds=[0, 1], out=str(tmp_path / "out"))
+    here = run_sweep(one("b-inproc"), executor="inprocess", plan="batched", quiet=True)
+    there = run_sweep(one("b-ray"), executor="ray", plan="batched", quiet=True)
+    assert (1, [4]) in seen and (2, [2, 2]) in seen
+    assert there.ran == 4 and not there.failures
+    a, b = _values(here.table), _values(there.table)
+    assert a.index.equals(b.index)
+    assert float((a - b).abs().max()) <= 1e-12
+
+
 def dies_once(desc):
     """Kills its worker process the first time any worker builds the problem."""
     flag = Path(desc["flag"])
