@@ -509,7 +509,7 @@ def _run_locked(spec, points, executor, plan, ray_address, workers, threads, qui
                 str(spec.device).split(":")[0]:
             raise GridError(f"the sweep's device is {spec.device}, but build_problem built the "
                             f"problem on {where}; build it on {spec.device}")
-    def units(slots: int = 1):
+    def plan_units(slots: int = 1):
         return make_units(todo, plan, spec.max_replicas, slots)
     failures: list = []
     bar = _bar(len(todo) * spec.rounds, quiet or progress is not None)
@@ -531,10 +531,10 @@ def _run_locked(spec, points, executor, plan, ray_address, workers, threads, qui
 
     try:
         if executor == "inprocess":
-            _run_inprocess(spec, units(), save, failed, bar, threads)
-        else:
+            _run_inprocess(spec, plan_units(), save, failed, bar, threads)
+        elif todo:
             from .on_ray import run_ray
-            run_ray(spec, units, save, failed, bar, ray_address, workers, threads or 1,
+            run_ray(spec, plan_units, save, failed, bar, ray_address, workers, threads or 1,
                     payload_of(spec), run_unit)
     finally:
         bar.close()

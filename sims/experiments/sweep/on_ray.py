@@ -163,20 +163,18 @@ def _counter(ray):
     return counter
 
 
-def run_ray(spec, units, save, failed, bar, address, workers, threads, payload, run_unit):
-    """The units as Ray tasks (module docstring): ``units(slots)`` plans them for the
-    session's ``slots`` (its CPUs, or GPUs on a GPU: one task each), ``payload`` what every
-    task needs (:func:`~sims.experiments.sweep.execute.payload_of`), ``run_unit`` what each
-    runs."""
-    if not units(1):
-        return
+def run_ray(spec, plan_units, save, failed, bar, address, workers, threads, payload, run_unit):
+    """The units as Ray tasks (module docstring): ``plan_units(slots)`` plans them for the
+    session's ``slots`` (its CPUs, or GPUs on a GPU: one task each; the caller has cells to
+    run), ``payload`` what every task needs
+    (:func:`~sims.experiments.sweep.execute.payload_of`), ``run_unit`` what each runs."""
     import ray
     started_here = ray_init(address, workers)
     try:
         counter = _counter(ray)
         gpu = 1 if str(spec.device).startswith("cuda") else 0     # a GPU per task there
         slots = int(ray.cluster_resources().get("GPU" if gpu else "CPU", 1))
-        units = units(max(1, slots))
+        units = plan_units(max(1, slots))
         task = ray.remote(num_cpus=1, num_gpus=gpu, max_retries=0)(_ray_task)
         from ... import plugins
         payload = ray.put({**payload, "plugins": plugins.shipment()})
