@@ -29,7 +29,7 @@ most panels' best run in the former 36-point sweep), 2 seeds, 60 rounds. It leav
 paper's extreme cells (the card's "grid reaches the paper's extreme cells" item fails:
 ``premise absent``). Committed profile (the ledger's run, :data:`COMMITTED_FLAGS`): ``eta_l in
 {1e-4, 1e-1}``, ``eta_s in {1e-4, ..., 1e-1}``, ``tau_l in {1e-7, 1e-1, 1}``, ``tau_s in {1e-7,
-1e-5, 1}``, 72 runs a panel: every axis's smallest and largest value of sweep (22) and the
+1e-5, 1}``, 72 runs a panel, 3 seeds: every axis's smallest and largest value of sweep (22) and the
 values holding the best runs of the former 36-point sweep, the largest sub-grid with the
 extreme cells the CPU budget allowed (docs/fedada2_results.md). The two share the cells where
 they overlap (keyed by the point: the default's 3 at ``eta_l = 1e-1``). ``--full`` sweeps the
@@ -50,17 +50,17 @@ TITLE = "Heterogeneous server-client optimizer pairs on GLD-23K: every sweep run
 DEFAULT_COST = ("531 CPU-s measured with --threads 1 from scratch (12 panels x 9 grid points x "
                 "2 seeds x 60 rounds, batched, on the 200-class composite stand-in; 12 min of "
                 "wall time on two cores shared with other jobs); the committed profile "
-                "(COMMITTED_FLAGS, the ledger's run: 72 points a panel) about 2 CPU-h from "
-                "scratch (4.2 s a cell, 70 ms a cell-round, on two Ray workers)")
+                "(COMMITTED_FLAGS, the ledger's run: 72 points a panel, 3 seeds) about 3 CPU-h "
+                "from scratch (4.2 s a cell, 70 ms a cell-round, on two Ray workers)")
 
 #: The committed profile (the ledger's run, from 2026-11-30): every axis's extremes of sweep
 #: (22) with the server rates and taus that hold the best runs of the former 36-point sweep
 #: (eta_s in {1e-3, 1e-2, 1e-1}, tau_l = 0.1, tau_s = 1e-5; its best runs are at eta_l = 0.1
-#: in 11 of 12 panels), 72 runs a panel, 2 seeds x 60 rounds; ``eta_l in {1e-3, 1e-2}`` are
+#: in 11 of 12 panels), 72 runs a panel, 3 seeds x 60 rounds; ``eta_l in {1e-3, 1e-2}`` are
 #: left out for time (one panel's best run, DJA AdaGrad-Adam's at 1e-2, 0.1 points above its
 #: best at 0.1).
 COMMITTED = {"eta_l": "1e-4,1e-1", "eta_s": "1e-4,1e-3,1e-2,1e-1",
-             "tau_l": "1e-7,1e-1,1", "tau_s": "1e-7,1e-5,1"}
+             "tau_l": "1e-7,1e-1,1", "tau_s": "1e-7,1e-5,1", "seeds": "3"}
 
 
 def as_flags(values: dict) -> str:
