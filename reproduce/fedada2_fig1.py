@@ -64,8 +64,9 @@ PAPER, TARGET = "FedAda2", "Figures 1-2, Table 2"
 TITLE = "six methods: accuracy and loss against rounds and against normalised bits; Table 2"
 DEFAULT_COST = ("223 CPU-s measured with --threads 1 (the two composite image stand-ins, 6 "
                 "methods x 3 seeds x 200 rounds each; 3 min 46 s of wall time on two shared "
-                "cores); the filed run, --tuning two-step --rounds 150 --seeds 5: 498 CPU-s "
-                "(GLD-23K's 43 tuning cells computed, CIFAR-100's shared with fedada2_fig5)")
+                "cores); the filed run, --tuning two-step --rounds 150 --seeds 22: 40 min of "
+                "wall time on one core (both tunings' cells shared with fedada2_fig5 and "
+                "fedada2_epochs; at 5 seeds 498 CPU-s)")
 
 #: The paper's Table 2 (spec 1.14, AdaGrad instantiations), per method:
 #: (joint adaptivity, communication, gradient calls, client memory), units of d.
