@@ -1,9 +1,13 @@
 """Multi-label logistic regression on sparse bag-of-words inputs: FedAda2's StackOverflow
 task (``nn.Linear(10000, 500)``, spec 4.1) as an engine problem.
 
-Client ``i``'s data are rows of a CSR matrix (kept as CSR tensors, memory ~ non-zeros) (:class:`sims.data.stackoverflow.StackOverflowData`);
-a minibatch's rows are densified (``[B, batch, V]``; 32 x 10,000 numbers per client) and the
-linear map ``z = x W^T + b`` runs batched over the participants. Two losses:
+Client ``i``'s data are rows of a CSR matrix (kept as CSR tensors, memory ~ non-zeros)
+(:class:`sims.data.stackoverflow.StackOverflowData`). The batched path never densifies a
+minibatch: it works on the rows' non-zero entries (:func:`row_entries`), gathering the
+columns of ``W`` they touch for the logits ``z = x W^T + b`` and scattering ``g_z^T x`` back
+into those columns only (a bag of words has about 25 of its 5,000-10,000 words set, so the
+dense products did ~200x the arithmetic); :meth:`MultiLabelLinearProblem.reference_grad`
+(``nn.Linear`` and autograd on dense rows) is what the tests hold it to. Two losses:
 
 * ``"sigmoid"`` (default; TFF's ``stackoverflow_lr``, "multi-label logistic regression"): one
   binary cross-entropy per tag, averaged over the tags and the minibatch,
@@ -43,9 +47,10 @@ def csr_tensors(csr, device, dtype) -> tuple[torch.Tensor, torch.Tensor, torch.T
             torch.as_tensor(csr.data, device=device).to(dtype))
 
 
-def dense_rows(csr: tuple, rows: torch.Tensor, width: int, dtype) -> torch.Tensor:
-    """Rows ``rows[...]`` of a CSR matrix (:func:`csr_tensors`) as a dense ``[..., width]``
-    tensor; index -1 (padding) gives a row of zeros."""
+def row_entries(csr: tuple, rows: torch.Tensor):
+    """The non-zero entries of rows ``rows[...]`` of a CSR matrix (:func:`csr_tensors`):
+    ``(owner, column, value)``, ``owner`` the entry's position in ``rows.reshape(-1)``, in row
+    order; index -1 (padding) has none."""
     indptr, indices, data = csr
     flat = rows.reshape(-1)
     r = flat.clamp_min(0)
@@ -54,10 +59,7 @@ def dense_rows(csr: tuple, rows: torch.Tensor, width: int, dtype) -> torch.Tenso
     owner = torch.repeat_interleave(torch.arange(len(flat), device=flat.device), count)
     first = torch.repeat_interleave(count.cumsum(0) - count, count)
     pos = start.index_select(0, owner) + torch.arange(len(owner), device=flat.device) - first
-    x = torch.zeros(len(flat), width, dtype=dtype, device=flat.device)
-    x.index_put_((owner, indices.index_select(0, pos)), data.index_select(0, pos).to(dtype),
-                 accumulate=True)
-    return x.view(*rows.shape, width)
+    return owner, indices.index_select(0, pos), data.index_select(0, pos)
 
 
 class MultiLabelLinearProblem:
@@ -113,9 +115,6 @@ class MultiLabelLinearProblem:
         self.model.reset_parameters()
         return self.layout.flatten_module(self.model).to(self.device, self.dtype)
 
-    def _dense(self, csr, rows: torch.Tensor) -> torch.Tensor:
-        return dense_rows(csr, rows, self.V, self.dtype)
-
     def _split(self, theta: torch.Tensor):
         W = theta[:, : self.T * self.V].view(-1, self.T, self.V)
         return W, theta[:, self.T * self.V:]
@@ -129,24 +128,53 @@ class MultiLabelLinearProblem:
         logp = torch.log_softmax(z, -1)
         return -(y * logp).sum(-1), y.sum(-1, keepdim=True) * logp.exp() - y
 
-    def _grad(self, theta, x, y, w):
-        """``[B, d]`` gradient of ``sum_n w_n loss_n`` and the weighted losses ``[B]``."""
+    def _entries(self, csr, rows: torch.Tensor, replicas: int = 1):
+        """The non-zero entries of a ``[B, n]`` block of rows (``rows`` ``[B, n]``, or ``[n]``
+        shared by ``replicas`` rows of ``theta``): ``(row of theta, flat sample position in
+        the [B, n] block, column, value)``."""
+        owner, col, val = row_entries(csr, rows)
+        val = val.to(self.dtype)
+        if rows.dim() == 1:                      # the same rows for every replica
+            n = len(rows)
+            k = torch.arange(replicas, device=owner.device).repeat_interleave(len(owner))
+            return k, owner.repeat(replicas) + k * n, col.repeat(replicas), val.repeat(replicas)
+        return torch.div(owner, rows.shape[1], rounding_mode="floor"), owner, col, val
+
+    def _logits(self, theta, entries, B: int, n: int) -> torch.Tensor:
+        """``z = x W^T + b`` ``[B, n, T]`` from the non-zero entries of ``x`` (:meth:`_entries`):
+        the columns of ``W`` the entries touch, weighted and summed per sample."""
+        row, owner, col, val = entries
         W, b = self._split(theta)
-        z = torch.baddbmm(b.unsqueeze(1), x, W.transpose(1, 2))
+        z = theta.new_zeros(B * n, self.T)
+        z.index_add_(0, owner, W[row, :, col] * val.unsqueeze(-1))
+        return z.view(B, n, self.T) + b.unsqueeze(1)
+
+    def _grad(self, theta, entries, y, w):
+        """``[B, d]`` gradient of ``sum_n w_n loss_n`` and the weighted losses ``[B]``, ``x``
+        given by its non-zero entries (:meth:`_entries`): ``dW = g_z^T x`` is scattered into
+        the columns the entries touch, ``db = sum_n g_z``."""
+        B, n = w.shape
+        row, owner, col, val = entries
+        z = self._logits(theta, entries, B, n)
         loss, g = self._grad_logits(z, y)
         g = g * w.unsqueeze(-1)
-        gW = torch.bmm(g.transpose(1, 2), x)
-        return torch.cat([gW.flatten(1), g.sum(1)], 1), (loss * w).sum(-1)
+        out = theta.new_zeros(B, self.d)
+        gW = out[:, : self.T * self.V].view(B, self.T, self.V)
+        tags = torch.arange(self.T, device=theta.device)
+        gW.index_put_((row.unsqueeze(-1), tags, col.unsqueeze(-1)),
+                      g.reshape(B * n, self.T).index_select(0, owner) * val.unsqueeze(-1),
+                      accumulate=True)
+        out[:, self.T * self.V:] = g.sum(1)
+        return out, (loss * w).sum(-1)
 
     # ----------------------------------------------------------------- batched path
     def stoch_grad(self, theta: torch.Tensor, clients, payload: torch.Tensor):
         """Minibatch gradients ``[B, d]`` (mean over each row's valid samples)."""
         payload = self._trim(payload)
-        x = self._dense(self.x, payload)
         y = self.y.index_select(0, payload.clamp_min(0).reshape(-1)).view(*payload.shape, self.T)
         w = (payload >= 0).to(self.dtype)
         w = w / w.sum(-1, keepdim=True).clamp_min(1)
-        return self._grad(theta, x, y, w)[0]
+        return self._grad(theta, self._entries(self.x, payload), y, w)[0]
 
     # ----------------------------------------------------------------- reference path
     def reference_grad(self, theta: torch.Tensor, client: int, payload: np.ndarray):
@@ -165,7 +193,7 @@ class MultiLabelLinearProblem:
         return torch.cat([p.grad.reshape(-1) for p in self.model.parameters()])
 
     def _dense_np(self, rows) -> np.ndarray:
-        """Plain per-entry densification of rows (the reference's own, not :func:`dense_rows`)."""
+        """Plain per-entry densification of rows (the reference's own, not :func:`row_entries`)."""
         indptr, indices, data = (t.cpu().numpy() for t in self.x)
         out = np.zeros((len(rows), self.V))
         for j, r in enumerate(rows):
@@ -181,10 +209,9 @@ class MultiLabelLinearProblem:
         loss = torch.zeros(R, dtype=self.dtype, device=self.device)
         for s in range(0, len(self.eval_index), self.eval_chunk):
             rows = self.eval_index[s:s + self.eval_chunk]
-            x = self._dense(self.x, rows).expand(R, -1, -1)
             y = self.y.index_select(0, rows).expand(R, -1, -1)
             w = self.eval_weights[s:s + self.eval_chunk].expand(R, -1)
-            gc, lc = self._grad(theta, x, y, w)
+            gc, lc = self._grad(theta, self._entries(self.x, rows, R), y, w)
             g += gc
             loss += lc
         out = {"train_loss": loss, "grad_norm2": (g * g).sum(-1)}
@@ -194,7 +221,6 @@ class MultiLabelLinearProblem:
 
     def _test(self, theta):
         R, n = theta.shape[0], len(self.y_test)
-        W, b = self._split(theta)
         hit = torch.zeros(R, device=self.device)
         rec = torch.zeros(R, device=self.device)
         loss = torch.zeros(R, dtype=self.dtype, device=self.device)
@@ -203,9 +229,8 @@ class MultiLabelLinearProblem:
         has = 0
         for s in range(0, n, self.eval_chunk):
             rows = rows_all[s:s + self.eval_chunk]
-            x = self._dense(self.x_test, rows)
             y = self.y_test.index_select(0, rows)
-            z = torch.matmul(x, W.transpose(1, 2)) + b.unsqueeze(1)     # [R, n, T]
+            z = self._logits(theta, self._entries(self.x_test, rows, R), R, len(rows))
             loss += self._grad_logits(z, y.expand(R, -1, -1))[0].sum(-1)
             top1 = z.argmax(-1)                                           # [R, n]
             hit += y.expand(R, -1, -1).gather(-1, top1.unsqueeze(-1)).squeeze(-1).sum(-1)

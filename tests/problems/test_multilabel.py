@@ -11,7 +11,7 @@ from reproduce.fedada2_tables import build_private
 from sims.data.stackoverflow import StackOverflowData
 from sims.core.engine import run
 from sims.core.participation import Participation
-from sims.problems.multilabel import MultiLabelLinearProblem, csr_tensors, dense_rows
+from sims.problems.multilabel import MultiLabelLinearProblem, csr_tensors, row_entries
 from sims.problems.stackoverflow import stackoverflow_problem
 
 
@@ -31,17 +31,19 @@ def _data(seed=0, V=40, T=7, sizes=(5, 9, 3, 12), n_test=20):
                              "fixture")
 
 
-def test_dense_rows_match_scipy():
+def test_row_entries_match_scipy():
     d = _data()
     csr = csr_tensors(d.x_train, "cpu", torch.float64)
     rows = torch.tensor([[3, -1, 0], [27, 5, -1]])
-    got = dense_rows(csr, rows, d.x_train.shape[1], torch.float64)
-    want = np.zeros((2, 3, d.x_train.shape[1]))
-    for i in range(2):
-        for j in range(3):
-            if rows[i, j] >= 0:
-                want[i, j] = d.x_train[int(rows[i, j])].toarray()[0]
-    np.testing.assert_allclose(got.numpy(), want, rtol=1e-7)
+    owner, col, val = row_entries(csr, rows)
+    got = np.zeros((6, d.x_train.shape[1]))
+    np.add.at(got, (owner.numpy(), col.numpy()), val.numpy())
+    want = np.zeros((6, d.x_train.shape[1]))
+    for j, r in enumerate(rows.reshape(-1).tolist()):
+        if r >= 0:
+            want[j] = d.x_train[r].toarray()[0]
+    assert (owner.diff() >= 0).all()                     # in row order
+    np.testing.assert_allclose(got, want, rtol=1e-7)
 
 
 @pytest.mark.parametrize("loss", ["sigmoid", "softmax"])
@@ -76,6 +78,17 @@ def test_metrics_against_plain_computation():
         assert float(out["test_acc"][r]) == pytest.approx(float(acc))
         assert float(out["test_recall5"][r]) == pytest.approx(float(rec))
         assert float(out["test_loss"][r]) == pytest.approx(float(bce))
+        # the global objective: clients weighted equally, each the mean over its samples
+        th = theta[r].clone().requires_grad_(True)
+        Wr, br = th[: prob.T * prob.V].view(prob.T, prob.V), th[prob.T * prob.V:]
+        x = torch.as_tensor(d.x_train.toarray(), dtype=torch.float64)
+        per = torch.nn.functional.binary_cross_entropy_with_logits(
+            x @ Wr.T + br, torch.as_tensor(d.y_train).double(), reduction="none").mean(1)
+        f = sum(per[torch.as_tensor(p)].mean() for p in d.parts) / len(d.parts)
+        f.backward()
+        assert float(out["train_loss"][r]) == pytest.approx(f.item(), rel=1e-12)
+        assert float(out["grad_norm2"][r]) == pytest.approx(float((th.grad ** 2).sum()),
+                                                            rel=1e-10)
 
 
 def test_private_fedada2_runs_and_learns():
