@@ -1,10 +1,10 @@
-"""FedAda2's full-preconditioner and SM3-II client steps in one C pass.
+"""FedAda2's full-preconditioner, SM3-II and SM3-I client steps in C.
 
-Planned for a client rule that is one :class:`sims.rules.sm3.SM3` with the full or the SM3-II
-preconditioner updated at every step (``delay = 1``, no freezing, no clipping):
+Planned for a client rule that is one :class:`sims.rules.sm3.SM3` with the full, the SM3-II
+or the SM3-I preconditioner updated at every step (``delay = 1``, no freezing, no clipping):
 :func:`sims.accel.native.sm3.sm3_step` reads ``g``, ``theta``, ``mu`` (Adam: ``m``) and
-writes ``theta``, ``mu``, ``nu`` (Adam: ``m``) in one pass, the cover's minimum before and
-its maxima after folded in.
+writes ``theta``, ``mu``, ``nu`` (Adam: ``m``), the cover's minimum and maxima folded in
+(one pass; SM3-I two over a matrix layer, its maxima of ``g^2`` coming first).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def plan(rule, problem) -> Plan | None:
     if len(items) != 1 or not isinstance(items[0], SM3):
         return None
     sm3 = items[0]
-    if (sm3.precond not in ("full", "sm3-ii") or sm3.delay != 1 or sm3.freeze_epochs
+    if (sm3.precond not in ("full", "sm3-ii", "sm3-i") or sm3.delay != 1 or sm3.freeze_epochs
             or sm3.clip or library() is None):
         return None
     return Plan("sm3-C", step=functools.partial(step, sm3))
@@ -56,7 +56,8 @@ def step(sm3, theta, g, state, lr, mask, info, owned):
         c2 = 1 - sm3.beta2 ** (kr + info.t if sm3.count_offset == "round" else kr)
     ok = sm3_step(cover, theta, g, state["mu"], lr, sm3.eps, m=state.get("m"),
                   beta1=sm3.beta1, beta2=sm3.beta2, c1=c1, c2=c2, rows=rows,
-                  theta_out=theta_out, mu_out=mu_out, m_out=m_out, nu_out=nu_out)
+                  theta_out=theta_out, mu_out=mu_out, m_out=m_out, nu_out=nu_out,
+                  sm3i=sm3.precond == "sm3-i")
     if not ok:
         return None
     new = {**state, "mu": mu_out, "nu": mu_out if full else nu_out, "k": k}

@@ -171,3 +171,130 @@ SM3_SEG(float, int32_t, f32, sqrtf, INT32_MIN)
 SM3_SEG(double, int64_t, f64, sqrt, INT64_MIN)
 SM3_STEP(float, int32_t, f32, INT32_MIN)
 SM3_STEP(double, int64_t, f64, INT64_MIN)
+
+/* SM3-I (FedAda2 Alg. 3 with z = 1; the client AdaGrad / Adam of sims.rules.sm3.SM3 with
+ * precond "sm3-i"): the cover accumulators take the maxima of this step's g^2 first, and nu
+ * is the minimum of the new accumulators over the sets containing each entry:
+ *
+ *   mu_r <- mu_r + max over j in S_r of g_j^2          AdaGrad
+ *   mu_r <- b2 mu_r + (1 - b2) max over j in S_r of g_j^2   Adam;  m <- b1 m + (1 - b1) g
+ *   nu_j  = min over the sets S_r containing j of mu_r
+ *   theta <- theta - s u   (u as in sm3_step above)
+ *
+ * So a matrix layer takes two passes over its entries: the first reads g for the row and
+ * column maxima (a register and the cache-resident scratch, as integer bits of g^2 >= 0), the
+ * second reads g, theta (Adam: m) and writes theta (m) and nu. A vector layer (every set a
+ * singleton) is one pass: nu = mu. Same arguments as sm3_step; nu_out must be given. */
+#define SM3I_STEP(T, I, SUF, SQRT, IMIN)                                                 \
+void sm3i_step_##SUF(T *theta_out, const T *theta, const T *g, T *m_out, const T *m,    \
+                     T *mu_out, const T *mu, T *nu_out, const int64_t *rows,             \
+                     int64_t nrows, int64_t d, int64_t size, int64_t nlayers,            \
+                     const int64_t *desc, const double *step_size,                        \
+                     const double *rsqrt_c2, double lr, double eps, int64_t adam,         \
+                     double b1d, double b2d, void *scratch_mem, int64_t nthreads) {       \
+    const T b1 = (T)b1d, cb1 = (T)(1.0 - b1d), b2 = (T)b2d, cb2 = (T)(1.0 - b2d);        \
+    const T e = (T)eps;                                                                  \
+    _Pragma("omp parallel for schedule(static) num_threads(nthreads) if(nthreads > 1)")  \
+    for (int64_t ri = 0; ri < nrows; ++ri) {                                             \
+        I *scratch = scratch_mem ? (I *)scratch_mem + NATIVE_THREAD * size : 0;          \
+        int64_t r = rows ? rows[ri] : ri;                                                \
+        T *tho = theta_out + r * d, *muo = mu_out + r * size, *nuo = nu_out + r * d;     \
+        const T *thi = theta + r * d, *gr = g + r * d, *mui = mu + r * size;             \
+        T *mo = adam ? m_out + r * d : 0;                                                \
+        const T *mi = adam ? m + r * d : 0;                                              \
+        T s = (T)(step_size ? step_size[ri] : lr);                                       \
+        T rs2 = (T)(rsqrt_c2 ? rsqrt_c2[ri] : 1.0);                                      \
+        const int64_t *L = desc;                                                         \
+        for (int64_t l = 0; l < nlayers; ++l) {                                          \
+            int64_t lo = L[0], off = L[1], k = L[2];                                     \
+            const int64_t *dims = L + 3;                                                 \
+            L += 3 + k;                                                                  \
+            int64_t q = dims[k - 1];                                                     \
+            if (k == 1) {          /* a vector: nu is its accumulators */                \
+                for (int64_t i = 0; i < q; ++i) {                                        \
+                    T gi = gr[lo + i];                                                   \
+                    T nu = adam ? b2 * mui[off + i] + cb2 * (gi * gi)                    \
+                                : mui[off + i] + gi * gi;                                \
+                    T num = gi;                                                          \
+                    if (adam) {                                                          \
+                        num = b1 * mi[lo + i] + cb1 * gi;                                \
+                        mo[lo + i] = num;                                                \
+                    }                                                                    \
+                    muo[off + i] = nu;                                                   \
+                    nuo[lo + i] = nu;                                                    \
+                    tho[lo + i] = thi[lo + i] - s * num / (SQRT(nu) * rs2 + e);          \
+                }                                                                        \
+                continue;                                                                \
+            }                                                                            \
+            int64_t aoff[SM3_MAX_AXES], idx[SM3_MAX_AXES], span = 0, P = 1;              \
+            for (int64_t a = 0; a < k; ++a) {                                            \
+                aoff[a] = off + span;                                                    \
+                span += dims[a];                                                         \
+                idx[a] = 0;                                                              \
+                if (a < k - 1) P *= dims[a];                                             \
+            }                                                                            \
+            /* pass 1: each set's maximum of g^2 (bits) */                               \
+            for (int64_t t = 0; t < span; ++t) scratch[off + t] = IMIN;                  \
+            I *colb = scratch + aoff[k - 1];                                             \
+            for (int64_t p = 0; p < P; ++p) {                                            \
+                const T *gp = gr + lo + p * q;                                           \
+                I rmax = IMIN;                                                           \
+                _Pragma("GCC ivdep")                                                     \
+                for (int64_t i = 0; i < q; ++i) {                                        \
+                    T s2 = gp[i] * gp[i];                                                \
+                    I b;                                                                 \
+                    memcpy(&b, &s2, sizeof b);                                           \
+                    colb[i] = colb[i] > b ? colb[i] : b;                                 \
+                    rmax = rmax > b ? rmax : b;                                          \
+                }                                                                        \
+                for (int64_t a = 0; a < k - 1; ++a) {                                    \
+                    I *x = scratch + aoff[a] + idx[a];                                   \
+                    *x = rmax > *x ? rmax : *x;                                          \
+                }                                                                        \
+                for (int64_t a = k - 2; a >= 0; --a) {                                   \
+                    if (++idx[a] < dims[a]) break;                                       \
+                    idx[a] = 0;                                                          \
+                }                                                                        \
+            }                                                                            \
+            /* the accumulators */                                                       \
+            for (int64_t t = 0; t < span; ++t) {                                         \
+                T inc;                                                                   \
+                memcpy(&inc, scratch + off + t, sizeof inc);                             \
+                muo[off + t] = adam ? b2 * mui[off + t] + cb2 * inc : mui[off + t] + inc; \
+            }                                                                            \
+            /* pass 2: nu = the minimum over the entry's sets, and the step */           \
+            const T *mucol = muo + aoff[k - 1];                                          \
+            for (int64_t p = 0; p < P; ++p) {                                            \
+                T pmin = (T)INFINITY;                                                    \
+                for (int64_t a = 0; a < k - 1; ++a) {                                    \
+                    T v = muo[aoff[a] + idx[a]];                                         \
+                    pmin = v < pmin ? v : pmin;                                          \
+                }                                                                        \
+                int64_t at = lo + p * q;                                                 \
+                T *th = tho + at, *nup = nuo + at;                                       \
+                const T *ti = thi + at, *gp = gr + at;                                   \
+                T *mp = adam ? mo + at : 0;                                              \
+                const T *mq = adam ? mi + at : 0;                                        \
+                _Pragma("GCC ivdep")                                                     \
+                for (int64_t i = 0; i < q; ++i) {                                        \
+                    T gi = gp[i], mc = mucol[i];                                         \
+                    T nu = mc < pmin ? mc : pmin;                                        \
+                    T num = gi;                                                          \
+                    if (adam) {                                                          \
+                        num = b1 * mq[i] + cb1 * gi;                                     \
+                        mp[i] = num;                                                     \
+                    }                                                                    \
+                    nup[i] = nu;                                                         \
+                    th[i] = ti[i] - s * num / (SQRT(nu) * rs2 + e);                      \
+                }                                                                        \
+                for (int64_t a = k - 2; a >= 0; --a) {                                   \
+                    if (++idx[a] < dims[a]) break;                                       \
+                    idx[a] = 0;                                                          \
+                }                                                                        \
+            }                                                                            \
+        }                                                                                \
+    }                                                                                    \
+}
+
+SM3I_STEP(float, int32_t, f32, sqrtf, INT32_MIN)
+SM3I_STEP(double, int64_t, f64, sqrt, INT64_MIN)

@@ -1,6 +1,8 @@
-"""FedAda2's client AdaGrad / Adam step with the full or the SM3-II preconditioner in one C
-pass (``sm3.c``; :mod:`sims.accel.native`): the fast form of
-:class:`sims.rules.sm3.SM3` updated every step (``z = 1``), planned by :mod:`sims.accel.sm3`.
+"""FedAda2's client AdaGrad / Adam step with the full, the SM3-II or the SM3-I preconditioner
+in C (``sm3.c``; :mod:`sims.accel.native`): the fast form of :class:`sims.rules.sm3.SM3`
+updated every step (``z = 1``), planned by :mod:`sims.accel.sm3`. SM3-I (``sm3i_step``) takes
+two passes over a matrix layer (the sets' maxima of ``g^2`` first, then the step); the full
+and SM3-II forms one, as follows.
 
 Each (row, layer) is one loop over the layer's entries that reads ``g``, ``theta`` (Adam:
 ``m``) and the cover accumulators ``mu`` and writes ``theta`` (``m``), the new ``mu`` (the
@@ -58,7 +60,7 @@ def _describe(cover):
 
 def sm3_step(cover, theta, g, mu, lr, eps: float, *, m=None, beta1: float = 0.9,
              beta2: float = 0.999, c1=None, c2=None, rows=None, theta_out, mu_out,
-             m_out=None, nu_out=None) -> bool:
+             m_out=None, nu_out=None, sm3i: bool = False) -> bool:
     """One step of the rows ``rows`` (``[n]`` indices; None: every row) by ``sm3.c``'s rule
     (its header): AdaGrad with ``m`` None, else Adam with the bias corrections ``c1``,
     ``c2`` (``n`` values, one per stepped row in ``rows``' order; None: off); ``lr`` a
@@ -66,10 +68,11 @@ def sm3_step(cover, theta, g, mu, lr, eps: float, *, m=None, beta1: float = 0.9,
     ``g``, ``m`` ``[B, d]``, ``mu`` ``[B, cover.size]``; the outputs (contiguous tensors of
     the same shapes; each may be its input, for in place; ``nu_out`` None: ``nu`` not
     written, as for the full preconditioner, whose ``nu`` is ``mu``) get the stepped rows,
-    their other rows are not touched. Returns False (nothing written) when the kernels
-    cannot take these operands or this cover."""
+    their other rows are not touched. ``sm3i``: SM3-I's rule (``sm3.c``'s ``sm3i_step``;
+    ``nu_out`` must be given) instead of SM3-II's. Returns False (nothing written) when the
+    kernels cannot take these operands or this cover."""
     got = layer_desc(cover)
-    if got is None or theta.dim() != 2:
+    if got is None or theta.dim() != 2 or (sm3i and nu_out is None):
         return False
     desc, layers = got
     adam = m is not None
@@ -95,7 +98,7 @@ def sm3_step(cover, theta, g, mu, lr, eps: float, *, m=None, beta1: float = 0.9,
         step = rate.contiguous()
     if c2 is not None:
         rs2 = c2.reshape(n).to(torch.float64).rsqrt().contiguous()
-    fn = kernel("sm3_step", theta_out.dtype, ARGTYPES)
+    fn = kernel("sm3i_step" if sm3i else "sm3_step", theta_out.dtype, ARGTYPES)
     nt = threads()
     scratch = None                          # a layer's maxima, per thread (matrices only)
     if any(len(shape) > 1 for _, shape, _ in cover.blocks):
@@ -105,5 +108,5 @@ def sm3_step(cover, theta, g, mu, lr, eps: float, *, m=None, beta1: float = 0.9,
            ptr(nu_out), ptr(idx), n, d, cover.size, layers, ptr(desc), ptr(step), ptr(rs2),
            0.0 if per_row else rate, float(eps), int(adam), float(beta1), float(beta2),
            ptr(scratch), nt)
-    count("sm3_step")
+    count("sm3i_step" if sm3i else "sm3_step")
     return True
