@@ -1,6 +1,6 @@
 /* FedAda2's client step with the SM3-II or the full preconditioner (FedAda2 Alg. 4 with
  * z = 1, Alg. 8 / 10 with z = 1; the client AdaGrad of Alg. 2 / 9 or Adam of Alg. 6 / 7) in
- * one pass per (row, layer): the fast form of the client rule sims.rules.sm3.SM3 (plan:
+ * one pass per (row, layer), or with SM3-I (Alg. 3; sm3i, SM3I_LAYER below) in two: the fast form of the client rule sims.rules.sm3.SM3 (plan:
  * sims/accel/sm3.py; wrapper: sims/accel/native/sm3.py). For each entry j of a layer whose
  * cover sets are the indices of its axes (sims.rules.sm3.SM3Cover: a matrix's rows and columns; a vector's
  * singletons), with mu the row's cover accumulators:
@@ -43,6 +43,42 @@
 
 #define SM3_MAX_AXES 8
 
+/* A matrix layer's walk (both rules): its accumulators' offset for each axis (aoff), the
+ * prefix index (idx, zeroed), the number of accumulators (*span) and of prefix rows
+ * (returned). */
+static inline int64_t sm3_axes(const int64_t *dims, int64_t k, int64_t off, int64_t *aoff,
+                               int64_t *idx, int64_t *span) {
+    int64_t P = 1;
+    *span = 0;
+    for (int64_t a = 0; a < k; ++a) {
+        aoff[a] = off + *span;
+        *span += dims[a];
+        idx[a] = 0;
+        if (a < k - 1) P *= dims[a];
+    }
+    return P;
+}
+
+/* The next prefix index (the last axis' entries are a prefix row's loop). */
+static inline void sm3_next(int64_t *idx, const int64_t *dims, int64_t k) {
+    for (int64_t a = k - 2; a >= 0; --a) {
+        if (++idx[a] < dims[a]) return;
+        idx[a] = 0;
+    }
+}
+
+/* The row's operands (both rules' kernels take the same arguments). */
+#define SM3_ROW(T, I)                                                                    \
+        I *scratch = scratch_mem ? (I *)scratch_mem + NATIVE_THREAD * size : 0;          \
+        int64_t r = rows ? rows[ri] : ri;                                                \
+        T *tho = theta_out + r * d, *muo = mu_out + r * size;                            \
+        const T *thi = theta + r * d, *gr = g + r * d, *mui = mu + r * size;             \
+        T *mo = adam ? m_out + r * d : 0, *nuo = nu_out ? nu_out + r * d : 0;            \
+        const T *mi = adam ? m + r * d : 0;                                              \
+        T s = (T)(step_size ? step_size[ri] : lr);                                       \
+        T rs2 = (T)(rsqrt_c2 ? rsqrt_c2[ri] : 1.0);                                      \
+        const int64_t *L = desc;
+
 /* One piece of a prefix row, q entries (the rule in the header); returns the piece's
  * maximum of nu as the integer view of its bits (nu >= +0: IEEE floats >= +0 order as their
  * bits read as signed integers, so the maxima are integer maxima, which vectorize, and a
@@ -52,6 +88,16 @@
  * maximum. adam, vec and wnu (write nu to nuo) are constants in each caller: every
  * combination is its own loop. ivdep: each output is its input or apart from every input
  * (no dependence across entries: in place is entry by entry). */
+/* The minimum of a prefix row's accumulators on the axes before the last (acc: the
+ * accumulators read, idx the prefix index). */
+#define SM3_PREFIX_MIN(T, acc)                                                           \
+    ({ T pm_ = (T)INFINITY;                                                              \
+       for (int64_t a = 0; a < k - 1; ++a) {                                             \
+           T v = (acc)[aoff[a] + idx[a]];                                                \
+           pm_ = v < pm_ ? v : pm_;                                                      \
+       }                                                                                 \
+       pm_; })
+
 /* the dispatch of sm3_seg_any: case c calls the loop with its bits (adam, vec, wnu) as
  * constants */
 #define SM3_ARGS tho, thi, g, mo, mi, nuo, mucol, colv, colb, pmin, q, lr, rs2, eps, b1, cb1, \
@@ -98,141 +144,21 @@ static I sm3_seg_any_##SUF(T *tho, const T *thi, const T *g, T *mo, const T *mi,
     return IMIN;                                                                         \
 }
 
-#define SM3_STEP(T, I, SUF, IMIN)                                                        \
-/* desc: per layer [lo, muoff, k, n_0, .., n_{k-1}] (theta offset, first accumulator,    \
- * axes); scratch: size entries per thread (a layer's new maxima, as bits; null where  \
- * every layer is a vector, none needing it) */                                          \
-void sm3_step_##SUF(T *theta_out, const T *theta, const T *g, T *m_out, const T *m,     \
-                    T *mu_out, const T *mu, T *nu_out, const int64_t *rows, int64_t nrows, \
-                    int64_t d, int64_t size, int64_t nlayers, const int64_t *desc,        \
-                    const double *step_size, const double *rsqrt_c2, double lr,           \
-                    double eps, int64_t adam, double b1d, double b2d, void *scratch_mem,  \
-                    int64_t nthreads) {                                                   \
-    const T b1 = (T)b1d, cb1 = (T)(1.0 - b1d), b2 = (T)b2d, cb2 = (T)(1.0 - b2d);        \
-    const T e = (T)eps;                                                                  \
-    _Pragma("omp parallel for schedule(static) num_threads(nthreads) if(nthreads > 1)")  \
-    for (int64_t ri = 0; ri < nrows; ++ri) {                                             \
-        I *scratch = scratch_mem ? (I *)scratch_mem + NATIVE_THREAD * size : 0;          \
-        int64_t r = rows ? rows[ri] : ri;                                                \
-        T *tho = theta_out + r * d, *muo = mu_out + r * size;                            \
-        const T *thi = theta + r * d, *gr = g + r * d, *mui = mu + r * size;             \
-        T *mo = adam ? m_out + r * d : 0, *nuo = nu_out ? nu_out + r * d : 0;            \
-        const T *mi = adam ? m + r * d : 0;                                              \
-        T s = (T)(step_size ? step_size[ri] : lr);                                       \
-        T rs2 = (T)(rsqrt_c2 ? rsqrt_c2[ri] : 1.0);                                      \
-        const int64_t *L = desc;                                                         \
-        for (int64_t l = 0; l < nlayers; ++l) {                                          \
-            int64_t lo = L[0], off = L[1], k = L[2];                                     \
-            const int64_t *dims = L + 3;                                                 \
-            L += 3 + k;                                                                  \
-            int64_t q = dims[k - 1];                                                     \
-            if (k == 1) {          /* a vector: nu straight into its accumulators */     \
-                sm3_seg_any_##SUF(tho + lo, thi + lo, gr + lo, mo ? mo + lo : 0,         \
-                                  mi ? mi + lo : 0, nuo ? nuo + lo : 0, mui + off,       \
-                                  muo + off, 0, (T)INFINITY, q, s, rs2, e, b1, cb1, b2,  \
-                                  cb2, (int)adam, 1);                                    \
-                continue;                                                                \
-            }                                                                            \
-            int64_t aoff[SM3_MAX_AXES], idx[SM3_MAX_AXES], span = 0, P = 1;              \
-            for (int64_t a = 0; a < k; ++a) {                                            \
-                aoff[a] = off + span;                                                    \
-                span += dims[a];                                                         \
-                idx[a] = 0;                                                              \
-                if (a < k - 1) P *= dims[a];                                             \
-            }                                                                            \
-            for (int64_t t = 0; t < span; ++t) scratch[off + t] = IMIN;                  \
-            for (int64_t p = 0; p < P; ++p) {                                            \
-                T pmin = (T)INFINITY;                                                    \
-                for (int64_t a = 0; a < k - 1; ++a) {                                    \
-                    T v = mui[aoff[a] + idx[a]];                                         \
-                    pmin = v < pmin ? v : pmin;                                          \
-                }                                                                        \
-                int64_t at = lo + p * q;                                                 \
-                I rmax = sm3_seg_any_##SUF(tho + at, thi + at, gr + at,                  \
-                                           mo ? mo + at : 0, mi ? mi + at : 0,           \
-                                           nuo ? nuo + at : 0, mui + aoff[k - 1], 0,     \
-                                           scratch + aoff[k - 1], pmin, q, s, rs2, e,    \
-                                           b1, cb1, b2, cb2, (int)adam, 0);              \
-                for (int64_t a = 0; a < k - 1; ++a) {                                    \
-                    I *x = scratch + aoff[a] + idx[a];                                   \
-                    *x = rmax > *x ? rmax : *x;                                          \
-                }                                                                        \
-                for (int64_t a = k - 2; a >= 0; --a) {   /* next prefix index */         \
-                    if (++idx[a] < dims[a]) break;                                       \
-                    idx[a] = 0;                                                          \
-                }                                                                        \
-            }                                                                            \
-            memcpy(muo + off, scratch + off, sizeof(T) * (size_t)span);                  \
-        }                                                                                \
-    }                                                                                    \
-}
-
-SM3_SEG(float, int32_t, f32, sqrtf, INT32_MIN)
-SM3_SEG(double, int64_t, f64, sqrt, INT64_MIN)
-SM3_STEP(float, int32_t, f32, INT32_MIN)
-SM3_STEP(double, int64_t, f64, INT64_MIN)
-
-/* SM3-I (FedAda2 Alg. 3 with z = 1; the client AdaGrad / Adam of sims.rules.sm3.SM3 with
- * precond "sm3-i"): the cover accumulators take the maxima of this step's g^2 first, and nu
- * is the minimum of the new accumulators over the sets containing each entry:
+/* A matrix layer under SM3-I (sm3_step's sm3i; FedAda2 Alg. 3 with z = 1, the client
+ * AdaGrad / Adam of sims.rules.sm3.SM3 with precond "sm3-i"): the cover accumulators take
+ * the maxima of this step's g^2 first, and nu is the minimum of the new accumulators over
+ * the sets containing each entry:
  *
- *   mu_r <- mu_r + max over j in S_r of g_j^2          AdaGrad
- *   mu_r <- b2 mu_r + (1 - b2) max over j in S_r of g_j^2   Adam;  m <- b1 m + (1 - b1) g
+ *   mu_r <- mu_r + max over j in S_r of g_j^2                AdaGrad
+ *   mu_r <- b2 mu_r + (1 - b2) max over j in S_r of g_j^2    Adam;  m <- b1 m + (1 - b1) g
  *   nu_j  = min over the sets S_r containing j of mu_r
- *   theta <- theta - s u   (u as in sm3_step above)
+ *   theta <- theta - s u   (u as in the header)
  *
- * So a matrix layer takes two passes over its entries: the first reads g for the row and
- * column maxima (a register and the cache-resident scratch, as integer bits of g^2 >= 0), the
- * second reads g, theta (Adam: m) and writes theta (m) and nu. A vector layer (every set a
- * singleton) is one pass: nu = mu. Same arguments as sm3_step; nu_out must be given. */
-#define SM3I_STEP(T, I, SUF, SQRT, IMIN)                                                 \
-void sm3i_step_##SUF(T *theta_out, const T *theta, const T *g, T *m_out, const T *m,    \
-                     T *mu_out, const T *mu, T *nu_out, const int64_t *rows,             \
-                     int64_t nrows, int64_t d, int64_t size, int64_t nlayers,            \
-                     const int64_t *desc, const double *step_size,                        \
-                     const double *rsqrt_c2, double lr, double eps, int64_t adam,         \
-                     double b1d, double b2d, void *scratch_mem, int64_t nthreads) {       \
-    const T b1 = (T)b1d, cb1 = (T)(1.0 - b1d), b2 = (T)b2d, cb2 = (T)(1.0 - b2d);        \
-    const T e = (T)eps;                                                                  \
-    _Pragma("omp parallel for schedule(static) num_threads(nthreads) if(nthreads > 1)")  \
-    for (int64_t ri = 0; ri < nrows; ++ri) {                                             \
-        I *scratch = scratch_mem ? (I *)scratch_mem + NATIVE_THREAD * size : 0;          \
-        int64_t r = rows ? rows[ri] : ri;                                                \
-        T *tho = theta_out + r * d, *muo = mu_out + r * size, *nuo = nu_out + r * d;     \
-        const T *thi = theta + r * d, *gr = g + r * d, *mui = mu + r * size;             \
-        T *mo = adam ? m_out + r * d : 0;                                                \
-        const T *mi = adam ? m + r * d : 0;                                              \
-        T s = (T)(step_size ? step_size[ri] : lr);                                       \
-        T rs2 = (T)(rsqrt_c2 ? rsqrt_c2[ri] : 1.0);                                      \
-        const int64_t *L = desc;                                                         \
-        for (int64_t l = 0; l < nlayers; ++l) {                                          \
-            int64_t lo = L[0], off = L[1], k = L[2];                                     \
-            const int64_t *dims = L + 3;                                                 \
-            L += 3 + k;                                                                  \
-            int64_t q = dims[k - 1];                                                     \
-            if (k == 1) {          /* a vector: nu is its accumulators */                \
-                for (int64_t i = 0; i < q; ++i) {                                        \
-                    T gi = gr[lo + i];                                                   \
-                    T nu = adam ? b2 * mui[off + i] + cb2 * (gi * gi)                    \
-                                : mui[off + i] + gi * gi;                                \
-                    T num = gi;                                                          \
-                    if (adam) {                                                          \
-                        num = b1 * mi[lo + i] + cb1 * gi;                                \
-                        mo[lo + i] = num;                                                \
-                    }                                                                    \
-                    muo[off + i] = nu;                                                   \
-                    nuo[lo + i] = nu;                                                    \
-                    tho[lo + i] = thi[lo + i] - s * num / (SQRT(nu) * rs2 + e);          \
-                }                                                                        \
-                continue;                                                                \
-            }                                                                            \
-            int64_t aoff[SM3_MAX_AXES], idx[SM3_MAX_AXES], span = 0, P = 1;              \
-            for (int64_t a = 0; a < k; ++a) {                                            \
-                aoff[a] = off + span;                                                    \
-                span += dims[a];                                                         \
-                idx[a] = 0;                                                              \
-                if (a < k - 1) P *= dims[a];                                             \
-            }                                                                            \
+ * Two passes over the layer's entries: the first reads g for the row and column maxima (a
+ * register and the cache-resident scratch, as integer bits of g^2 >= 0), the second reads g,
+ * theta (Adam: m) and writes theta (m) and nu. A vector layer (every set a singleton: nu =
+ * mu + g^2) is the SM3-II / full rule's. The body of sm3_step's layer loop (its variables). */
+#define SM3I_LAYER(T, I, SQRT, IMIN)                                                      \
             /* pass 1: each set's maximum of g^2 (bits) */                               \
             for (int64_t t = 0; t < span; ++t) scratch[off + t] = IMIN;                  \
             I *colb = scratch + aoff[k - 1];                                             \
@@ -251,10 +177,7 @@ void sm3i_step_##SUF(T *theta_out, const T *theta, const T *g, T *m_out, const T
                     I *x = scratch + aoff[a] + idx[a];                                   \
                     *x = rmax > *x ? rmax : *x;                                          \
                 }                                                                        \
-                for (int64_t a = k - 2; a >= 0; --a) {                                   \
-                    if (++idx[a] < dims[a]) break;                                       \
-                    idx[a] = 0;                                                          \
-                }                                                                        \
+                sm3_next(idx, dims, k);                                                  \
             }                                                                            \
             /* the accumulators */                                                       \
             for (int64_t t = 0; t < span; ++t) {                                         \
@@ -262,14 +185,11 @@ void sm3i_step_##SUF(T *theta_out, const T *theta, const T *g, T *m_out, const T
                 memcpy(&inc, scratch + off + t, sizeof inc);                             \
                 muo[off + t] = adam ? b2 * mui[off + t] + cb2 * inc : mui[off + t] + inc; \
             }                                                                            \
-            /* pass 2: nu = the minimum over the entry's sets, and the step */           \
+            /* pass 2 (idx is back at zero): nu, the minimum over the entry's sets, and  \
+             * the step */                                                               \
             const T *mucol = muo + aoff[k - 1];                                          \
             for (int64_t p = 0; p < P; ++p) {                                            \
-                T pmin = (T)INFINITY;                                                    \
-                for (int64_t a = 0; a < k - 1; ++a) {                                    \
-                    T v = muo[aoff[a] + idx[a]];                                         \
-                    pmin = v < pmin ? v : pmin;                                          \
-                }                                                                        \
+                T pmin = SM3_PREFIX_MIN(T, muo);                                       \
                 int64_t at = lo + p * q;                                                 \
                 T *th = tho + at, *nup = nuo + at;                                       \
                 const T *ti = thi + at, *gp = gr + at;                                   \
@@ -287,14 +207,63 @@ void sm3i_step_##SUF(T *theta_out, const T *theta, const T *g, T *m_out, const T
                     nup[i] = nu;                                                         \
                     th[i] = ti[i] - s * num / (SQRT(nu) * rs2 + e);                      \
                 }                                                                        \
-                for (int64_t a = k - 2; a >= 0; --a) {                                   \
-                    if (++idx[a] < dims[a]) break;                                       \
-                    idx[a] = 0;                                                          \
-                }                                                                        \
+                sm3_next(idx, dims, k);                                                  \
+            }
+
+#define SM3_STEP(T, I, SUF, SQRT, IMIN)                                                  \
+/* desc: per layer [lo, muoff, k, n_0, .., n_{k-1}] (theta offset, first accumulator,    \
+ * axes); scratch: size entries per thread (a layer's new maxima, as bits; null where  \
+ * every layer is a vector, none needing it) */                                          \
+void sm3_step_##SUF(T *theta_out, const T *theta, const T *g, T *m_out, const T *m,     \
+                    T *mu_out, const T *mu, T *nu_out, const int64_t *rows, int64_t nrows, \
+                    int64_t d, int64_t size, int64_t nlayers, const int64_t *desc,        \
+                    const double *step_size, const double *rsqrt_c2, double lr,           \
+                    double eps, int64_t adam, double b1d, double b2d, void *scratch_mem,  \
+                    int64_t nthreads, int64_t sm3i) {                                     \
+    const T b1 = (T)b1d, cb1 = (T)(1.0 - b1d), b2 = (T)b2d, cb2 = (T)(1.0 - b2d);        \
+    const T e = (T)eps;                                                                  \
+    _Pragma("omp parallel for schedule(static) num_threads(nthreads) if(nthreads > 1)")  \
+    for (int64_t ri = 0; ri < nrows; ++ri) {                                             \
+        SM3_ROW(T, I)                                                                    \
+        for (int64_t l = 0; l < nlayers; ++l) {                                          \
+            int64_t lo = L[0], off = L[1], k = L[2];                                     \
+            const int64_t *dims = L + 3;                                                 \
+            L += 3 + k;                                                                  \
+            int64_t q = dims[k - 1];                                                     \
+            if (k == 1) {          /* a vector: nu straight into its accumulators */     \
+                sm3_seg_any_##SUF(tho + lo, thi + lo, gr + lo, mo ? mo + lo : 0,         \
+                                  mi ? mi + lo : 0, nuo ? nuo + lo : 0, mui + off,       \
+                                  muo + off, 0, (T)INFINITY, q, s, rs2, e, b1, cb1, b2,  \
+                                  cb2, (int)adam, 1);                                    \
+                continue;                                                                \
             }                                                                            \
+            int64_t aoff[SM3_MAX_AXES], idx[SM3_MAX_AXES], span;                        \
+            int64_t P = sm3_axes(dims, k, off, aoff, idx, &span);                        \
+            if (sm3i) {                                                                  \
+                SM3I_LAYER(T, I, SQRT, IMIN)                                             \
+                continue;                                                                \
+            }                                                                            \
+            for (int64_t t = 0; t < span; ++t) scratch[off + t] = IMIN;                  \
+            for (int64_t p = 0; p < P; ++p) {                                            \
+                T pmin = SM3_PREFIX_MIN(T, mui);                                       \
+                int64_t at = lo + p * q;                                                 \
+                I rmax = sm3_seg_any_##SUF(tho + at, thi + at, gr + at,                  \
+                                           mo ? mo + at : 0, mi ? mi + at : 0,           \
+                                           nuo ? nuo + at : 0, mui + aoff[k - 1], 0,     \
+                                           scratch + aoff[k - 1], pmin, q, s, rs2, e,    \
+                                           b1, cb1, b2, cb2, (int)adam, 0);              \
+                for (int64_t a = 0; a < k - 1; ++a) {                                    \
+                    I *x = scratch + aoff[a] + idx[a];                                   \
+                    *x = rmax > *x ? rmax : *x;                                          \
+                }                                                                        \
+                sm3_next(idx, dims, k);                                                  \
+            }                                                                            \
+            memcpy(muo + off, scratch + off, sizeof(T) * (size_t)span);                  \
         }                                                                                \
     }                                                                                    \
 }
 
-SM3I_STEP(float, int32_t, f32, sqrtf, INT32_MIN)
-SM3I_STEP(double, int64_t, f64, sqrt, INT64_MIN)
+SM3_SEG(float, int32_t, f32, sqrtf, INT32_MIN)
+SM3_SEG(double, int64_t, f64, sqrt, INT64_MIN)
+SM3_STEP(float, int32_t, f32, sqrtf, INT32_MIN)
+SM3_STEP(double, int64_t, f64, sqrt, INT64_MIN)

@@ -1,6 +1,6 @@
 """FedAda2's client AdaGrad / Adam step with the full, the SM3-II or the SM3-I preconditioner
 in C (``sm3.c``; :mod:`sims.accel.native`): the fast form of :class:`sims.rules.sm3.SM3`
-updated every step (``z = 1``), planned by :mod:`sims.accel.sm3`. SM3-I (``sm3i_step``) takes
+updated every step (``z = 1``), planned by :mod:`sims.accel.sm3`. SM3-I (``sm3i``) takes
 two passes over a matrix layer (the sets' maxima of ``g^2`` first, then the step); the full
 and SM3-II forms one, as follows.
 
@@ -24,8 +24,8 @@ from . import count, kernel, ptr, threads, usable
 MAX_AXES = 8                     # sm3.c's SM3_MAX_AXES
 _I64, _F64, _P = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
 # theta_out, theta, g, m_out, m, mu_out, mu, nu_out, rows, nrows, d, size, nlayers, desc,
-# step_size, rsqrt_c2, lr, eps, adam, b1, b2, scratch, nthreads
-ARGTYPES = ([_P] * 9 + [_I64] * 4 + [_P] * 3 + [_F64, _F64, _I64, _F64, _F64, _P, _I64])
+# step_size, rsqrt_c2, lr, eps, adam, b1, b2, scratch, nthreads, sm3i
+ARGTYPES = ([_P] * 9 + [_I64] * 4 + [_P] * 3 + [_F64, _F64, _I64, _F64, _F64, _P, _I64, _I64])
 _descs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -68,7 +68,7 @@ def sm3_step(cover, theta, g, mu, lr, eps: float, *, m=None, beta1: float = 0.9,
     ``g``, ``m`` ``[B, d]``, ``mu`` ``[B, cover.size]``; the outputs (contiguous tensors of
     the same shapes; each may be its input, for in place; ``nu_out`` None: ``nu`` not
     written, as for the full preconditioner, whose ``nu`` is ``mu``) get the stepped rows,
-    their other rows are not touched. ``sm3i``: SM3-I's rule (``sm3.c``'s ``sm3i_step``;
+    their other rows are not touched. ``sm3i``: SM3-I's rule (``sm3.c``'s ``SM3I_LAYER``;
     ``nu_out`` must be given) instead of SM3-II's. Returns False (nothing written) when the
     kernels cannot take these operands or this cover."""
     got = layer_desc(cover)
@@ -98,7 +98,7 @@ def sm3_step(cover, theta, g, mu, lr, eps: float, *, m=None, beta1: float = 0.9,
         step = rate.contiguous()
     if c2 is not None:
         rs2 = c2.reshape(n).to(torch.float64).rsqrt().contiguous()
-    fn = kernel("sm3i_step" if sm3i else "sm3_step", theta_out.dtype, ARGTYPES)
+    fn = kernel("sm3_step", theta_out.dtype, ARGTYPES)
     nt = threads()
     scratch = None                          # a layer's maxima, per thread (matrices only)
     if any(len(shape) > 1 for _, shape, _ in cover.blocks):
@@ -107,6 +107,6 @@ def sm3_step(cover, theta, g, mu, lr, eps: float, *, m=None, beta1: float = 0.9,
         fn(ptr(theta_out), ptr(theta), ptr(g), ptr(m_out), ptr(m), ptr(mu_out), ptr(mu),
            ptr(nu_out), ptr(idx), n, d, cover.size, layers, ptr(desc), ptr(step), ptr(rs2),
            0.0 if per_row else rate, float(eps), int(adam), float(beta1), float(beta2),
-           ptr(scratch), nt)
-    count("sm3i_step" if sm3i else "sm3_step")
+           ptr(scratch), nt, int(sm3i))
+    count("sm3_step")
     return True
