@@ -352,9 +352,16 @@ def execute(entry, cfg, progress=None, say=print) -> pd.DataFrame:
     try:
         for run in todo:
             with saved.lock(run_stem(cfg, run), run.name):
-                found = find_saved(outdir, cfg, run, RunStore(outdir, reuse_stale=False))
-                if found is not None:     # the process we waited for has computed it
-                    say(f"run {run.name}: computed meanwhile by another process; reused")
+                # the process we waited for (or one that got there first) may have computed
+                # it, possibly on other code: taken under the same --reuse-stale rule as the
+                # runs found at the start, not recomputed
+                meanwhile = RunStore(outdir, reuse_stale=cfg.reuse_stale)
+                found = find_saved(outdir, cfg, run, meanwhile)
+                if found is not None:
+                    stale = any(s for _, s in meanwhile.reused)
+                    say(f"run {run.name}: computed meanwhile by another process"
+                        + (" on OTHER code than this checkout's; reused (--reuse-stale)"
+                           if stale else "; reused"))
                     bar.update(run.rounds or cfg.rounds)
                     frames.append(found[0])
                     continue

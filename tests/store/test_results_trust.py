@@ -565,6 +565,48 @@ def test_second_process_waits_for_a_run_being_computed_and_reuses_it(tmp_path, c
     assert RunLock(folder / ".locks" / f"{stem}.lock").acquire(blocking=False)   # released
 
 
+@pytest.mark.parametrize("reuse_stale", [True, False], ids=["reuse-stale", "strict"])
+def test_a_run_computed_meanwhile_on_other_code_follows_reuse_stale(tmp_path, reuse_stale):
+    """The result another process saved while this one waited, computed by other code (a
+    process started before a commit): reused and said so under --reuse-stale, recomputed
+    without it (the rule of the runs found at the start)."""
+    entry = make_entry()
+    assert run_entry(entry, tmp_path / "donor") == 0
+    donor = tmp_path / "donor" / "res" / "trust_entry"
+    folder = tmp_path / "res" / "trust_entry"
+    cfg = common.parse_config(entry, ["--reuse-stale"] if reuse_stale else [])
+    run = entry.runs(cfg)[0]
+    stem = common.run_stem(cfg, run)
+    held = RunLock(folder / ".locks" / f"{stem}.lock")
+    assert held.acquire(blocking=False)
+    said = []
+    rec = json.loads((donor / f"{stem}.json").read_text())
+    rec["fingerprint"] = "0" * len(rec["fingerprint"])         # as computed by other code
+
+    def other_process():
+        deadline = time.monotonic() + 60
+        while not any("waiting" in line for line in said) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (folder / f"{stem}.csv").write_bytes((donor / f"{stem}.csv").read_bytes())
+        (folder / f"{stem}.json").write_text(json.dumps(rec))
+        held.release()
+
+    helper = threading.Thread(target=other_process)
+    helper.start()
+    cfg.out, cfg.figures, cfg.quiet = str(tmp_path / "res"), str(tmp_path / "fig"), True
+    common.execute(entry, cfg, say=said.append)
+    helper.join(timeout=30)
+    now = json.loads((folder / f"{stem}.json").read_text())
+    if reuse_stale:
+        assert (f"run {run.name}: computed meanwhile by another process on OTHER code than "
+                "this checkout's; reused (--reuse-stale)") in said
+        assert now == rec                                             # not recomputed
+    else:
+        assert not any("computed meanwhile" in line for line in said)
+        assert now["fingerprint"] != rec["fingerprint"]               # recomputed here
+        assert now["pid"] == os.getpid()
+
+
 def test_two_processes_on_one_out_compute_each_run_once(tmp_path):
     cmd = [sys.executable, "-m", "reproduce.stale_error", "--tiny", "--quiet", "--threads", "1",
            "--out", str(tmp_path / "r"), "--figures", str(tmp_path / "f")]
