@@ -1,7 +1,8 @@
 /* FedAda2's client step with the SM3-II or the full preconditioner (FedAda2 Alg. 4 with
  * z = 1, Alg. 8 / 10 with z = 1; the client AdaGrad of Alg. 2 / 9 or Adam of Alg. 6 / 7) in
- * one pass per (row, layer), or with SM3-I (Alg. 3; sm3i, SM3I_LAYER below) in two: the fast form of the client rule sims.rules.sm3.SM3 (plan:
- * sims/accel/sm3.py; wrapper: sims/accel/native/sm3.py). For each entry j of a layer whose
+ * one pass per (row, layer), or with SM3-I (Alg. 3; sm3i, SM3I_LAYER below) in two: the
+ * fast form of the client rule sims.rules.sm3.SM3 (plan: sims/accel/sm3.py; wrapper:
+ * sims/accel/native/sm3.py). For each entry j of a layer whose
  * cover sets are the indices of its axes (sims.rules.sm3.SM3Cover: a matrix's rows and columns; a vector's
  * singletons), with mu the row's cover accumulators:
  *
@@ -43,22 +44,6 @@
 
 #define SM3_MAX_AXES 8
 
-/* A matrix layer's walk (both rules): its accumulators' offset for each axis (aoff), the
- * prefix index (idx, zeroed), the number of accumulators (*span) and of prefix rows
- * (returned). */
-static inline int64_t sm3_axes(const int64_t *dims, int64_t k, int64_t off, int64_t *aoff,
-                               int64_t *idx, int64_t *span) {
-    int64_t P = 1;
-    *span = 0;
-    for (int64_t a = 0; a < k; ++a) {
-        aoff[a] = off + *span;
-        *span += dims[a];
-        idx[a] = 0;
-        if (a < k - 1) P *= dims[a];
-    }
-    return P;
-}
-
 /* The next prefix index (the last axis' entries are a prefix row's loop). */
 static inline void sm3_next(int64_t *idx, const int64_t *dims, int64_t k) {
     for (int64_t a = k - 2; a >= 0; --a) {
@@ -67,27 +52,6 @@ static inline void sm3_next(int64_t *idx, const int64_t *dims, int64_t k) {
     }
 }
 
-/* The row's operands (both rules' kernels take the same arguments). */
-#define SM3_ROW(T, I)                                                                    \
-        I *scratch = scratch_mem ? (I *)scratch_mem + NATIVE_THREAD * size : 0;          \
-        int64_t r = rows ? rows[ri] : ri;                                                \
-        T *tho = theta_out + r * d, *muo = mu_out + r * size;                            \
-        const T *thi = theta + r * d, *gr = g + r * d, *mui = mu + r * size;             \
-        T *mo = adam ? m_out + r * d : 0, *nuo = nu_out ? nu_out + r * d : 0;            \
-        const T *mi = adam ? m + r * d : 0;                                              \
-        T s = (T)(step_size ? step_size[ri] : lr);                                       \
-        T rs2 = (T)(rsqrt_c2 ? rsqrt_c2[ri] : 1.0);                                      \
-        const int64_t *L = desc;
-
-/* One piece of a prefix row, q entries (the rule in the header); returns the piece's
- * maximum of nu as the integer view of its bits (nu >= +0: IEEE floats >= +0 order as their
- * bits read as signed integers, so the maxima are integer maxima, which vectorize, and a
- * NaN with its sign bit clear propagates, as in sims.rules.sm3.SM3Cover.cover_max_nonneg). vec
- * (a vector layer): nu is written to colv (its accumulators, which may be mucol) and no
- * maximum is taken; else colb (the last axis' new maxima, bits) takes the entry-wise
- * maximum. adam, vec and wnu (write nu to nuo) are constants in each caller: every
- * combination is its own loop. ivdep: each output is its input or apart from every input
- * (no dependence across entries: in place is entry by entry). */
 /* The minimum of a prefix row's accumulators on the axes before the last (acc: the
  * accumulators read, idx the prefix index). */
 #define SM3_PREFIX_MIN(T, acc)                                                           \
@@ -98,6 +62,15 @@ static inline void sm3_next(int64_t *idx, const int64_t *dims, int64_t k) {
        }                                                                                 \
        pm_; })
 
+/* One piece of a prefix row, q entries (the rule in the header); returns the piece's
+ * maximum of nu as the integer view of its bits (nu >= +0: IEEE floats >= +0 order as their
+ * bits read as signed integers, so the maxima are integer maxima, which vectorize, and a
+ * NaN with its sign bit clear propagates, as in sims.rules.sm3.SM3Cover.cover_max_nonneg). vec
+ * (a vector layer): nu is written to colv (its accumulators, which may be mucol) and no
+ * maximum is taken; else colb (the last axis' new maxima, bits) takes the entry-wise
+ * maximum. adam, vec and wnu (write nu to nuo) are constants in each caller: every
+ * combination is its own loop. ivdep: each output is its input or apart from every input
+ * (no dependence across entries: in place is entry by entry). */
 /* the dispatch of sm3_seg_any: case c calls the loop with its bits (adam, vec, wnu) as
  * constants */
 #define SM3_ARGS tho, thi, g, mo, mi, nuo, mucol, colv, colb, pmin, q, lr, rs2, eps, b1, cb1, \
@@ -189,7 +162,7 @@ static I sm3_seg_any_##SUF(T *tho, const T *thi, const T *g, T *mo, const T *mi,
              * the step */                                                               \
             const T *mucol = muo + aoff[k - 1];                                          \
             for (int64_t p = 0; p < P; ++p) {                                            \
-                T pmin = SM3_PREFIX_MIN(T, muo);                                       \
+                T pmin = SM3_PREFIX_MIN(T, muo);                                         \
                 int64_t at = lo + p * q;                                                 \
                 T *th = tho + at, *nup = nuo + at;                                       \
                 const T *ti = thi + at, *gp = gr + at;                                   \
@@ -224,7 +197,15 @@ void sm3_step_##SUF(T *theta_out, const T *theta, const T *g, T *m_out, const T 
     const T e = (T)eps;                                                                  \
     _Pragma("omp parallel for schedule(static) num_threads(nthreads) if(nthreads > 1)")  \
     for (int64_t ri = 0; ri < nrows; ++ri) {                                             \
-        SM3_ROW(T, I)                                                                    \
+        I *scratch = scratch_mem ? (I *)scratch_mem + NATIVE_THREAD * size : 0;          \
+        int64_t r = rows ? rows[ri] : ri;                                                \
+        T *tho = theta_out + r * d, *muo = mu_out + r * size;                            \
+        const T *thi = theta + r * d, *gr = g + r * d, *mui = mu + r * size;             \
+        T *mo = adam ? m_out + r * d : 0, *nuo = nu_out ? nu_out + r * d : 0;            \
+        const T *mi = adam ? m + r * d : 0;                                              \
+        T s = (T)(step_size ? step_size[ri] : lr);                                       \
+        T rs2 = (T)(rsqrt_c2 ? rsqrt_c2[ri] : 1.0);                                      \
+        const int64_t *L = desc;                                                         \
         for (int64_t l = 0; l < nlayers; ++l) {                                          \
             int64_t lo = L[0], off = L[1], k = L[2];                                     \
             const int64_t *dims = L + 3;                                                 \
@@ -237,15 +218,20 @@ void sm3_step_##SUF(T *theta_out, const T *theta, const T *g, T *m_out, const T 
                                   cb2, (int)adam, 1);                                    \
                 continue;                                                                \
             }                                                                            \
-            int64_t aoff[SM3_MAX_AXES], idx[SM3_MAX_AXES], span;                        \
-            int64_t P = sm3_axes(dims, k, off, aoff, idx, &span);                        \
+            int64_t aoff[SM3_MAX_AXES], idx[SM3_MAX_AXES], span = 0, P = 1;              \
+            for (int64_t a = 0; a < k; ++a) {                                            \
+                aoff[a] = off + span;                                                    \
+                span += dims[a];                                                         \
+                idx[a] = 0;                                                              \
+                if (a < k - 1) P *= dims[a];                                             \
+            }                                                                            \
             if (sm3i) {                                                                  \
                 SM3I_LAYER(T, I, SQRT, IMIN)                                             \
                 continue;                                                                \
             }                                                                            \
             for (int64_t t = 0; t < span; ++t) scratch[off + t] = IMIN;                  \
             for (int64_t p = 0; p < P; ++p) {                                            \
-                T pmin = SM3_PREFIX_MIN(T, mui);                                       \
+                T pmin = SM3_PREFIX_MIN(T, mui);                                         \
                 int64_t at = lo + p * q;                                                 \
                 I rmax = sm3_seg_any_##SUF(tho + at, thi + at, gr + at,                  \
                                            mo ? mo + at : 0, mi ? mi + at : 0,           \
