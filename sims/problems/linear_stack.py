@@ -11,6 +11,11 @@ For client ``c``, layer ``l`` with weight ``W_l`` (``out x in``) and bias ``b_l`
 ``z_l = h_{l-1} W_l^T + b_l``, ``h_l = relu(z_l)`` (no ReLU after the last layer); loss
 ``sum_s w_s CE(z_L[s], y_s) / sum_s w_s``; then ``dz_L = (softmax(z_L) - onehot(y)) w / sum w``,
 ``dW_l = dz_l^T h_{l-1}``, ``db_l = sum_s dz_l``, ``dz_{l-1} = (dz_l W_l) * [z_{l-1} > 0]``.
+
+Dropout after a hidden layer (``MLPDropout``, Fed-LAMB's MLP) is a given mask ``m_l`` (0 or
+``1 / (1 - p)`` per sample and unit, drawn by the caller): ``h_l = relu(z_l) * m_l`` and
+``dz_{l-1} = (dz_l W_l) * m_{l-1} * [z_{l-1} > 0]``. Only the gradient paths take masks; the
+fused SGD paths run models without dropout (:func:`hidden_dropout`).
 """
 from __future__ import annotations
 
@@ -22,9 +27,16 @@ from ..core.batching import replica_runs, start_minus, start_rows
 
 def is_linear_stack(model: nn.Module) -> bool:
     """True for modules whose parameters are (weight, bias) pairs of Linear layers applied
-    in order with ReLU between (``sims.problems.models.LogReg`` and ``sims.problems.models.MLP``)."""
-    from .models import MLP, LogReg
-    return type(model) in (LogReg, MLP)
+    in order with ReLU between (``sims.problems.models.LogReg`` and ``sims.problems.models.MLP``),
+    or with dropout after the ReLU as well (``sims.problems.models.MLPDropout``)."""
+    from .models import MLP, LogReg, MLPDropout
+    return type(model) in (LogReg, MLP, MLPDropout)
+
+
+def hidden_dropout(model: nn.Module) -> float:
+    """The dropout rate after the hidden ReLU of a linear stack (``MLPDropout``), else 0."""
+    from .models import MLPDropout
+    return float(model.dropout.p) if type(model) is MLPDropout else 0.0
 
 
 def relu_backward(grad: torch.Tensor, pre: torch.Tensor,
@@ -46,12 +58,14 @@ def _logit_grad(z: torch.Tensor, y: torch.Tensor, scale: torch.Tensor, dim: int)
     return dz.mul_(scale.unsqueeze(dim))
 
 
-def _forward(theta, layout, x):
+def _forward(theta, layout, x, masks=None):
     params = list(layout.unflatten(theta).values())
-    return _forward_params(params[0::2], params[1::2], x)
+    return _forward_params(params[0::2], params[1::2], x, masks)
 
 
-def _forward_params(weights, biases, x):
+def _forward_params(weights, biases, x, masks=None):
+    """Logits, weights, each layer's inputs and pre-activations; ``masks[l]`` (``[B, b,
+    width]``, optional) multiplies hidden layer ``l``'s ReLU output (dropout)."""
     B = weights[0].shape[0]
     h = x.reshape(B, x.shape[1], -1)
     inputs, pre = [], []
@@ -61,6 +75,8 @@ def _forward_params(weights, biases, x):
         if i < len(weights) - 1:
             pre.append(z)
             h = torch.relu(z)
+            if masks is not None:
+                h = h * masks[i]
     return z, weights, inputs, pre
 
 
@@ -70,12 +86,13 @@ def linear_stack_logits(theta: torch.Tensor, layout, x: torch.Tensor) -> torch.T
 
 
 def linear_stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Tensor,
-                      w: torch.Tensor, normalize: bool = True):
+                      w: torch.Tensor, normalize: bool = True, masks=None):
     """Per-client gradients ``[B, d]`` and losses ``[B]`` for inputs ``x[B, b, ...]``, labels
     ``y[B, b]`` and sample weights ``w[B, b]`` (0 = padding). The loss is
-    ``sum_s w_s CE_s / sum_s w_s``, or ``sum_s w_s CE_s`` with ``normalize=False``."""
+    ``sum_s w_s CE_s / sum_s w_s``, or ``sum_s w_s CE_s`` with ``normalize=False``.
+    ``masks``: one dropout mask ``[B, b, width]`` per hidden layer (module docstring)."""
     B = theta.shape[0]
-    z, weights, inputs, pre = _forward(theta, layout, x)
+    z, weights, inputs, pre = _forward(theta, layout, x, masks)
     log_p = torch.log_softmax(z, dim=-1)
     if normalize:
         w = w / w.sum(1, keepdim=True).clamp_min(1)
@@ -91,7 +108,10 @@ def linear_stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Ten
         torch.bmm(dz.transpose(1, 2), inputs[i], out=views[2 * i])
         torch.sum(dz, 1, out=views[2 * i + 1])
         if i > 0:
-            dz = relu_backward(torch.bmm(dz, weights[i]), pre[i - 1])
+            dh = torch.bmm(dz, weights[i])
+            if masks is not None:
+                dh = dh * masks[i - 1]
+            dz = relu_backward(dh, pre[i - 1])
     return out, loss
 
 

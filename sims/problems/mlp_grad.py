@@ -94,10 +94,12 @@ def _weight_grad(dzT: torch.Tensor, hT: torch.Tensor, out: torch.Tensor, onednn:
         torch.bmm(dzT, hT.transpose(1, 2), out=out)
 
 
-def _grad(layers, h: torch.Tensor, hT: torch.Tensor, y, w, out: "_Out", onednn: bool):
+def _grad(layers, h: torch.Tensor, hT: torch.Tensor, y, w, out: "_Out", onednn: bool,
+          masks=None):
     """The gradient of ``sum_s w_s CE_s / sum_s w_s`` into ``out`` (its flat ``[B, d]`` is
     returned) from the first layer's inputs ``h[B, b, in]`` and ``hT`` (the same,
-    feature-major)."""
+    feature-major); ``masks``: one dropout mask ``[B, b, width]`` per hidden layer."""
+    masksT = None if masks is None else [m.transpose(1, 2) for m in masks]
     inputs, pre = [], []
     for i, layer in enumerate(layers):
         inputs.append(hT)
@@ -105,13 +107,18 @@ def _grad(layers, h: torch.Tensor, hT: torch.Tensor, y, w, out: "_Out", onednn: 
         if i < len(layers) - 1:
             pre.append(zT)
             hT = torch.relu(zT)
+            if masksT is not None:
+                hT = hT.mul_(masksT[i])
     dzT = _logit_grad(zT, y, w / w.sum(1, keepdim=True).clamp_min(1), dim=1)
     views = out.unflattened
     for i in range(len(layers) - 1, -1, -1):
         _weight_grad(dzT, inputs[i], views[2 * i], onednn)
         torch.sum(dzT, 2, out=views[2 * i + 1])
         if i > 0:
-            dzT = relu_backward(layers[i].input_grad(dzT), pre[i - 1])
+            dhT = layers[i].input_grad(dzT)
+            if masksT is not None:
+                dhT = dhT.mul_(masksT[i - 1])
+            dzT = relu_backward(dhT, pre[i - 1])
     return out.flat
 
 
@@ -129,15 +136,16 @@ class _Out:
 
 
 def stack_grad(theta: torch.Tensor, layout, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
-               onednn: bool | None = None):
+               onednn: bool | None = None, masks=None):
     """Per-client gradients ``[B, d]`` at ``theta[B, d]`` of the mean weighted cross-entropy on
     inputs ``x[B, b, ...]``, labels ``y[B, b]``, weights ``w[B, b]`` (0 = padding; all-padding
-    rows give 0): :func:`sims.problems.linear_stack.linear_stack_grad` without the losses.
+    rows give 0): :func:`sims.problems.linear_stack.linear_stack_grad` without the losses
+    (``masks`` as there: dropout after the hidden layers).
     ``onednn`` None (default) takes oneDNN by :func:`use_onednn`; False never."""
     B = theta.shape[0]
     use = use_onednn(theta, onednn)
     layers = _layers(list(layout.unflatten(theta).values()))
-    return _grad(layers, *_inputs(x, B), y, w, _Out(layout, B, theta), use)
+    return _grad(layers, *_inputs(x, B), y, w, _Out(layout, B, theta), use, masks)
 
 
 def stack_grad_pair(theta: torch.Tensor, server: torch.Tensor, rep: torch.Tensor, layout,

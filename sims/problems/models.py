@@ -24,7 +24,8 @@ Fed-LAMB (MAIN Sec. 4, spec 3.2), all with ReLU ("All the networks use ReLU"):
   gives no rate).
 * ``mlp-dropout`` -- "one hidden layer containing 200 cells with dropout": 784-200-10 with
   Dropout(0.5) after the hidden ReLU (rate not given; 0.5 as the example net), 159,010
-  parameters. Dropout takes it off the fused linear-stack path of ``mlp``.
+  parameters. Dropout keeps it off the fused local SGD of ``mlp``; its minibatch gradient
+  is the linear stack's with dropout masks (``sims.problems.neural.NeuralProblem.dropout_masks``).
 * ``cifar-cnn`` -- "three convolutional layers followed by two fully-connected layers"
   (widths not given): the TensorFlow CIFAR-10 tutorial CNN, Conv(3,32,3)-ReLU-MaxPool(2)-
   Conv(32,64,3)-ReLU-MaxPool(2)-Conv(64,64,3)-ReLU-[1024]-Linear(1024,64)-ReLU-Linear(64,10),

@@ -9,7 +9,9 @@ batch is all padding is masked out (clients with less data take fewer steps).
 Plain local SGD on a stack of Linear layers (``LogReg``, ``MLP``) runs fused
 (:mod:`sims.problems.linear_stack`); an MLP whose clients take several steps of modest total
 width runs through the clients' Gram matrices instead (:mod:`sims.problems.gram_sgd`, the
-``gram_path`` option).
+``gram_path`` option). A stack with dropout (``MLPDropout``) takes the hand-batched
+minibatch gradient with masks drawn here (:meth:`NeuralProblem.dropout_masks`) and no fused
+SGD: every algorithm steps through :meth:`NeuralProblem.stoch_grad`.
 """
 from __future__ import annotations
 
@@ -23,10 +25,20 @@ from torch.func import functional_call, grad, vmap
 from ..core.batching import start_minus, start_rows
 from ..core.params import ParamLayout
 from .gram_sgd import ClientGram, gram_sgd_delta
-from .linear_stack import (is_linear_stack, linear_stack_grad, linear_stack_logits,
-                           linear_stack_sgd_, linear_stack_sgd_delta)
+from .linear_stack import (hidden_dropout, is_linear_stack, linear_stack_grad,
+                           linear_stack_logits, linear_stack_sgd_, linear_stack_sgd_delta)
 from .mlp_grad import stack_full_grad_sum, stack_grad, stack_grad_pair
 from .onednn import use_onednn
+
+
+def _row_keys(payload: torch.Tensor) -> list[int]:
+    """A 63-bit key per row of sample indices ``payload[B, b]`` (-1 = padding): the sum of
+    ``(index + 1)`` times an odd constant per position, in wrapping int64 arithmetic (distinct
+    rows collide with probability about 2^-63)."""
+    b = payload.shape[1]
+    pos = torch.arange(1, b + 1, dtype=torch.int64) * -7046029254386353131 | 1  # 0x9E37...15
+    keys = ((payload.cpu().to(torch.int64) + 1) * pos).sum(1)
+    return [k & 0x7FFFFFFFFFFFFFFF for k in keys.tolist()]
 
 
 class NeuralProblem:
@@ -77,6 +89,10 @@ class NeuralProblem:
         self.max_steps = max(self.steps_for(c) for c in range(self.n_clients))
         self._batched_grad = vmap(grad(self._loss), randomness="different")
         self.fast_path = fast_path and is_linear_stack(self.model)
+        # dropout after the hidden ReLU: the fast gradient takes masks, the fused SGD paths
+        # (no masks) are off
+        self.dropout = hidden_dropout(self.model) if self.fast_path else 0.0
+        self.fused_sgd = self.fast_path and not self.dropout
         # stoch_grad through sims.problems.mlp_grad (oneDNN products in float32 on the CPU,
         # Mime's anchor gradient with shared weights); False: linear_stack_grad, the reference
         self.fast_grad = fast_grad
@@ -100,7 +116,7 @@ class NeuralProblem:
         the Gram data within :attr:`GRAM_BYTES`."""
         if wanted is False:
             return False
-        usable = self.fast_path and len(self.layout.shapes) == 4 and self.max_steps >= 2
+        usable = self.fused_sgd and len(self.layout.shapes) == 4 and self.max_steps >= 2
         if usable and not wanted:           # auto: also where it pays (cheap checks first)
             out_dim, in_dim = self.layout.shapes[0]
             usable = (out_dim >= 64 and 2 * self.max_steps * self.batch_width <= in_dim + 1
@@ -174,13 +190,42 @@ class NeuralProblem:
 
     # ----------------------------------------------------------------- batched path
     def stoch_grad(self, theta: torch.Tensor, clients: torch.Tensor, payload: torch.Tensor):
-        """Minibatch gradients ``[B, d]``; ``payload[B, batch]`` holds sample indices."""
+        """Minibatch gradients ``[B, d]``; ``payload[B, batch]`` holds sample indices (with
+        dropout on the fast path, masks from :meth:`dropout_masks`)."""
+        if self.fast_path and self.dropout:
+            payload = self._trim(payload)
         x, y, w = self.minibatch(payload)
-        if self.fast_path and self.fast_grad:
-            return stack_grad(theta, self.layout, x, y, w)
         if self.fast_path:
-            return linear_stack_grad(theta, self.layout, x, y, w)[0]
+            masks = self.dropout_masks(payload, theta.dtype)
+            if self.fast_grad:
+                return stack_grad(theta, self.layout, x, y, w, masks=masks)
+            return linear_stack_grad(theta, self.layout, x, y, w, masks=masks)[0]
         return self._batched_grad(theta, x, y, w)
+
+    def dropout_masks(self, payload: torch.Tensor, dtype) -> list[torch.Tensor] | None:
+        """The fast gradient's dropout masks for minibatch rows ``payload[B, b]``: one
+        ``[B, b, width]`` per hidden layer, 0 or ``1 / (1 - p)`` (with probability ``1 - p``),
+        as ``torch.nn.Dropout`` in training mode; None without dropout or outside training.
+
+        Each row's masks come from a generator seeded by a hash of the row's sample indices,
+        so they are a function of the minibatch alone: the same whichever clients it is
+        batched with and after a resume from a checkpoint (the run's seed fixes every
+        minibatch, so it fixes the masks), and the same for every method on the same draws.
+        (The generic path's masks come from torch's global generator, whose state depends on
+        the process's history.) Two gradients on one minibatch (Mime's pair) share masks."""
+        if not self.dropout or not self.model.training:
+            return None
+        keep = 1.0 - self.dropout
+        B, b = payload.shape
+        widths = [shape[0] for shape in self.layout.shapes[0:-2:2]]
+        keys = _row_keys(payload)
+        out = [torch.empty((B, b, n), dtype=dtype) for n in widths]
+        gen = torch.Generator()
+        for r in range(B):
+            gen.manual_seed(keys[r])
+            for m in out:
+                torch.rand(m.shape[1:], generator=gen, dtype=dtype, out=m[r])
+        return [m.lt_(keep).div_(keep).to(self.device) for m in out]
 
     def stoch_grad_pair(self, theta: torch.Tensor, server: torch.Tensor, rep: torch.Tensor,
                         clients: torch.Tensor, payload: torch.Tensor, at_start: bool = False):
@@ -190,9 +235,10 @@ class NeuralProblem:
         (:func:`sims.problems.mlp_grad.stack_grad_pair`); ``at_start`` (the caller's promise
         that ``theta`` is ``server[rep]``, a client's first local step) then evaluates once
         and returns the anchor and a copy of it, so ``g - anchor`` is exactly 0 there.
-        Otherwise two :meth:`stoch_grad` calls in that order (with dropout: independent
-        masks, as before)."""
-        if self.fast_path and self.fast_grad:
+        Otherwise (and with dropout) two :meth:`stoch_grad` calls in that order: on the
+        fast path they share the minibatch's dropout masks (:meth:`dropout_masks`); on the
+        generic path each draws its own."""
+        if self.fast_path and self.fast_grad and not self.dropout:
             x, y, w = self.minibatch(payload)
             if at_start:
                 anchor = stack_grad_pair(None, server, rep, self.layout, x, y, w)[1]
@@ -229,7 +275,7 @@ class NeuralProblem:
         """All local steps of plain SGD at once (``payload[B, K, batch]``), in place on
         ``theta`` (returned), or None when this problem has no fused path (the engine then
         steps through ``stoch_grad``)."""
-        if not self.fast_path:
+        if not self.fused_sgd:
             return None
         return linear_stack_sgd_(theta, self.layout, lambda k: self.minibatch(payload[:, k]),
                                  payload.shape[1], lr)
@@ -240,7 +286,7 @@ class NeuralProblem:
         starting from ``server[rep[b]]`` (:func:`linear_stack_sgd_delta`, or
         :func:`sims.problems.gram_sgd.gram_sgd_delta` where :attr:`gram_path` is set), or
         None."""
-        if not self.fast_path:
+        if not self.fused_sgd:
             return None
         if self.gram_path:
             if self._client_gram is None:
@@ -260,7 +306,7 @@ class NeuralProblem:
         corrections), or None. Plain SGD takes :meth:`local_sgd_delta` (the Gram path where
         it is chosen); otherwise gathered copies train in place
         (:func:`linear_stack_sgd_` with ``decay`` and ``shift``)."""
-        if not self.fast_path:
+        if not self.fused_sgd:
             return None
         if rule.plain:
             return self.local_sgd_delta(server, rep, clients, payload, rule.lr)
@@ -271,7 +317,7 @@ class NeuralProblem:
 
     def local_sgd(self, theta: torch.Tensor, clients, payload: torch.Tensor, lr: float):
         """:meth:`local_sgd_` on a copy (``theta`` is left as it was), or None."""
-        if not self.fast_path:
+        if not self.fused_sgd:
             return None
         return self.local_sgd_(theta.clone(memory_format=torch.contiguous_format), clients,
                                payload, lr)
@@ -315,8 +361,8 @@ class NeuralProblem:
         ``b`` with ``rep[b] == r`` (what the engine's round gradient sums per replica), each
         replica's participants' samples in one product per layer
         (:func:`sims.problems.mlp_grad.stack_full_grad_sum`); None without the fast gradient
-        (the engine then sums :meth:`full_grad`)."""
-        if not (self.fast_path and self.fast_grad):
+        (the engine then sums :meth:`full_grad`, whose gradients draw dropout masks)."""
+        if not (self.fast_path and self.fast_grad) or self.dropout:
             return None
         out = torch.zeros_like(server)
         x_flat = self.x.reshape(len(self.x), -1)

@@ -8,9 +8,11 @@ uneven clients with padded and all-padding rows; the oneDNN branch (float32 only
 has no float64 matmul) to the float64 reference at float32 rounding; and through the engine,
 fast gradient on vs off give the same float64 trajectory for Fed-AMS, MimeLite-LAMB and Mime.
 
-Dropout: the hand-batched gradient covers ``LogReg`` and ``MLP`` only (no dropout);
-``MLPDropout`` stays on ``torch.func``, whose masks a hand-written path cannot reproduce,
-so for it ``stoch_grad_pair`` must be exactly the two ``stoch_grad`` calls it replaces.
+Dropout (``MLPDropout``): the hand-batched gradient takes the problem's masks, which are a
+function of the minibatch rows (:meth:`NeuralProblem.dropout_masks`). With those masks it is
+held to the reference and the reference to autograd of the masked model in float64; the
+masks to ``torch.nn.Dropout``'s law; a run to itself under other chunkings; no fused SGD
+runs such a model; ``stoch_grad_pair`` is the two ``stoch_grad`` calls it replaces.
 """
 from __future__ import annotations
 
@@ -140,20 +142,89 @@ def test_engine_trajectory_fast_grad_on_vs_off(name):
     assert torch.allclose(a, b, rtol=0, atol=1e-11 * float(b.abs().max()))
 
 
-def test_dropout_model_pair_is_the_two_calls():
-    """MLPDropout takes torch.func (no fast gradient): the pair is the two stoch_grad calls
-    in the order the engine made them, drawing the same masks from the same seed."""
+def _masked_autograd(prob, theta, x, y, w, masks):
+    """Per-client gradients by autograd of ``fc2(relu(fc1 x) * mask)`` (MLPDropout with its
+    dropout replaced by the given mask), the loss ``sum_s w_s CE_s / sum_s w_s``."""
+    out = []
+    for c in range(len(theta)):
+        th = theta[c].clone().requires_grad_(True)
+        W1, b1, W2, b2 = prob.layout.unflatten(th).values()
+        h = torch.relu(x[c].reshape(len(y[c]), -1) @ W1.T + b1) * masks[0][c]
+        losses = torch.nn.functional.cross_entropy(h @ W2.T + b2, y[c], reduction="none")
+        loss = (losses * w[c]).sum() / w[c].sum().clamp_min(1)
+        out.append(torch.autograd.grad(loss, th)[0] if w[c].sum() > 0
+                   else torch.zeros_like(th))
+    return torch.stack(out)
+
+
+def test_dropout_gradient_is_autograd_of_the_masked_model_float64():
     prob = _problem(MLPDropout(784, hidden=6))
-    assert not prob.fast_path
+    assert prob.fast_path and prob.dropout == 0.5 and not prob.fused_sgd
     payload = _payload(prob)
+    x, y, w = prob.minibatch(payload)
+    theta = _thetas(prob, len(payload))
+    masks = prob.dropout_masks(payload, theta.dtype)
+    assert len(masks) == 1 and masks[0].shape == (5, payload.shape[1], 6)
+    want = _masked_autograd(prob, theta, x, y, w, masks)
+    ref = linear_stack_grad(theta, prob.layout, x, y, w, masks=masks)[0]
+    assert _rel(ref, want) < 1e-12 and want.abs().max() > 0
+    assert _rel(stack_grad(theta, prob.layout, x, y, w, masks=masks), want) < 1e-12
+    # as the problem hands it to the engine (fast and reference gradient), masks included
+    got = prob.stoch_grad(theta, torch.arange(5), payload)
+    assert _rel(got, want) < 1e-12
+    ref_prob = _problem(MLPDropout(784, hidden=6), fast_grad=False)
+    assert _rel(ref_prob.stoch_grad(theta, torch.arange(5), payload), want) < 1e-12
+    # the masks matter: without them the gradient is another one
+    assert _rel(stack_grad(theta, prob.layout, x, y, w), want) > 1e-3
+
+
+def test_dropout_masks_follow_the_minibatch_and_dropouts_law():
+    prob = _problem(MLPDropout(784, hidden=6, dropout=0.3), batch_size=8)
+    rng = np.random.default_rng(1)
+    payload = torch.as_tensor(rng.integers(0, sum(SIZES), (400, 8)))
+    m = prob.dropout_masks(payload, torch.float64)[0]
+    assert set(torch.unique(m).tolist()) == {0.0, 1 / 0.7}
+    kept = (m > 0).double().mean()
+    assert abs(float(kept) - 0.7) < 4 * (0.7 * 0.3 / m.numel()) ** 0.5
+    assert abs(float(m.mean()) - 1) < 0.02                       # E[mask] = 1
+    # a row's masks: the same whoever it is batched with, in any order; other rows differ
+    sub = prob.dropout_masks(payload[[7, 3]], torch.float64)[0]
+    assert torch.equal(sub[0], m[7]) and torch.equal(sub[1], m[3])
+    assert not torch.equal(m[3], m[4])
+    # outside training (evaluation) there is no dropout
+    prob.model.eval()
+    assert prob.dropout_masks(payload, torch.float64) is None
+    prob.model.train()
+
+
+def test_dropout_model_takes_no_fused_sgd_and_pair_is_the_two_calls():
+    prob = _problem(MLPDropout(784, hidden=6))
+    payload = _payload(prob)
+    steps = payload.unsqueeze(1)
     rep = torch.as_tensor([0, 0, 1, 1, 0])
     server = torch.stack([prob.init_theta(s) for s in range(2)])
+    assert prob.local_sgd_delta(server, rep, torch.arange(5), steps, 0.1) is None
+    assert prob.local_sgd(server[rep], torch.arange(5), steps, 0.1) is None
+    assert prob.full_grad_sum(server, rep, torch.arange(5)) is None
     theta = _thetas(prob, 5)
-    torch.manual_seed(5)
     g, anchor = prob.stoch_grad_pair(theta, server, rep, torch.arange(5), payload)
-    torch.manual_seed(5)
     assert torch.equal(g, prob.stoch_grad(theta, torch.arange(5), payload))
     assert torch.equal(anchor, prob.stoch_grad(server[rep], torch.arange(5), payload))
+
+
+@pytest.mark.parametrize("name", ["fed-lamb", "fed-sgd"])
+def test_dropout_run_is_the_same_in_any_chunking(name):
+    """The masks are a function of the minibatch, so a run does not depend on how its
+    clients are chunked (nor, by the same token, on a resume from a checkpoint)."""
+    out = {}
+    for max_batch in (None, 2):
+        prob = _problem(MLPDropout(784, hidden=6))
+        alg = make_for_problem(name, prob)
+        out[max_batch] = run(prob, alg, Participation("fixed", m=3), 3, [0, 1],
+                             eval_every=0, max_batch=max_batch)
+    a, b = out[None].server["theta"], out[2].server["theta"]
+    assert (a[0] - _problem(MLPDropout(784, hidden=6)).init_theta(0)).abs().max() > 1e-4
+    assert torch.allclose(a, b, rtol=0, atol=1e-12 * float(b.abs().max()))
 
 
 @pytest.mark.parametrize("model", [lambda: MLP(784, hidden=6), lambda: LogReg(784)])

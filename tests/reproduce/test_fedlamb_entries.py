@@ -110,8 +110,10 @@ def test_eps_sweep_tiny_run_selects_by_the_rule(tmp_path, capsys):
     assert sorted(set(zip(acc.eta_l, acc.eps))) == [(0.001, 1e-8), (0.001, 1e-2), (0.01, 1e-8),
                                                     (0.01, 1e-2)]
     healthy = df.groupby("point").diverged_at.apply(lambda d: d.isna().all())
-    assert not healthy.all()               # eps 1e-8: the printed Fed-AMS diverges (MAIN Alg. 2)
-    assert all(healthy[p] == (e > 1e-8) for p, e in acc.groupby("point").eps.first().items())
+    eps_of = acc.groupby("point").eps.first()
+    # eps 1e-8: the printed Fed-AMS diverges (MAIN Alg. 2) at the larger rate; eps 1e-2 never
+    assert not healthy[eps_of[eps_of == 1e-8].index].all()
+    assert healthy[eps_of[eps_of > 1e-8].index].all()
     final = acc[acc["round"] == cfg.rounds]
     means = final.groupby("point").value.mean()[healthy[healthy].index]
     chosen = fl.select_best(df, cfg.rounds).iloc[0]
