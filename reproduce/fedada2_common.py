@@ -59,6 +59,7 @@ from reproduce import fedada2_tables as tables
 from sims.core.participation import Participation
 
 from . import common
+from .sweeps import unit_checkpoint_seconds
 
 #: Figure 1's methods, in the paper's legend order, and their labels.
 METHODS = tables.METHODS
@@ -643,6 +644,7 @@ def two_step_tuning(setting: str, cfg, name: str, grids: dict, table: str | None
                          device=cfg.device, plan=getattr(cfg, "plan", "auto"),
                          threads=cfg.threads or 1, dp=dp,
                          reuse_stale=bool(getattr(cfg, "reuse_stale", False)),
+                         checkpoint_every=unit_checkpoint_seconds(cfg),
                          aggregation=cell_aggregation(setting, m, cfg))
         seeds = list(range(cfg.seed0, cfg.seed0 + int(getattr(cfg, "tune_seeds", 1))))
         out[m] = pr.two_step(f"{name}_{m}" + ("_tiny" if cfg.tiny else ""),

@@ -36,6 +36,7 @@ import pandas as pd
 from . import common
 from . import fedlada_common as fc
 from . import protocols as pr
+from .sweeps import unit_checkpoint_seconds
 
 NAME = "fedlada-tuned"
 RULE = "final-acc"
@@ -79,7 +80,7 @@ def setup(cfg, progress=None) -> pr.Setup:
                     participation=fc.participation_text(cfg), rounds=cfg.rounds,
                     eval_every=cfg.eval_every, out=str(Path(cfg.out) / "sweeps"),
                     device=getattr(cfg, "device", "cpu"), threads=cfg.threads or 1,
-                    progress=progress)
+                    progress=progress, checkpoint_every=unit_checkpoint_seconds(cfg))
 
 
 def _selected(t: pr.Tuning, method: str) -> tuple[dict, float]:
@@ -455,7 +456,8 @@ def retune_local_rate(cfg, label: str, methods, desc: dict, build_problem) -> pr
     su = pr.Setup(desc, build_problem, participation=fc.participation_text(cfg),
                   rounds=cfg.rounds, eval_every=cfg.eval_every,
                   out=str(Path(cfg.out) / "sweeps"), device=getattr(cfg, "device", "cpu"),
-                  threads=cfg.threads or 1, reuse_stale=bool(getattr(cfg, "reuse_stale", False)))
+                  threads=cfg.threads or 1, reuse_stale=bool(getattr(cfg, "reuse_stale", False)),
+                  checkpoint_every=unit_checkpoint_seconds(cfg))
     return pr.tune(f"fedlada-retuned-{label}", ms, su, list(SELECT_SEEDS), rule=RULE,
                    text=f"{TEXT}; {RETUNE_TEXT}")
 

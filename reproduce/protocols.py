@@ -303,13 +303,17 @@ class Setup:
     #: the server's averaging in every cell (:attr:`sims.experiments.sweep.SweepSpec.aggregation`:
     #: ``"uniform"`` or ``"sample-weighted"``)
     aggregation: str = "uniform"
+    #: seconds between checkpoints of a running unit (an entry's ``--checkpoint-every``;
+    #: 0: none, an interrupted unit starts again)
+    checkpoint_every: float = 0.0
 
     def run(self, name: str, grid: Grid, seeds) -> pd.DataFrame:
         spec = SweepSpec(name, grid, self.problem, self.build_problem,
                          participation=self.participation, rounds=self.rounds,
                          seeds=list(seeds), eval_every=self.eval_every, out=self.out,
                          device=self.device, dp=None if self.dp is None else dict(self.dp),
-                         aggregation=self.aggregation)
+                         aggregation=self.aggregation,
+                         checkpoint_every=self.checkpoint_every)
         res = run_sweep(spec, executor=self.executor, plan=self.plan,
                         ray_address=self.ray_address, threads=self.threads or 1,
                         quiet=self.progress is None, progress=self.progress,

@@ -27,17 +27,25 @@ from sims.experiments.sweep.tables import (FED_EF_TABLE1, FED_LAMB_TABLE1, fed_e
 
 from .common import Run
 
+def unit_checkpoint_seconds(cfg) -> float:
+    """The entry's ``--checkpoint-every`` (seconds), for the sweep's running units: an
+    interrupted entry resumes its unfinished cells from their last checkpoint."""
+    return float(getattr(cfg, "checkpoint_every", 0) or 0)
+
+
 def sweep_run(name: str, grid: Grid, problem: dict, build_problem, participation: str, *,
               rounds: int | None = None, eval_every: int = 1, params: dict | None = None,
               plan: str = "auto") -> Run:
     """One entry run that is a whole sweep (see the module docstring). ``problem`` is the
     JSON description that ``build_problem(problem)`` builds (module-level function for Ray).
     The entry's ``--reuse-stale`` reaches the sweep: saved cells of other code are reused
-    (and the sweep says so) instead of recomputed."""
+    (and the sweep says so) instead of recomputed; its ``--checkpoint-every`` checkpoints
+    the running units."""
     def execute(cfg, seeds, progress):
         spec = SweepSpec(name, grid, problem, build_problem, participation=participation,
                          rounds=rounds or cfg.rounds, seeds=list(seeds), eval_every=eval_every,
-                         out=str(Path(cfg.out) / "sweeps"), device=getattr(cfg, "device", "cpu"))
+                         out=str(Path(cfg.out) / "sweeps"), device=getattr(cfg, "device", "cpu"),
+                         checkpoint_every=unit_checkpoint_seconds(cfg))
         cells = len(grid.points()) * len(seeds)
         result = run_sweep(spec, executor=getattr(cfg, "executor", "inprocess"), plan=plan,
                            ray_address=getattr(cfg, "ray_address", None),
@@ -88,7 +96,8 @@ def tuning_run(name: str, methods, problem: dict, build_problem, participation: 
                          plan=getattr(cfg, "plan", "auto"),
                          threads=getattr(cfg, "threads", 0) or 1,
                          ray_address=getattr(cfg, "ray_address", None), progress=tick,
-                         reuse_stale=bool(getattr(cfg, "reuse_stale", False)))
+                         reuse_stale=bool(getattr(cfg, "reuse_stale", False)),
+                         checkpoint_every=unit_checkpoint_seconds(cfg))
         if kind == "tuned":
             t = pr.tune(name, methods, setup, list(seeds), rule=rule, text=text or
                         "symmetric: bracketed grids, edges extended",

@@ -195,3 +195,44 @@ def test_tuning_run_is_an_entry_run_that_records_its_protocol(tmp_path):
     assert back.kind == "tuned" and back.seeds == 3 and back.horizon == 5 and back.interior
     s = pr.select(table, "final-train-loss")
     assert s.loc[s.selected, "eta_l"].tolist() == [record["picks"]["fedavg"]["eta_l"]]
+
+
+@pytest.mark.parametrize("kind", ["sweep", "tuning"])
+def test_entry_sweeps_checkpoint_their_running_units(tmp_path, kind):
+    """An entry's ``--checkpoint-every`` reaches its sweeps' and tunings' running units: an
+    entry stopped mid-unit resumes the unit from its checkpoint (not from round 0) and ends
+    where an uninterrupted run does."""
+    import json
+    from types import SimpleNamespace
+
+    from reproduce.sweeps import sweep_run, tuning_run
+    from sims.experiments.sweep import Grid
+
+    def make():
+        if kind == "sweep":
+            return sweep_run("ck", Grid.from_specs("fedavg", ["eta_l=0.01"]), QUAD,
+                             cli.build_compare_problem, "m=3", rounds=6)
+        m = pr.Method("fedavg", "fedavg", {}, (pr.Bracket("eta_l", (0.01,)),))
+        return tuning_run("ck", [m], QUAD, cli.build_compare_problem, "m=3",
+                          rule="final-train-loss", kind="paper", rounds=6)
+
+    def cfg(out, every):
+        return SimpleNamespace(out=str(out), rounds=6, device="cpu", threads=1,
+                               checkpoint_every=every)
+    whole = make().execute(cfg(tmp_path / "whole", 0), [0], lambda k: None)[0]
+    seen = [0.0]
+
+    def stop(k):
+        seen[0] += k
+        if seen[0] >= 4:                      # the entry's progress: 4 of the 6 rounds done
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        make().execute(cfg(tmp_path / "cut", 1e-9), [0], stop)
+    assert list((tmp_path / "cut").rglob("unit_*.ckpt"))
+    resumed = make().execute(cfg(tmp_path / "cut", 1e-9), [0], lambda k: None)[0]
+    records = [json.loads(p.read_text()) for p in (tmp_path / "cut").rglob("cells/*.json")]
+    assert max(r["resumed_from_round"] or 0 for r in records) >= 3
+    cols = ["seed", "round", "metric", "value"]
+    keep = lambda t: t[t.metric != "wall_time"][cols].sort_values(cols[:3]).reset_index(  # noqa
+        drop=True)
+    pd.testing.assert_frame_equal(keep(resumed), keep(whole))
