@@ -178,6 +178,21 @@ def test_dropout_gradient_is_autograd_of_the_masked_model_float64():
     assert _rel(stack_grad(theta, prob.layout, x, y, w), want) > 1e-3
 
 
+@pytest.mark.skipif(not onednn_available(torch.zeros(1)), reason="no oneDNN on this build")
+def test_dropout_gradient_through_onednn_matches_float64(onednn_calls):
+    """float32 with masks, every layer through oneDNN (threshold lowered), against the
+    float64 masked reference at float32 rounding."""
+    prob = _problem(MLPDropout(784, hidden=6))
+    payload = _payload(prob)
+    x, y, w = prob.minibatch(payload)
+    theta = _thetas(prob, 5)
+    masks = prob.dropout_masks(payload, torch.float64)
+    want = linear_stack_grad(theta, prob.layout, x, y, w, masks=masks)[0]
+    got = stack_grad(theta.float(), prob.layout, x.float(), y, w.float(),
+                     masks=[m.float() for m in masks])
+    assert onednn_calls and _rel(got, want) < 1e-5
+
+
 def test_dropout_masks_follow_the_minibatch_and_dropouts_law():
     prob = _problem(MLPDropout(784, hidden=6, dropout=0.3), batch_size=8)
     rng = np.random.default_rng(1)
