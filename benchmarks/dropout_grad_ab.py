@@ -8,7 +8,8 @@ engine run per arm (``fast``: :class:`sims.problems.neural.NeuralProblem` with i
 hand-batched gradient and the minibatch's dropout masks; ``generic``: ``fast_path=False``,
 ``vmap(grad)`` with ``torch.nn.Dropout``), the arms alternated ABBA over ``--repeats``; a
 run's seconds a round are its fastest round after the first, on the process's CPU clock
-(other jobs on shared cores do not count, their use of the memory bus does).
+(``algorithms_vs_loop.engine_seconds`` with ``--clock cpu``: other jobs on shared cores do
+not count, their use of the memory bus does).
 ``gain[alg]`` is the median over repeats of generic / fast (1.10: the fast form saves 9% of
 the round). Prints one JSON line, with the load average before and after.
 ``python benchmarks/dropout_grad_ab.py [--repeats 2] [--rounds 2] [--epochs 1]
@@ -21,17 +22,13 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # this checkout's sims
-from benchmarks.algorithms_vs_loop import random_dataset  # noqa: E402
-from sims.algorithms.registry import make_for_problem  # noqa: E402
-from sims.core import engine  # noqa: E402
-from sims.core.participation import Participation  # noqa: E402
+from benchmarks import algorithms_vs_loop as avl  # noqa: E402
 from sims.problems.models import MLPDropout  # noqa: E402
 from sims.problems.neural import NeuralProblem  # noqa: E402
 
@@ -43,10 +40,7 @@ def round_seconds(dataset, name: str, fast: bool, epochs: int, rounds: int) -> f
     prob = NeuralProblem(dataset, parts, MLPDropout(), batch_size=BATCH, local_epochs=epochs,
                          fast_path=fast)
     assert prob.fast_path == fast
-    marks = []
-    engine.run(prob, make_for_problem(name, prob), Participation("fixed", m=M), rounds + 1,
-               [0], eval_every=0, progress=lambda t: marks.append(time.process_time()))
-    return float(np.min(np.diff(marks)))
+    return avl.engine_seconds(prob, name, {"m": M}, rounds)
 
 
 def main(argv=None):
@@ -57,8 +51,9 @@ def main(argv=None):
     ap.add_argument("--algorithms", default="fed-lamb,fed-ams,fed-sgd")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    avl.CLOCK = "cpu"
     load0 = os.getloadavg()[0]
-    dataset = random_dataset(N_CLIENTS * PER_CLIENT)
+    dataset = avl.random_dataset(N_CLIENTS * PER_CLIENT)
     seconds = {}
     for name in args.algorithms.split(","):
         runs = {True: [], False: []}
