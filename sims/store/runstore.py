@@ -74,6 +74,10 @@ def config_fingerprint(key: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+#: the fingerprint of a run that resumed a checkpoint of other code (never current)
+OTHER_CODE = "resumed-from-a-checkpoint-of-other-code"
+
+
 def full_fingerprint(config_fp: str) -> str:
     """The config fingerprint joined with the code that computes the run."""
     return hashlib.sha256(f"{config_fp}|{identity.code_digest()}".encode()).hexdigest()[:16]
@@ -211,9 +215,14 @@ class RunStore:
         return ckpt
 
     def save(self, df: pd.DataFrame, record: dict, stem: str, config_fp: str) -> Path:
-        """Save a computed run with both fingerprints and the code digest in its record."""
+        """Save a computed run with both fingerprints and the code digest in its record. A
+        run that resumed a checkpoint of other code (``record["resumed_from_other_code"]``)
+        is saved as of other code (fingerprint :data:`OTHER_CODE`): part of it was computed
+        by that code, so it is never current, and only ``reuse_stale`` reads it back."""
+        mixed = bool(record.get("resumed_from_other_code"))
         record = {**record, "config_fingerprint": config_fp,
-                  "fingerprint": full_fingerprint(config_fp), "code_digest": identity.code_digest()}
+                  "fingerprint": OTHER_CODE if mixed else full_fingerprint(config_fp),
+                  "code_digest": identity.code_digest()}
         path = self.path(stem)
         save_run(df, record, path)
         return path

@@ -303,6 +303,14 @@ def test_checkpoint_of_other_code_is_resumed_only_with_reuse_stale(tmp_path, cap
                      for d in ("strict", "stale"))
     assert strict["resumed_from_round"] == [] and not strict["resumed_from_other_code"]
     assert stale["resumed_from_round"] == [3] and stale["resumed_from_other_code"]
+    # part of it was computed by other code: never read back as current (the same code
+    # recomputes it without --reuse-stale; --reuse-stale reuses it and says so)
+    assert run_entry(entry, tmp_path / "strict", *args) == 0
+    assert "reused 1 saved run" in capsys.readouterr().out
+    assert run_entry(entry, tmp_path / "stale", *args, "--reuse-stale") == 0
+    assert "computed by OTHER code" in capsys.readouterr().out
+    assert run_entry(entry, tmp_path / "stale", *args) == 0
+    assert "recomputing 1 saved run" in capsys.readouterr().out
 
 
 def test_finished_run_with_a_final_checkpoint_is_not_run_again(tmp_path):

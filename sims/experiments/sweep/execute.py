@@ -31,6 +31,11 @@ driver's plug-ins (:mod:`sims.plugins`). A unit that fails (an exception, a kill
 is recorded with its error in
 ``OUT/NAME/failures.json`` and retried once; the other units finish either way. One progress
 bar counts cell-rounds over the whole sweep.
+
+A running unit checkpoints every ``checkpoint_every`` seconds under ``OUT/NAME/.checkpoints/``
+(:func:`_unit_checkpointer`), so an interrupted sweep resumes mid-unit. A checkpoint of other
+code is resumed only with ``reuse_stale`` (``--reuse-stale``); the cells of such a unit are
+then saved as of other code, never read back as current.
 """
 from __future__ import annotations
 
@@ -49,6 +54,7 @@ from ...data import DataError
 from ...store.digest import changed as data_changed
 from ...store.digest import record_of as data_record
 from ...store import identity
+from ...store.runstore import OTHER_CODE
 from ...store.identity import code_identity
 from ...store.locks import RunLock
 from ...store.results import atomic_write_bytes, load_run, provenance, save_run, tidy
@@ -331,6 +337,8 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
                   "replicas_in_unit": len(units_cells), "diverged_at": out.diverged_at[r],
                   "data": data_record(problem),
                   "resumed_from_round": None if ckpt is None else ckpt.resumed_from,
+                  "resumed_from_other_code": bool(ckpt is not None and ckpt.resumed_from
+                                                  and ckpt.other_code),
                   **_weighting(payload.get("aggregation")),
                   **worker_context()}          # where it ran (a Ray worker: the worker's)
         results.append((c, df, record))
@@ -341,7 +349,12 @@ def run_unit(payload: dict, units_cells: list[Cell], progress=None, threads: int
 
 def _unit_checkpointer(payload: dict, cells: list):
     """The checkpointer of one unit (None without ``checkpoint_every``): under the sweep's
-    ``.checkpoints/``, keyed by what the unit computes and the code that computes it."""
+    ``.checkpoints/``, named by what the unit computes and keyed by that and the code that
+    computes it. A checkpoint of other code is not resumed (the first save replaces it),
+    except with ``reuse_stale`` in the payload (``--reuse-stale``), as
+    :meth:`sims.store.runstore.RunStore.checkpointer` does for an entry's runs: then
+    ``other_code`` is set, and the unit's cells are saved as of other code
+    (:func:`_record`), so only ``--reuse-stale`` reads them back."""
     every = payload.get("checkpoint_every") or 0
     if not every or not payload.get("folder"):
         return None
@@ -351,9 +364,16 @@ def _unit_checkpointer(payload: dict, cells: list):
         | _weighting(payload.get("aggregation")) | {
         "cells": [[c.point.algorithm, [[k, v] for k, v in c.point.hyper], c.seed]
                   for c in cells]}, sort_keys=True, default=str)
-    key = hashlib.sha256(f"{what}|{identity.code_digest()}".encode()).hexdigest()
-    return Checkpointer(Path(payload["folder"]) / ".checkpoints" / f"unit_{key[:16]}.ckpt",
-                        every_seconds=float(every), key=key)
+    unit = hashlib.sha256(what.encode()).hexdigest()
+    ckpt = Checkpointer(Path(payload["folder"]) / ".checkpoints" / f"unit_{unit[:16]}.ckpt",
+                        every_seconds=float(every), key=f"{unit}|{identity.code_digest()}")
+    ckpt.other_code = False
+    if payload.get("reuse_stale") and ckpt.path.exists():
+        saved_key = ckpt.saved_key()
+        if saved_key and saved_key != ckpt.key and saved_key.startswith(f"{unit}|"):
+            ckpt.say(f"{ckpt.path.name}: resuming a checkpoint of OTHER code (--reuse-stale)")
+            ckpt.key, ckpt.other_code = saved_key, True
+    return ckpt
 
 
 # ----------------------------------------------------------------------------- the sweep
@@ -371,12 +391,14 @@ class SweepResult:
     recomputed_data: int = 0             # cells whose data changed, computed again
 
 
-def payload_of(spec: SweepSpec) -> dict:
+def payload_of(spec: SweepSpec, reuse_stale: bool = False) -> dict:
+    """What a unit's worker needs of the sweep (``reuse_stale``: a unit may resume a
+    checkpoint of other code, :func:`_unit_checkpointer`)."""
     return {"problem": spec.problem, "build_problem": spec.build_problem,
             "participation": spec.participation, "rounds": spec.rounds,
             "eval_every": spec.eval_every, "max_batch": spec.max_batch, "dp": spec.dp,
             "checkpoint_every": spec.checkpoint_every, "folder": str(spec.folder),
-            "aggregation": spec.aggregation}
+            "aggregation": spec.aggregation, "reuse_stale": bool(reuse_stale)}
 
 
 def _record(spec: SweepSpec, cell: Cell, extra: dict, base: dict) -> dict:
@@ -388,7 +410,8 @@ def _record(spec: SweepSpec, cell: Cell, extra: dict, base: dict) -> dict:
             "driver": {"host": base.get("host"), "pid": base.get("pid")},
             **extra, "point": cell.point.key, "label": cell.point.label,
             "config_fingerprint": cell_config_fingerprint(spec, cell),
-            "fingerprint": cell_fingerprint(spec, cell)}
+            "fingerprint": (OTHER_CODE if extra.get("resumed_from_other_code")
+                            else cell_fingerprint(spec, cell))}
 
 
 def _base_record(spec: SweepSpec) -> dict:
@@ -531,11 +554,11 @@ def _run_locked(spec, points, executor, plan, ray_address, workers, threads, qui
 
     try:
         if executor == "inprocess":
-            _run_inprocess(spec, plan_units(), save, failed, bar, threads)
+            _run_inprocess(spec, plan_units(), save, failed, bar, threads, reuse_stale)
         elif todo:
             from .on_ray import run_ray
             run_ray(spec, plan_units, save, failed, bar, ray_address, workers, threads or 1,
-                    payload_of(spec), run_unit)
+                    payload_of(spec, reuse_stale), run_unit)
     finally:
         bar.close()
         _write_failures(spec, failures, [c for c in cells if c not in frames])
@@ -564,8 +587,8 @@ def _write_failures(spec, failures, missing):
         atomic_write_bytes(path, json.dumps(doc, indent=1).encode())
 
 
-def _run_inprocess(spec, units, save, failed, bar, threads):
-    payload = payload_of(spec)
+def _run_inprocess(spec, units, save, failed, bar, threads, reuse_stale=False):
+    payload = payload_of(spec, reuse_stale)
     for unit in units:
         for attempt in (0, 1):
             done = bar.n
