@@ -59,7 +59,6 @@ from reproduce import fedada2_tables as tables
 from sims.core.participation import Participation
 
 from . import common
-from .sweeps import unit_checkpoint_seconds
 
 #: Figure 1's methods, in the paper's legend order, and their labels.
 METHODS = tables.METHODS
@@ -617,8 +616,6 @@ def two_step_tuning(setting: str, cfg, name: str, grids: dict, table: str | None
     (:attr:`sims.experiments.sweep.SweepSpec.aggregation`); on equal-size clients
     (CIFAR-100's) the weighted mean is the uniform one and the cells aggregate uniformly.
     ``{method: Tuning}``."""
-    from pathlib import Path
-
     from . import fedada2_ranked as rk
     from . import protocols as pr
     key = _tuning_key(name, setting, cfg)
@@ -638,14 +635,10 @@ def two_step_tuning(setting: str, cfg, name: str, grids: dict, table: str | None
                               tuple(pr.Bracket(k, v) for k, v in grid.items()))]
         dp = ({"clip": cell.dp_clip, "sigma": cfg.noise_multiplier,
                "delta": 1.0 / prob.n_clients} if s.private else None)
-        setup = pr.Setup(rk.problem_desc(setting, cfg), rk.build_problem,
-                         participation=f"m={participants(setting, cfg)}", rounds=cfg.rounds,
-                         eval_every=cfg.eval_every, out=str(Path(cfg.out) / "sweeps"),
-                         device=cfg.device, plan=getattr(cfg, "plan", "auto"),
-                         threads=cfg.threads or 1, dp=dp,
-                         reuse_stale=bool(getattr(cfg, "reuse_stale", False)),
-                         checkpoint_every=unit_checkpoint_seconds(cfg),
-                         aggregation=cell_aggregation(setting, m, cfg))
+        setup = pr.Setup.of_entry(cfg, rk.problem_desc(setting, cfg), rk.build_problem,
+                                  participation=f"m={participants(setting, cfg)}",
+                                  rounds=cfg.rounds, eval_every=cfg.eval_every, dp=dp,
+                                  aggregation=cell_aggregation(setting, m, cfg))
         seeds = list(range(cfg.seed0, cfg.seed0 + int(getattr(cfg, "tune_seeds", 1))))
         out[m] = pr.two_step(f"{name}_{m}" + ("_tiny" if cfg.tiny else ""),
                              method(one), method(two), setup, seeds, rule=TWO_STEP_RULE)

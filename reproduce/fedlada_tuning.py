@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -36,7 +35,6 @@ import pandas as pd
 from . import common
 from . import fedlada_common as fc
 from . import protocols as pr
-from .sweeps import unit_checkpoint_seconds
 
 NAME = "fedlada-tuned"
 RULE = "final-acc"
@@ -76,11 +74,9 @@ def centre(method: str, cfg) -> dict:
 
 
 def setup(cfg, progress=None) -> pr.Setup:
-    return pr.Setup(fc.problem_desc(cfg), fc.build_problem,
-                    participation=fc.participation_text(cfg), rounds=cfg.rounds,
-                    eval_every=cfg.eval_every, out=str(Path(cfg.out) / "sweeps"),
-                    device=getattr(cfg, "device", "cpu"), threads=cfg.threads or 1,
-                    progress=progress, checkpoint_every=unit_checkpoint_seconds(cfg))
+    return pr.Setup.of_entry(cfg, fc.problem_desc(cfg), fc.build_problem,
+                             participation=fc.participation_text(cfg), rounds=cfg.rounds,
+                             eval_every=cfg.eval_every, progress=progress)
 
 
 def _selected(t: pr.Tuning, method: str) -> tuple[dict, float]:
@@ -453,11 +449,8 @@ def retune_local_rate(cfg, label: str, methods, desc: dict, build_problem) -> pr
         fixed.pop("n_clients", None)
         centre_ = fixed.pop(key)
         ms.append(pr.Method(m, m, fixed, (pr.bracket(key, centre_, step, 1),)))
-    su = pr.Setup(desc, build_problem, participation=fc.participation_text(cfg),
-                  rounds=cfg.rounds, eval_every=cfg.eval_every,
-                  out=str(Path(cfg.out) / "sweeps"), device=getattr(cfg, "device", "cpu"),
-                  threads=cfg.threads or 1, reuse_stale=bool(getattr(cfg, "reuse_stale", False)),
-                  checkpoint_every=unit_checkpoint_seconds(cfg))
+    su = pr.Setup.of_entry(cfg, desc, build_problem, participation=fc.participation_text(cfg),
+                           rounds=cfg.rounds, eval_every=cfg.eval_every)
     return pr.tune(f"fedlada-retuned-{label}", ms, su, list(SELECT_SEEDS), rule=RULE,
                    text=f"{TEXT}; {RETUNE_TEXT}")
 

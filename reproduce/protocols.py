@@ -307,20 +307,42 @@ class Setup:
     #: 0: none, an interrupted unit starts again)
     checkpoint_every: float = 0.0
 
-    def run(self, name: str, grid: Grid, seeds) -> pd.DataFrame:
+    @classmethod
+    def of_entry(cls, cfg, problem: dict, build_problem, **settings) -> "Setup":
+        """The setup of an entry's sweep or tuning: its cells under ``OUT/sweeps/``, run as
+        the entry's ``cfg`` says (device, executor, plan, threads, Ray address), reusing
+        cells of other code with its ``--reuse-stale`` and checkpointing running units every
+        ``--checkpoint-every`` seconds; ``settings``: the rest (participation, rounds,
+        eval_every, progress, dp, aggregation) and any override of those."""
+        from pathlib import Path
+        return cls(problem, build_problem, **{
+            "out": str(Path(cfg.out) / "sweeps"), "device": getattr(cfg, "device", "cpu"),
+            "executor": getattr(cfg, "executor", "inprocess"),
+            "plan": getattr(cfg, "plan", "auto"), "threads": getattr(cfg, "threads", 0) or 1,
+            "ray_address": getattr(cfg, "ray_address", None),
+            "reuse_stale": bool(getattr(cfg, "reuse_stale", False)),
+            "checkpoint_every": float(getattr(cfg, "checkpoint_every", 0) or 0),
+            **settings})
+
+    def sweep(self, name: str, grid: Grid, seeds):
+        """Run (or read back) every cell of ``grid`` x ``seeds`` under ``OUT/NAME``: the
+        :class:`sims.experiments.sweep.SweepResult` and the sweep's folder."""
         spec = SweepSpec(name, grid, self.problem, self.build_problem,
                          participation=self.participation, rounds=self.rounds,
                          seeds=list(seeds), eval_every=self.eval_every, out=self.out,
                          device=self.device, dp=None if self.dp is None else dict(self.dp),
                          aggregation=self.aggregation,
                          checkpoint_every=self.checkpoint_every)
-        res = run_sweep(spec, executor=self.executor, plan=self.plan,
-                        ray_address=self.ray_address, threads=self.threads or 1,
-                        quiet=self.progress is None, progress=self.progress,
-                        reuse_stale=self.reuse_stale)
+        return run_sweep(spec, executor=self.executor, plan=self.plan,
+                         ray_address=self.ray_address, threads=self.threads or 1,
+                         quiet=self.progress is None, progress=self.progress,
+                         reuse_stale=self.reuse_stale), spec.folder
+
+    def run(self, name: str, grid: Grid, seeds) -> pd.DataFrame:
+        res, folder = self.sweep(name, grid, seeds)
         if res.missing:
             raise GridError(f"tuning {name}: {len(res.missing)} cell(s) failed twice; see "
-                            f"{spec.folder / 'failures.json'}")
+                            f"{folder / 'failures.json'}")
         return with_grid_columns(res.table, grid)
 
 

@@ -19,18 +19,11 @@ table, the grid values as columns and ``run`` the point's label.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from sims.experiments.sweep import Grid, SweepSpec, run_sweep, select, summarize  # noqa: F401
 from sims.experiments.sweep.tables import (FED_EF_TABLE1, FED_LAMB_TABLE1, fed_ef_table1_grid,  # noqa: F401
                                fed_lamb_table1_grid, table_grid)
 
 from .common import Run
-
-def unit_checkpoint_seconds(cfg) -> float:
-    """The entry's ``--checkpoint-every`` (seconds), for the sweep's running units: an
-    interrupted entry resumes its unfinished cells from their last checkpoint."""
-    return float(getattr(cfg, "checkpoint_every", 0) or 0)
 
 
 def sweep_run(name: str, grid: Grid, problem: dict, build_problem, participation: str, *,
@@ -41,20 +34,17 @@ def sweep_run(name: str, grid: Grid, problem: dict, build_problem, participation
     The entry's ``--reuse-stale`` reaches the sweep: saved cells of other code are reused
     (and the sweep says so) instead of recomputed; its ``--checkpoint-every`` checkpoints
     the running units."""
+    from . import protocols as pr
+
     def execute(cfg, seeds, progress):
-        spec = SweepSpec(name, grid, problem, build_problem, participation=participation,
-                         rounds=rounds or cfg.rounds, seeds=list(seeds), eval_every=eval_every,
-                         out=str(Path(cfg.out) / "sweeps"), device=getattr(cfg, "device", "cpu"),
-                         checkpoint_every=unit_checkpoint_seconds(cfg))
         cells = len(grid.points()) * len(seeds)
-        result = run_sweep(spec, executor=getattr(cfg, "executor", "inprocess"), plan=plan,
-                           ray_address=getattr(cfg, "ray_address", None),
-                           threads=getattr(cfg, "threads", 0) or 1,
-                           progress=lambda k: progress(k / cells),
-                           reuse_stale=bool(getattr(cfg, "reuse_stale", False)))
+        setup = pr.Setup.of_entry(cfg, problem, build_problem, participation=participation,
+                                  rounds=rounds or cfg.rounds, eval_every=eval_every,
+                                  plan=plan, progress=lambda k: progress(k / cells))
+        result, folder = setup.sweep(name, grid, seeds)
         if result.missing:
             raise ValueError(f"sweep {name}: {len(result.missing)} cell(s) failed twice; see "
-                             f"{spec.folder / 'failures.json'}")
+                             f"{folder / 'failures.json'}")
         table = result.table.copy()
         for key, val in {"sweep": name, **(params or {})}.items():   # rows name their sweep
             table[key] = val
@@ -89,15 +79,8 @@ def tuning_run(name: str, methods, problem: dict, build_problem, participation: 
         def tick(k):
             cells[0] += k
             progress(k / max(1, len(list(seeds))))
-        setup = pr.Setup(problem, build_problem, participation=participation, rounds=horizon,
-                         eval_every=eval_every, out=str(Path(cfg.out) / "sweeps"),
-                         device=getattr(cfg, "device", "cpu"),
-                         executor=getattr(cfg, "executor", "inprocess"),
-                         plan=getattr(cfg, "plan", "auto"),
-                         threads=getattr(cfg, "threads", 0) or 1,
-                         ray_address=getattr(cfg, "ray_address", None), progress=tick,
-                         reuse_stale=bool(getattr(cfg, "reuse_stale", False)),
-                         checkpoint_every=unit_checkpoint_seconds(cfg))
+        setup = pr.Setup.of_entry(cfg, problem, build_problem, participation=participation,
+                                  rounds=horizon, eval_every=eval_every, progress=tick)
         if kind == "tuned":
             t = pr.tune(name, methods, setup, list(seeds), rule=rule, text=text or
                         "symmetric: bracketed grids, edges extended",

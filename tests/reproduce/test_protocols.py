@@ -236,3 +236,25 @@ def test_entry_sweeps_checkpoint_their_running_units(tmp_path, kind):
     keep = lambda t: t[t.metric != "wall_time"][cols].sort_values(cols[:3]).reset_index(  # noqa
         drop=True)
     pd.testing.assert_frame_equal(keep(resumed), keep(whole))
+
+
+def test_entry_setups_take_the_entrys_flags():
+    """Every entry's sweeps and tunings run as the entry's flags say (``Setup.of_entry``):
+    ``--reuse-stale`` and ``--checkpoint-every`` reach FedLADA's tunings too (its screen
+    used to drop ``--reuse-stale``, recomputing cells of other code the flag keeps)."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from reproduce import common, fedlada_fig2, fedlada_tuning
+    flags = SimpleNamespace(out="o", device="cpu", threads=0, reuse_stale=True,
+                            checkpoint_every=7.0)
+    su = pr.Setup.of_entry(flags, QUAD, cli.build_compare_problem, rounds=5, plan="separate")
+    assert (su.out, su.threads, su.reuse_stale, su.checkpoint_every) == \
+        (str(Path("o") / "sweeps"), 1, True, 7.0)
+    assert (su.rounds, su.plan, su.executor, su.problem) == (5, "separate", "inprocess", QUAD)
+    for argv, stale in ((["--reuse-stale", "--checkpoint-every", "7"], True), ([], False)):
+        cfg = common.parse_config(fedlada_fig2, argv)
+        su = fedlada_tuning.setup(cfg)
+        assert su.reuse_stale is stale and su.checkpoint_every == cfg.checkpoint_every
+    assert fedlada_tuning.setup(common.parse_config(fedlada_fig2, [
+        "--checkpoint-every", "7"])).checkpoint_every == 7.0
