@@ -802,7 +802,9 @@ def make_tuning_runs(cfg, settings, methods, best, proto, problem_kw=None, sub=N
     and the card's pruned-edge item (:func:`pruned_edge_picks`) holds. The table
     records ``proto`` (:class:`reproduce.protocols.Protocol`: where the grid came from) in its
     protocol columns, and ``run`` names each row's grid point, as a sweep's rows do. Every
-    cell is saved and resumed under ``OUT/sweeps/NAME-METHOD``."""
+    cell is saved and resumed under ``OUT/sweeps/SETTING_METHOD``, the folder
+    :func:`make_runs` and :func:`tuned_runs` use, so the protocols share the cells they both
+    run."""
     from .sweeps import tuning_run
     out = []
     pruned = cfg.grid in ("sub", "near")
@@ -811,7 +813,8 @@ def make_tuning_runs(cfg, settings, methods, best, proto, problem_kw=None, sub=N
         table1 = GRIDS[base_method(method)]
         spec = protocols.Method(method, base, fixed, tuple(
             protocols.Bracket(k, v, ladder=table1[k] if pruned and k in RATE_KEYS
-                              and k in table1 else None) for k, v in axes.items()))
+                              and k in table1 else None) for k, v in axes.items()),
+            folder=f"{s.key}_{method}")
         run = tuning_run(f"{s.key}_{method}", [spec], desc, build_problem, part,
                          rule="fed-lamb", kind="paper", eval_every=cfg.eval_every,
                          params=_params(s, method), required_seeds=PAPER_SEEDS,
@@ -847,7 +850,7 @@ def _recorded_as(run, proto, keys, sweep: str | None = None):
 #: and a factor 2 continues them below 0.001 as 0.0005 (a value of Fed-AMS's Table 1 grid).
 RATE_STEP = 2.0
 RATE_KEYS = ("eta_l", "eta")
-#: The suffix of a tuned comparison's sweeps (``SETTING_METHOD-tuned``: rows, cells' folder).
+#: The suffix of a tuned comparison's sweeps (``SETTING_METHOD-tuned``: its rows' ``sweep``).
 TUNED_SUFFIX = "-tuned"
 
 
@@ -861,16 +864,17 @@ def tuned_runs(cfg, settings, methods, best, sub=None, problem_kw=None) -> list:
     ``fed-lamb`` rule at the plotted horizon on every seed. Rows name their sweep
     ``SETTING_METHOD-tuned`` and carry the tuning's protocol columns (``protocol_kind``
     ``tuned``, ``picks_interior``); cells are saved and resumed under
-    ``OUT/sweeps/SETTING_METHOD-tuned``."""
+    ``OUT/sweeps/SETTING_METHOD``, the paper protocol's sweep (:func:`make_runs`), so the
+    values both run are computed once and the tuning computes only its extensions."""
     from .sweeps import tuning_run
     out = []
     for s, method, base, fixed, desc, part, axes in _method_cells(cfg, settings, methods, best,
                                                                   sub, problem_kw):
+        name = f"{s.key}_{method}"
         spec = protocols.Method(
             TUNED_SUFFIX[1:], base, fixed,
             tuple(protocols.Bracket(k, v, RATE_STEP if k in RATE_KEYS else None)
-                  for k, v in axes.items()))
-        name = f"{s.key}_{method}"
+                  for k, v in axes.items()), folder=name)
         run = tuning_run(name, [spec], desc, build_problem, part, rule="fed-lamb",
                          kind="tuned", eval_every=cfg.eval_every, params=_params(s, method),
                          text="symmetric: each method from the paper protocol's values, "

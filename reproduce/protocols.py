@@ -244,11 +244,15 @@ def neighbours(values, center, width: int = 1) -> tuple:
 @dataclass(frozen=True)
 class Method:
     """One compared method in a tuning: ``label`` (its name in the comparison), the registry
-    ``algorithm``, ``fixed`` settings and its :class:`Bracket` axes."""
+    ``algorithm``, ``fixed`` settings and its :class:`Bracket` axes. ``folder``: the sweep
+    (under the setup's ``out``) its cells are saved in, default ``TUNING-LABEL``; a tuning
+    that runs cells another run of the entry also runs names that run's sweep, so the two
+    share them (a cell's files are named by what it computes, never by the sweep)."""
     label: str
     algorithm: str
     fixed: dict = field(default_factory=dict)
     brackets: tuple = ()
+    folder: str = ""
 
     def grid(self, brackets=None) -> Grid:
         bs = self.brackets if brackets is None else brackets
@@ -379,7 +383,7 @@ def tune(name: str, methods: list[Method], setup: Setup, seeds, *, rule: str,
     for m in methods:
         brackets = list(m.brackets)
         for step in range(max_extensions + 1):
-            table = setup.run(f"{name}-{m.label}", m.grid(brackets), seeds)
+            table = setup.run(m.folder or f"{name}-{m.label}", m.grid(brackets), seeds)
             summary = select(table, rule, at=at)
             pick = _pick(summary)
             if pick is None:

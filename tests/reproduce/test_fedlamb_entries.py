@@ -280,6 +280,11 @@ def test_supp1_protocols_and_tuned_comparison(tmp_path, capsys):
     cfg = common.parse_config(fedlamb_supp1, argv + ["--plot-only"])
     _, tuned = fl.split_tuned(common.execute(fedlamb_supp1, cfg))
     assert tuned.groupby("method").eta_l.nunique().min() >= 3
+    # both protocols keep each method's cells in one sweep (SETTING_METHOD): the values the
+    # paper's protocol ran are not computed again for the tuned comparison
+    methods = argv[argv.index("--methods") + 1].split(",")
+    folders = [p.name for p in (tmp_path / "r" / "sweeps").iterdir() if p.is_dir()]
+    assert folders and all(f.rsplit("_", 1)[1] in methods for f in folders), folders
 
 
 def test_pruned_edge_picks_fail_the_paper_protocols_card():
