@@ -479,18 +479,21 @@ def test_fig12_fmnist_rests_on_the_papers_protocol(tmp_path, capsys):
     assert mnist.kind == "pilot"               # the subset's grids rest on its own pilot
 
 
-def test_fig12_fmnist_at_three_epochs_uses_its_own_pilot():
-    """E = 3 on Fashion-MNIST has its own recorded pilot (docs/fedlamb_pilot.md): its panel's
-    candidates are that pilot's, not E = 1's (Fed-AMS's runner-up moves 0.0005 -> 0.0001,
-    Fed-LAMB's 0.005 -> 0.001); E = 5 (not piloted) falls back to E = 1's."""
+def test_fig12_fmnist_at_three_and_five_epochs_use_their_own_pilots():
+    """E = 3 and E = 5 on Fashion-MNIST have their own recorded pilots (docs/fedlamb_pilot.md):
+    each panel's candidates are its pilot's, not E = 1's (Fed-AMS's runner-up moves 0.0005 ->
+    0.0001, Fed-LAMB's 0.005 -> 0.001; at E = 5 Fed-LAMB's best lambda is 0.01); an E with
+    no pilot of its own (E = 2) falls back to E = 1's."""
     cfg = common.parse_config(fedlamb_fig12, ["--dataset", "fmnist", "--models", "mlp-dropout",
-                                              "--epochs", "1,3,5", "--grid", "sub"])
+                                              "--epochs", "1,2,3,5", "--grid", "sub"])
     keys = {s.epochs: fedlamb_fig12.pilot_of(cfg, s) for s in fedlamb_fig12.settings(cfg)}
-    assert keys == {1: "fmnist-mlp-dropout", 3: "fmnist-mlp-dropout_E3",
-                    5: "fmnist-mlp-dropout"}
+    assert keys == {1: "fmnist-mlp-dropout", 2: "fmnist-mlp-dropout",
+                    3: "fmnist-mlp-dropout_E3", 5: "fmnist-mlp-dropout_E5"}
     assert fl.pilot_subgrid(keys[3], "fed-ams")["eta_l"] == (0.0001, 0.0003)
     assert fl.pilot_subgrid(keys[1], "fed-ams")["eta_l"] == (0.0003, 0.0005)
     assert fl.pilot_subgrid(keys[3], "fed-lamb")["eta_l"] == (0.001, 0.003)
+    assert fl.pilot_subgrid(keys[5], "fed-lamb")["eta_l"] == (0.001, 0.003)
+    assert fl.PILOT[keys[5]]["fed-lamb"][0] == {"eta_l": 0.003, "lam": 0.01}
 
 
 def test_fig12_tuned_comparison_beside_the_papers_protocol(tmp_path, capsys):
