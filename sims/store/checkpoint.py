@@ -183,6 +183,7 @@ class Checkpointer:
         self.saves = 0
         self.failed_saves = 0
         self.resumed_from: int | None = None
+        self.other_code = False                 # resuming a checkpoint of other code
         self.resumed_elapsed: float = 0.0       # engine seconds before the resume
         self._loaded: dict | None = None
         self._told: set = set()
@@ -239,6 +240,17 @@ class Checkpointer:
         """The key the checkpoint on disk was saved with (None: none readable)."""
         header = self._header()
         return None if header is None else header.get("key")
+
+    def adopt_other_code(self, prefix: str) -> bool:
+        """Resume the saved checkpoint although its code differs (``--reuse-stale``): where
+        its key differs from this one's but starts with ``prefix`` (the run's own part of
+        the key, without the code), take its key, set ``other_code`` and say so."""
+        saved = self.saved_key() if self.path.exists() else None
+        if not saved or saved == self.key or not saved.startswith(prefix):
+            return False
+        self.say(f"{self.path.name}: resuming a checkpoint of OTHER code (--reuse-stale)")
+        self.key, self.other_code = saved, True
+        return True
 
     def load(self) -> dict | None:
         """The saved state, or None when there is none, it is unreadable (said) or its key

@@ -205,13 +205,8 @@ class RunStore:
         ckpt = Checkpointer(self.folder / ".checkpoints" / name,
                             every_seconds=self.checkpoint_every,
                             key=f"{config_fp}|{part}|{identity.code_digest()}", say=self.say)
-        ckpt.other_code = False
-        if self.reuse_stale and ckpt.path.exists():
-            saved_key = ckpt.saved_key()
-            if saved_key and saved_key != ckpt.key \
-                    and saved_key.startswith(f"{config_fp}|{part}|"):
-                self.say(f"{name}: resuming a checkpoint of OTHER code (--reuse-stale)")
-                ckpt.key, ckpt.other_code = saved_key, True
+        if self.reuse_stale:
+            ckpt.adopt_other_code(f"{config_fp}|{part}|")
         return ckpt
 
     def save(self, df: pd.DataFrame, record: dict, stem: str, config_fp: str) -> Path:

@@ -367,12 +367,8 @@ def _unit_checkpointer(payload: dict, cells: list):
     unit = hashlib.sha256(what.encode()).hexdigest()
     ckpt = Checkpointer(Path(payload["folder"]) / ".checkpoints" / f"unit_{unit[:16]}.ckpt",
                         every_seconds=float(every), key=f"{unit}|{identity.code_digest()}")
-    ckpt.other_code = False
-    if payload.get("reuse_stale") and ckpt.path.exists():
-        saved_key = ckpt.saved_key()
-        if saved_key and saved_key != ckpt.key and saved_key.startswith(f"{unit}|"):
-            ckpt.say(f"{ckpt.path.name}: resuming a checkpoint of OTHER code (--reuse-stale)")
-            ckpt.key, ckpt.other_code = saved_key, True
+    if payload.get("reuse_stale"):
+        ckpt.adopt_other_code(f"{unit}|")
     return ckpt
 
 
