@@ -330,7 +330,7 @@ class Config(common.EntryConfig):
     no_printed: bool = False          # leave out MAIN Alg. 2's printed reading
     printed_eps: str = ""             # the printed reading's eps: "" each setting's pilot
                                       # eps (PILOT), or a comma list: an eps axis (swept)
-    axes: str = ""                    # overrides: "[METHOD.]KEY=v1,v2 ..." (see grid_axes)
+    axes: str = ""                    # overrides: "[SETTING:][METHOD.]KEY=v1,v2 ..." (axes_parts)
     eval_every: int = 1
     threads: int = 1
     executor: str = "inprocess"       # or ray (the sweep API's executors)
@@ -341,7 +341,7 @@ class Config(common.EntryConfig):
 
     def validate(self):
         eps_values(self.printed_eps)
-        parse_axes(self.axes)
+        axes_parts(self.axes)
         if self.init_seed < -1:
             raise common.EntryError(f"--init-seed must be >= 0 (one shared initialisation) or "
                                     f"-1 (each seed its own), got {self.init_seed}")
@@ -368,27 +368,38 @@ def eps_values(text) -> tuple:
     return values
 
 
-def parse_axes(text) -> list[tuple]:
-    """``--axes``: space-separated ``[METHOD.]KEY=SPEC`` -> ``(method or None, key,
-    values)``: the values a method's ``KEY`` runs, replacing what ``--grid`` gives (any values,
-    Table 1's or beyond it: for pilots; a method not named: every method with ``KEY``).
-    ``KEY=SPEC`` is read by the sweep grid's :func:`sims.experiments.sweep.grid.parse_axis` (values or
-    ``log:LO:HI:N``); the method is split off first, since the entry's methods include the
-    printed pair, which is no registry name. The values must be numbers."""
+def axes_parts(text) -> list[tuple]:
+    """``--axes``: space-separated ``[SETTING:][METHOD.]KEY=SPEC`` -> ``(setting or None,
+    method or None, key, values)``: the values a method's ``KEY`` runs, replacing what ``--grid``
+    gives (any values, Table 1's or beyond it: for pilots; a method not named: every method
+    with ``KEY``; a setting not named: every panel, a panel's key such as ``mlp-dropout_E5``:
+    that panel only). ``KEY=SPEC`` is read by the sweep grid's
+    :func:`sims.experiments.sweep.grid.parse_axis` (values or ``log:LO:HI:N``); the setting and
+    the method are split off first, since the entry's methods include the printed pair, which
+    is no registry name. The values must be numbers."""
     out = []
     for part in str(text).split():
         key, sep, spec = part.partition("=")
+        setting, _, key = key.rpartition(":") if ":" in key else ("", "", key)
         method, _, key = key.rpartition(".")
         try:
             values = parse_axis(f"{key}={spec}").values if sep and key else ()
         except GridError:
             values = ()
         if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                 for v in values):
+                                 for v in values) or ":" in setting:
             raise common.EntryError(f"--axes: cannot read {part!r}; expected "
-                                    "[METHOD.]KEY=v1,v2,...")
-        out.append((method or None, key, tuple(float(v) for v in values)))
+                                    "[SETTING:][METHOD.]KEY=v1,v2,...")
+        out.append((setting or None, method or None, key, tuple(float(v) for v in values)))
     return out
+
+
+def parse_axes(text, setting: str | None = None) -> list[tuple]:
+    """The ``(method or None, key, values)`` overrides of ``--axes`` (:func:`axes_parts`) that
+    apply to the panel ``setting``: those naming no setting and those naming it, in the order
+    given (a later one replaces an earlier one's values: ``lam=0 mlp-dropout_E5:lam=0,0.01``
+    pins lambda at 0 except at E = 5). ``setting=None``: only those naming no setting."""
+    return [(m, k, v) for s, m, k, v in axes_parts(text) if s is None or s == setting]
 
 #: ``--grid pilot``: the pilot sweeps' grids (docs/fedlamb_pilot.md): Table 1's rate grids,
 #: Fed-LAMB at lambda 0 only, Adp-Fed over the region of its 12 x 10 grid where an earlier
@@ -732,12 +743,19 @@ def build_problem(desc: dict):
     return common.cached_problem(**desc)
 
 
-def check_axes(cfg, methods) -> None:
-    """``--axes`` may name only methods that run (a one-line error otherwise)."""
-    named = {m for m, _, _ in parse_axes(cfg.axes) if m is not None}
+def check_axes(cfg, methods, settings) -> None:
+    """``--axes`` may name only methods and panels (settings' keys) that run (a one-line error
+    otherwise)."""
+    parts = axes_parts(cfg.axes)
+    named = {m for _, m, _, _ in parts if m is not None}
     if named - set(methods):
         raise common.EntryError(f"--axes: {', '.join(sorted(named - set(methods)))} not among "
                                 f"the methods run ({', '.join(methods)})")
+    panels = {s for s, _, _, _ in parts if s is not None}
+    keys = [s.key for s in settings]
+    if panels - set(keys):
+        raise common.EntryError(f"--axes: {', '.join(sorted(panels - set(keys)))} not among "
+                                f"the panels run ({', '.join(keys)})")
 
 
 def make_runs(cfg, settings, methods, best, problem_kw=None, sub=None) -> list:
@@ -746,7 +764,7 @@ def make_runs(cfg, settings, methods, best, problem_kw=None, sub=None) -> list:
     point of ``--grid best`` (and the centre of ``near``), ``sub(setting, method) -> axes``
     the sub-grid of ``--grid sub``; ``--printed-eps`` and ``--axes`` as :func:`grid_axes`.
     Every cell is saved and resumed by the sweep API under ``OUT/sweeps/``."""
-    check_axes(cfg, methods)
+    check_axes(cfg, methods, settings)
     out = []
     for s in settings:
         desc = problem_desc(cfg, s, problem_kw)
@@ -754,7 +772,7 @@ def make_runs(cfg, settings, methods, best, problem_kw=None, sub=None) -> list:
         for method in methods:
             grid = method_grid(method, cfg.grid, best(s, method), eps_values(cfg.printed_eps),
                                sub(s, method) if sub and cfg.grid == "sub" else None,
-                               parse_axes(cfg.axes))
+                               parse_axes(cfg.axes, s.key))
             name = f"{s.key}_{method}"
             params = {"setting": s.key, "dataset": s.dataset, "model": s.model,
                       "epochs": s.epochs, "method": method, "sweep": name}
@@ -780,7 +798,7 @@ def _method_cells(cfg, settings, methods, best, sub, problem_kw):
     settings, problem description, participation, grid axes)``: the values the paper's
     protocol runs (:func:`grid_axes` of ``--grid``, ``--printed-eps`` and ``--axes``
     applied), the one source of both protocols' starting grids."""
-    check_axes(cfg, methods)
+    check_axes(cfg, methods, settings)
     for s in settings:
         desc = problem_desc(cfg, s, problem_kw)
         part = "full" if s.m is None else f"m={s.m}"
@@ -788,7 +806,8 @@ def _method_cells(cfg, settings, methods, best, sub, problem_kw):
             base = base_method(method)
             axes = grid_axes(method, cfg.grid, best(s, method),
                              sub=sub(s, method) if sub and cfg.grid == "sub" else None,
-                             eps=eps_values(cfg.printed_eps), overrides=parse_axes(cfg.axes))
+                             eps=eps_values(cfg.printed_eps),
+                             overrides=parse_axes(cfg.axes, s.key))
             yield (s, method, base, dict(PRINTED) if method != base else {}, desc, part, axes)
 
 

@@ -25,8 +25,10 @@ does not train at any Table 1 rate on either model (recorded as diverged at the 
 and its best accuracy is nearly flat along that diagonal). The printed Fed-LAMB trains at
 every eps (its steps are normalised per layer); its eps changes its accuracy by at most 2.3
 points at its best rate. ``--printed-eps`` sets one eps, or sweeps a comma list as a grid
-axis of the printed pair; ``--axes METHOD.KEY=v1,v2`` replaces a method's values (pilots);
-``--no-printed`` leaves the printed runs out.
+axis of the printed pair; ``--axes METHOD.KEY=v1,v2`` replaces a method's values (pilots),
+``--axes PANEL:METHOD.KEY=...`` in one panel only (``mlp-dropout_E5:fed-lamb.lam=0,0.01``: the
+ledger's lambda at E = 5, where its pilot's best lambda is 0.01; a later part replaces an
+earlier one); ``--no-printed`` leaves the printed runs out.
 
 Data (``--dataset``): ``mnist``, full MNIST from ``--data-dir``, without it the embedded
 4,000-image subset (80 training images per client instead of 1,200: 3 local steps per epoch

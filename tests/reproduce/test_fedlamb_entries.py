@@ -496,6 +496,37 @@ def test_fig12_fmnist_at_three_and_five_epochs_use_their_own_pilots():
     assert fl.PILOT[keys[5]]["fed-lamb"][0] == {"eta_l": 0.003, "lam": 0.01}
 
 
+def test_axes_can_name_one_panel():
+    """``--axes SETTING:...`` replaces values in one panel only, a later part over an earlier
+    one (the ledger's lambda pinned at 0 except at E = 5, whose pilot's best lambda is 0.01);
+    both protocols' runs take it; a panel or method that does not run is a one-line error."""
+    text = "fed-lamb.lam=0 mlp-dropout_E5:fed-lamb.lam=0,0.01 fed-sgd.eta_l=0.03,0.3"
+    assert fl.axes_parts(text)[1] == ("mlp-dropout_E5", "fed-lamb", "lam", (0.0, 0.01))
+    assert fl.parse_axes(text) == [("fed-lamb", "lam", (0.0,)), ("fed-sgd", "eta_l", (0.03, 0.3))]
+    assert fl.parse_axes(text, "mlp-dropout_E5")[1] == ("fed-lamb", "lam", (0.0, 0.01))
+    argv = ["--dataset", "fmnist", "--models", "mlp-dropout", "--epochs", "1,5", "--grid",
+            "near", "--no-printed", "--tuned", "--axes", text]
+    runs = fedlamb_fig12.runs(common.parse_config(fedlamb_fig12, argv))
+    lam = {}
+    for r in runs:
+        if r.params["method"] != "fed-lamb":
+            continue
+        if "grid" in r.params:
+            axes = {a["key"]: tuple(a["values"]) for a in r.params["grid"]["axes"]}
+        else:
+            (_, _, _, brackets), = r.params["methods"]
+            axes = {k: tuple(v) for k, v, _ in brackets}
+        lam[r.name] = axes["lam"]
+    assert lam == {"mlp-dropout_E1_fed-lamb": (0.0,), "mlp-dropout_E5_fed-lamb": (0.0, 0.01),
+                   "mlp-dropout_E1_fed-lamb-tuned": (0.0,),
+                   "mlp-dropout_E5_fed-lamb-tuned": (0.0, 0.01)}
+    for bad, message in (("mlp-dropout_E3:lam=0", "mlp-dropout_E3 not among the panels run"),
+                         ("a:b:lam=0", "cannot read"),
+                         ("mlp-dropout_E5:fed-ams-printed.lam=0", "not among the methods")):
+        with pytest.raises(common.EntryError, match=message):
+            fedlamb_fig12.runs(common.parse_config(fedlamb_fig12, argv[:-1] + [bad]))
+
+
 def test_fig12_tuned_comparison_beside_the_papers_protocol(tmp_path, capsys):
     """``--tuned``: the symmetric tuned comparison runs beside the paper protocol's runs. Each
     method starts from the values the paper protocol runs (its rates extendable by
