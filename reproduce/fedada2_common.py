@@ -595,9 +595,10 @@ def image_grids(table: str, cfg) -> dict:
 
 
 def _tuning_key(name: str, setting: str, cfg) -> tuple:
-    """One tuning's key in this process's cache (:func:`two_step_tuning`, :func:`tuning_lines`)."""
+    """One tuning's key in this process's cache (:func:`two_step_tuning`, :func:`tuning_lines`):
+    the run's settings and the folder its cells live in (another ``--out`` reads its own)."""
     import json
-    return name, setting, json.dumps(cfg.run_key(), sort_keys=True, default=str)
+    return name, setting, str(cfg.out), json.dumps(cfg.run_key(), sort_keys=True, default=str)
 
 
 def two_step_tuning(setting: str, cfg, name: str, grids: dict, table: str | None = None) -> dict:

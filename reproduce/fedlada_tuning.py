@@ -245,11 +245,13 @@ _PICKS: dict = {}
 
 def base_config(cfg):
     """``fedlada_fig2``'s default setting (the setting the picks are tuned at), at ``cfg``'s
-    scale (``--tiny`` / ``--full``) and with ``cfg``'s output folders and execution flags."""
+    scale (``--tiny`` / ``--full``) and with ``cfg``'s output folders and execution flags
+    (threads, ``--plot-only``, ``--reuse-stale``, ``--checkpoint-every``)."""
     from . import fedlada_fig2 as f2
     base = f2.Config(tiny=cfg.tiny, full=cfg.full, out=cfg.out, figures=cfg.figures,
                      data_dir=cfg.data_dir, device=cfg.device, threads=cfg.threads,
-                     paper_lr=True, tuned=True)
+                     paper_lr=True, tuned=True, plot_only=cfg.plot_only,
+                     reuse_stale=cfg.reuse_stale, checkpoint_every=cfg.checkpoint_every)
     base.scale()
     return base
 

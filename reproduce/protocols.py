@@ -310,13 +310,17 @@ class Setup:
     #: seconds between checkpoints of a running unit (an entry's ``--checkpoint-every``;
     #: 0: none, an interrupted unit starts again)
     checkpoint_every: float = 0.0
+    #: compute nothing, read saved cells only (an entry's ``--plot-only``): a tuning with a
+    #: cell not saved is a one-line error, not a computation
+    saved_only: bool = False
 
     @classmethod
     def of_entry(cls, cfg, problem: dict, build_problem, **settings) -> "Setup":
         """The setup of an entry's sweep or tuning: its cells under ``OUT/sweeps/``, run as
         the entry's ``cfg`` says (device, executor, plan, threads, Ray address), reusing
-        cells of other code with its ``--reuse-stale`` and checkpointing running units every
-        ``--checkpoint-every`` seconds; ``settings``: the rest (participation, rounds,
+        cells of other code with its ``--reuse-stale``, checkpointing running units every
+        ``--checkpoint-every`` seconds and, under ``--plot-only``, computing nothing (saved
+        cells only); ``settings``: the rest (participation, rounds,
         eval_every, progress, dp, aggregation) and any override of those."""
         from pathlib import Path
         return cls(problem, build_problem, **{
@@ -326,6 +330,7 @@ class Setup:
             "ray_address": getattr(cfg, "ray_address", None),
             "reuse_stale": bool(getattr(cfg, "reuse_stale", False)),
             "checkpoint_every": float(getattr(cfg, "checkpoint_every", 0) or 0),
+            "saved_only": bool(getattr(cfg, "plot_only", False)),
             **settings})
 
     def sweep(self, name: str, grid: Grid, seeds):
@@ -337,10 +342,17 @@ class Setup:
                          device=self.device, dp=None if self.dp is None else dict(self.dp),
                          aggregation=self.aggregation,
                          checkpoint_every=self.checkpoint_every)
-        return run_sweep(spec, executor=self.executor, plan=self.plan,
-                         ray_address=self.ray_address, threads=self.threads or 1,
-                         quiet=self.progress is None, progress=self.progress,
-                         reuse_stale=self.reuse_stale), spec.folder
+        try:
+            res = run_sweep(spec, executor=self.executor, plan=self.plan,
+                            ray_address=self.ray_address, threads=self.threads or 1,
+                            quiet=self.progress is None, progress=self.progress,
+                            reuse_stale=self.reuse_stale, saved_only=self.saved_only)
+        except GridError as exc:
+            if not self.saved_only:
+                raise
+            from .common import EntryError
+            raise EntryError(f"--plot-only: {exc}; run without --plot-only first") from None
+        return res, spec.folder
 
     def run(self, name: str, grid: Grid, seeds) -> pd.DataFrame:
         res, folder = self.sweep(name, grid, seeds)

@@ -382,6 +382,33 @@ def test_tuning_run_passes_reuse_stale(tmp_path, monkeypatch, capsys):
         assert said in printed.out + printed.err
 
 
+def test_saved_only_reads_a_complete_sweep_and_computes_nothing(tmp_path):
+    """``saved_only`` (an entry's ``--plot-only``): a sweep with a cell not saved is a
+    one-line error before any work (nothing written); a complete one is read back as it is.
+    Through an entry's setup (``protocols.Setup.of_entry`` under ``--plot-only``) the error
+    names the flag."""
+    from reproduce import common
+    from reproduce import protocols as pr
+    spec = quad_spec(tmp_path)
+    with pytest.raises(GridError, match=r"sweep s: 12 of 12 cell\(s\) have no saved result"):
+        run_sweep(spec, quiet=True, saved_only=True)
+    cells = spec.folder / "cells"
+    assert not cells.exists() or not any(cells.iterdir())          # nothing computed
+    first = run_sweep(spec, quiet=True)
+    again = run_sweep(spec, quiet=True, saved_only=True)
+    assert again.ran == 0 and again.reused == 12
+    pd.testing.assert_series_equal(_values(again.table), _values(first.table))
+    with pytest.raises(GridError, match="6 of 18 cell"):
+        run_sweep(quad_spec(tmp_path, seeds=[0, 1, 2]), quiet=True, saved_only=True)
+    cfg = common.EntryConfig(seeds=1, rounds=4, out=str(tmp_path / "entry"), plot_only=True)
+    setup = pr.Setup.of_entry(cfg, QUAD, cli.build_compare_problem, participation="m=3",
+                              rounds=4)
+    assert setup.saved_only
+    with pytest.raises(common.EntryError, match="^--plot-only: sweep g: 2 of 2 cell.*run "
+                                                 "without --plot-only first$"):
+        setup.sweep("g", Grid.from_specs("fedavg", ["eta_l=0.05,0.1"]), [0])
+
+
 def test_cli_paper_table_grid(tmp_path, capsys):
     """--table fed-lamb: the Fed-LAMB supplement Table 1 grid is one command."""
     args = ["--tiny", "--quiet", "--table", "fed-lamb", "--algorithms", "fed-sgd",

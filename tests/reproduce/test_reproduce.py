@@ -134,6 +134,21 @@ def test_plot_only_redraws_or_says_what_is_missing(tmp_path, capsys):
     assert (figs / "fedef_fig9.png").exists()
 
 
+@pytest.mark.parametrize("name, extra", [("fedada2_choices", ("--tuning", "two-step")),
+                                         ("fedlada_k", ("--tuned",))],
+                         ids=["fedada2-two-step", "fedlada-tuned-picks"])
+def test_plot_only_computes_no_tuning_either(name, extra, tmp_path, capsys):
+    """Entries whose runs rest on a tuning made while listing their runs (FedAda2's two-step
+    picks; FedLADA's base picks where no filed record is at the run's scale): under
+    ``--plot-only`` with the tuning's cells not saved, a one-line error naming the flag, and
+    no cell computed."""
+    rc, out, _ = _run(name, tmp_path, *extra, "--plot-only")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("error: --plot-only: sweep ") and "no saved result" in err[0]
+    assert not list((tmp_path / "results").rglob("*.csv"))
+
+
 @pytest.mark.parametrize("args,words", [
     (["--seeds", "0"], "--seeds"),
     (["--partition", "halves"], "partition"),

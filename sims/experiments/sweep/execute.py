@@ -456,7 +456,7 @@ def _error_text(exc: BaseException) -> str:
 def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto",
               ray_address: str | None = None, workers: int | None = None,
               threads: int = 1, quiet: bool = False, progress=None,
-              reuse_stale: bool = False, say=None) -> SweepResult:
+              reuse_stale: bool = False, say=None, saved_only: bool = False) -> SweepResult:
     """Run every missing cell of ``spec`` and return the whole grid's tidy table.
 
     ``executor``: ``"inprocess"`` or ``"ray"`` (local Ray with ``workers`` CPUs, default
@@ -467,7 +467,9 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
     sweep's own bar. A saved cell of other code is computed again (and its file replaced),
     or with ``reuse_stale`` reused; a cell whose data changed is computed again; ``say``
     (default: stderr) tells which. The sweep holds its folder's lock while it runs: a second
-    process on the same sweep waits, then reuses what the first computed.
+    process on the same sweep waits, then reuses what the first computed. ``saved_only``:
+    compute nothing; a cell without a saved result (one of other code counts as saved only
+    with ``reuse_stale``) is a one-line :class:`GridError` before any work.
     """
     if executor not in EXECUTORS:
         raise GridError(f"executor must be one of {EXECUTORS}, got {executor!r}")
@@ -484,13 +486,13 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
                                                                 GridError)
     try:
         return _run_locked(spec, points, executor, plan, ray_address, workers, threads, quiet,
-                           progress, reuse_stale, say)
+                           progress, reuse_stale, say, saved_only)
     finally:
         lock.release()
 
 
 def _run_locked(spec, points, executor, plan, ray_address, workers, threads, quiet, progress,
-                reuse_stale, say) -> SweepResult:
+                reuse_stale, say, saved_only=False) -> SweepResult:
     started = time.perf_counter()
     cells = [Cell(p, s) for p in points for s in spec.seeds]
     frames, todo = {}, []
@@ -505,6 +507,9 @@ def _run_locked(spec, points, executor, plan, ray_address, workers, threads, qui
             frames[c] = found.df
             stale_reused += found.stale
     reused = len(frames)
+    if saved_only and todo:
+        raise GridError(f"sweep {spec.name}: {len(todo)} of {len(cells)} cell(s) have no saved "
+                        f"result in {spec.folder} (computing was not allowed)")
     if stale_reused:
         say(f"sweep {spec.name}: reused {stale_reused} saved cell(s) computed by OTHER code "
             "than this checkout's (--reuse-stale)")
