@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from sims.experiments.sweep import Axis, Grid, SweepSpec, run_sweep, summarize
+from sims.experiments.sweep.execute import NotSaved
 from sims.experiments.sweep.grid import GridError
 
 TUNED_SEEDS = 3            # the symmetric tuned protocol's least number of selection seeds
@@ -347,9 +348,7 @@ class Setup:
                             ray_address=self.ray_address, threads=self.threads or 1,
                             quiet=self.progress is None, progress=self.progress,
                             reuse_stale=self.reuse_stale, saved_only=self.saved_only)
-        except GridError as exc:
-            if not self.saved_only:
-                raise
+        except NotSaved as exc:
             from .common import EntryError
             raise EntryError(f"--plot-only: {exc}; run without --plot-only first") from None
         return res, spec.folder

@@ -453,6 +453,10 @@ def _error_text(exc: BaseException) -> str:
     return " ".join(" ".join(lines).split())[:2000]
 
 
+class NotSaved(GridError):
+    """A sweep run with ``saved_only`` has cells without a saved result."""
+
+
 def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto",
               ray_address: str | None = None, workers: int | None = None,
               threads: int = 1, quiet: bool = False, progress=None,
@@ -469,7 +473,7 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
     (default: stderr) tells which. The sweep holds its folder's lock while it runs: a second
     process on the same sweep waits, then reuses what the first computed. ``saved_only``:
     compute nothing; a cell without a saved result (one of other code counts as saved only
-    with ``reuse_stale``) is a one-line :class:`GridError` before any work.
+    with ``reuse_stale``) is a one-line :class:`NotSaved` before any work.
     """
     if executor not in EXECUTORS:
         raise GridError(f"executor must be one of {EXECUTORS}, got {executor!r}")
@@ -508,7 +512,7 @@ def _run_locked(spec, points, executor, plan, ray_address, workers, threads, qui
             stale_reused += found.stale
     reused = len(frames)
     if saved_only and todo:
-        raise GridError(f"sweep {spec.name}: {len(todo)} of {len(cells)} cell(s) have no saved "
+        raise NotSaved(f"sweep {spec.name}: {len(todo)} of {len(cells)} cell(s) have no saved "
                         f"result in {spec.folder} (computing was not allowed)")
     if stale_reused:
         say(f"sweep {spec.name}: reused {stale_reused} saved cell(s) computed by OTHER code "
