@@ -258,3 +258,12 @@ def test_entry_setups_take_the_entrys_flags():
         assert su.reuse_stale is stale and su.checkpoint_every == cfg.checkpoint_every
     assert fedlada_tuning.setup(common.parse_config(fedlada_fig2, [
         "--checkpoint-every", "7"])).checkpoint_every == 7.0
+    # the base tuning other FedLADA entries read their tuned picks from (fedlada_fig2's
+    # setting, built from the entry's config) takes the entry's flags too
+    from reproduce import fedlada_k
+    for argv, on in ((["--reuse-stale", "--plot-only", "--checkpoint-every", "9"], True),
+                     ([], False)):
+        su = fedlada_tuning.setup(fedlada_tuning.base_config(
+            common.parse_config(fedlada_k, argv)))
+        assert (su.reuse_stale, su.saved_only) == (on, on)
+        assert su.checkpoint_every == (9.0 if on else common.EntryConfig.checkpoint_every)
