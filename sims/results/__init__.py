@@ -3,6 +3,7 @@
 ::
 
     python -m sims.results ls results/compare --filter algorithm=fed* --filter current=yes
+    python -m sims.results ls results/sweeps/NAME --in-flight     # a long sweep's progress
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
                     help="keep runs whose column or dotted record key (config.n_clients, "
                          "algorithm.eta_l) matches the shell-style pattern VALUE (repeatable)")
+    ls.add_argument("--in-flight", action="store_true",
+                    help="also list runs checkpointed mid-way (kind 'in flight', rounds done)")
     ls.add_argument("--sort", default="path", help="column to sort by (default %(default)s)")
     ls.add_argument("--format", default="table", choices=("table", "csv", "json"))
     ls.add_argument("--import", dest="imports", action="append", default=[],
@@ -38,7 +41,7 @@ def main(argv=None) -> int:
         if args.sort not in COLUMNS:
             raise ListingError(f"--sort {args.sort}: not a column; choose one of "
                                f"{', '.join(COLUMNS)}")
-        df = table(args.folder, parse_filters(args.filter))
+        df = table(args.folder, parse_filters(args.filter), include_in_flight=args.in_flight)
     except (ListingError, PluginError) as exc:
         print(f"python -m sims.results: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

@@ -139,6 +139,21 @@ def read_header(path: Path) -> dict:
     return meta
 
 
+def header_round(header: dict) -> int | None:
+    """The rounds done by the state a checkpoint's header describes (its top-level ``t``),
+    from the skeleton alone (no tensor read); None where it has none."""
+    try:
+        node = json.loads(header.get("skeleton") or "null")
+    except ValueError:
+        return None
+    pairs = node.get("__dict__") if isinstance(node, dict) else None
+    for pair in pairs if isinstance(pairs, list) else ():
+        if isinstance(pair, list) and len(pair) == 2 and pair[0] == "t":
+            t = pair[1]
+            return t if isinstance(t, int) and not isinstance(t, bool) else None
+    return None
+
+
 def read_state(path: Path, header: dict) -> dict:
     """The state of the checkpoint at ``path`` whose header is ``header``."""
     from safetensors.torch import load_file

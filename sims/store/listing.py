@@ -12,6 +12,12 @@ runs), and :func:`table` makes one row per run:
 code, with the plug-ins imported here, would compute the same: ``yes``; else ``no``) and
 ``diverged`` (seeds that diverged).
 
+:func:`in_flight` (``ls --in-flight``) adds one row per run stopped or running mid-way: a
+checkpoint under a ``.checkpoints`` folder (an engine run's, a sweep unit's), kind ``in
+flight``, ``rounds`` the rounds its checkpoint has done, ``started`` when it was saved; read
+from the checkpoint file's header only (no tensor, nothing unpickled), so a long run's
+progress shows without touching it.
+
 :func:`apply_filters` keeps the rows matching every ``KEY=VALUE``: ``KEY`` is a column or a
 dotted path into the record (``config.n_clients``, ``algorithm.eta_l``,
 ``code.plugins``), ``VALUE`` a shell-style pattern (``fed*``, ``0.0?``) matched against the
@@ -165,12 +171,41 @@ def apply_filters(rows: list[dict], records: list[dict], filters) -> list[int]:
     return keep
 
 
-def table(folder, filters=()) -> pd.DataFrame:
-    """The saved runs under ``folder`` matching ``filters`` (``[(KEY, PATTERN)]``)."""
+def in_flight(folder) -> list[dict]:
+    """One row per checkpoint under ``folder``'s ``.checkpoints`` folders (module
+    docstring); a file that is not a readable checkpoint is left out."""
+    import time
+
+    from .checkpoint import CheckpointError, header_round, read_header
+    folder = Path(folder)
+    out = []
+    for path in sorted(folder.rglob("*")):
+        parts = path.relative_to(folder).parts
+        if not path.is_file() or ".checkpoints" not in parts[:-1]:
+            continue
+        try:
+            done = header_round(read_header(path))
+        except CheckpointError:
+            continue
+        saved = time.strftime("%Y-%m-%d %H:%M", time.gmtime(path.stat().st_mtime))
+        out.append({**{c: None for c in COLUMNS}, "path": path.relative_to(folder).as_posix(),
+                    "kind": "in flight", "run": path.name.split(".")[0], "rounds": done,
+                    "started": saved, "current": "", "diverged": 0})
+    return out
+
+
+def table(folder, filters=(), include_in_flight: bool = False) -> pd.DataFrame:
+    """The saved runs under ``folder`` matching ``filters`` (``[(KEY, PATTERN)]``); with
+    ``include_in_flight``, also the runs checkpointed mid-way (:func:`in_flight`)."""
     from .identity import code_digest
     folder = Path(folder)
     found = saved_runs(folder)
     digest = code_digest()
     rows = [row(p, r, folder, digest) for p, r in found]
-    keep = apply_filters(rows, [r for _, r in found], filters)
+    records = [r for _, r in found]
+    if include_in_flight:
+        flying = in_flight(folder)
+        rows += flying
+        records += [{} for _ in flying]
+    keep = apply_filters(rows, records, filters)
     return pd.DataFrame([rows[i] for i in keep], columns=list(COLUMNS))

@@ -126,3 +126,28 @@ def test_a_resumed_compare_run_records_the_round_and_both_times(tmp_path, monkey
                                                + rec["wall_time_before_resume_s"], abs=2e-3)
     assert "round(s) 2" in rec["wall_time_covers"]
     assert rec["command"] == rerunnable_command() and rec["cwd"]
+
+
+def test_ls_in_flight_lists_checkpointed_runs_with_their_rounds(folder, tmp_path, capsys):
+    """``ls --in-flight``: a run checkpointed mid-way (a sweep unit's or an engine run's
+    checkpoint under ``.checkpoints``) is a row of kind ``in flight`` with the rounds its
+    checkpoint has done, read from the file's header; a file that is not a checkpoint is left
+    out; without the flag the listing is the saved runs only."""
+    import shutil
+
+    import torch
+    out = tmp_path / "res"
+    shutil.copytree(folder, out)
+    ckpt = out / "sweeps" / "s" / ".checkpoints" / "unit_0123456789abcdef.ckpt"
+    ckpt.parent.mkdir(parents=True)
+    assert Checkpointer(ckpt, key="k").save({"t": 37, "theta": torch.zeros(2, 3)})
+    (ckpt.parent / "junk.ckpt").write_bytes(b"not a checkpoint")
+    assert len(listing.table(out)) == 3
+    df = listing.table(out, include_in_flight=True)
+    flying = df[df.kind == "in flight"]
+    assert len(df) == 4 and len(flying) == 1
+    assert flying.iloc[0].rounds == 37 and flying.iloc[0].run == "unit_0123456789abcdef"
+    assert flying.iloc[0].path == "sweeps/s/.checkpoints/unit_0123456789abcdef.ckpt"
+    assert results_main(["ls", str(out), "--in-flight", "--filter", "kind=in*"]) == 0
+    text = capsys.readouterr().out
+    assert "in flight" in text and "1 run(s)" in text
