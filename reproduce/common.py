@@ -76,6 +76,13 @@ from . import plotting
 ROOT = Path(__file__).resolve().parent.parent
 
 
+#: Config fields that say where and how an entry runs, not what it computes: left out of a
+#: saved run's key (:meth:`EntryConfig.run_key`), not applied from a ledger record, carried
+#: to a config an entry derives from its own (FedLADA's base tuning).
+PLACE_FIELDS = ("out", "figures", "plot_only", "quiet", "device", "available", "max_batch",
+                "threads", "reuse_stale", "checkpoint_every", "from_ledger")
+
+
 @dataclass
 class EntryConfig:
     seeds: int = 3                 # number of independent runs per configuration
@@ -104,10 +111,13 @@ class EntryConfig:
         return list(range(self.seed0, self.seed0 + self.seeds))
 
     def run_key(self) -> dict:
-        """The settings a saved run must match to be reused."""
-        skip = {"out", "figures", "plot_only", "quiet", "device", "available", "max_batch",
-                "threads", "reuse_stale", "checkpoint_every", "from_ledger"}
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
+        """The settings a saved run must match to be reused (every field but
+        :data:`PLACE_FIELDS`)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in PLACE_FIELDS}
+
+    def place(self) -> dict:
+        """This config's :data:`PLACE_FIELDS`: where and how it runs, not what it computes."""
+        return {k: getattr(self, k) for k in PLACE_FIELDS}
 
 
 @dataclass

@@ -245,13 +245,12 @@ _PICKS: dict = {}
 
 def base_config(cfg):
     """``fedlada_fig2``'s default setting (the setting the picks are tuned at), at ``cfg``'s
-    scale (``--tiny`` / ``--full``) and with ``cfg``'s output folders and execution flags
-    (threads, ``--plot-only``, ``--reuse-stale``, ``--checkpoint-every``)."""
+    scale (``--tiny`` / ``--full``) and with ``cfg``'s data folder and every flag of where and
+    how it runs (:meth:`reproduce.common.EntryConfig.place`: output folders, threads,
+    ``--plot-only``, ``--reuse-stale``, ``--checkpoint-every``, ...)."""
     from . import fedlada_fig2 as f2
-    base = f2.Config(tiny=cfg.tiny, full=cfg.full, out=cfg.out, figures=cfg.figures,
-                     data_dir=cfg.data_dir, device=cfg.device, threads=cfg.threads,
-                     paper_lr=True, tuned=True, plot_only=cfg.plot_only,
-                     reuse_stale=cfg.reuse_stale, checkpoint_every=cfg.checkpoint_every)
+    base = f2.Config(tiny=cfg.tiny, full=cfg.full, data_dir=cfg.data_dir, paper_lr=True,
+                     tuned=True, **cfg.place())
     base.scale()
     return base
 

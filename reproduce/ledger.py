@@ -65,9 +65,6 @@ VERDICT_COLUMNS = ("paper", "claim", "scope", "entry", "statement", "verdict", "
 VALUE_COLUMNS = ("entry", "paper", "claim", "scope", "kind", "name", "seed", "value",
                  "paper_value", "tolerance", "ok", "source")
 FIGURE_COLUMNS = ("entry", "figure", "sha256", "code_digest", "commit")
-#: Config fields that say where things go, not what was computed (not applied from a ledger).
-PLACE_FIELDS = ("out", "figures", "plot_only", "quiet", "device", "available", "max_batch",
-                "threads", "reuse_stale", "checkpoint_every", "from_ledger")
 
 
 class LedgerError(ValueError):
@@ -213,7 +210,7 @@ def apply_config(entry, cfg, ledger: Path | None = None) -> None:
                                 f"{name}; run it, then python -m reproduce ledger {name}")
     fields = {f.name for f in dataclasses.fields(cfg)}
     for key, val in rec["config"].items():
-        if key in fields and key not in PLACE_FIELDS:
+        if key in fields and key not in common.PLACE_FIELDS:
             setattr(cfg, key, val)
 
 
