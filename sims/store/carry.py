@@ -23,7 +23,7 @@ import json
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from .listing import apply_filters, row, saved_runs
+from .listing import matching_runs
 from .results import atomic_write_bytes, load_run, ResultsError, table_digest
 
 #: The most an archive may unpack to (a guard against a planted archive that expands without
@@ -39,15 +39,9 @@ def pack(folder, archive, filters=()) -> int:
     """Write the finished runs under ``folder`` (those matching ``filters``, ``[(KEY,
     PATTERN)]`` as ``ls --filter``) to the gzipped tar ``archive``; returns how many runs. A
     run whose table does not match its record is an error, not left out silently."""
-    from .identity import code_digest
     folder = Path(folder)
-    found = saved_runs(folder)
-    digest = code_digest()
-    rows = [row(p, r, folder, digest) for p, r in found]
-    keep = apply_filters(rows, [r for _, r in found], filters)
     members = {}
-    for i in keep:
-        csv = found[i][0]
+    for csv in matching_runs(folder, filters):
         try:
             load_run(csv)
         except ResultsError as exc:

@@ -194,18 +194,33 @@ def in_flight(folder) -> list[dict]:
     return out
 
 
-def table(folder, filters=(), include_in_flight: bool = False) -> pd.DataFrame:
-    """The saved runs under ``folder`` matching ``filters`` (``[(KEY, PATTERN)]``); with
-    ``include_in_flight``, also the runs checkpointed mid-way (:func:`in_flight`)."""
+def _rows(folder: Path, include_in_flight: bool) -> tuple[list, list[dict], list[dict]]:
+    """``(paths, rows, records)`` of the saved runs under ``folder`` (and, with
+    ``include_in_flight``, the checkpointed ones: no path, an empty record)."""
     from .identity import code_digest
-    folder = Path(folder)
     found = saved_runs(folder)
     digest = code_digest()
+    paths = [p for p, _ in found]
     rows = [row(p, r, folder, digest) for p, r in found]
     records = [r for _, r in found]
     if include_in_flight:
         flying = in_flight(folder)
+        paths += [None for _ in flying]
         rows += flying
         records += [{} for _ in flying]
+    return paths, rows, records
+
+
+def matching_runs(folder, filters=()) -> list[Path]:
+    """The CSV paths of the saved runs under ``folder`` that :func:`table` lists for
+    ``filters`` (``python -m sims.results pack`` carries these)."""
+    paths, rows, records = _rows(Path(folder), False)
+    return [paths[i] for i in apply_filters(rows, records, filters)]
+
+
+def table(folder, filters=(), include_in_flight: bool = False) -> pd.DataFrame:
+    """The saved runs under ``folder`` matching ``filters`` (``[(KEY, PATTERN)]``); with
+    ``include_in_flight``, also the runs checkpointed mid-way (:func:`in_flight`)."""
+    _, rows, records = _rows(Path(folder), include_in_flight)
     keep = apply_filters(rows, records, filters)
     return pd.DataFrame([rows[i] for i in keep], columns=list(COLUMNS))
