@@ -260,8 +260,9 @@ def run(problem, algorithm, participation: Participation, rounds: int, seeds, *,
                 participants[r].append(dr.clients)
             sums: dict[str, torch.Tensor] = {}
             if getattr(algorithm, "needs_round_gradient", False):
+                salt = np.array([draw_salt(seeds[r], t) for r in rep_np], dtype=np.int64)
                 mean_grad = _round_gradient(problem, server["theta"], rep_np, cli_np, counts,
-                                            max_batch)
+                                            max_batch, salt)
                 server = algorithm.round_gradient(server, mean_grad,
                                                   torch.as_tensor(counts > 0, device=device))
             bcast = algorithm.broadcast(server)
@@ -500,10 +501,18 @@ def _add_per_replica(total: torch.Tensor, rep: torch.Tensor, v: torch.Tensor) ->
         total[r] += v[rows].sum(0)
 
 
-def _round_gradient(problem, theta, rep_np, cli_np, counts, max_batch):
+def draw_salt(seed: int, t: int) -> int:
+    """A 63-bit key of (run seed, round) that :func:`_round_gradient` hands to
+    ``problem.full_grad`` for whatever the full gradient draws (a dropout MLP's masks): fresh
+    each round and seed, the same on a rerun and after a resume."""
+    return ((int(seed) + 1) * 0x9E3779B97F4A7C15 + int(t) + 1) & 0x7FFFFFFFFFFFFFFF
+
+
+def _round_gradient(problem, theta, rep_np, cli_np, counts, max_batch, salt):
     """Each replica's mean over its participants of the full local gradient at its server
-    model ``theta[R, d]`` (``problem.full_grad``), in chunks of ``max_batch`` participants
-    like the local training; ``[R, d]``, 0 for a replica without participants."""
+    model ``theta[R, d]`` (``problem.full_grad``, row ``b`` with key ``salt[b]``), in chunks
+    of ``max_batch`` participants like the local training; ``[R, d]``, 0 for a replica
+    without participants."""
     if not hasattr(problem, "full_grad"):
         raise ValueError(f"{type(problem).__name__} has no full_grad(theta, clients): the "
                          "algorithm needs each participant's full local gradient")
@@ -516,7 +525,9 @@ def _round_gradient(problem, theta, rep_np, cli_np, counts, max_batch):
             summed = (problem.full_grad_sum(theta, rep, cli)     # per replica, or None
                       if hasattr(problem, "full_grad_sum") else None)
             if summed is None:
-                _add_per_replica(total, rep, problem.full_grad(start_rows(theta, rep), cli))
+                key = torch.as_tensor(salt[lo:lo + max_batch])
+                _add_per_replica(total, rep,
+                                 problem.full_grad(start_rows(theta, rep), cli, salt=key))
             else:
                 total += summed
     counts_t = torch.as_tensor(counts, device=device, dtype=theta.dtype)

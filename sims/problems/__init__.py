@@ -15,8 +15,10 @@ A problem answers four questions, all batched over a leading axis:
 Optional, for algorithms that need the full local gradient (Mime's ``c``; the engine's
 ``needs_round_gradient`` hook) and for the probes:
 
-* ``full_grad(theta[B, d], clients[B])`` -- each row's full local gradient ``grad f_i``
-  (the quadratic's exact gradient; a neural problem's mean loss over the client's data);
+* ``full_grad(theta[B, d], clients[B], salt=None)`` -- each row's full local gradient
+  ``grad f_i`` (the quadratic's exact gradient; a neural problem's mean loss over the
+  client's data); ``salt[B]`` keys what the gradient draws (dropout masks), one per seed
+  and round from the engine;
 * ``reference_full_grad(theta[d], client)`` -- the same for one client, written plainly.
 
 Optional, for speed when an algorithm's local work is plain SGD, or SGD with linear terms

@@ -31,13 +31,16 @@ from .mlp_grad import stack_full_grad_sum, stack_grad, stack_grad_pair
 from .onednn import use_onednn
 
 
-def _row_keys(payload: torch.Tensor) -> list[int]:
+def _row_keys(payload: torch.Tensor, salt: torch.Tensor | None = None) -> list[int]:
     """A 63-bit key per row of sample indices ``payload[B, b]`` (-1 = padding): the sum of
     ``(index + 1)`` times an odd constant per position, in wrapping int64 arithmetic (distinct
-    rows collide with probability about 2^-63)."""
+    rows collide with probability about 2^-63). ``salt[B]`` (int64), where given, is added
+    times another odd constant, so one row of samples gets a different key per salt."""
     b = payload.shape[1]
     pos = torch.arange(1, b + 1, dtype=torch.int64) * -7046029254386353131 | 1  # 0x9E37...15
     keys = ((payload.cpu().to(torch.int64) + 1) * pos).sum(1)
+    if salt is not None:
+        keys = keys + salt.cpu().to(torch.int64) * -4658895280553007687  # 0xBF58476D1CE4E5B9
     return [k & 0x7FFFFFFFFFFFFFFF for k in keys.tolist()]
 
 
@@ -192,17 +195,23 @@ class NeuralProblem:
     def stoch_grad(self, theta: torch.Tensor, clients: torch.Tensor, payload: torch.Tensor):
         """Minibatch gradients ``[B, d]``; ``payload[B, batch]`` holds sample indices (with
         dropout on the fast path, masks from :meth:`dropout_masks`)."""
+        return self._grad(theta, payload)
+
+    def _grad(self, theta: torch.Tensor, payload: torch.Tensor,
+              salt: torch.Tensor | None = None):
+        """:meth:`stoch_grad`, with ``salt`` passed on to :meth:`dropout_masks`."""
         if self.fast_path and self.dropout:
             payload = self._trim(payload)
         x, y, w = self.minibatch(payload)
         if self.fast_path:
-            masks = self.dropout_masks(payload, theta.dtype)
+            masks = self.dropout_masks(payload, theta.dtype, salt)
             if self.fast_grad:
                 return stack_grad(theta, self.layout, x, y, w, masks=masks)
             return linear_stack_grad(theta, self.layout, x, y, w, masks=masks)[0]
         return self._batched_grad(theta, x, y, w)
 
-    def dropout_masks(self, payload: torch.Tensor, dtype) -> list[torch.Tensor] | None:
+    def dropout_masks(self, payload: torch.Tensor, dtype,
+                      salt: torch.Tensor | None = None) -> list[torch.Tensor] | None:
         """The fast gradient's dropout masks for minibatch rows ``payload[B, b]``: one
         ``[B, b, width]`` per hidden layer, 0 or ``1 / (1 - p)`` (with probability ``1 - p``),
         as ``torch.nn.Dropout`` in training mode; None without dropout or outside training.
@@ -212,13 +221,15 @@ class NeuralProblem:
         batched with and after a resume from a checkpoint (the run's seed fixes every
         minibatch, so it fixes the masks), and the same for every method on the same draws.
         (The generic path's masks come from torch's global generator, whose state depends on
-        the process's history.) Two gradients on one minibatch (Mime's pair) share masks."""
+        the process's history.) Two gradients on one minibatch (Mime's pair) share masks.
+        ``salt[B]`` (:meth:`full_grad`'s) is mixed into the keys: a client's whole data is
+        the same index row every round, so without it every round would reuse its masks."""
         if not self.dropout or not self.model.training:
             return None
         keep = 1.0 - self.dropout
         B, b = payload.shape
         widths = [shape[0] for shape in self.layout.shapes[0:-2:2]]
-        keys = _row_keys(payload)
+        keys = _row_keys(payload, salt)
         out = [torch.empty((B, b, n), dtype=dtype) for n in widths]
         gen = torch.Generator()
         for r in range(B):
@@ -326,9 +337,13 @@ class NeuralProblem:
         """The same through ``torch.func`` (vmap of grad): works for any module."""
         return self._batched_grad(theta, *self.minibatch(payload))
 
-    def full_grad(self, theta: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+    def full_grad(self, theta: torch.Tensor, clients: torch.Tensor,
+                  salt: torch.Tensor | None = None) -> torch.Tensor:
         """Each row's full local gradient ``grad f_i(theta_b)`` ``[B, d]``, ``f_i`` = the mean
         loss over client ``i``'s samples (Fed-EF eq. (1)); Mime's ``c`` averages these.
+        With dropout, each row's masks are keyed by its samples and ``salt[b]`` (the engine
+        passes one per seed and round, :func:`sims.core.engine.draw_salt`), so each round and
+        seed draws fresh masks; without ``salt`` they depend on the samples alone.
 
         Each client's data is one padded index row, cut into column blocks of up to 256
         samples; a block's :meth:`stoch_grad` (the mean over its valid samples) is weighted
@@ -352,7 +367,7 @@ class NeuralProblem:
                 block = index[lo:lo + rows, s:s + cols]
                 share = (block >= 0).sum(1).to(theta.dtype) / sizes[lo:lo + rows]
                 if bool((share > 0).any()):
-                    g = self.stoch_grad(th, clients[lo:lo + rows], block)
+                    g = self._grad(th, block, None if salt is None else salt[lo:lo + rows])
                     out[lo:lo + rows] += g * share.unsqueeze(-1)
         return out
 

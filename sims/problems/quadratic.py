@@ -119,10 +119,10 @@ class QuadraticProblem:
     def stoch_grad(self, theta, clients, payload):
         return self.a[clients] * (theta - self.b[clients]) + payload
 
-    def full_grad(self, theta, clients):
+    def full_grad(self, theta, clients, salt=None):
         """Each row's exact client gradient ``grad F_i(theta_b) = a_i (theta_b - b_i)``
         (``[B, d]``; the noise is additive and mean zero, so this is the full local gradient
-        that Mime's ``c`` averages)."""
+        that Mime's ``c`` averages). ``salt`` is unused: nothing here is drawn."""
         return self.a[clients] * (theta - self.b[clients])
 
     def reference_full_grad(self, theta, client: int):

@@ -23,7 +23,7 @@ from sims.algorithms.fed_lamb import MimeLAMB, MimeLiteLAMB
 from sims.core.context import RoundContext
 from sims.algorithms.registry import client_memory, make_algorithm
 from sims.core.engine import run
-from sims.problems.models import MLP
+from sims.problems.models import MLP, MLPDropout
 from sims.core.params import ParamLayout
 from sims.core.participation import Participation
 from sims.problems.neural import NeuralProblem
@@ -226,6 +226,44 @@ def test_neural_full_grad_equals_the_plain_whole_data_gradient(fast_path):
     got = prob.full_grad(theta, clients)
     for b, cl in enumerate(clients.tolist()):
         assert _rel(got[b], prob.reference_full_grad(theta[b], cl)) <= 1e-12
+
+
+def test_dropout_full_grad_draws_fresh_masks_each_round_and_seed():
+    """A dropout MLP's full local gradient (Mime's ``c``) draws its masks by the engine's
+    salt: a client's whole data is the same index row every round, so without the salt
+    every round and seed would reuse one set of masks. The engine's salts differ across
+    rounds and seeds and are the same on a rerun; equal salts give equal gradients."""
+    sizes = (30, 50)
+    perm = np.random.default_rng(4).permutation(sum(sizes))
+    parts = [np.sort(p) for p in np.split(perm, np.cumsum(sizes)[:-1])]
+    prob = NeuralProblem(random_dataset(sum(sizes), 8, 2), parts, MLPDropout(64, hidden=16),
+                         batch_size=10, dtype=torch.float64)
+    assert prob.dropout > 0
+    theta = prob.init_theta(0).expand(2, -1).contiguous()
+    clients = torch.tensor([0, 0])
+
+    def grad(salt):
+        return prob.full_grad(theta, clients, salt=torch.tensor(salt))
+
+    fresh = grad([1, 2])
+    assert not torch.allclose(fresh[0], fresh[1])           # other salt, other masks
+    assert torch.equal(grad([1, 1])[0], grad([1, 1])[1])    # same salt, same masks
+    assert torch.equal(grad([2, 5])[0], fresh[1])           # a function of (samples, salt)
+
+    seen = []
+    real = prob.full_grad
+
+    def recording(th, cl, salt=None):
+        seen.append(salt.tolist())
+        return real(th, cl, salt=salt)
+
+    prob.full_grad = recording
+    run(prob, Mime(eta_l=0.01), Participation("full"), 3, [0, 1], eval_every=0)
+    first, seen[:] = list(seen), []
+    run(prob, Mime(eta_l=0.01), Participation("full"), 3, [0, 1], eval_every=0)
+    assert seen == first                                      # reproducible from the seed
+    keys = {k for salts in first for k in salts}
+    assert len(first) == 3 and len(keys) == 6                 # 3 rounds x 2 seeds, all distinct
 
 
 # ------------------------------------------------------------------------------ descent, bits
