@@ -38,7 +38,6 @@ Claims by the spec's section-5 numbers (``1K``: claim 1 at ``K > 1``; claim 1 at
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt

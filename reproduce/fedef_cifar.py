@@ -37,7 +37,7 @@ from sims.core.participation import Participation
 
 from . import common, plotting
 from . import verdicts as vd
-from .fedef_images import (FAMILY_LABEL, LRS, SERVER_LABEL, _diverged_label, _family_panel,
+from .fedef_images import (FAMILY_LABEL, LRS, SERVER_LABEL, _family_panel,
                            _with_bits, clients_per_round, compressor, conv_problem, family,
                            fed_ef, finals, gpu_max_batch, items, log_x, param_of, population,
                            select, setting_label)
@@ -137,8 +137,7 @@ def plot(df, cfg):
         for i, server in enumerate(servers):
             for j, fam in enumerate(fams):
                 ax = axes[i][j]
-                _family_panel(ax, sub[sub.server == server], "test_acc", fam,
-                              rounds=cfg.rounds)
+                _family_panel(ax, sub[sub.server == server], "test_acc", fam)
                 ax.set_title(f"{SERVER_LABEL[server]}: {FAMILY_LABEL[fam]}", fontsize=10)
                 ax.set_ylabel("test accuracy")
                 ax.legend(fontsize=7)
@@ -149,9 +148,7 @@ def plot(df, cfg):
                 plotting.band_plot(ax, rows, "test_acc", "family", x="bits",
                                    palette=[colors[r.family]],
                                    linestyle="--" if r.family == "full" else "-",
-                                   label=lambda _, s=r.compressor, f=final[
-                                       (final.p == p) & (final.server == server)]:
-                                   _diverged_label(s, f))
+                                   label=lambda _, s=r.compressor: setting_label(s))
             log_x(ax)
             ax.set(xlabel="uplink bits per client (cumulative)", ylabel="test accuracy",
                    title=f"{SERVER_LABEL[server]}: chosen settings")

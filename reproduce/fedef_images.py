@@ -513,26 +513,18 @@ def _palette(k):
     return sns.color_palette("viridis", max(k, 1))
 
 
-def _diverged_label(spec, fin):
-    row = fin[fin.compressor == spec]
-    if len(row) and row.diverged.iloc[0]:
-        return f"{setting_label(spec)} (diverged, round {int(row.diverged_at.iloc[0])})"
-    return setting_label(spec)
-
-
-def _family_panel(ax, sub, metric, fam, x="round", logx=False, rounds=None):
+def _family_panel(ax, sub, metric, fam, x="round", logx=False):
     fp = sub[sub.family == "full"]
     grp = sub[sub.family == fam].copy()
-    fin = finals(sub, rounds) if len(sub) else None
     if len(grp):
         settings = sorted(grp.compressor.unique(), key=lambda s: param_of(s) if
                           not math.isnan(param_of(s)) else 0)
         grp["label"] = grp.compressor.map({s: i for i, s in enumerate(settings)})
         plotting.band_plot(ax, grp, metric, "label", x=x, palette=_palette(len(settings)),
-                           label=lambda i: _diverged_label(settings[int(i)], fin))
+                           label=lambda i: setting_label(settings[int(i)]))
     if len(fp) and fam != "full":
         plotting.band_plot(ax, fp, metric, "family", x=x, palette=["black"], linestyle="--",
-                           label=lambda _: _diverged_label(fp.compressor.iloc[0], fin))
+                           label=lambda _: setting_label(fp.compressor.iloc[0]))
     if logx:
         log_x(ax)
 
@@ -575,8 +567,7 @@ def plot(df, cfg):
             for i, server in enumerate(servers):
                 for j, fam in enumerate(fams):
                     ax = axes[i][j]
-                    _family_panel(ax, sub[sub.server == server], metric, fam,
-                                  rounds=cfg.rounds)
+                    _family_panel(ax, sub[sub.server == server], metric, fam)
                     ran = ((sub.server == server) & (sub.family == fam)).any()
                     ax.set_title(f"{SERVER_LABEL[server]}: {FAMILY_LABEL[fam]}"
                                  f"{' (no EF)' if fam == 'stoc' else ''}"
@@ -613,11 +604,10 @@ def plot(df, cfg):
                     if not len(f_rows):
                         continue
                     spec = f_rows.compressor.iloc[0]
-                    fin = final[(final.dataset == ds) & (final.p == p) & (final.server == server)]
                     plotting.band_plot(ax, f_rows, metric, "family", x="bits",
                                        palette=[colors[fam]],
                                        linestyle="--" if fam == "full" else "-",
-                                       label=lambda _, s=spec, f=fin: _diverged_label(s, f))
+                                       label=lambda _, s=spec: setting_label(s))
                 log_x(ax)
                 if metric == "train_loss":
                     clip_loss(ax, sub[sub.dataset == ds])

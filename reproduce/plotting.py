@@ -32,7 +32,8 @@ def add_footer(fig, text: str | None = None) -> None:
     """Write ``text`` (default: the current :func:`footer`) under the figure."""
     text = text if text is not None else (_FOOTERS[-1] if _FOOTERS else None)
     if text:
-        fig.text(0.5, -0.01, text, ha="center", va="top", fontsize=8, color="0.25")
+        fig.text(0.5, -0.01, wrap_footer(text, fig.get_figwidth()), ha="center", va="top",
+                 fontsize=8, color="0.25")
 
 
 def curves(df: pd.DataFrame, metric: str, hue: str, x: str = "round") -> dict:
@@ -78,7 +79,10 @@ def band_plot(ax, df, metric: str, hue: str, *, x: str = "round", label=None, lo
 
 
 def _mark_diverged(ax, sub: pd.DataFrame, x: str, color, text: str, logy: bool) -> None:
+    """Each diverged seed thin and dotted up to the round before it diverged, an x there;
+    one legend entry for all of them (``text: seeds 0, 2 diverged at rounds 18, 26``)."""
     import numpy as np
+    seeds, at = [], []
     for seed, grp in sub[sub["diverged_at"].notna()].groupby("seed"):
         grp = grp.sort_values(x)
         vals = grp["value"].to_numpy(float)
@@ -89,7 +93,23 @@ def _mark_diverged(ax, sub: pd.DataFrame, x: str, color, text: str, logy: bool) 
         xs, ys = grp[x].to_numpy()[ok], vals[ok]
         ax.plot(xs, ys, color=color, lw=0.8, ls=":")
         ax.plot(xs[-1:], ys[-1:], "x", color=color, ms=8, mew=2,
-                label=f"{text} seed {seed}: diverged at round {grp['diverged_at'].iloc[0]:g}")
+                label="_nolegend_" if seeds else "_diverged_")
+        seeds.append(f"{seed}")
+        at.append(f"{grp['diverged_at'].iloc[0]:g}")
+    for line in ax.get_lines():
+        if line.get_label() == "_diverged_":
+            plural = "s" if len(seeds) > 1 else ""
+            line.set_label(f"{text}: seed{plural} {', '.join(seeds)} diverged at "
+                           f"round{plural} {', '.join(at)}")
+
+
+def wrap_footer(text: str, width_in: float) -> str:
+    """``text`` with each line wrapped to the figure's width (8-point text, about 16
+    characters an inch), so a long footer does not widen a figure saved with a tight box."""
+    import textwrap
+    width = max(60, int(16 * width_in))
+    return "\n".join(textwrap.fill(line, width) if line else line
+                     for line in text.split("\n"))
 
 
 def save(fig, figures_dir, stem: str) -> list[Path]:

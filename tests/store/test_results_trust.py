@@ -182,9 +182,26 @@ def test_figure_marks_diverged_replicas_without_bending_healthy_curves():
     mean = ax.get_lines()[0]
     np.testing.assert_array_equal(mean.get_ydata(), [1.0, 0.5, 0.25])   # healthy seed only
     labels = [ln.get_label() for ln in ax.get_lines()]
-    assert any("seed 1: diverged at round 1" in s for s in labels)
+    assert labels.count("1: seed 1 diverged at round 1") == 1
     assert ax.get_ylim()[1] < 10                                        # 1e9 not drawn
     plt.close(fig)
+
+
+def test_diverged_seeds_share_one_legend_entry_and_long_footers_wrap():
+    import matplotlib.pyplot as plt
+    rows = []
+    for seed, at in ((0, 2.0), (1, np.nan), (2, 1.0)):
+        rows += [{"run": "a", "seed": seed, "round": r, "metric": "loss", "value": 1.0 / (r + 1),
+                  "diverged_at": at, "m": 1} for r in range(3)]
+    fig, ax = plt.subplots(figsize=(4, 3))
+    plotting.band_plot(ax, pd.DataFrame(rows), "loss", "m")
+    handles, labels = ax.get_legend_handles_labels()
+    assert labels == ["1", "1: seeds 0, 2 diverged at rounds 2, 1"]   # mean + one x entry
+    assert sum(ln.get_marker() == "x" for ln in ax.get_lines()) == 2   # an x per seed
+    plt.close(fig)
+    text = plotting.wrap_footer("a " * 200 + "\nshort", 4)
+    lines = text.split("\n")
+    assert max(map(len, lines)) <= 64 and lines[-1] == "short" and len(lines) > 3
 
 
 # ------------------------------------------------------------------ 3: checkpoints
