@@ -62,6 +62,14 @@ static inline void sm3_next(int64_t *idx, const int64_t *dims, int64_t k) {
        }                                                                                 \
        pm_; })
 
+/* Fold a prefix row's maximum (bits, rmax) into the accumulators of its axes before the
+ * last (the scratch's new maxima, idx the prefix index). */
+#define SM3_FOLD_PREFIX_MAX(I, rmax)                                                     \
+    for (int64_t a = 0; a < k - 1; ++a) {                                                \
+        I *x_ = scratch + aoff[a] + idx[a];                                              \
+        *x_ = (rmax) > *x_ ? (rmax) : *x_;                                               \
+    }
+
 /* One piece of a prefix row, q entries (the rule in the header); returns the piece's
  * maximum of nu as the integer view of its bits (nu >= +0: IEEE floats >= +0 order as their
  * bits read as signed integers, so the maxima are integer maxima, which vectorize, and a
@@ -146,10 +154,7 @@ static I sm3_seg_any_##SUF(T *tho, const T *thi, const T *g, T *mo, const T *mi,
                     colb[i] = colb[i] > b ? colb[i] : b;                                 \
                     rmax = rmax > b ? rmax : b;                                          \
                 }                                                                        \
-                for (int64_t a = 0; a < k - 1; ++a) {                                    \
-                    I *x = scratch + aoff[a] + idx[a];                                   \
-                    *x = rmax > *x ? rmax : *x;                                          \
-                }                                                                        \
+                SM3_FOLD_PREFIX_MAX(I, rmax)                                             \
                 sm3_next(idx, dims, k);                                                  \
             }                                                                            \
             /* the accumulators */                                                       \
@@ -238,10 +243,7 @@ void sm3_step_##SUF(T *theta_out, const T *theta, const T *g, T *m_out, const T 
                                            nuo ? nuo + at : 0, mui + aoff[k - 1], 0,     \
                                            scratch + aoff[k - 1], pmin, q, s, rs2, e,    \
                                            b1, cb1, b2, cb2, (int)adam, 0);              \
-                for (int64_t a = 0; a < k - 1; ++a) {                                    \
-                    I *x = scratch + aoff[a] + idx[a];                                   \
-                    *x = rmax > *x ? rmax : *x;                                          \
-                }                                                                        \
+                SM3_FOLD_PREFIX_MAX(I, rmax)                                             \
                 sm3_next(idx, dims, k);                                                  \
             }                                                                            \
             memcpy(muo + off, scratch + off, sizeof(T) * (size_t)span);                  \
