@@ -147,6 +147,30 @@ class EntryError(Exception):
     """A one-line error for the command line."""
 
 
+def items(text, kind=str, flag: str | None = None) -> list:
+    """The values of a comma-separated list flag (``"1, 3,5"`` -> ``[1, 3, 5]`` with
+    ``kind=int``), empty parts dropped. A part ``kind`` cannot read is an :class:`EntryError`
+    naming ``flag``, or (without ``flag``) the ``ValueError`` for the caller's own message."""
+    noun = {int: "integers", float: "numbers"}.get(kind, "values")
+    out = []
+    for part in (p.strip() for p in str(text).split(",")):
+        if not part:
+            continue
+        try:
+            out.append(kind(part))
+        except ValueError:
+            if flag is None:
+                raise
+            raise EntryError(f"{flag}: cannot read {part!r}; give comma-separated {noun}") \
+                from None
+    return out
+
+
+def flag_values(cfg, name: str, kind=str) -> list:
+    """:func:`items` of the list flag ``--NAME`` (``cfg.NAME``; underscores as dashes)."""
+    return items(getattr(cfg, name), kind, "--" + name.replace("_", "-"))
+
+
 def _parser(entry, cfg_cls) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python -m reproduce.{entry_name(entry)}",
                                 description=f"{entry.PAPER} {entry.TARGET}: {entry.TITLE}")
@@ -335,6 +359,8 @@ def execute(entry, cfg, progress=None, say=print) -> pd.DataFrame:
         check_folders(entry, cfg)
         return ledger.load_results(entry)
     runs = entry.runs(cfg)
+    if not runs:
+        raise EntryError(f"{entry_name(entry)}: the flags select no runs (an empty list flag?)")
     check_folders(entry, cfg)
     outdir = results_dir(entry, cfg)
     saved = store(entry, cfg, say)

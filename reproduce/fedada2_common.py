@@ -59,6 +59,7 @@ from reproduce import fedada2_tables as tables
 from sims.core.participation import Participation
 
 from . import common
+from .common import items  # noqa: F401  (the entries read it from here too)
 
 #: Figure 1's methods, in the paper's legend order, and their labels.
 METHODS = tables.METHODS
@@ -175,10 +176,6 @@ class Config(common.EntryConfig):
         """For :func:`reproduce.common.scale_note`: which data each setting ran on, one
         setting a line."""
         return "per setting:\n" + data_note(self, sep="\n")
-
-
-def items(text: str) -> list[str]:
-    return [v.strip() for v in str(text).split(",") if v.strip()]
 
 
 def setting_list(cfg) -> list[Setting]:

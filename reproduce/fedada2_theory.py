@@ -96,22 +96,19 @@ class Config(common.EntryConfig):
             self.ts_iii, self.ts_rate = "100,10000", "25,50,100"
 
 
-def _ints(text):
-    return [int(v) for v in str(text).split(",") if v.strip()]
-
-
 def _validate(cfg):
     if cfg.paths < 1000:
         raise common.EntryError(f"--paths must be >= 1000, got {cfg.paths}")
     if cfg.local_steps < 2:
         raise common.EntryError(f"--local-steps must be >= 2 (K > 1), got {cfg.local_steps}")
-    if min(_ints(cfg.ts_iii) + _ints(cfg.ts_rate) + _ints(cfg.ks_rate) + [1]) < 1:
+    if min([v for name in ("ts_iii", "ts_rate", "ks_rate")
+            for v in common.flag_values(cfg, name, int)] + [1]) < 1:
         raise common.EntryError("--ts-iii, --ts-rate and --ks-rate take positive integers")
-    if cfg.c / math.sqrt(min(_ints(cfg.ts_iii))) > 2 * cfg.eps:
+    if cfg.c / math.sqrt(min(common.flag_values(cfg, "ts_iii", int))) > 2 * cfg.eps:
         raise common.EntryError("Prop. 9 (iii) needs eta_l = c/sqrt(T) <= 2 eps at every T")
     if not cfg.rate_eps > 0 or not cfg.eps > 0:
         raise common.EntryError("--eps and --rate-eps must be > 0")
-    if len(_ints(cfg.ts_rate)) < 2:
+    if len(common.flag_values(cfg, "ts_rate", int)) < 2:
         raise common.EntryError("--ts-rate needs two horizons or more for a slope")
 
 
@@ -209,7 +206,7 @@ def runs(cfg):
     def iii(cfg, seeds, progress):
         rows = []
         for seed in seeds:
-            for T in _ints(cfg.ts_iii):
+            for T in common.flag_values(cfg, "ts_iii", int):
                 got = one_round(cfg, T, seed)
                 rows += [{"part": "iii", "T": T, "method": k, "seed": seed, "metric": "t_mean_sq"
                           if k in METHODS else k, "x": T, "value": v} for k, v in got.items()]
@@ -231,11 +228,11 @@ def runs(cfg):
         out.append(common.Run(f"mc_K{K}", {"part": "mc", "K": K}, execute=mcrun,
                               rounds=cfg.rounds * cfg.seeds))
 
-    for K in _ints(cfg.ks_rate):
+    for K in common.flag_values(cfg, "ks_rate", int):
         def rate(cfg, seeds, progress, K=K):
             rows = []
             for seed in seeds:
-                for T in _ints(cfg.ts_rate):
+                for T in common.flag_values(cfg, "ts_rate", int):
                     rows.append(rate_run(cfg, K, T, seed))
                     progress(T)
             return pd.DataFrame(rows).assign(run=f"rate_K{K}"), {
@@ -243,7 +240,7 @@ def runs(cfg):
                                         "eta": cfg.eta, "kappa": cfg.kappa,
                                         "client_eps": cfg.rate_eps}
         out.append(common.Run(f"rate_K{K}", {"part": "rate", "K": K}, execute=rate,
-                              rounds=sum(_ints(cfg.ts_rate)) * cfg.seeds))
+                              rounds=sum(common.flag_values(cfg, "ts_rate", int)) * cfg.seeds))
     return out
 
 
@@ -390,11 +387,12 @@ def check(df, cfg):
                                       "FedAvg's regret grows, client AdaGrad's bounded", card,
                                       f"K={K}"))
     sl = rate_slopes(df)
+    ts = common.flag_values(cfg, "ts_rate", int)
     rate_card = rg.RegimeCard([rg.seeds(cfg.seeds, 3, "a slope's interval"),
-                               rg.value("horizons (decades of T)", math.log10(
-                                   max(_ints(cfg.ts_rate)) / min(_ints(cfg.ts_rate))), math.nan,
-                                   rg.at_least(1.0), "a slope over a decade or more")])
-    for K in _ints(cfg.ks_rate):
+                               rg.value("horizons (decades of T)", math.log10(max(ts) / min(ts)),
+                                        math.nan, rg.at_least(1.0),
+                                        "a slope over a decade or more")])
+    for K in common.flag_values(cfg, "ks_rate", int):
         c = CLAIMS["8"]
         slopes = pd.Series(sl.get(K, {}), dtype=float)
         if not len(slopes):

@@ -37,9 +37,9 @@ from sims.core.participation import Participation
 
 from . import common, plotting
 from . import verdicts as vd
-from .fedef_images import (FAMILY_LABEL, LRS, SERVER_LABEL, _family_panel,
-                           _with_bits, clients_per_round, compressor, conv_problem, family,
-                           fed_ef, finals, gpu_max_batch, items, log_x, param_of, population,
+from .fedef_images import (FAMILY_LABEL, LRS, SERVER_LABEL, _family_panel, _with_bits,
+                           clients_per_round, compressor, conv_problem, family, fed_ef, finals,
+                           gpu_max_batch, items, log_x, param_of, participations, population,
                            select, setting_label)
 
 PAPER, TARGET = "Fed-EF", "Figures 6-7"
@@ -95,7 +95,7 @@ def runs(cfg):
     augment = None if cfg.augment == "none" else cfg.augment
     n = population("cifar10", cfg.n, cfg.samples_per_client, cfg.data_dir)
     out = []
-    for p in items(cfg.ps, float):
+    for p in participations(cfg.ps):
         m = clients_per_round(p, n)
         for server in items(cfg.servers):
             if server not in SERVER_LABEL:

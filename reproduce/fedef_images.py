@@ -80,6 +80,7 @@ from sims.rules.compress import HeavySign, make_compressor
 from sims.core.participation import Participation
 
 from . import common, plotting
+from .common import items  # noqa: F401  (the entries read it from here too)
 from . import verdicts as vd
 
 PAPER, TARGET = "Fed-EF", "Figures 2-5, 10-15 and Tables 2-5"
@@ -177,10 +178,6 @@ class Config(common.EntryConfig):
 
 
 # ---------------------------------------------------------------------------- building blocks
-def items(text, kind=str):
-    return [kind(v.strip()) for v in str(text).split(",") if v.strip()]
-
-
 def family(spec: str) -> str:
     name = spec.split("-")[0]
     return {"identity": "full", "none": "full", "heavysign": "hvsign"}.get(name, name)
@@ -201,6 +198,15 @@ def compressor(spec: str, hv_scale: str = "kept"):
 def dataset_key(name: str) -> str:
     return {"fashion-mnist": "fmnist", "fashion_mnist": "fmnist", "cifar-10": "cifar10"}.get(
         name.lower(), name.lower())
+
+
+def participations(text) -> list[float]:
+    """``--ps``: participation fractions in (0, 1] (one-line error otherwise)."""
+    ps = items(text, float, "--ps")
+    for p in ps:
+        if not 0 < p <= 1:
+            raise common.EntryError(f"--ps: participation {p:g} is not in (0, 1]")
+    return ps
 
 
 def clients_per_round(p: float, n: int) -> int:
@@ -273,9 +279,7 @@ def _check_grid(cfg, allowed_datasets=("mnist", "fmnist")):
     for s in items(cfg.servers):
         if s not in SERVER_LABEL:
             raise common.EntryError(f"--servers: {s!r} is not sgd or ams")
-    for p in items(cfg.ps, float):
-        if not 0 < p <= 1:
-            raise common.EntryError(f"--ps: participation {p} is not in (0, 1]")
+    participations(cfg.ps)
     docs_markers(cfg.docs_block)
     for spec in items(cfg.compressors):
         if family(spec) not in FAMILIES:
@@ -288,7 +292,7 @@ def runs(cfg):
     _check_grid(cfg)
     out = []
     for ds in map(dataset_key, items(cfg.datasets)):
-        for p in items(cfg.ps, float):
+        for p in participations(cfg.ps):
             n = population(ds, cfg.n, cfg.samples_per_client, cfg.data_dir)
             m = clients_per_round(p, n)
             for server in items(cfg.servers):

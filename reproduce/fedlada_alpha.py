@@ -66,10 +66,6 @@ class Config(fc.StandIn):
             self.alphas, self.cm_alphas, self.etas = "0.1,0.5,1", "0.1,1", "0.1,0.01"
 
 
-def _floats(text):
-    return tuple(float(v) for v in str(text).split(",") if v.strip())
-
-
 METHODS = ("fedavg", "fedcm", "fedadam", "fedlada")
 
 
@@ -86,12 +82,12 @@ def grids(cfg, hyper=None) -> dict[str, Grid]:
     hyper = hyper or (lambda m, **o: fc.hyper(m, cfg, **o))
     return {
         "table5": Grid({"fedlada": _fixed(hyper, "fedlada", "alpha")},
-                       [Axis("alpha", _floats(cfg.alphas), "fedlada")]),
+                       [Axis("alpha", common.flag_values(cfg, "alphas", float), "fedlada")]),
         "fig5a": Grid({"fedadam-cm": _fixed(hyper, "fedadam-cm", "alpha"),
                        "fedcm": _fixed(hyper, "fedcm"), "fedavg": _fixed(hyper, "fedavg")},
-                      [Axis("alpha", _floats(cfg.cm_alphas), "fedadam-cm")]),
+                      [Axis("alpha", common.flag_values(cfg, "cm_alphas", float), "fedadam-cm")]),
         "fig5b": Grid({"fedadam-cm": _fixed(hyper, "fedadam-cm", "eta")},
-                      [Axis("eta", _floats(cfg.etas), "fedadam-cm")]),
+                      [Axis("eta", common.flag_values(cfg, "etas", float), "fedadam-cm")]),
     }
 
 

@@ -48,10 +48,6 @@ class Config(fc.StandIn):
             self.alphas, self.scaffold_alphas = "0.1,0.5", "0,1"
 
 
-def _floats(text):
-    return [float(v) for v in str(text).split(",") if v.strip()]
-
-
 METHODS = ("fedlada", "scaffold")
 
 
@@ -60,8 +56,9 @@ def make(cfg):
     alpha, SCAFFOLD-alpha at each scale, each at ``hyper``'s settings."""
     def build_runs(hyper):
         out = []
-        for method, grid in (("fedlada", cfg.alphas), ("scaffold", cfg.scaffold_alphas)):
-            for a in _floats(grid):
+        for method, grid, flag in (("fedlada", cfg.alphas, "--alphas"),
+                                   ("scaffold", cfg.scaffold_alphas, "--scaffold-alphas")):
+            for a in common.items(grid, float, flag):
                 hp = hyper(method, alpha=a)
 
                 def build(method=method, hp=hp):
@@ -208,7 +205,8 @@ def _claims(df, cfg, proto, scope=""):
 
 def full_work(cfg):
     """One ``(participants, local epochs)`` per run (:mod:`reproduce.fedlada_cost`)."""
-    n = len(_floats(cfg.alphas)) + len(_floats(cfg.scaffold_alphas))
+    n = (len(common.flag_values(cfg, "alphas", float))
+         + len(common.flag_values(cfg, "scaffold_alphas", float)))
     return [(fc.participation(cfg).m, fc.epochs(cfg))] * n
 
 DEFAULT_COST += "; " + fcost.entry_text(sys.modules[__name__])

@@ -48,10 +48,6 @@ class Config(fc.StandIn):
             self.ks = "2,4"
 
 
-def _ints(text):
-    return [int(v) for v in str(text).split(",") if v.strip()]
-
-
 METHODS = ("fedlada",)
 
 
@@ -61,7 +57,7 @@ def make(cfg):
     def build_runs(hyper):
         out = []
         hp = hyper("fedlada")
-        for k in _ints(cfg.ks):
+        for k in common.flag_values(cfg, "ks", int):
             def build(k=k):
                 over = {"local_epochs": k, "local_steps": k if cfg.local_steps else 0}
                 return (fc.problem(cfg, **over), fc.make_algorithm("fedlada", **hp),
@@ -159,7 +155,7 @@ def _best_round(df, run):
 
 def full_work(cfg):
     """One ``(participants, local epochs K)`` per run (:mod:`reproduce.fedlada_cost`)."""
-    return [(fc.participation(cfg).m, k) for k in _ints(cfg.ks)]
+    return [(fc.participation(cfg).m, k) for k in common.flag_values(cfg, "ks", int)]
 
 DEFAULT_COST += "; " + fcost.entry_text(sys.modules[__name__])
 

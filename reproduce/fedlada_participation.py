@@ -40,10 +40,6 @@ class Config(fc.StandIn):
             self.rates = "0.1,0.3"
 
 
-def _floats(text):
-    return [float(v) for v in str(text).split(",") if v.strip()]
-
-
 METHODS = ("fedlada",)
 
 
@@ -53,7 +49,7 @@ def make(cfg):
     def build_runs(hyper):
         out = []
         hp = hyper("fedlada")
-        for p in _floats(cfg.rates):
+        for p in common.flag_values(cfg, "rates", float):
             def build(p=p):
                 return (fc.problem(cfg), fc.make_algorithm("fedlada", **hp),
                         fc.participation(cfg, p))
@@ -125,7 +121,8 @@ def _claims(df, cfg, proto, scope=""):
 
 def full_work(cfg):
     """One ``(participants, local epochs)`` per rate (:mod:`reproduce.fedlada_cost`)."""
-    return [(fc.participation(cfg, r).m, fc.epochs(cfg)) for r in _floats(cfg.rates)]
+    return [(fc.participation(cfg, r).m, fc.epochs(cfg))
+            for r in common.flag_values(cfg, "rates", float)]
 
 DEFAULT_COST += "; " + fcost.entry_text(sys.modules[__name__])
 

@@ -77,10 +77,6 @@ class Config(common.EntryConfig):
             self.ss, self.ks, self.alphas = "2,4", "1,2,4", "0.1,0.5,1"
 
 
-def _nums(text, kind=float):
-    return [kind(v) for v in str(text).split(",") if v.strip()]
-
-
 def problem(cfg, K: int) -> QuadraticProblem:
     centres = cfg.heterogeneity * np.random.default_rng(0).standard_normal((cfg.n_clients, cfg.d))
     return QuadraticProblem(np.geomspace(0.5, 1.0, cfg.d), centres,
@@ -99,9 +95,9 @@ def crossover(cfg) -> float:
 
 
 def _settings(cfg):
-    out = [("S", S, cfg.k_fixed, cfg.alpha) for S in _nums(cfg.ss, int)]
-    out += [("K", cfg.s_fixed, K, cfg.alpha) for K in _nums(cfg.ks, int)]
-    out += [("alpha", 8, 4, a) for a in _nums(cfg.alphas)]
+    out = [("S", S, cfg.k_fixed, cfg.alpha) for S in common.flag_values(cfg, "ss", int)]
+    out += [("K", cfg.s_fixed, K, cfg.alpha) for K in common.flag_values(cfg, "ks", int)]
+    out += [("alpha", 8, 4, a) for a in common.flag_values(cfg, "alphas", float)]
     return out
 
 

@@ -20,6 +20,7 @@ from sims.experiments.sweep import Axis, Grid
 from sims.experiments.sweep.grid import GridError, parse_axis
 
 from . import common, protocols
+from .common import items  # noqa: F401  (the entries read it from here too)
 from .sweeps import FED_LAMB_TABLE1, sweep_run
 
 #: SUPP Table 1, "Search grids of the learning rate" (spec 3.4), and MAIN Sec. 4's lambda:
@@ -711,7 +712,9 @@ def model_epoch_settings(cfg, model_labels: dict, dataset: str, scheme: str,
     for model in items(cfg.models):
         if model not in model_labels:
             raise common.EntryError(f"--models: {model!r} is not one of {', '.join(model_labels)}")
-        for e in items(cfg.epochs, int):
+        for e in items(cfg.epochs, int, "--epochs"):
+            if e < 1:
+                raise common.EntryError(f"--epochs: local epochs must be >= 1, got {e}")
             out.append(Setting(f"{model}_E{e}", dataset, model, cfg.n, cfg.m, cfg.batch, e,
                                scheme, f"{model_labels[model]}, {label}, E={e}"))
     if not out:
@@ -1038,10 +1041,6 @@ def selection_lines(chosen) -> list[str]:
                    + (f"; ranked ({'/'.join(RANK_KEYS.get(r['method'], ()))}: "
                       f"final acc %): {r['ranking']}" if r["points"] > 1 else ""))
     return out
-
-
-def items(text, kind=str) -> list:
-    return [kind(v.strip()) for v in str(text).split(",") if v.strip()]
 
 
 def header_lines(entry, cfg, df, dataset: str, clients: int, batch: int) -> list[str]:

@@ -92,10 +92,6 @@ class Config(common.EntryConfig):
             self.seeds, self.rs, self.ns, self.rounds = 2, "20,40", "2,4", 20
 
 
-def _ints(text):
-    return [int(v) for v in str(text).split(",") if v.strip()]
-
-
 def problem(cfg, n: int) -> QuadraticProblem:
     if cfg.d % cfg.layers:
         raise common.EntryError(f"--d={cfg.d} must split into --layers={cfg.layers} equal layers")
@@ -127,8 +123,8 @@ theorem_metric.at_start = True
 
 
 def runs(cfg):
-    todo = [("R", cfg.n_rates, R) for R in _ints(cfg.rs)] + \
-           [("n", n, cfg.rounds) for n in _ints(cfg.ns)]
+    todo = [("R", cfg.n_rates, R) for R in common.flag_values(cfg, "rs", int)] + \
+           [("n", n, cfg.rounds) for n in common.flag_values(cfg, "ns", int)]
     out = []
     for sweep, n, R in todo:
         name = f"R{R}_n{n}"
@@ -254,7 +250,7 @@ def regime_card(cfg, tab, *, rates: bool) -> rg.RegimeCard:
     """What the theorem assumes, measured: phi within [phi_m, phi_M] (H4), bounded gradients
     (H2, from the run); for the rates (``rates``, T2 and T3) also Delta = 0, the
     noise-dominated regime where the statement's C_1/sqrt(nR) term leads (spec 2.6)."""
-    prob = problem(cfg, max(_ints(cfg.ns) + [cfg.n_rates]))
+    prob = problem(cfg, max(common.flag_values(cfg, "ns", int) + [cfg.n_rates]))
     const = prob.constants()
     noise_led = [rg.value("f(theta_1) - f* (noise-dominated)", float(const["f0_minus_fstar"]),
                           0.0, rg.at_most(0.05), "spec 2.6: the C_1/sqrt(nR) term leads")]

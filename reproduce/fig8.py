@@ -92,23 +92,15 @@ class Config(fedef_mnist.PaperDataset, common.EntryConfig):
 
     def validate(self):
         for flag, text in (("--ns", self.ns), ("--ms", self.ms)):
-            vals = _ints(text, flag)
+            vals = common.items(text, int, flag)
             if not vals or min(vals) < 1:
                 raise common.EntryError(f"{flag} must list client counts >= 1, got {text!r}")
         if self.n_partial < 1:
             raise common.EntryError(f"--n-partial must be >= 1, got {self.n_partial}")
-        too_many = [m for m in _ints(self.ms, "--ms") if m > self.n_partial]
+        too_many = [m for m in common.items(self.ms, int, "--ms") if m > self.n_partial]
         if too_many:
             raise common.EntryError(f"--ms {too_many[0]}: cannot sample more than --n-partial "
                                     f"{self.n_partial} clients a round")
-
-
-def _ints(text, flag: str = "--ns/--ms"):
-    try:
-        return [int(v) for v in str(text).split(",") if v.strip()]
-    except ValueError:
-        raise common.EntryError(f"{flag} must be comma-separated integers, got {text!r}") \
-            from None
 
 
 def _problem(cfg, n_clients, subset_of=None):
@@ -123,7 +115,7 @@ def runs(cfg):
         raise common.EntryError(f"--partition must be subset_of_200 or full_split, "
                                 f"got {cfg.partition!r}")
     out = []
-    for n in _ints(cfg.ns):
+    for n in common.flag_values(cfg, "ns", int):
         def build(n=n):
             subset = cfg.n_partial if cfg.partition == "subset_of_200" else None
             alg = FedEF(eta=cfg.eta_scale * math.sqrt(n), eta_l=cfg.eta_l,
@@ -131,7 +123,7 @@ def runs(cfg):
             return _problem(cfg, n, subset), alg, Participation("full")
         out.append(common.Run(f"full_n{n}", {"setting": "full", "n": n, "m": n}, build,
                               eval_every=cfg.eval_every, eval_test=False))
-    for m in _ints(cfg.ms):
+    for m in common.flag_values(cfg, "ms", int):
         def build(m=m):
             alg = FedEF(eta=cfg.eta_scale * math.sqrt(m), eta_l=cfg.eta_l,
                         compressor=TopK(cfg.topk))
@@ -225,7 +217,7 @@ def check(df, cfg):
                  "rounds 1..T is the left side of Cor. 1 / Thm 4.4); slopes: per seed, mean "
                  "[95% t-interval] over seeds")
     incomplete = {name.split("_")[0] for name in missing}
-    ns = _ints(cfg.ns)
+    ns = common.flag_values(cfg, "ns", int)
     prob = _problem(cfg, max(ns), cfg.n_partial if cfg.partition == "subset_of_200" else None)
     card = fedef_mnist.card(cfg, prob)
     proto = "none: the theorem's rates (eta = 0.1 sqrt(n or m), eta_l = 0.1), Sec. 5.4"

@@ -61,10 +61,6 @@ class Config(common.EntryConfig):
             self.paths, self.rounds = 4_000, 3
 
 
-def _names(text):
-    return [v.strip() for v in str(text).split(",") if v.strip()]
-
-
 def setup(cfg, noise) -> ht.HeavyTailSetup:
     return ht.HeavyTailSetup(noise, n_clients=cfg.n_clients, s=cfg.s, sampler=cfg.sampler,
                              local_steps=cfg.local_steps)
@@ -73,14 +69,18 @@ def setup(cfg, noise) -> ht.HeavyTailSetup:
 def runs(cfg):
     if cfg.paths < 100:
         raise common.EntryError(f"--paths must be >= 100, got {cfg.paths}")
+    methods = common.flag_values(cfg, "methods")
+    if not methods or set(methods) - set(ht.METHODS):
+        raise common.EntryError(f"--methods must name one or more of {', '.join(ht.METHODS)}, "
+                                f"got {cfg.methods!r}")
     out = []
-    for noise in _names(cfg.noises):
+    for noise in common.flag_values(cfg, "noises"):
         if noise not in ht.NOISES:
             raise common.EntryError(f"unknown noise {noise!r}; use {', '.join(ht.NOISES)}")
 
         def execute(cfg, seeds, progress, noise=noise):
             st = setup(cfg, noise)
-            methods = _names(cfg.methods)
+            methods = common.flag_values(cfg, "methods")
             frames = []
             for seed in seeds:
                 with torch_threads(1):
@@ -108,10 +108,10 @@ def _curve(df, method, metric):
 
 
 def plot(df, cfg):
-    noises = [n for n in _names(cfg.noises) if n in set(df.noise)]
+    noises = [n for n in common.flag_values(cfg, "noises") if n in set(df.noise)]
     if not noises:
         raise common.EntryError("heavy_tails: no results to draw")
-    methods = [m for m in _names(cfg.methods) if m in set(df.method)]
+    methods = [m for m in common.flag_values(cfg, "methods") if m in set(df.method)]
     fig, axes = plt.subplots(len(noises), 5, figsize=(24, 4.3 * len(noises)), squeeze=False)
     for row, noise in zip(axes, noises):
         sub = df[df.noise == noise]
@@ -202,15 +202,15 @@ def check(df, cfg):
     lines, out = [], []
     c = CLAIMS["1"]
     present = set(df.noise) if "noise" in df else set()
-    for noise in [n for n in _names(cfg.noises) if n not in present]:
+    for noise in [n for n in common.flag_values(cfg, "noises") if n not in present]:
         out.append(vd.missing(c, "FedAvg grows, client AdaGrad flat", "run missing", scope=noise))
     if not len(df):
         return lines + out
     from . import regime as rg
     card = rg.RegimeCard([rg.value("paths", cfg.paths, 200_000, rg.at_least(10_000),
                                    "spec 2.8: the growth shows over decades of paths")])
-    methods = [m for m in _names(cfg.methods) if m in set(df.method)]
-    for noise in [n for n in _names(cfg.noises) if n in present]:
+    methods = [m for m in common.flag_values(cfg, "methods") if m in set(df.method)]
+    for noise in [n for n in common.flag_values(cfg, "noises") if n in present]:
         metric = "block_median_m2"
         lines.append(f"{noise}: typical E|grad f(x_T)|^2 estimate, growth from small to large "
                      f"blocks of paths; Hill tail index (k={ht.hill_k(cfg.paths)}); max; "

@@ -85,10 +85,6 @@ class Config(common.EntryConfig):
             self.draws, self.rounds, self.dataset = 200, 4, "mnist-subset"
 
 
-def _list(text, kind=str):
-    return [kind(v.strip()) for v in str(text).split(",") if v.strip()]
-
-
 TRAIN_PROBLEMS = ("quadratic", "mnist")
 
 
@@ -114,8 +110,8 @@ def runs(cfg):
     if cfg.draws < 1:
         raise common.EntryError(f"--draws must be >= 1, got {cfg.draws}")
     out = []
-    scales = _list(cfg.scales, float)
-    for dist in _list(cfg.dists):
+    scales = common.flag_values(cfg, "scales", float)
+    for dist in common.flag_values(cfg, "dists"):
         if dist not in qa.DISTS:
             raise common.EntryError(f"unknown distribution {dist!r}; use {qa.DISTS}")
 
@@ -141,12 +137,13 @@ def runs(cfg):
         out.append(common.Run(f"sim_{dist}_{cfg.layout}",
                               {"part": "sim", "dist": dist, "layout": cfg.layout},
                               execute=execute, rounds=1))
-    problems = _list(cfg.train_problems)
+    problems = common.flag_values(cfg, "train_problems")
     for which in problems:
         if which not in TRAIN_PROBLEMS:
             raise common.EntryError(f"--train-problems: {which!r} is not one of "
                                     f"{TRAIN_PROBLEMS}")
-    for which, comp in [(w, c) for w in problems for c in _list(cfg.train_compressors)]:
+    compressors = common.flag_values(cfg, "train_compressors")
+    for which, comp in [(w, c) for w in problems for c in compressors]:
         name = f"train_{which}_{comp}"
         eta_l = cfg.eta_l if which == "quadratic" else cfg.mlp_eta_l
         params = {"part": "train", "compressor": comp, "train_problem": which, "eta_l": eta_l}
@@ -184,7 +181,7 @@ def _scatter(ax, cfg, dist, s):
 
 def plot(df, cfg):
     fig, axes = plt.subplots(3, 3, figsize=(16, 12.5))
-    scales = _list(cfg.scales, float)
+    scales = common.flag_values(cfg, "scales", float)
     for row, dist in zip(axes[:2], ["gaussian", "laplace"]):
         for ax, s in zip(row, scales[:3]):
             _scatter(ax, cfg, dist, s)
@@ -263,7 +260,7 @@ def check(df, cfg):
                                        "App. C.1: 10^5")])
         out.append(vd.every(CLAIMS["E12"], parts, what=f"q_A^2 < 1 in all {len(tab)} cells",
                             card=card, protocol="none: Monte-Carlo draws"))
-    elif _list(cfg.dists, str):
+    elif common.flag_values(cfg, "dists"):
         out.append(vd.missing(CLAIMS["E12"], "q_A^2 < 1 in every cell", "simulation runs missing"))
     if "part" in df and (df.part == "train").any():
         train = common.healthy(df[(df.part == "train") & (df.metric == "qA2")])

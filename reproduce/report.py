@@ -113,7 +113,7 @@ def markdown(paper: str, ledger: Path | None = None) -> str:
     """The paper's claims at a glance (Markdown), from the ledger."""
     t = table(ledger)
     t = t[t.paper == paper]
-    lines = [f"| claim | the paper says | entry | verdict | statistic (95 % interval) | "
+    lines = ["| claim | the paper says | entry | verdict | statistic (95 % interval) | "
              "regime | protocol |", "|---|---|---|---|---|---|---|"]
     for r in t.itertuples(index=False):
         row = r.row or {}

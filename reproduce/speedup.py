@@ -78,12 +78,8 @@ class Config(common.EntryConfig):
             self.seeds, self.rounds, self.ns, self.ms, self.n_partial = 2, 10, "2,8", "2,8", 8
 
 
-def _ints(text):
-    return [int(v) for v in str(text).split(",") if v.strip()]
-
-
 def problem(cfg, n: int) -> QuadraticProblem:
-    n_max = max(_ints(cfg.ns) + [cfg.n_partial])
+    n_max = max(common.flag_values(cfg, "ns", int) + [cfg.n_partial])
     centers = cfg.heterogeneity * np.random.default_rng(0).standard_normal((n_max, cfg.d))
     curvature = np.geomspace(0.5, 1.0, cfg.d)
     noise = NoiseLaw("gaussian", cfg.sigma / math.sqrt(cfg.d))
@@ -92,11 +88,11 @@ def problem(cfg, n: int) -> QuadraticProblem:
 
 
 def runs(cfg):
-    if cfg.n_partial < max(_ints(cfg.ms)):
+    if cfg.n_partial < max(common.flag_values(cfg, "ms", int)):
         raise common.EntryError(f"--ms must not exceed --n-partial={cfg.n_partial}")
     out = []
-    todo = [("full", n, n) for n in _ints(cfg.ns)] + \
-           [("partial", cfg.n_partial, m) for m in _ints(cfg.ms)]
+    todo = [("full", n, n) for n in common.flag_values(cfg, "ns", int)] + \
+           [("partial", cfg.n_partial, m) for m in common.flag_values(cfg, "ms", int)]
     for setting, n, m in todo:
         name = f"{setting}_n{n}" if setting == "full" else f"{setting}_m{m}"
         eta, eta_l = speedup.learning_rates(setting, cfg.local_steps, cfg.rounds, n,
@@ -214,7 +210,7 @@ def check(df, cfg):
     df = common.without_nonfinite(df, "grad_norm2", lines)
     if not len(df):
         return lines + [vd.missing(c, c.statement, "no healthy results") for c in CLAIMS.values()]
-    prob = problem(cfg, max(_ints(cfg.ns) + [cfg.n_partial]))
+    prob = problem(cfg, max(common.flag_values(cfg, "ns", int) + [cfg.n_partial]))
     const = prob.constants()
     lines.append(f"regime: sigma^2 = {const['sigma2']:.3g}, sigma_g^2 = {const['sigma_g2']:.3g}, "
                  f"f(theta_1) - f* = {const['f0_minus_fstar']:.3g} (the bound's noise terms "

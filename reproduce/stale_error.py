@@ -78,10 +78,6 @@ class Config(common.EntryConfig):
             self.restart_periods, self.restart_start = "5", 6
 
 
-def _ints(text):
-    return [int(v) for v in str(text).split(",") if v.strip()]
-
-
 def problem(cfg):
     return heterogeneous_quadratic(cfg.n, cfg.d, L=1.0, mu=0.1, sigma=cfg.sigma,
                                    heterogeneity=cfg.heterogeneity,
@@ -114,7 +110,7 @@ def _execute(name, params, make_alg, m):
 
 
 def runs(cfg):
-    ms = _ints(cfg.ms)
+    ms = common.flag_values(cfg, "ms", int)
     if not ms or min(ms) < 1 or max(ms) > cfg.n:
         raise common.EntryError(f"--ms must lie in [1, n={cfg.n}], got {cfg.ms}")
     out = []
@@ -126,7 +122,7 @@ def runs(cfg):
                                                  compressor=comp(cfg)))
             out.append(common.Run(name, params, execute=_execute(name, params, make, m)))
     m0 = min(ms)
-    for S in _ints(cfg.restart_periods):
+    for S in common.flag_values(cfg, "restart_periods", int):
         name = f"restart_m{m0}_S{S}"
         params = {"kind": "restart", "m": m0, "n": cfg.n, "S": S}
         make = (lambda cfg, S=S: FedEF(eta=cfg.eta, eta_l=cfg.eta_l, compressor=TopK(cfg.topk),
@@ -145,7 +141,7 @@ def slowdowns(df, cfg) -> pd.DataFrame:
     """Per ``m``: rounds to target for Fed-EF and full precision, their ratio and the ratio
     normalised by full participation (or the largest ``m``)."""
     rows = []
-    for m in sorted(_ints(cfg.ms)):
+    for m in sorted(common.flag_values(cfg, "ms", int)):
         r_ef, c_ef = _mean_curve(df, f"ef_m{m}")
         r_fp, c_fp = _mean_curve(df, f"fp_m{m}")
         if not len(c_ef) or not len(c_fp):
@@ -167,7 +163,7 @@ def slowdowns(df, cfg) -> pd.DataFrame:
 
 def staleness_fits(df, cfg) -> dict:
     out = {}
-    for m in sorted(_ints(cfg.ms)):
+    for m in sorted(common.flag_values(cfg, "ms", int)):
         if m == cfg.n:
             continue
         sub = df[(df.run == f"ef_m{m}") & (df.metric == "staleness_count")]
@@ -179,12 +175,12 @@ def staleness_fits(df, cfg) -> dict:
 
 
 def restart_effect(df, cfg) -> list[dict]:
-    m0 = min(_ints(cfg.ms))
+    m0 = min(common.flag_values(cfg, "ms", int))
     base = df[(df.run == f"ef_m{m0}") & (df.metric == "grad_norm2")]
     after = lambda d: d[d["round"] > cfg.restart_start].groupby("seed").value.mean()  # noqa
     b = after(base)
     rows = []
-    for S in _ints(cfg.restart_periods):
+    for S in common.flag_values(cfg, "restart_periods", int):
         r = after(df[(df.run == f"restart_m{m0}_S{S}") & (df.metric == "grad_norm2")])
         if not len(r) or not len(b):
             continue
@@ -213,7 +209,7 @@ def _finish(ax, logx=False, logy=False, **legend) -> None:
 def plot(df, cfg):
     df = common.healthy(df)
     fig, axes = plt.subplots(1, 4, figsize=(21, 4.6))
-    ms = sorted(_ints(cfg.ms))
+    ms = sorted(common.flag_values(cfg, "ms", int))
     colors = dict(zip(ms, sns.color_palette("viridis", len(ms))))
     fits = staleness_fits(df, cfg)
     ax = axes[0]
@@ -258,7 +254,7 @@ def plot(df, cfg):
     r, c = _mean_curve(df, f"ef_m{m0}")
     if len(c):
         ax.plot(r, c, color="k", lw=1.6, label="Fed-EF (no restart)")
-    for S, color in zip(_ints(cfg.restart_periods), sns.color_palette("deep")):
+    for S, color in zip(common.flag_values(cfg, "restart_periods", int), sns.color_palette("deep")):
         r, c = _mean_curve(df, f"restart_m{m0}_S{S}")
         if len(c):
             ax.plot(r, c, color=color, lw=1.4,
@@ -293,7 +289,7 @@ def seed_slowdown_slopes(df, cfg) -> pd.Series:
     out = {}
     for seed in sorted(set(df["seed"])):
         xs, ys = [], []
-        for m in sorted(_ints(cfg.ms)):
+        for m in sorted(common.flag_values(cfg, "ms", int)):
             curves = {}
             for kind in ("ef", "fp"):
                 sub = df[(df.run == f"{kind}_m{m}") & (df.metric == "grad_norm2")
@@ -315,8 +311,8 @@ def check(df, cfg):
     df, lines = common.usable(sys.modules[__name__], cfg, df)
     from . import regime as rg
     card = rg.RegimeCard([rg.seeds(cfg.seeds, 20, "Fig. 8: 20 seeds")])
-    slope_card = card.plus(rg.value("n/m values", len(set(_ints(cfg.ms))), 2, rg.at_least(2),
-                                    "a slope needs two participation levels"))
+    slope_card = card.plus(rg.value("n/m values", len(set(common.flag_values(cfg, "ms", int))), 2,
+                                    rg.at_least(2), "a slope needs two participation levels"))
     proto = "none: the theorem's setting on a quadratic"
     out = []
     fits = staleness_fits(df, cfg)
@@ -339,7 +335,7 @@ def check(df, cfg):
                      f"{row.rounds_ef:g}, full precision {row.rounds_fp:g}; slowdown "
                      f"{row.slowdown:.2f} (mean-grad-norm ratio {row.avg_slowdown:.2f}) vs "
                      f"sqrt(n/m) {row.theory:.2f}")
-    missing = [m for m in _ints(cfg.ms) if not (df.run == f"ef_m{m}").any()
+    missing = [m for m in common.flag_values(cfg, "ms", int) if not (df.run == f"ef_m{m}").any()
                or not (df.run == f"fp_m{m}").any()]
     if missing:
         out.append(vd.missing(CLAIMS["S2"], "slowdown grows with n/m",
@@ -352,7 +348,7 @@ def check(df, cfg):
                    vd.undecided(CLAIMS["S2"], what, "in no seed do two n/m reach the target "
                                 f"({cfg.target:g} x the start; more --rounds)",
                                 card=slope_card, protocol=proto))
-    m0 = min(_ints(cfg.ms))
+    m0 = min(common.flag_values(cfg, "ms", int))
     base = df[(df.run == f"ef_m{m0}") & (df.metric == "grad_norm2")]
     after = lambda d: d[d["round"] > cfg.restart_start].groupby("seed").value.mean()  # noqa
     effects = restart_effect(df, cfg)

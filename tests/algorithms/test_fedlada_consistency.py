@@ -4,7 +4,6 @@ client's end model (FedLADA Alg. 3 and FedAvg on a float64 quadratic, every roun
 tracking changes nothing else in the run."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest

@@ -3,7 +3,6 @@ down, so a second sweep in the same process (the next panel of a multi-panel ent
 fresh session; nothing from the first (its progress actor) is reused there."""
 from __future__ import annotations
 
-import os
 
 import pytest
 

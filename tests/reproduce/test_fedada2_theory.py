@@ -46,7 +46,7 @@ def _table(cfg, *, ratio=0.5, growth=None, reach=0.5, slopes=None, ks=(1, 5)):
     slopes = slopes or {K: -1.0 for K in ks}
     rows, rng = [], np.random.default_rng(0)
     for seed in range(cfg.seeds):
-        for T in ft._ints(cfg.ts_iii):
+        for T in common.flag_values(cfg, "ts_iii", int):
             rows += [{"part": "iii", "T": T, "method": "client_adagrad", "seed": seed,
                       "metric": "t_mean_sq", "value": 2.0 * ratio},
                      {"part": "iii", "T": T, "method": "fedavg", "seed": seed,
@@ -59,7 +59,7 @@ def _table(cfg, *, ratio=0.5, growth=None, reach=0.5, slopes=None, ks=(1, 5)):
                           "metric": f"{metric}_{stat}", "value": v}
                          for stat, v in (("growth", g), ("max", reach * 4.0), ("bound", 4.0))]
         for K in ks:
-            for T in ft._ints(cfg.ts_rate):
+            for T in common.flag_values(cfg, "ts_rate", int):
                 jitter = float(np.exp(0.01 * rng.standard_normal()))
                 rows.append({"part": "rate", "K": K, "T": T, "method": "fedada2", "seed": seed,
                              "metric": "min_grad_norm2", "value": jitter * T ** slopes[K]})

@@ -231,6 +231,18 @@ def test_tables_markdown_and_docs_block(tmp_path):
         fedef_images.docs_markers("bad name -->")
 
 
+@pytest.mark.parametrize("ps, message", [("0.1,x", "--ps: cannot read 'x'; give comma-separated numbers"),
+                                         ("2", "--ps: participation 2 is not in (0, 1]")])
+def test_bad_participation_is_one_line_before_any_work(ps, message, tmp_path, capsys):
+    write_cifar10(tmp_path / "data")
+    for entry in (fedef_images, fedef_cifar):
+        assert common.main(entry, ["--tiny", "--ps", ps, "--out", str(tmp_path / "r"),
+                                   "--data-dir", str(tmp_path / "data")]) == 2
+        err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+        assert err == [f"error: {message}"], err
+    assert not list((tmp_path / "r").rglob("*.csv"))
+
+
 # ----------------------------------------------------------------------------- entries
 def _records(out, name):
     records = sorted((out / name).glob("*.json"))

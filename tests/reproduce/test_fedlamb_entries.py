@@ -344,7 +344,7 @@ def test_cifar_tiny_on_fixture_files(tmp_path, capsys):
     argv = ["--tiny", "--quiet", "--no-printed", "--data-dir", str(tmp_path / "data"),
             "--out", str(tmp_path / "r"), "--figures", str(tmp_path / "f")]
     assert common.main(fedlamb_cifar, argv) == 0
-    out = _lines(capsys)
+    _lines(capsys)
     assert (tmp_path / "f" / "fedlamb_cifar.png").exists()
     PA = "premise absent"
     assert _claims(tmp_path / "r", "fedlamb_cifar") == [("E2", PA), ("E2", PA)]  # CNN, ResNet-9
@@ -364,6 +364,9 @@ BAD_INPUTS = [  # (entry, arguments, the one-line error's text)
     (fedlamb_fig12, ["--tiny", "--axes", "mime.eta_l=0.1"], "--axes: mime not among the methods run"),
     (fedlamb_supp1, ["--tiny", "--axes", "fed-sgd.eta=0.1"], "--axes: fed-sgd has no 'eta'"),
     (fedlamb_supp1, ["--tiny", "--init-seed", "-2"], "--init-seed must be >= 0"),
+    (fedlamb_fig12, ["--tiny", "--epochs", "0"], "--epochs: local epochs must be >= 1, got 0"),
+    (fedlamb_fig12, ["--tiny", "--epochs", "1,x"],
+     "--epochs: cannot read 'x'; give comma-separated integers"),
 ]
 
 
@@ -372,6 +375,7 @@ def test_bad_input_is_one_line(entry, args, message, tmp_path, capsys):
     assert common.main(entry, args + ["--out", str(tmp_path)]) == 2
     errors = [l for l in capsys.readouterr().err.splitlines() if l.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], errors
+    assert not list(tmp_path.rglob("*.csv")) and not list(tmp_path.rglob("*.ckpt"))  # no work
 
 
 # Supplement Table 1's grid sizes as the spec extracts them (fed-lamb.md section 3.4): Fed-LAMB

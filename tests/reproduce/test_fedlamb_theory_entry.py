@@ -35,7 +35,8 @@ def test_tiny_run_saves_exact_labels(tmp_path):
 def _table(cfg, lhs_of, plain_of=None, M_grad=5.0) -> pd.DataFrame:
     """A tidy results table whose per-round metrics are constant at ``lhs_of(n, R)``."""
     rows = []
-    todo = {(cfg.n_rates, R) for R in lt._ints(cfg.rs)} | {(n, cfg.rounds) for n in lt._ints(cfg.ns)}
+    todo = ({(cfg.n_rates, R) for R in common.flag_values(cfg, "rs", int)}
+            | {(n, cfg.rounds) for n in common.flag_values(cfg, "ns", int)})
     rng = np.random.default_rng(0)
     for (n, R), seed in itertools.product(sorted(todo), range(cfg.seeds)):
         jitter = float(np.exp(0.01 * rng.standard_normal()))

@@ -162,6 +162,36 @@ def test_bad_input_is_one_line(args, words, tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("error:") and words in err[0]
 
 
+@pytest.mark.parametrize("name, flag, value, noun", [
+    ("speedup", "--ns", "4,x", "integers"), ("stale_error", "--ms", "y", "integers"),
+    ("fedlamb_theory", "--rs", "x", "integers"), ("fedlada_k", "--ks", "x", "integers"),
+    ("fedlada_participation", "--rates", "x", "numbers"),
+    ("fedlada_alpha", "--cm-alphas", "x", "numbers"),
+    ("fedlada_fig8", "--scaffold-alphas", "x", "numbers"),
+    ("fedlada_synthetic", "--ks", "x", "integers"), ("fedada2_theory", "--ts-rate", "x", "integers"),
+    ("fig8", "--ms", "x", "integers"), ("qa_sim", "--scales", "x", "numbers"),
+    ("fedef_images", "--ps", "x", "numbers"), ("fedlamb_fig12", "--epochs", "x", "integers"),
+])
+def test_unreadable_list_flag_is_one_line_naming_the_flag(name, flag, value, noun, tmp_path,
+                                                         capsys):
+    """Every entry reads its comma-separated flags through ``common.items``: a part it cannot
+    read is one line naming the flag and the part, before any run is written."""
+    rc, out, _ = _run(name, tmp_path, flag, value)
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+    assert rc == 2 and err == [f"error: {flag}: cannot read '{value.split(',')[-1]}'; give "
+                               f"comma-separated {noun}"], err
+    assert not list(tmp_path.rglob("*.csv"))
+
+
+@pytest.mark.parametrize("flags, needle", [(("--noises", ","), "the flags select no runs"),
+                                           (("--methods", ","), "--methods must name one")])
+def test_empty_lists_are_one_line_before_any_run(flags, needle, tmp_path, capsys):
+    rc, _, _ = _run("heavy_tails", tmp_path, *flags)
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert rc == 2 and len(err) == 1 and needle in err[0], err
+    assert not list(tmp_path.rglob("*.csv"))
+
+
 def test_reproduce_main_dispatches_and_rejects_unknown(capsys):
     assert reproduce_main([]) == 0
     assert "fig8" in capsys.readouterr().out

@@ -15,7 +15,6 @@ import signal
 import stat
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -32,7 +31,6 @@ from sims.algorithms.fed_ef import FedEF
 from sims.store.checkpoint import Checkpointer, write_state
 from sims.rules.compress import TopK
 from sims.core.participation import Participation
-from sims.store.results import load_run
 from sims.experiments.sweep import cli as sweep_cli
 
 from test_data import make_mnist_like
