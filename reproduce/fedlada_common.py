@@ -188,6 +188,16 @@ def paper_alpha(cfg) -> float:
     return 0.05 if cfg.dataset in ("cifar100", "tinyimagenet") else 0.1
 
 
+def methods(cfg) -> list[str]:
+    """``--methods``: FedLADA's method names (:data:`PAPER_HP`; one-line error otherwise)."""
+    out = common.flag_values(cfg, "methods")
+    bad = [m for m in out if m not in PAPER_HP]
+    if bad:
+        raise common.EntryError(f"--methods: unknown {', '.join(bad)}; choose from "
+                                f"{', '.join(METHODS)}")
+    return out
+
+
 def lr_overrides(text: str) -> dict:
     """``--lr-of "METHOD=RATE,..."`` as ``{method: rate}`` (a one-line error for an unknown
     method, a repeated one, or a rate that is not a positive number)."""

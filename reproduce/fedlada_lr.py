@@ -47,7 +47,7 @@ class Config(fc.StandIn):
 
 
 def grid(cfg) -> Grid:
-    methods = [m.strip() for m in cfg.methods.split(",") if m.strip()]
+    methods = fc.methods(cfg)
     algs, axes = {}, []
     for m in methods:
         hp = fc.hyper(m, cfg)

@@ -71,8 +71,8 @@ def runs(cfg):
     if cfg.eval_every < 1:
         raise common.EntryError(f"--eval-every must be >= 1, got {cfg.eval_every}")
     out = []
-    for model in cfg.models.split(","):
-        for m in [int(v) for v in cfg.ms.split(",")]:
+    for model in common.flag_values(cfg, "models"):
+        for m in common.flag_values(cfg, "ms", int):
             for restart in (False, True):
                 def build(model=model, m=m, restart=restart):
                     problem = fedef_mnist.problem(cfg, model=model, n_clients=cfg.n)

@@ -2,6 +2,7 @@
 arithmetic of Tables 1 / 7 / 12 on hand-made curves."""
 from __future__ import annotations
 
+import importlib
 import math
 
 import pandas as pd
@@ -121,10 +122,14 @@ def test_entry_tiny_runs_and_checks(entry, expect, tmp_path, capsys):
     assert rc == 0 and capsys.readouterr().out.split("results:")[1] == out.split("results:")[1]
 
 
-def test_bad_methods_is_a_one_line_error(capsys):
-    from reproduce import fedlada_fig2
-    rc = common.main(fedlada_fig2, ["--tiny", "--methods", "fedavg,nope", "--plot-only"])
-    assert rc == 2 and "unknown nope" in capsys.readouterr().err
+@pytest.mark.parametrize("name", ["fedlada_fig2", "fedlada_fig1", "fedlada_lr"])
+def test_bad_methods_is_a_one_line_error(name, tmp_path, capsys):
+    """One ``--methods`` reader for the FedLADA entries (fedlada_lr had none: a KeyError)."""
+    mod = importlib.import_module(f"reproduce.{name}")
+    rc = common.main(mod, ["--tiny", "--methods", "fedavg,nope", "--out", str(tmp_path)])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+    assert rc == 2 and len(err) == 1 and "--methods: unknown nope" in err[0], err
+    assert not list(tmp_path.rglob("*.csv"))
 
 
 def test_lr_of_replaces_one_methods_rate_for_a_screen(tmp_path, capsys):

@@ -169,7 +169,8 @@ def test_bad_input_is_one_line(args, words, tmp_path, capsys):
     ("fedlada_alpha", "--cm-alphas", "x", "numbers"),
     ("fedlada_fig8", "--scaffold-alphas", "x", "numbers"),
     ("fedlada_synthetic", "--ks", "x", "integers"), ("fedada2_theory", "--ts-rate", "x", "integers"),
-    ("fig8", "--ms", "x", "integers"), ("qa_sim", "--scales", "x", "numbers"),
+    ("fig8", "--ms", "x", "integers"), ("fig9", "--ms", "x", "integers"),
+    ("qa_sim", "--scales", "x", "numbers"),
     ("fedef_images", "--ps", "x", "numbers"), ("fedlamb_fig12", "--epochs", "x", "integers"),
 ])
 def test_unreadable_list_flag_is_one_line_naming_the_flag(name, flag, value, noun, tmp_path,
