@@ -104,7 +104,8 @@ def test_accounting_splits_every_generic_round_and_its_floor(bench):
     assert acc["local_steps"] == -(-bench.QUICK["per_client"] // bench.QUICK["batch"])
     assert acc["stream_seconds"] > 0
     assert set(acc["gradient_seconds"]) == {"one", "pair"}
-    assert 0 < acc["gradient_seconds"]["one"] < acc["gradient_seconds"]["pair"]
+    # both measured (their order is a timing, which a loaded machine can invert: not asserted)
+    assert acc["gradient_seconds"]["one"] > 0 and acc["gradient_seconds"]["pair"] > 0
     for name, row in per.items():
         assert row["gradient"] > 0 and row["local_step"] > 0
         assert row["message"] > 0
