@@ -82,12 +82,13 @@ def grids(cfg, hyper=None) -> dict[str, Grid]:
     hyper = hyper or (lambda m, **o: fc.hyper(m, cfg, **o))
     return {
         "table5": Grid({"fedlada": _fixed(hyper, "fedlada", "alpha")},
-                       [Axis("alpha", common.flag_values(cfg, "alphas", float), "fedlada")]),
+                       [Axis("alpha", tuple(common.flag_values(cfg, "alphas", float)), "fedlada")]),
         "fig5a": Grid({"fedadam-cm": _fixed(hyper, "fedadam-cm", "alpha"),
                        "fedcm": _fixed(hyper, "fedcm"), "fedavg": _fixed(hyper, "fedavg")},
-                      [Axis("alpha", common.flag_values(cfg, "cm_alphas", float), "fedadam-cm")]),
+                      [Axis("alpha", tuple(common.flag_values(cfg, "cm_alphas", float)),
+                            "fedadam-cm")]),
         "fig5b": Grid({"fedadam-cm": _fixed(hyper, "fedadam-cm", "eta")},
-                      [Axis("eta", common.flag_values(cfg, "etas", float), "fedadam-cm")]),
+                      [Axis("eta", tuple(common.flag_values(cfg, "etas", float)), "fedadam-cm")]),
     }
 
 

@@ -56,9 +56,8 @@ def make(cfg):
     alpha, SCAFFOLD-alpha at each scale, each at ``hyper``'s settings."""
     def build_runs(hyper):
         out = []
-        for method, grid, flag in (("fedlada", cfg.alphas, "--alphas"),
-                                   ("scaffold", cfg.scaffold_alphas, "--scaffold-alphas")):
-            for a in common.items(grid, float, flag):
+        for method, name in (("fedlada", "alphas"), ("scaffold", "scaffold_alphas")):
+            for a in common.flag_values(cfg, name, float):
                 hp = hyper(method, alpha=a)
 
                 def build(method=method, hp=hp):

@@ -82,7 +82,7 @@ def _mark_diverged(ax, sub: pd.DataFrame, x: str, color, text: str, logy: bool) 
     """Each diverged seed thin and dotted up to the round before it diverged, an x there;
     one legend entry for all of them (``text: seeds 0, 2 diverged at rounds 18, 26``)."""
     import numpy as np
-    seeds, at = [], []
+    seeds, at, first = [], [], None
     for seed, grp in sub[sub["diverged_at"].notna()].groupby("seed"):
         grp = grp.sort_values(x)
         vals = grp["value"].to_numpy(float)
@@ -92,15 +92,15 @@ def _mark_diverged(ax, sub: pd.DataFrame, x: str, color, text: str, logy: bool) 
             continue
         xs, ys = grp[x].to_numpy()[ok], vals[ok]
         ax.plot(xs, ys, color=color, lw=0.8, ls=":")
-        ax.plot(xs[-1:], ys[-1:], "x", color=color, ms=8, mew=2,
-                label="_nolegend_" if seeds else "_diverged_")
+        (marker,) = ax.plot(xs[-1:], ys[-1:], "x", color=color, ms=8, mew=2,
+                            label="_nolegend_")
+        first = first or marker
         seeds.append(f"{seed}")
         at.append(f"{grp['diverged_at'].iloc[0]:g}")
-    for line in ax.get_lines():
-        if line.get_label() == "_diverged_":
-            plural = "s" if len(seeds) > 1 else ""
-            line.set_label(f"{text}: seed{plural} {', '.join(seeds)} diverged at "
-                           f"round{plural} {', '.join(at)}")
+    if first is not None:                                 # one legend entry for them all
+        plural = "s" if len(seeds) > 1 else ""
+        first.set_label(f"{text}: seed{plural} {', '.join(seeds)} diverged at "
+                        f"round{plural} {', '.join(at)}")
 
 
 def wrap_footer(text: str, width_in: float) -> str:
