@@ -374,7 +374,6 @@ def printed_arguments(c: Check) -> dict:
 
 
 def _probe_values(arity: int):
-    import itertools
 
     import sympy as sp
 

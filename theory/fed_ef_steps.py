@@ -265,7 +265,7 @@ def _rel_930(w):
 
 
 def _D2_parts(w, t_):
-    R, el, n, K, L = w.R[t_ - 1], w.eta_l, w.n, w.K, w.L
+    R, n, K = w.R[t_ - 1], w.n, w.K
     E = lambda a: w.E(R, a)
     sum_g = R["g"].sum((1, 2))
     sum_gf = R["gfl"].sum((1, 2))
@@ -381,11 +381,10 @@ def _c60(w):
 
 def _rel_1001(w):
     rows = []
-    el, K, G, b = w.eta_l, w.K, w.G, w.beta1
+    el, K, G = w.eta_l, w.K, w.G
     for t_ in _rounds(w):
         R = w.R[t_ - 1]
         mp = R["mp"]
-        hist = [w.R[tau - 1] for tau in range(1, t_ + 1)]
         rows.append((float(np.sqrt(_sq(mp)).max()), "<=", el * K * G))
     tot = sum(w.E(w.R[t_ - 1], _sq(w.R[t_ - 1]["mp"])) for t_ in _rounds(w))
     rhs = (2 * el**2 * K**2 + 120 * el**4 * K**4 * w.L**2) * sum(w.Eg2(t_) for t_ in _rounds(w)) + 4 * w.T * el**2 * K / w.n * w.sigma2 \
@@ -429,7 +428,7 @@ def _worst(lhs, op, rhs):
 
 def _rel_1018(w):
     rows = []
-    el, K, b, d = w.eta_l, w.K, w.beta1, w.d
+    el, K, b = w.eta_l, w.K, w.beta1
     for t_ in _rounds(w):
         R = w.R[t_ - 1]
         E = lambda a: w.E(R, a)
@@ -1030,7 +1029,7 @@ def _rel_789(w):
     el, K, L, eta, G = w.eta_l, w.K, w.L, w.eta, w.G
     C1 = _C1_ams(w)
     U1, _, U2, U3, U4 = _upsilons(w)
-    R1, RT = w.R[0], w.R[-1]
+    RT = w.R[-1]
     lhs = w.E(RT, w.f(RT["x_next"])) - w.f(w.th1[None])[0]
     sg = sum(w.Eg2(t_) for t_ in _rounds(w))
     d1 = sum(_ams_terms(w, t_)["Dl1"] for t_ in _rounds(w))
@@ -1164,7 +1163,7 @@ def _rel_1294(w):
 
 def _rel_1301(w):
     rows = []
-    el, K, L = w.eta_l, w.K, w.L
+    el, K = w.eta_l, w.K
     for t_ in _rounds(w):
         R = w.R[t_ - 1]
         E = lambda a: w.E(R, a)
@@ -1922,7 +1921,7 @@ def _remark2():
     the 320 q^2 part of the last term come from VII = E<grad f, -b_bar> (1311-1313), and E[b_bar | Delta] = 0 for an unbiased
     C.  Exact: the stochastic-rounding compressor on seeded vectors (every rounding outcome enumerated) has E[C(x)] = x; then
     the bound without VII's terms, under eta_l = 1/(K sqrt T), eta = sqrt(Kn), times sqrt(TKn) tends to a finite limit."""
-    from .fed_ef import COR1_LR, CONSTANTS, THM41, F, K, L, T, c_g, c_l, n, q, sigma
+    from .fed_ef import COR1_LR, CONSTANTS, THM41, K, T, n, q
 
     r = np.random.default_rng(2)
     worst = 0.0
@@ -2012,7 +2011,7 @@ def _remark5():
     """fed-ef.txt Remark 5 (line 368): on restart rounds (a fraction rho > 0 of the rounds) the compression is biased as in
     Algorithm 1, contributing rho 64 q^2 sigma^2/(Kn) (Theorem 4.1's floor, line 201); Theorem 4.4's rate (line 273) tends to 0.
     The comparison is between upper bounds (the remark's argument), not a lower bound on restarting's error."""
-    from .fed_ef import CONSTANTS, THM41, THM44_LR, THM44_RATE, T, c_g, c_l
+    from .fed_ef import CONSTANTS, THM41, THM44_RATE, T
 
     rho = sp.Symbol("rho", positive=True)
     floor = rho * THM41["bias_floor"]

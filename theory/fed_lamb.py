@@ -368,9 +368,9 @@ def _s8_global():
         return verified(f"simulated ratios {', '.join(f'{fmt(v)} (n = {k})' for k, v in vals.items())} <= 1/sqrt(1-b2) = {fmt(bound)}",
                         "numeric")
     n_ = over[0]
-    return refuted(f"simulating Algorithm 2's moment recursions (T = 1, lines 8, 10, 17, no bias correction as in (12)) with client 1 on "
-                   f"the extremal sequence g_s = (b1/b2)^(R-s) and the other n-1 clients at gradient 0, R = 3000 rounds, b1 = 0.9, "
-                   f"b2 = 0.999: |m_1/sqrt(v_hat)| = " + ", ".join(f"{fmt(v)} (n = {k})" for k, v in vals.items())
+    return refuted("simulating Algorithm 2's moment recursions (T = 1, lines 8, 10, 17, no bias correction as in (12)) with client 1 on "
+                   "the extremal sequence g_s = (b1/b2)^(R-s) and the other n-1 clients at gradient 0, R = 3000 rounds, b1 = 0.9, "
+                   "b2 = 0.999: |m_1/sqrt(v_hat)| = " + ", ".join(f"{fmt(v)} (n = {k})" for k, v in vals.items())
                    + f" against the bound 1/sqrt(1-b2) = {fmt(bound)}: the server average divides v_1 by n, so the ratio grows like "
                    f"sqrt(n) (7.27 sqrt(n)); with the bias corrections of lines 9 and 11 it is "
                    + ", ".join(f"{fmt(v)} (n = {k})" for k, v in corrected.items())

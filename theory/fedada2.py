@@ -21,7 +21,7 @@ from scipy import integrate
 
 from .algebra import finite_sum, fmt, identities, is_identity, pos, show, simplify_zero
 from .core import H as Hyp
-from .core import check, inconclusive, refuted, verified
+from .core import check, refuted, verified
 
 PAPER = "fedada2"
 
@@ -929,7 +929,6 @@ def _cor27_29():
     psi4 = et * el * (1 - b1 ** (2 * K_)) * K_ * L_ * T_ * B**2 * c * phi2**2 / (2 * tau * eps**2)
     gam29 = el * ew * K_ / (sp.sqrt(v0 + K_ * G**2) + eps)
     alp29 = ew * K_ / (2 * K_ * (sp.sqrt(v0 + K_ * G**2) + eps))
-    scale = {et: sp.Symbol("E", positive=True), el: sp.Symbol("e", positive=True)}
     want = {"Psi3": et * el**2 * T_, "Psi4": et**3 * el**3 * T_, "gamma1": el, "alpha1": sp.Integer(1)}
     got = {"Psi3": psi3, "Psi4": psi4, "gamma1": gam29, "alpha1": alp29}
     for k, v in got.items():

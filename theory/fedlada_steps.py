@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import sympy as sp

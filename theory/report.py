@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from .core import KINDS, PAPER_TITLES, PAPERS, SEVERITIES, STATUSES, SUPPORTING_KINDS, Check, Result
+from .core import KINDS, PAPER_TITLES, PAPERS, SEVERITIES, SUPPORTING_KINDS, Check, Result
 
 Rows = list[tuple[Check, Result]]
 

@@ -30,8 +30,12 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:                       # annotations only (postponed by the __future__ import)
+    from ..core.params import ParamLayout
 
 
 SCOPES = ("layer", "model")
