@@ -19,7 +19,9 @@ number in them is the ledger's:
   row inline in prose (``FIELD``: a column of the ``verdicts`` table, e.g. ``estimate``, ``lo``,
   ``hi``, ``verdict``; printed as the row prints it).
 
-A claim with no ledger row says ``not yet rerun on the ledger`` (no number is invented).
+A claim with no ledger row says ``not yet rerun on the ledger`` (no number is invented); a
+setting an entry declares in ``NOT_RUN`` (:class:`reproduce.verdicts.NotRun`) has a row of its
+own saying what it would cost, until the ledger files it.
 :func:`stale` lists every block, inline value and ledger figure that disagrees with the
 ledger; ``tests/test_ledger.py`` fails on any.
 """
@@ -68,26 +70,50 @@ def claims() -> pd.DataFrame:
                                        "entry", "figures", "gpu_only"])
 
 
+def not_run() -> pd.DataFrame:
+    """The settings entries declare they have not run (their ``NOT_RUN``): ``entry, claim,
+    scope, cost, gpu``; an item naming a claim its entry does not check is an error."""
+    rows = []
+    for name, module in ENTRIES.items():
+        mod = importlib.import_module(module)
+        ids = set(getattr(mod, "CLAIMS", {}))
+        for item in getattr(mod, "NOT_RUN", ()):
+            if item.claim not in ids:
+                raise ValueError(f"{name}.NOT_RUN names claim {item.claim!r}, which the entry "
+                                 f"does not check (its claims: {', '.join(sorted(ids))})")
+            rows.append({"entry": name, "claim": item.claim, "scope": item.scope,
+                         "cost": item.cost, "gpu": item.gpu})
+    return pd.DataFrame(rows, columns=["entry", "claim", "scope", "cost", "gpu"])
+
+
 def _claim_order(claim: str):
     m = re.match(r"([A-Za-z]*)(\d*)(.*)", claim)
     return (m.group(1), int(m.group(2)) if m.group(2) else -1, m.group(3))
 
 
 def table(ledger: Path | None = None) -> pd.DataFrame:
-    """One row per (claim, entry, scope) with a ledger verdict, and one per claim without any
-    (``verdict`` = :data:`NOT_YET`, or :data:`GPU_ONLY` for a GPU-only entry's claim)."""
+    """One row per (claim, entry, scope) with a ledger verdict, one per claim without any
+    (``verdict`` = :data:`NOT_YET`, or :data:`GPU_ONLY` for a GPU-only entry's claim), and one
+    per declared :func:`not_run` setting the ledger has no row of (:data:`GPU_ONLY` or
+    :data:`NOT_YET` by its ``gpu``, its ``cost`` beside it)."""
     ledger = Path(ledger or lg.ledger_dir())
     cl = claims()
     v = lg.verdicts(ledger)
+    unrun = not_run()
     rows = []
     for c in cl.itertuples(index=False):
         got = v[(v.entry == c.entry) & (v.claim == c.claim)] if len(v) else v
-        if not len(got):
-            rows.append({**c._asdict(), "scope": "",
+        todo = unrun[(unrun.entry == c.entry) & (unrun.claim == c.claim)
+                     & ~unrun.scope.isin(set(got.scope) if len(got) else set())]
+        if not len(got) and not len(todo):
+            rows.append({**c._asdict(), "scope": "", "cost": "",
                          "verdict": GPU_ONLY if c.gpu_only else NOT_YET, "row": None})
-            continue
         for r in got.to_dict("records"):
-            rows.append({**c._asdict(), "scope": r["scope"], "verdict": r["verdict"], "row": r})
+            rows.append({**c._asdict(), "scope": r["scope"], "cost": "",
+                         "verdict": r["verdict"], "row": r})
+        for u in todo.itertuples(index=False):
+            rows.append({**c._asdict(), "scope": u.scope, "cost": u.cost,
+                         "verdict": GPU_ONLY if u.gpu else NOT_YET, "row": None})
     out = pd.DataFrame(rows)
     if len(out):
         out["_p"] = out.paper.map({p: i for i, p in enumerate(PAPERS)}).fillna(99)
@@ -123,13 +149,16 @@ def markdown(paper: str, ledger: Path | None = None) -> str:
                                          "regime card fails: ", "")
                                      if r.verdict == "premise absent" else
                                      "card fails" if row.get("card_ok") == "False" else "")
+        protocol = row.get("protocol", "") if row else (f"not run: {r.cost}" if r.cost else "")
         lines.append(f"| {r.claim}{_cell(scope)} | {_cell(r.statement)} | `{r.entry}` | "
                      f"**{r.verdict}** | {_cell(_statistic(row))} | {_cell(regime)} | "
-                     f"{_cell(row.get('protocol', ''))} |")
-    n_rows = sum(1 for r in t.itertuples() if r.row)
+                     f"{_cell(protocol)} |")
+    counts = t.verdict.value_counts()
     lines.append("")
-    lines.append(f"{len(t)} verdict rows over {t.claim.nunique()} claims; "
-                 f"{len(t) - n_rows} not yet rerun on the ledger (`docs/ledger/`; "
+    lines.append(f"{len(t)} rows over {t.claim.nunique()} claims: "
+                 f"{int(t.row.notna().sum())} ledger verdicts, "
+                 f"{int(counts.get(NOT_YET, 0))} not yet rerun on the ledger, "
+                 f"{int(counts.get(GPU_ONLY, 0))} not run here (GPU only) (`docs/ledger/`; "
                  "`python -m reproduce report` regenerates this table).")
     return "\n".join(lines)
 
@@ -350,6 +379,8 @@ def html_page(ledger: Path | None = None, out: Path | None = None) -> str:
                 if row:
                     detail = (f"<div class=\"stat\">{html.escape(row.get('line', ''))}</div>"
                               + _card_html(vals, entry, claim, r.scope))
+                elif r.cost:
+                    detail = f"<div class=\"stat\">not run: {html.escape(r.cost)}</div>"
                 items.append(f"<li><span class=\"label {_css_class(r.verdict)}\" "
                              f"data-verdict=\"{html.escape(r.verdict)}\">"
                              f"{html.escape(r.verdict)}</span>{scope}{detail}</li>")

@@ -95,6 +95,21 @@ class Claim:
                              f"{', '.join(DEFINITIONS)}")
 
 
+@dataclass(frozen=True)
+class NotRun:
+    """A setting the paper tests a claim on that the entry has not run, and what running it
+    would take: ``claim`` (an id of the entry's ``CLAIMS``), ``scope`` (the setting, named as
+    the entry's ledger rows name it once run), ``cost`` (measured or extrapolated here, with
+    its source) and ``gpu`` (True: beyond this project's CPU machines, reported "not run
+    here: GPU only"; False: within them, reported "not yet rerun on the ledger"). An
+    entry's ``NOT_RUN`` lists them; the report (:func:`reproduce.report.table`) shows one row
+    each until the ledger files a row of that scope."""
+    claim: str
+    scope: str
+    cost: str
+    gpu: bool = True
+
+
 def claims(*items: Claim) -> dict[str, Claim]:
     """An entry's ``CLAIMS``: ``{id: Claim}`` (ids unique)."""
     out = {}

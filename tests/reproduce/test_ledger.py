@@ -228,3 +228,43 @@ def test_a_gpu_only_entrys_claims_say_so_and_cpu_entries_say_not_yet(tmp_path):
     assert set(t[t.entry == "fedada2_full"].verdict) == {report.GPU_ONLY}
     assert set(t[t.entry == "fig8"].verdict) == {report.NOT_YET}
     assert report.GPU_ONLY in report.summary(tmp_path).splitlines()[0]
+
+
+def test_declared_unrun_settings_get_rows_with_their_cost_until_the_ledger_files_them(
+        filed, tmp_path, monkeypatch):
+    """An entry's ``NOT_RUN`` settings each get a row (GPU only or not yet rerun, by ``gpu``)
+    with the cost in the claims table and the page; a setting the ledger has a row of shows
+    that row alone; an item naming a claim the entry does not check is an error."""
+    from reproduce.verdicts import NotRun
+    _, _, _, led = filed
+    v = ledger.verdicts(led)
+    done = v[(v.entry == "speedup") & (v.claim == "T1")].scope.iloc[0]
+    monkeypatch.setattr(speedup, "NOT_RUN", raising=False, value=(
+        NotRun("T1", done, "already filed"),
+        NotRun("T1", "n up to 1000", "about 3 CPU-hours here", gpu=False),
+        NotRun("T2", "the paper's d", "a GPU-day")))
+    t = report.table(led)
+    mine = t[t.entry == "speedup"]
+    t1 = mine[mine.claim == "T1"]
+    assert list(t1[t1.scope == done].verdict) == list(v[(v.entry == "speedup") & (v.claim == "T1")
+                                                         & (v.scope == done)].verdict)
+    assert list(t1[t1.scope == "n up to 1000"].verdict) == [report.NOT_YET]
+    t2 = mine[(mine.claim == "T2") & (mine.scope == "the paper's d")]
+    assert list(t2.verdict) == [report.GPU_ONLY] and list(t2.cost) == ["a GPU-day"]
+    md = report.markdown("Fed-EF", led)
+    assert "| T1 (n up to 1000) |" in md and "not run: about 3 CPU-hours here" in md
+    assert "already filed" not in md
+    assert "not run: a GPU-day" in report.html_page(led, tmp_path / "r.html")
+    # on an empty ledger the claim's declared settings stand in for its "not yet" row
+    empty = report.table(tmp_path)
+    t1e = empty[(empty.entry == "speedup") & (empty.claim == "T1")]
+    assert sorted(t1e.scope) == sorted([done, "n up to 1000"])
+    monkeypatch.setattr(speedup, "NOT_RUN", (NotRun("Z9", "x", "y"),), raising=False)
+    with pytest.raises(ValueError, match="speedup.NOT_RUN names claim 'Z9'"):
+        report.table(led)
+
+
+def test_the_committed_unrun_settings_name_claims_their_entries_check():
+    u = report.not_run()
+    assert {"fedlamb_fig12", "fedef_images"} <= set(u.entry)
+    assert (u.cost.str.len() > 20).all()
