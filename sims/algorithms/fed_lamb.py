@@ -85,6 +85,23 @@ def reading_of(alg) -> str:
 
 
 @dataclass
+class LayerwiseTrust:
+    """MAIN Alg. 2 line 13, the layer-wise normalisation the LAMB variants put after their
+    base direction ``p``: ``theta_l <- theta_l - lr phi(||theta_l||) (p_l + lam theta_l) /
+    ||p_l + lam theta_l||`` (:class:`sims.rules.trust.TrustRatio`; ``phi`` is choice (e)),
+    with its settings. Listed first among a variant's bases, so its :meth:`line_13` is the
+    one that runs."""
+    layerwise = True
+    phi: str = "clip"
+    phi_min: float = 1e-3
+    phi_max: float = 10.0
+    lam: float = 0.0
+
+    def line_13(self) -> tuple:
+        return (TrustRatio(self.phi, self.phi_min, self.phi_max, self.lam),)
+
+
+@dataclass
 class FedAMS(Algorithm):
     """Fed-AMS (Chen, Li & Li 2020; Fed-LAMB spec 1.3): Fed-LAMB's MAIN Alg. 2 without line 13,
     its local step the plain AMSGrad step ``theta <- theta - alpha m_c / sqrt(vhat)``.
@@ -213,7 +230,7 @@ class FedAMS(Algorithm):
 
 
 @dataclass
-class FedLAMB(FedAMS):
+class FedLAMB(LayerwiseTrust, FedAMS):
     """Fed-LAMB, MAIN Alg. 2 (decisions in the module docstring).
 
     Client ``i`` in round ``r`` (lines 4-15), ``lr = eta_l lr_decay^r`` (``alpha_r``)::
@@ -236,18 +253,10 @@ class FedLAMB(FedAMS):
     Reference: :func:`sims.reference.fed_lamb.ref_fedlamb`.
     """
     name = "fed-lamb"
-    layerwise = True
-    phi: str = "clip"
-    phi_min: float = 1e-3
-    phi_max: float = 10.0
-    lam: float = 0.0
-
-    def line_13(self) -> tuple:
-        return (TrustRatio(self.phi, self.phi_min, self.phi_max, self.lam),)
 
 
 @dataclass
-class MimeLiteLAMB(MimeLite):
+class MimeLiteLAMB(LayerwiseTrust, MimeLite):
     """Mime-LAMB without the SVRG correction (SUPP Fig. 1, "proposed"; no pseudo-code in
     either file): [OURS] :class:`sims.algorithms.baselines.MimeLite` whose base direction
     (AMSGrad with the frozen server state) goes through Fed-LAMB's layer-wise normalisation
@@ -255,19 +264,11 @@ class MimeLiteLAMB(MimeLite):
 
     Reference: :func:`sims.reference.baselines.ref_mimelite`."""
     name = "mimelite-lamb"
-    layerwise = True
     eta_l: float = 0.01
-    phi: str = "clip"
-    phi_min: float = 1e-3
-    phi_max: float = 10.0
-    lam: float = 0.0
-
-    def line_13(self) -> tuple:
-        return (TrustRatio(self.phi, self.phi_min, self.phi_max, self.lam),)
 
 
 @dataclass
-class MimeLAMB(Mime):
+class MimeLAMB(LayerwiseTrust, Mime):
     """Mime-LAMB (SUPP Fig. 1, "proposed"; no pseudo-code in either file): [OURS] full
     :class:`sims.algorithms.baselines.Mime` whose base direction ``U(g; s)`` (AMSGrad with the
     frozen server state, on the SVRG-corrected ``g``) goes through Fed-LAMB's layer-wise
@@ -277,12 +278,4 @@ class MimeLAMB(Mime):
 
     Reference: :func:`sims.reference.baselines.ref_mime`."""
     name = "mime-lamb"
-    layerwise = True
     eta_l: float = 0.01
-    phi: str = "clip"
-    phi_min: float = 1e-3
-    phi_max: float = 10.0
-    lam: float = 0.0
-
-    def line_13(self) -> tuple:
-        return (TrustRatio(self.phi, self.phi_min, self.phi_max, self.lam),)
