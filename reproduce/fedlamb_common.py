@@ -631,15 +631,18 @@ def pruned_paper_protocol(cfg, pilot_round: int, *, grids: str, each: str, after
     pilot over Table 1's grids (``grids`` says which), read at ``pilot_round``, picks each
     method's candidates (``sub``: its best point and its better neighbour; ``near``: the best
     point and its neighbours either side, a bracket, in ``each``), ``after_picks`` follows the
-    picks (what ``--axes`` or the pilot fixed); the paper's rule selects among them at the
-    plotted horizon on every seed, and the card checks the seeds and the edges
-    (:func:`pruned_edge_picks`)."""
+    picks (what ``--axes`` or the pilot fixed); each rate's bracket climbs Table 1's grid
+    while its pick sits on a pruned edge (:func:`make_tuning_runs`); the paper's rule selects
+    among them at the plotted horizon on every seed, and the card checks the seeds and the
+    edges (:func:`pruned_edge_picks`; lambda does not climb, so a lambda pick on a pruned
+    edge fails the card)."""
     picks = ("its best point and its better Table 1 neighbour" if cfg.grid == "sub" else
              f"its best point and its Table 1 neighbours either side in {each}")
     return protocols.Protocol(
         "paper", f"supplement Table 1 grids{grids} read at round {pilot_round} picks {picks} "
-        f"per method{after_picks}; the paper's rule selects among them at the plotted horizon "
-        "on every seed", rule="fed-lamb", seeds=cfg.seeds, horizon=cfg.rounds,
+        f"per method{after_picks}, each rate climbing Table 1's grid while its pick sits on a "
+        "pruned edge; the paper's rule selects among them at the plotted horizon on every seed",
+        rule="fed-lamb", seeds=cfg.seeds, horizon=cfg.rounds,
         plotted=cfg.rounds, required_seeds=PAPER_SEEDS, source=source)
 
 

@@ -26,8 +26,8 @@ and its best accuracy is nearly flat along that diagonal). The printed Fed-LAMB 
 every eps (its steps are normalised per layer); its eps changes its accuracy by at most 2.3
 points at its best rate. ``--printed-eps`` sets one eps, or sweeps a comma list as a grid
 axis of the printed pair; ``--axes METHOD.KEY=v1,v2`` replaces a method's values (pilots),
-``--axes PANEL:METHOD.KEY=...`` in one panel only (``mlp-dropout_E5:fed-lamb.lam=0,0.01``: the
-ledger's lambda at E = 5, where its pilot's best lambda is 0.01; a later part replaces an
+``--axes PANEL:METHOD.KEY=...`` in one panel only (``mlp-dropout_E5:fed-lamb.lam=0,0.01,0.1``:
+the ledger's lambda at E = 5, where its pilot's best lambda is 0.01; a later part replaces an
 earlier one); ``--no-printed`` leaves the printed runs out.
 
 Data (``--dataset``): ``mnist``, full MNIST from ``--data-dir``, without it the embedded
@@ -38,9 +38,11 @@ the paper's local-step regime; a stand-in for MNIST, named as such). Fashion-MNI
 have their own pilot (:data:`FMNIST_PILOT_ROUND`, docs/fedlamb_pilot.md): Table 1's whole
 grids (Fed-LAMB over every lambda) on one seed, read at round 10; ``--grid sub`` then runs
 each method's pilot best and its better Table 1 neighbour on every seed (``--grid near``: the
-pilot best and both its Table 1 neighbours, a bracket; the ledger's run), and the paper's
-rule selects among them at the plotted horizon (the protocol of "a one-seed pilot over the
-whole grid may pick the candidates"; :func:`protocol`).
+pilot best and both its Table 1 neighbours, a bracket; the ledger's run), each rate
+climbing Table 1's grid while its pick sits on an edge of the bracket that is not Table 1's
+(:func:`reproduce.fedlamb_common.make_tuning_runs`), and the paper's rule selects among them
+at the plotted horizon (the protocol of "a one-seed pilot over the whole grid may pick the
+candidates"; :func:`protocol`).
 
 Tuning. The CPU default (``--grid sub``) runs each method over a two-rate sub-grid from a
 recorded pilot (:data:`reproduce.fedlamb_common.PILOT`, docs/fedlamb_pilot.md: Table 1's
@@ -161,7 +163,7 @@ def runs(cfg):
     keys = {s.key: pilot_of(cfg, s) for s in settings(cfg)}
     best = lambda s, m: fl.PILOT.get(keys[s.key], {}).get(m, ({},))[0]     # noqa: E731
     sub = lambda s, m: fl.pilot_subgrid(keys[s.key], m)                     # noqa: E731
-    out = fl.make_runs(cfg, settings(cfg), methods(cfg), best, sub=sub)
+    out = fl.make_tuning_runs(cfg, settings(cfg), methods(cfg), best, protocol(cfg), sub=sub)
     if cfg.tuned:               # the symmetric tuned comparison beside the paper's protocol
         out += fl.tuned_runs(cfg, settings(cfg), methods(cfg), best, sub=sub)
     return out
@@ -197,9 +199,9 @@ _CNN_COST = ("the example CNN on full Fashion-MNIST is about 14 CPU-s a round a 
              "9x the dropout MLP (timed 2026-11-30): a 30-cell bracket about 12 CPU-hours at "
              "E = 1 and, a round's cost growing about linearly in E, about 100 CPU-hours for "
              "E = 1, 3 and 5 (docs/fedlamb_results.md)")
-_E5_COST = ("the E = 5 bracket, 39 cells at about 640 s each, about 7 CPU-hours, and its tuned "
-            "extensions; resumable and carried between sessions (docs/fedlamb_pilot.md, "
-            "\"Fashion-MNIST pilot at E = 5\")")
+_E5_COST = ("the E = 5 bracket with its climb along Table 1 and its tuned extensions, about "
+            "65-75 cells at about 640 s each (about 12 CPU-hours); resumable and carried "
+            "between sessions (docs/fedlamb_pilot.md, \"Fashion-MNIST pilot at E = 5\")")
 #: The paper's settings of E1 not run here, with their cost (the report lists them).
 NOT_RUN = (
     *(vd.NotRun("E1", f"{MODEL_LABEL['mnist-cnn']}, Fashion-MNIST, E={e}", _CNN_COST)
