@@ -619,3 +619,15 @@ def test_cost_fit_is_a_line_in_local_epochs():
     assert fl.round_seconds({2: 0.3})(5) == pytest.approx(0.75)
     assert fl.round_seconds({1: 0.1, 2: 0.3})(1) == pytest.approx(0.2 * 1 + 0.0)
     assert fl.round_seconds({1: 0.3, 2: 0.2})(4) == pytest.approx(0.25)
+
+
+def test_the_declared_unrun_panels_are_scoped_as_the_entry_files_them():
+    """Each of ``fedlamb_fig12.NOT_RUN``'s scopes is the title of a panel the ledger command
+    with both models at E = 1, 3, 5 would check, so a filed run of it replaces the report's
+    "not run" row instead of standing beside it."""
+    cfg = common.parse_config(fedlamb_fig12, ["--dataset", "fmnist", "--models",
+                                              "mlp-dropout,mnist-cnn", "--epochs", "1,3,5"])
+    titles = {s.title for s in fedlamb_fig12.settings(cfg)}
+    scopes = {u.scope for u in fedlamb_fig12.NOT_RUN}
+    assert scopes and scopes <= titles
+    assert {u.claim for u in fedlamb_fig12.NOT_RUN} <= set(fedlamb_fig12.CLAIMS)
