@@ -23,7 +23,8 @@ read them as one table each.
     tidy, one row per number: ``entry, paper, claim, scope, kind, name, seed, value, paper_value,
     tolerance, ok, source`` with ``kind`` one of ``card`` (a regime-card item: paper value,
     measured value, tolerance), ``evidence`` (the per-seed values a verdict rests on) and
-    ``final`` (every run's final value of every metric, per seed; ``name`` = ``RUN:METRIC``);
+    ``final`` (every run's final value of every metric, per seed; ``name`` = ``RUN:METRIC``,
+    or ``RUN [KEY=VALUE, ...]:METRIC`` where run names recur across panels, :func:`final_rows`);
 ``figures``
     every figure an entry drew for the ledger, with the sha256 of the committed file;
 ``docs/ledger/entries/ENTRY.json`` and ``docs/ledger/curves/ENTRY.csv.gz``
@@ -229,15 +230,61 @@ def _values_rows(rec: dict, df: pd.DataFrame) -> list[dict]:
             rows.append({**key, "kind": "evidence", "name": v["what"], "seed": seed,
                          "value": _num(x), "paper_value": "", "tolerance": "", "ok": "",
                          "source": v["definition"]})
-    if {"run", "seed", "round", "metric", "value"} <= set(df.columns) and len(df):
-        last = df.sort_values("round").groupby(["run", "seed", "metric"], sort=True).tail(1)
-        for r in last.itertuples(index=False):
-            if r.metric in ("wall_time",):
-                continue
-            rows.append({**base, "claim": "", "scope": "", "kind": "final",
-                         "name": f"{r.run}:{r.metric}", "seed": str(r.seed),
-                         "value": _num(r.value), "paper_value": "", "tolerance": "",
-                         "ok": "", "source": f"round {r.round}"})
+    return rows + final_rows(base, df)
+
+
+#: The columns of a tidy table that are not what tells one run's rows from another's.
+_MEASURED = ("run", "seed", "round", "metric", "value", "diverged_at")
+#: Columns that name a run's part for a reader (a sweep point's settings, its sweep), tried
+#: before the others (hashes, flags) when one column tells the rows apart.
+_READABLE = ("label", "sweep", "setting")
+
+
+def run_keys(df: pd.DataFrame) -> list[str]:
+    """The columns beside ``run`` that tell apart rows sharing ``(run, seed, metric, round)``
+    (a run name repeated across panels, sweeps or protocols): the fewest, in the table's
+    column order, that make those rows unique; ``[]`` where ``run`` alone does."""
+    key = ["run", "seed", "metric", "round"]
+    if not df.duplicated(key).any():
+        return []
+    dup = df[df.duplicated(key, keep=False)]
+    groups = dup.groupby(key, dropna=False, sort=False)
+    vary = [c for c in df.columns if c not in _MEASURED
+            and (groups[c].nunique(dropna=False) > 1).any()]
+    vary.sort(key=lambda c: c not in _READABLE)     # a readable name first where one does
+    for c in vary:                          # one column that tells them apart, if any does
+        if not df.duplicated(key + [c]).any():
+            return [c]
+    out = []
+    for c in vary:                          # else the columns in order until they do
+        out.append(c)
+        if not df.duplicated(key + out).any():
+            return out
+    raise LedgerError("the checked table has rows that no column tells apart (the same run, "
+                      "seed, metric and round twice)")
+
+
+def final_rows(base: dict, df: pd.DataFrame) -> list[dict]:
+    """The ``final`` rows of the values table: every run's last value of every metric, per
+    seed, named ``RUN:METRIC``; where run names recur across panels or sweeps, every run is
+    named ``RUN [KEY=VALUE, ...]:METRIC`` with the columns that tell them apart
+    (:func:`run_keys`; a key a row leaves empty is not named)."""
+    if not ({"run", "seed", "round", "metric", "value"} <= set(df.columns) and len(df)):
+        return []
+    keys = run_keys(df)
+    last = df.sort_values("round", kind="stable").groupby(
+        ["run", *keys, "seed", "metric"], sort=True, dropna=False).tail(1)
+    rows = []
+    for r in last.to_dict("records"):
+        if r["metric"] in ("wall_time",):
+            continue
+        where = ", ".join(f"{k}={_num(r[k]) if isinstance(r[k], float) else r[k]}"
+                          for k in keys if not pd.isna(r[k]) and str(r[k]) != "")
+        run = f"{r['run']} [{where}]" if where else str(r["run"])
+        rows.append({**base, "claim": "", "scope": "", "kind": "final",
+                     "name": f"{run}:{r['metric']}", "seed": str(r["seed"]),
+                     "value": _num(r["value"]), "paper_value": "", "tolerance": "",
+                     "ok": "", "source": f"round {r['round']}"})
     return rows
 
 
@@ -329,6 +376,34 @@ def file_entry(name: str, folder: Path, ledger: Path | None = None, allow_tiny: 
     return rec
 
 
+def refresh_finals(ledger: Path | None = None, say=print) -> list[str]:
+    """Rewrite every filed entry's ``final`` values rows from its committed curves (the table
+    it was checked on), its other rows as they are: the rows :func:`file_entry` writes now,
+    without rerunning (``python -m reproduce ledger --refresh-finals``). Returns the entries
+    whose rows changed."""
+    ledger = Path(ledger or ledger_dir())
+    changed = []
+    for path in sorted((ledger / "curves").glob("*.csv.gz")):
+        name = path.name[:-len(".csv.gz")]
+        rec = entry_record(name, ledger)
+        values_path = ledger / "values" / f"{name}.csv"
+        if rec is None or not values_path.exists():
+            continue
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != rec["checked"]["sha256"]:
+            raise LedgerError(f"{_rel(path)} does not match its record; refile {name}")
+        df = pd.read_csv(io.BytesIO(data), compression="gzip")
+        kept = pd.read_csv(values_path, dtype=str, keep_default_na=False)
+        kept = kept[kept.kind != "final"].to_dict("records")
+        rows = kept + final_rows({"entry": name, "paper": rec["paper"]}, df)
+        before = values_path.read_bytes()
+        _write_table("values", name, rows, ledger)
+        if values_path.read_bytes() != before:
+            changed.append(name)
+            say(f"ledger: {name}: final values rewritten from {_rel(path)}")
+    return changed
+
+
 def build(names, out: Path, ledger: Path | None = None, allow_tiny: bool = False,
           docs: bool = True, say=print) -> None:
     """``python -m reproduce ledger``: file each entry's saved run from ``out`` into the
@@ -361,12 +436,17 @@ def main(argv=None) -> int:
     p.add_argument("--allow-tiny", action="store_true",
                    help="file --tiny runs (tests; never into the committed ledger)")
     p.add_argument("--no-docs", action="store_true", help="leave the docs as they are")
+    p.add_argument("--refresh-finals", action="store_true",
+                   help="first rewrite every filed entry's final values rows from its committed "
+                        "curves (no rerun)")
     args = p.parse_args(argv)
     try:
         ledger = Path(args.ledger) if args.ledger else ledger_dir()
         if args.allow_tiny and ledger.resolve() == LEDGER.resolve():
             raise LedgerError("--allow-tiny needs another --ledger folder: --tiny runs never "
                               "enter the committed ledger")
+        if args.refresh_finals:
+            refresh_finals(ledger)
         build(args.entries, Path(args.out), ledger, args.allow_tiny, docs=not args.no_docs)
     except (LedgerError, OSError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=__import__("sys").stderr)

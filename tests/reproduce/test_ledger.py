@@ -268,3 +268,35 @@ def test_the_committed_unrun_settings_name_claims_their_entries_check():
     u = report.not_run()
     assert {"fedlamb_fig12", "fedef_images"} <= set(u.entry)
     assert (u.cost.str.len() > 20).all()
+
+
+def test_final_values_keep_a_run_name_that_recurs_across_panels_apart():
+    """A run name repeated across panels (the same grid point in two sweeps) gets one final
+    row per panel, each with its own last value; the table's runs are then all named with the
+    column that tells them apart (the collapse this replaces kept one panel's value under the
+    bare name). Rows no column tells apart are an error."""
+    import pandas as pd
+    rows = []
+    for sweep, acc in (("E1_fed-sgd", 0.81), ("E3_fed-sgd", 0.83)):
+        for rnd, frac in ((0, 0.1), (100, 1.0)):
+            rows.append({"run": "fed-sgd eta_l=0.1", "seed": 0, "round": rnd, "metric": "test_acc",
+                         "value": acc * frac, "sweep": sweep, "flag": "x"})
+    rows.append({"run": "alone", "seed": 0, "round": 100, "metric": "test_acc", "value": 0.5,
+                 "sweep": "E1_other", "flag": "x"})
+    df = pd.DataFrame(rows)
+    assert ledger.run_keys(df) == ["sweep"]
+    got = {r["name"]: float(r["value"]) for r in ledger.final_rows({"entry": "e", "paper": "p"},
+                                                                     df)}
+    assert got == {"fed-sgd eta_l=0.1 [sweep=E1_fed-sgd]:test_acc": 0.81,
+                   "fed-sgd eta_l=0.1 [sweep=E3_fed-sgd]:test_acc": 0.83,
+                   "alone [sweep=E1_other]:test_acc": 0.5}
+    with pytest.raises(ledger.LedgerError, match="no column tells apart"):
+        ledger.final_rows({}, pd.concat([df, df.iloc[:1]]))
+
+
+def test_the_committed_final_values_are_the_committed_curves_last_rounds(tmp_path):
+    """Every filed entry's final values rows are what filing writes from its committed curves
+    (a scratch copy of the ledger is refreshed and must come out byte-identical)."""
+    copy = tmp_path / "ledger"
+    shutil.copytree(ledger.LEDGER, copy)
+    assert ledger.refresh_finals(copy, say=lambda *_: None) == []
