@@ -705,6 +705,22 @@ def undecided(claim, what: str, reason: str, *, label: str = UNDERPOWERED, card=
 
 
 # ------------------------------------------------------------------------------ evidence
+def _one_run(df: pd.DataFrame, metric: str, run, where, who: str) -> pd.DataFrame:
+    """The rows of ``metric`` of one run (``run`` and ``where`` select it): an error where
+    they hold two rows for one seed and round, a run name shared by panels or sweeps, whose
+    rows would otherwise be read as one run's."""
+    sub = df[df["metric"] == metric]
+    if run is not None:
+        sub = sub[sub["run"] == run]
+    for k, v in (where or {}).items():
+        sub = sub[sub[k] == v]
+    if sub.duplicated(["seed", "round"]).any():
+        raise ValueError(f"{who}: {metric!r}{f' of run {run!r}' if run is not None else ''} "
+                         "has two rows for one seed and round (a run name shared by panels or "
+                         "sweeps); pick one with where=")
+    return sub
+
+
 def per_seed(df: pd.DataFrame, metric: str, how: str = "final", *, run=None,
              where: dict | None = None) -> pd.Series:
     """Per seed, one number from a tidy results table (``run``, ``seed``, ``round``,
@@ -712,11 +728,7 @@ def per_seed(df: pd.DataFrame, metric: str, how: str = "final", *, run=None,
     value, ``"mean"`` the mean over the evaluated rounds after 0 (area under the curve per
     round), ``"last10"`` the mean of the last 10 evaluations, ``"max"`` / ``"min"``. A seed
     recorded as diverged is NaN (never evidence, counted by :class:`Estimate`)."""
-    sub = df[df["metric"] == metric]
-    if run is not None:
-        sub = sub[sub["run"] == run]
-    for k, v in (where or {}).items():
-        sub = sub[sub[k] == v]
+    sub = _one_run(df, metric, run, where, "per_seed")
     if sub.empty:
         return pd.Series(dtype=float)
     sub = sub.sort_values("round")
@@ -744,11 +756,7 @@ def rounds_to(df: pd.DataFrame, metric: str, target: float, *, run=None, higher:
     """Per seed, the first evaluated round whose ``metric`` reaches the absolute ``target``
     (``>=`` with ``higher``, else ``<=``); ``inf`` if never (censored at the horizon), NaN if
     the seed diverged."""
-    sub = df[df["metric"] == metric]
-    if run is not None:
-        sub = sub[sub["run"] == run]
-    for k, v in (where or {}).items():
-        sub = sub[sub[k] == v]
+    sub = _one_run(df, metric, run, where, "rounds_to")
     out = {}
     for seed, g in sub.sort_values("round").groupby("seed"):
         if "diverged_at" in g and g["diverged_at"].notna().any():

@@ -242,3 +242,10 @@ def test_per_seed_and_rounds_to_from_tidy_tables():
     r = vd.rounds_to(df, "test_acc", 0.55, run="a")
     assert r[0] == 2 and r[1] == 2 and np.isnan(r[2])
     assert math.isinf(vd.rounds_to(df, "test_acc", 0.9, run="a")[0])
+    # the same run name in two panels: refused unless where= picks one
+    two = pd.concat([df.assign(setting="E1"), df.assign(setting="E3", value=df.value / 2)])
+    with pytest.raises(ValueError, match="two rows for one seed and round"):
+        vd.per_seed(two, "test_acc", "final", run="a")
+    assert vd.per_seed(two, "test_acc", "final", run="a", where={"setting": "E3"})[0] == 0.4
+    with pytest.raises(ValueError, match="rounds_to: .* two rows for one seed and round"):
+        vd.rounds_to(two, "test_acc", 0.55, run="a")
