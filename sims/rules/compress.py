@@ -30,12 +30,13 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:                       # annotations only (postponed by the __future__ import)
-    from ..core.params import ParamLayout
+# ``ParamLayout`` in the annotations is :class:`sims.core.params.ParamLayout`, named only
+# (annotations are postponed): importing it, even under TYPE_CHECKING, would make rules import
+# core, which imports rules (tests/core/test_import_cycles.py).
+# ruff: noqa: F821
 
 
 SCOPES = ("layer", "model")
