@@ -180,21 +180,35 @@ def entry_record(name: str, ledger: Path | None = None) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def filed_table(name: str, ledger: Path | None = None) -> tuple[dict, pd.DataFrame] | None:
+    """Entry ``name``'s filed record and the table its ledger rows were checked on (its
+    committed curves, checksum verified: :class:`LedgerError` if they differ), or None where
+    the ledger has none."""
+    ledger = Path(ledger or ledger_dir())
+    path = ledger / "curves" / f"{name}.csv.gz"
+    rec = entry_record(name, ledger)
+    if rec is None or not path.exists():
+        return None
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != rec["checked"]["sha256"]:
+        raise LedgerError(f"{_rel(path)} does not match its record; rebuild it with python -m "
+                          f"reproduce ledger {name}")
+    return rec, pd.read_csv(io.BytesIO(data), compression="gzip")
+
+
 def load_results(entry, ledger: Path | None = None) -> pd.DataFrame:
     """``--plot-only --from-ledger``: the table an entry's ledger rows were checked on."""
     from . import common
     name = common.entry_name(entry)
     ledger = Path(ledger or ledger_dir())
-    path = ledger / "curves" / f"{name}.csv.gz"
-    rec = entry_record(name, ledger)
-    if rec is None or not path.exists():
+    try:
+        filed = filed_table(name, ledger)
+    except LedgerError as exc:
+        raise common.EntryError(f"--from-ledger: {exc}") from None
+    if filed is None:
         raise common.EntryError(f"--from-ledger: the ledger ({_rel(ledger)}) has no results of "
                                 f"{name}; run it, then python -m reproduce ledger {name}")
-    data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != rec["checked"]["sha256"]:
-        raise common.EntryError(f"--from-ledger: {_rel(path)} does not match its record; "
-                                f"rebuild it with python -m reproduce ledger {name}")
-    return pd.read_csv(io.BytesIO(data), compression="gzip")
+    return filed[1]
 
 
 def apply_config(entry, cfg, ledger: Path | None = None) -> None:
@@ -385,14 +399,11 @@ def refresh_finals(ledger: Path | None = None, say=print) -> list[str]:
     changed = []
     for path in sorted((ledger / "curves").glob("*.csv.gz")):
         name = path.name[:-len(".csv.gz")]
-        rec = entry_record(name, ledger)
         values_path = ledger / "values" / f"{name}.csv"
-        if rec is None or not values_path.exists():
+        filed = filed_table(name, ledger) if values_path.exists() else None
+        if filed is None:
             continue
-        data = path.read_bytes()
-        if hashlib.sha256(data).hexdigest() != rec["checked"]["sha256"]:
-            raise LedgerError(f"{_rel(path)} does not match its record; refile {name}")
-        df = pd.read_csv(io.BytesIO(data), compression="gzip")
+        rec, df = filed
         kept = pd.read_csv(values_path, dtype=str, keep_default_na=False)
         kept = kept[kept.kind != "final"].to_dict("records")
         rows = kept + final_rows({"entry": name, "paper": rec["paper"]}, df)

@@ -104,7 +104,7 @@ def table(ledger: Path | None = None) -> pd.DataFrame:
     for c in cl.itertuples(index=False):
         got = v[(v.entry == c.entry) & (v.claim == c.claim)] if len(v) else v
         todo = unrun[(unrun.entry == c.entry) & (unrun.claim == c.claim)
-                     & ~unrun.scope.isin(set(got.scope) if len(got) else set())]
+                     & ~unrun.scope.isin(got.scope)]
         if not len(got) and not len(todo):
             rows.append({**c._asdict(), "scope": "", "cost": "",
                          "verdict": GPU_ONLY if c.gpu_only else NOT_YET, "row": None})
