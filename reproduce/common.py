@@ -487,13 +487,23 @@ def _compute(entry, cfg, run: Run, saved: RunStore, bar) -> pd.DataFrame:
 
 
 def missing_runs(entry, cfg, df: pd.DataFrame) -> list[str]:
-    """Names of the entry's runs (``entry.runs(cfg)``) that have no rows in ``df``: a check
+    """Names of the entry's runs (``entry.runs(cfg)``; with ``--from-ledger`` the runs its filed
+    record names, :func:`reproduce.ledger.filed_runs`) that have no rows in ``df``: a check
     given partial results (``--plot-only --available``) says which are missing and gives no
     verdict that needs them."""
     present = set(df["run"].unique()) if len(df) and "run" in df else set()
     if len(df) and "sweep" in df:           # a sweep's rows are named by grid point
         present |= set(df["sweep"].dropna().astype(str))
-    return [r.name for r in entry.runs(cfg) if r.name not in present]
+    return [name for name in run_names(entry, cfg) if name not in present]
+
+
+def run_names(entry, cfg) -> list[str]:
+    """The names of the entry's runs: ``entry.runs(cfg)``'s, or with ``--from-ledger`` the ones
+    its filed record names (:func:`reproduce.ledger.filed_runs`; nothing is built or tuned)."""
+    if getattr(cfg, "from_ledger", False):
+        from . import ledger
+        return ledger.filed_runs(entry)
+    return [r.name for r in entry.runs(cfg)]
 
 
 def diverged_replicas(df: pd.DataFrame) -> pd.DataFrame:
@@ -676,7 +686,7 @@ def main(entry, argv=None) -> int:
         return 130
     missing = missing_runs(entry, cfg, df)
     if missing:
-        print(f"missing: {len(missing)} of {len(entry.runs(cfg))} runs have no results "
+        print(f"missing: {len(missing)} of {len(run_names(entry, cfg))} runs have no results "
               f"({', '.join(missing)}); the figure and the check use the others")
     for run, grp in diverged_replicas(df).groupby("run", sort=True):
         seeds = ", ".join(f"seed {r.seed} at round {r.diverged_at:g}" for r in grp.itertuples())

@@ -107,6 +107,7 @@ def record(entry, cfg, argv, df: pd.DataFrame, lines, paths) -> Path:
            "command": shlex.join(["python3", "-m", f"reproduce.{name}", *map(str, argv)]),
            "config": _json(cfg.run_key()), "tiny": bool(cfg.tiny), "full": bool(cfg.full),
            "seeds": list(cfg.seed_list), "rounds": int(cfg.rounds),
+           "runs": [r.name for r in entry.runs(cfg)],
            "code_digest": ident["code_digest"], "commit": ident["commit"],
            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
            "figures": [_rel(p) for p in paths if str(p).endswith(".png")],
@@ -178,6 +179,27 @@ def figures(ledger: Path | None = None) -> pd.DataFrame:
 def entry_record(name: str, ledger: Path | None = None) -> dict | None:
     path = Path(ledger or ledger_dir()) / "entries" / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def filed_runs(entry, ledger: Path | None = None) -> list[str]:
+    """``--from-ledger``: the runs the filed check was made for (the record's ``runs``),
+    without building them: a tuned entry's run list needs its tuning cells, which the ledger
+    does not carry. A record filed before runs were recorded names none; its table's runs
+    stand for them (every such record was filed from a complete run: none of their checks
+    names a missing run)."""
+    from . import common
+    name = common.entry_name(entry)
+    rec = entry_record(name, ledger)
+    if rec is None:
+        raise common.EntryError(f"--from-ledger: the ledger ({_rel(Path(ledger or ledger_dir()))}) "
+                                f"has no results of {name}")
+    if "runs" in rec:
+        return list(rec["runs"])
+    table = load_results(entry, ledger)
+    names = set(table["run"].astype(str))
+    if "sweep" in table:
+        names |= set(table["sweep"].dropna().astype(str))
+    return sorted(names)
 
 
 def filed_table(name: str, ledger: Path | None = None) -> tuple[dict, pd.DataFrame] | None:

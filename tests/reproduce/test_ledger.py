@@ -110,6 +110,36 @@ def test_plot_only_from_the_ledger_redraws_and_rechecks(filed, monkeypatch, caps
     assert "has no results of speedup" in capsys.readouterr().err
 
 
+def test_from_the_ledger_never_builds_the_run_list(filed, monkeypatch, capsys, tmp_path):
+    """A tuned entry's run list needs its tuning's cells, which the ledger does not carry
+    (``fedada2_fig1 --tuning two-step`` once failed ``--from-ledger`` for that reason): the
+    redraw takes the run names from the filed record, and a run the record names but its table
+    lacks is still reported missing."""
+    tmp, out, figs, led = filed
+    rec = ledger.entry_record("speedup", led)
+    assert rec["runs"] == [r.name for r in speedup.runs(common.parse_config(
+        speedup, ["--tiny"]))]
+
+    def needs_cells(cfg):
+        raise common.EntryError("--plot-only: sweep s: 3 of 3 cell(s) have no saved result")
+    monkeypatch.setattr(speedup, "runs", needs_cells)
+    monkeypatch.setenv("FEDTOOLKIT_LEDGER", str(led))
+    capsys.readouterr()
+    argv = ["--plot-only", "--from-ledger", "--quiet", "--out", str(tmp_path / "e"),
+            "--figures", str(tmp_path / "f")]
+    assert common.main(speedup, argv) == 0, capsys.readouterr()
+    assert "missing" not in capsys.readouterr().out
+    copy = tmp_path / "led"
+    shutil.copytree(led, copy)
+    path = copy / "entries" / "speedup.json"
+    rec["runs"] = rec["runs"] + ["a run never computed"]
+    path.write_text(__import__("json").dumps(rec))
+    monkeypatch.setenv("FEDTOOLKIT_LEDGER", str(copy))
+    assert common.main(speedup, argv) == 0
+    assert f"missing: 1 of {len(rec['runs'])} runs have no results (a run never computed)" \
+        in capsys.readouterr().out
+
+
 def _docs_copy(tmp: Path) -> Path:
     root = tmp / "root"
     (root / "docs").mkdir(parents=True)
