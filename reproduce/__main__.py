@@ -1,7 +1,8 @@
 """``python -m reproduce``: list every entry (or ``python -m reproduce NAME [flags]`` to run one;
 ``python -m reproduce ledger ENTRY ...`` files entries' saved runs into the results ledger,
 ``python -m reproduce report`` writes the report and the docs' claims tables from it,
-``python -m reproduce rerun`` reruns the filed entries from their ledger commands)."""
+``python -m reproduce rerun`` reruns the filed entries from their ledger commands,
+``python -m reproduce recheck`` re-derives their verdicts from the ledger alone)."""
 from __future__ import annotations
 
 import importlib
@@ -29,7 +30,8 @@ def listing() -> str:
     lines.append("File its saved run into the results ledger: python -m reproduce ledger NAME ...; "
                  "the report and the docs' claims tables: python -m reproduce report; rerun "
                  "the filed entries from their ledger commands: python -m reproduce rerun "
-                 "[--paper P] [--dry-run].")
+                 "[--paper P] [--dry-run]; re-derive their verdicts from the ledger alone: "
+                 "python -m reproduce recheck [--paper P].")
     return "\n".join(lines)
 
 
@@ -48,6 +50,9 @@ def main(argv=None) -> int:
     if name == "rerun":
         from .rerun import main as rerun_main
         return rerun_main(rest)
+    if name == "recheck":
+        from .recheck import main as recheck_main
+        return recheck_main(rest)
     if name not in ENTRIES:
         print(f"error: unknown entry {name!r}; python -m reproduce lists them", file=sys.stderr)
         return 2

@@ -146,7 +146,7 @@ def read_record(folder: Path) -> tuple[dict, pd.DataFrame]:
     if hashlib.sha256(data).hexdigest() != rec.get("checked", {}).get("sha256"):
         raise LedgerError(f"{folder}/checked.csv.gz does not match its record verdicts.json "
                           "(edited or from another run); rerun the entry")
-    return rec, pd.read_csv(io.BytesIO(data), compression="gzip")
+    return rec, pd.read_csv(io.BytesIO(data), compression="gzip", low_memory=False)
 
 
 # ------------------------------------------------------------------------------ reading
@@ -218,7 +218,7 @@ def filed_table(name: str, ledger: Path | None = None) -> tuple[dict, pd.DataFra
     if hashlib.sha256(data).hexdigest() != rec["checked"]["sha256"]:
         raise LedgerError(f"{_rel(path)} does not match its record; rebuild it with python -m "
                           f"reproduce ledger {name}")
-    return rec, pd.read_csv(io.BytesIO(data), compression="gzip")
+    return rec, pd.read_csv(io.BytesIO(data), compression="gzip", low_memory=False)
 
 
 def load_results(entry, ledger: Path | None = None) -> pd.DataFrame:

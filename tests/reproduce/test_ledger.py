@@ -140,6 +140,35 @@ def test_from_the_ledger_never_builds_the_run_list(filed, monkeypatch, capsys, t
         in capsys.readouterr().out
 
 
+def test_recheck_holds_the_rederived_verdicts_to_the_filed_ones(filed, tmp_path, capsys):
+    """``python -m reproduce recheck`` re-derives a filed entry from the ledger alone: the
+    filed labels pass; a filed label that the check does not give (a tampered row) and an
+    entry that cannot re-derive (its curves gone) are reported and fail."""
+    from reproduce import recheck
+    tmp, out, figs, led = filed
+    good = recheck.recheck("speedup", led)
+    assert good.ok and len(good.now) == 4 and good.now == good.filed, good.line()
+    assert good.drift <= recheck.ROUNDING
+    copy = tmp_path / "led"
+    shutil.copytree(led, copy)
+    rows = copy / "verdicts" / "speedup.csv"
+    v = ledger.verdicts(copy)
+    flip = "does not show" if v.verdict.iloc[0] != "does not show" else "shows"
+    text = rows.read_text().replace(f",{v.verdict.iloc[0]},", f",{flip},", 1)
+    rows.write_text(text)
+    bad = recheck.recheck("speedup", copy)
+    key = recheck._key(v.claim.iloc[0], v.scope.iloc[0])
+    assert not bad.ok and bad.differences == [f"{key}: filed {flip!r}, now "
+                                              f"{v.verdict.iloc[0]!r}"]
+    capsys.readouterr()
+    assert recheck.main(["speedup", "--ledger", str(copy)]) == 1
+    assert "speedup: DIFFERS (1 of 4)" in capsys.readouterr().out
+    (copy / "curves" / "speedup.csv.gz").unlink()
+    gone = recheck.recheck("speedup", copy)
+    assert not gone.ok and "has no results of speedup" in gone.line()
+    assert recheck.main(["nosuch", "--ledger", str(led)]) == 2
+
+
 def test_the_checked_table_reads_back_to_the_same_floats():
     """``--from-ledger`` re-derives verdicts from the filed table: it must read back exactly
     (at 8 significant digits the probes' recovered constants, relative error 1e-15 against a
