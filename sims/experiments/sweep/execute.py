@@ -486,6 +486,10 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
     say = say or (lambda line: print(line, file=sys.stderr))
     plan = choose_plan(plan, spec.device)
     points = spec.grid.check()
+    if saved_only and not spec.folder.is_dir():         # a read leaves no folder behind
+        n = len(points) * len(spec.seeds)
+        raise NotSaved(f"sweep {spec.name}: {n} of {n} cell(s) have no saved result in "
+                       f"{spec.folder} (computing was not allowed)")
     lock = RunLock(spec.folder / ".locks" / "sweep.lock").take(f"sweep {spec.name}", say,
                                                                 GridError)
     try:
