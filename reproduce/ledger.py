@@ -192,10 +192,11 @@ def filed_runs(entry, ledger: Path | None = None) -> list[str]:
     names a missing run)."""
     from . import common
     name = common.entry_name(entry)
+    ledger = Path(ledger or ledger_dir())
     rec = entry_record(name, ledger)
     if rec is None:
-        raise common.EntryError(f"--from-ledger: the ledger ({_rel(Path(ledger or ledger_dir()))}) "
-                                f"has no results of {name}")
+        raise common.EntryError(f"--from-ledger: the ledger ({_rel(ledger)}) has no results of "
+                                f"{name}")
     if "runs" in rec:
         return list(rec["runs"])
     table = load_results(entry, ledger)

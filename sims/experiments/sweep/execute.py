@@ -487,9 +487,7 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
     plan = choose_plan(plan, spec.device)
     points = spec.grid.check()
     if saved_only and not spec.folder.is_dir():         # a read leaves no folder behind
-        n = len(points) * len(spec.seeds)
-        raise NotSaved(f"sweep {spec.name}: {n} of {n} cell(s) have no saved result in "
-                       f"{spec.folder} (computing was not allowed)")
+        raise _not_saved(spec, len(points) * len(spec.seeds), len(points) * len(spec.seeds))
     lock = RunLock(spec.folder / ".locks" / "sweep.lock").take(f"sweep {spec.name}", say,
                                                                 GridError)
     try:
@@ -497,6 +495,11 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
                            progress, reuse_stale, say, saved_only)
     finally:
         lock.release()
+
+
+def _not_saved(spec: SweepSpec, missing: int, cells: int) -> NotSaved:
+    return NotSaved(f"sweep {spec.name}: {missing} of {cells} cell(s) have no saved result in "
+                    f"{spec.folder} (computing was not allowed)")
 
 
 def _run_locked(spec, points, executor, plan, ray_address, workers, threads, quiet, progress,
@@ -516,8 +519,7 @@ def _run_locked(spec, points, executor, plan, ray_address, workers, threads, qui
             stale_reused += found.stale
     reused = len(frames)
     if saved_only and todo:
-        raise NotSaved(f"sweep {spec.name}: {len(todo)} of {len(cells)} cell(s) have no saved "
-                        f"result in {spec.folder} (computing was not allowed)")
+        raise _not_saved(spec, len(todo), len(cells))
     if stale_reused:
         say(f"sweep {spec.name}: reused {stale_reused} saved cell(s) computed by OTHER code "
             "than this checkout's (--reuse-stale)")
