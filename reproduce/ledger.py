@@ -184,19 +184,25 @@ def entry_record(name: str, ledger: Path | None = None) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def filed_runs(entry, ledger: Path | None = None) -> list[str]:
-    """``--from-ledger``: the runs the filed check was made for (the record's ``runs``),
-    without building them: a tuned entry's run list needs its tuning cells, which the ledger
-    does not carry. A record filed before runs were recorded names none; its table's runs
-    stand for them (every such record was filed from a complete run: none of their checks
-    names a missing run)."""
+def _entry_record_or_error(entry, ledger: Path | None = None) -> dict:
+    """``--from-ledger``: the entry's filed record, or a one-line :class:`EntryError`."""
     from . import common
     name = common.entry_name(entry)
     ledger = Path(ledger or ledger_dir())
     rec = entry_record(name, ledger)
     if rec is None:
         raise common.EntryError(f"--from-ledger: the ledger ({_rel(ledger)}) has no results of "
-                                f"{name}")
+                                f"{name}; run it, then python -m reproduce ledger {name}")
+    return rec
+
+
+def filed_runs(entry, ledger: Path | None = None) -> list[str]:
+    """``--from-ledger``: the runs the filed check was made for (the record's ``runs``),
+    without building them: a tuned entry's run list needs its tuning cells, which the ledger
+    does not carry. A record filed before runs were recorded names none; its table's runs
+    stand for them (every such record was filed from a complete run: none of their checks
+    names a missing run)."""
+    rec = _entry_record_or_error(entry, ledger)
     if "runs" in rec:
         return list(rec["runs"])
     table = load_results(entry, ledger)
@@ -243,12 +249,7 @@ def apply_config(entry, cfg, ledger: Path | None = None) -> None:
     import dataclasses
 
     from . import common
-    name = common.entry_name(entry)
-    ledger = Path(ledger or ledger_dir())
-    rec = entry_record(name, ledger)
-    if rec is None:
-        raise common.EntryError(f"--from-ledger: the ledger ({_rel(ledger)}) has no results of "
-                                f"{name}; run it, then python -m reproduce ledger {name}")
+    rec = _entry_record_or_error(entry, ledger)
     fields = {f.name for f in dataclasses.fields(cfg)}
     for key, val in rec["config"].items():
         if key in fields and key not in common.PLACE_FIELDS:
