@@ -491,15 +491,19 @@ def missing_runs(entry, cfg, df: pd.DataFrame) -> list[str]:
     record names, :func:`reproduce.ledger.filed_runs`) that have no rows in ``df``: a check
     given partial results (``--plot-only --available``) says which are missing and gives no
     verdict that needs them."""
+    names = run_names(entry, cfg)
+    if names is None:                       # a record filed before it named its runs
+        return []
     present = set(df["run"].unique()) if len(df) and "run" in df else set()
     if len(df) and "sweep" in df:           # a sweep's rows are named by grid point
         present |= set(df["sweep"].dropna().astype(str))
-    return [name for name in run_names(entry, cfg) if name not in present]
+    return [name for name in names if name not in present]
 
 
-def run_names(entry, cfg) -> list[str]:
+def run_names(entry, cfg) -> list[str] | None:
     """The names of the entry's runs: ``entry.runs(cfg)``'s, or with ``--from-ledger`` the ones
-    its filed record names (:func:`reproduce.ledger.filed_runs`; nothing is built or tuned)."""
+    its filed record names (:func:`reproduce.ledger.filed_runs`; nothing is built or tuned;
+    None where the record names none, and its table's runs stand for them)."""
     if getattr(cfg, "from_ledger", False):
         from . import ledger
         return ledger.filed_runs(entry)

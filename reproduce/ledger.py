@@ -184,6 +184,12 @@ def entry_record(name: str, ledger: Path | None = None) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def _no_results(name: str, ledger: Path):
+    from . import common
+    return common.EntryError(f"--from-ledger: the ledger ({_rel(ledger)}) has no results of "
+                             f"{name}; run it, then python -m reproduce ledger {name}")
+
+
 def _entry_record_or_error(entry, ledger: Path | None = None) -> dict:
     """``--from-ledger``: the entry's filed record, or a one-line :class:`EntryError`."""
     from . import common
@@ -191,25 +197,18 @@ def _entry_record_or_error(entry, ledger: Path | None = None) -> dict:
     ledger = Path(ledger or ledger_dir())
     rec = entry_record(name, ledger)
     if rec is None:
-        raise common.EntryError(f"--from-ledger: the ledger ({_rel(ledger)}) has no results of "
-                                f"{name}; run it, then python -m reproduce ledger {name}")
+        raise _no_results(name, ledger)
     return rec
 
 
-def filed_runs(entry, ledger: Path | None = None) -> list[str]:
+def filed_runs(entry, ledger: Path | None = None) -> list[str] | None:
     """``--from-ledger``: the runs the filed check was made for (the record's ``runs``),
     without building them: a tuned entry's run list needs its tuning cells, which the ledger
-    does not carry. A record filed before runs were recorded names none; its table's runs
-    stand for them (every such record was filed from a complete run: none of their checks
-    names a missing run)."""
-    rec = _entry_record_or_error(entry, ledger)
-    if "runs" in rec:
-        return list(rec["runs"])
-    table = load_results(entry, ledger)
-    names = set(table["run"].astype(str))
-    if "sweep" in table:
-        names |= set(table["sweep"].dropna().astype(str))
-    return sorted(names)
+    does not carry. None for a record filed before runs were recorded: its table's runs stand
+    for them (every such record was filed from a complete run: none of their checks names a
+    missing run)."""
+    runs = _entry_record_or_error(entry, ledger).get("runs")
+    return None if runs is None else list(runs)
 
 
 def filed_table(name: str, ledger: Path | None = None) -> tuple[dict, pd.DataFrame] | None:
@@ -238,8 +237,7 @@ def load_results(entry, ledger: Path | None = None) -> pd.DataFrame:
     except LedgerError as exc:
         raise common.EntryError(f"--from-ledger: {exc}") from None
     if filed is None:
-        raise common.EntryError(f"--from-ledger: the ledger ({_rel(ledger)}) has no results of "
-                                f"{name}; run it, then python -m reproduce ledger {name}")
+        raise _no_results(name, ledger)
     return filed[1]
 
 

@@ -33,6 +33,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 from . import ENTRIES
 from .ledger import ledger_dir
@@ -79,24 +80,6 @@ class Recheck:
         return f"{self.entry}: {len(self.now)} verdict(s), the filed labels; {moved}"
 
 
-@contextlib.contextmanager
-def _reading(ledger: Path):
-    """The entries read ``ledger`` (:func:`reproduce.ledger.ledger_dir`) while inside."""
-    before = os.environ.get("FEDTOOLKIT_LEDGER")
-    os.environ["FEDTOOLKIT_LEDGER"] = str(ledger)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("FEDTOOLKIT_LEDGER", None)
-        else:
-            os.environ["FEDTOOLKIT_LEDGER"] = before
-
-
-def _key(claim: str, scope: str) -> str:
-    return f"{claim}" + (f" [{scope}]" if scope else "")
-
-
 def _relative(a: float, b: float) -> float:
     if not (math.isfinite(a) and math.isfinite(b)) or a == b:
         return 0.0
@@ -108,15 +91,16 @@ def recheck(name: str, ledger: Path | None = None) -> Recheck:
     compare them with its filed verdict rows."""
     from . import common
     from .plotting import plt
-    from .verdicts import verdicts_of
+    from .verdicts import claim_key, verdicts_of
     ledger = Path(ledger or ledger_dir())
     rows = filed_verdicts(ledger)
     rows = rows[rows.entry == name]
-    result = Recheck(name, {_key(r.claim, r.scope): r.verdict for r in rows.itertuples()})
-    estimates = {_key(r.claim, r.scope): float(r.estimate) if r.estimate else math.nan
+    result = Recheck(name, {claim_key(r.claim, r.scope): r.verdict for r in rows.itertuples()})
+    estimates = {claim_key(r.claim, r.scope): float(r.estimate) if r.estimate else math.nan
                  for r in rows.itertuples()}
     mod = importlib.import_module(ENTRIES[name])
-    with tempfile.TemporaryDirectory() as tmp, _reading(ledger), \
+    with tempfile.TemporaryDirectory() as tmp, \
+            mock.patch.dict(os.environ, {"FEDTOOLKIT_LEDGER": str(ledger)}), \
             contextlib.redirect_stdout(io.StringIO()):
         try:
             cfg = common.parse_config(mod, ["--plot-only", "--from-ledger", "--quiet",

@@ -220,6 +220,11 @@ def _series(x) -> pd.Series:
 
 
 # ------------------------------------------------------------------------------ verdicts
+def claim_key(claim: str, scope: str = "") -> str:
+    """``"E1 [scope]"``: a verdict's claim and scope as one key (a ledger row's too)."""
+    return f"{claim}" + (f" [{scope}]" if scope else "")
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A decided (or undecided) claim: see the module docstring. ``rule`` states the decision
@@ -254,7 +259,7 @@ class Verdict:
 
     @property
     def key(self) -> str:
-        return f"{self.claim}" + (f" [{self.scope}]" if self.scope else "")
+        return claim_key(self.claim, self.scope)
 
     def statistic(self) -> str:
         """``"+0.40 [-1.20, 2.00] pp, 3 seeds"`` (the estimate, its 95 % interval, units)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reproduce import common, ledger, report, speedup
-from reproduce.verdicts import LABELS
+from reproduce.verdicts import LABELS, claim_key
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -157,7 +157,7 @@ def test_recheck_holds_the_rederived_verdicts_to_the_filed_ones(filed, tmp_path,
     text = rows.read_text().replace(f",{v.verdict.iloc[0]},", f",{flip},", 1)
     rows.write_text(text)
     bad = recheck.recheck("speedup", copy)
-    key = recheck._key(v.claim.iloc[0], v.scope.iloc[0])
+    key = claim_key(v.claim.iloc[0], v.scope.iloc[0])
     assert not bad.ok and bad.differences == [f"{key}: filed {flip!r}, now "
                                               f"{v.verdict.iloc[0]!r}"]
     capsys.readouterr()
