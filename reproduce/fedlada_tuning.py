@@ -197,7 +197,7 @@ def pick_run(cfg, method, methods) -> common.Run:
 def picks_of(df: pd.DataFrame) -> dict:
     """``{method: settings}`` from a saved tuning table (the selection stage's picks)."""
     sub = df[(df["run"].astype(str).str.startswith("tuning:")) & (df["stage"] == "select eta_l")
-             & (df["picked"].astype(str).isin(["True", "true", "1"]))]
+             & df["picked"].map(lambda v: pr.saved_flag(v) is True)]
     return {m: json.loads(g["settings"].iloc[0]) for m, g in sub.groupby("method")}
 
 
@@ -218,7 +218,7 @@ def stage_lines(df: pd.DataFrame) -> list[str]:
             cells = []
             for point, p in g.groupby("point", sort=False):
                 s = json.loads(p["settings"].iloc[0])
-                star = "*" if str(p["picked"].iloc[0]) in ("True", "true", "1") else ""
+                star = "*" if pr.saved_flag(p["picked"].iloc[0]) else ""
                 div = ("cell_diverged_at" in p and
                        pd.to_numeric(p["cell_diverged_at"], errors="coerce").notna().any())
                 acc = "diverged" if div else f"{100 * p['value'].mean():.1f}"

@@ -489,6 +489,22 @@ def protocol_columns(p: Protocol) -> dict:
             "picks_interior": "" if p.interior is None else bool(p.interior)}
 
 
+def saved_flag(value) -> bool | None:
+    """A yes/no a results table saved, as it reads back: ``True`` / ``False`` as written,
+    the strings ``"True"`` / ``"true"`` / ``"1"`` of a CSV, or ``1.0`` / ``0.0`` where
+    ``pandas.concat`` met a float column (a bool column beside another run's empty one
+    becomes float64); None for an empty value (nothing recorded)."""
+    if value is None or isinstance(value, str) and not value.strip():
+        return None
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "1.0")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number != 0
+
+
 def protocol_of(table: pd.DataFrame) -> Protocol | None:
     """The :class:`Protocol` a tuning run's table records (None when it records none)."""
     if "protocol_kind" not in table or not len(table):
@@ -496,10 +512,7 @@ def protocol_of(table: pd.DataFrame) -> Protocol | None:
     r = table.iloc[0]
     num = (lambda x: None if x is None or (isinstance(x, float) and math.isnan(x))
            or int(x) < 0 else int(x))
-    interior = r.get("picks_interior", "")
-    interior = None if interior in ("", None) or (isinstance(interior, float)
-                                                   and math.isnan(interior)) \
-        else str(interior) in ("True", "true", "1")
+    interior = saved_flag(r.get("picks_interior", ""))
     return Protocol(str(r["protocol_kind"]), str(r["protocol"]),
                     rule=str(r.get("selection_rule", "")) or None,
                     seeds=num(r.get("selection_seeds")), horizon=num(r.get("selection_round")),

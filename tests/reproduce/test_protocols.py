@@ -267,3 +267,27 @@ def test_entry_setups_take_the_entrys_flags():
             common.parse_config(fedlada_k, argv)))
         assert (su.reuse_stale, su.saved_only) == (on, on)
         assert su.checkpoint_every == (9.0 if on else common.EntryConfig.checkpoint_every)
+
+
+@pytest.mark.parametrize("interior", [True, False])
+def test_protocol_of_reads_a_flag_that_pandas_concat_made_float(interior):
+    """A tuned run's ``picks_interior`` read beside a paper run's rows, which record none:
+    ``pandas.concat`` turns the bool column into float64 (``1.0`` / ``0.0``), and the
+    protocol still reads the flag the tuning recorded (it once read ``1.0`` as not interior,
+    so a tuned comparison with interior picks was filed as ``premise absent``)."""
+    tuned = pd.DataFrame({"run": ["t"], "protocol_kind": ["tuned"], "protocol": ["x"],
+                          **{k: [v] for k, v in pr.protocol_columns(pr.Protocol(
+                              "tuned", "x", seeds=3, horizon=5, interior=interior)).items()
+                             if k not in ("protocol", "protocol_kind")}})
+    paper = pd.DataFrame({"run": ["p"], "picks_interior": [math.nan]})
+    both = pd.concat([paper, tuned], ignore_index=True)
+    assert both["picks_interior"].dtype == np.float64            # the form that was misread
+    assert pr.protocol_of(both[both.run == "t"]).interior is interior
+
+
+@pytest.mark.parametrize("value, flag", [
+    (True, True), (False, False), ("True", True), ("true", True), ("1", True),
+    ("False", False), (1.0, True), (0.0, False), (np.bool_(True), True), (1, True),
+    ("", None), (None, None), (math.nan, None)])
+def test_saved_flag_reads_every_form_a_table_gives_back(value, flag):
+    assert pr.saved_flag(value) is flag
