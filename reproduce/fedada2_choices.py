@@ -197,7 +197,7 @@ def check(df, cfg):
     lines = [f"setting: {fc.data_note(cfg)}; m = {fc.participants(SETTING, cfg)} clients a "
              f"round, {cfg.rounds} rounds, {cfg.seeds} seeds, {points}; each "
              "choice flipped alone, the untouched methods' runs shared with the default"] + notes
-    lines += fc.tuning_lines(SETTING, cfg, TUNING_NAME)
+    lines += fc.tuning_lines(SETTING, cfg, TUNING_NAME, entry=sys.modules[__name__])
     if tuned:
         lines.append("one tuning per table: a flip is not re-tuned; the methods it touches run "
                      "at their default pick with the choice flipped (each flipped variant's "

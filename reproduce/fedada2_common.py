@@ -677,23 +677,33 @@ def tuned_runs(setting: str, cfg, name: str, grids: dict, text: str) -> list[com
     return out
 
 
-def tuning_lines(setting: str, cfg, name: str, table: str | None = None) -> list[str]:
+def tuning_lines(setting: str, cfg, name: str, table: str | None = None,
+                 entry=None) -> list[str]:
     """What the two-step tuning picked (from this process's tuning; none when it did not run
-    here, e.g. ``--from-ledger``, whose record keeps these lines); ``table`` as in
+    here). With ``--from-ledger`` (nothing is tuned) the block ``entry``'s filed check printed
+    under the same heading (:func:`reproduce.ledger.filed_block`). ``table`` as in
     :func:`two_step_tuning`."""
-    found = _TUNINGS.get(_tuning_key(name, setting, cfg))
-    if not tuned_here(setting, cfg) or found is None:
+    if not tuned_here(setting, cfg):
         return []
     key = table or SETTINGS[setting].table
     table = tables.best(key, SETTINGS[setting].methods[0]).source
     clip = ", Table 3's clip" if SETTINGS[setting].private else ""
-    weighted_ = [label(m, True) for m in found
+    weighted_ = [label(m, True) for m in SETTINGS[setting].methods
                  if cell_aggregation(setting, m, cfg) != "uniform"]
     cells = ("sample-weighted cells for " + ", ".join(weighted_) + " (clients differ in size)"
              if weighted_ else "uniform cells")
-    out = [f"two-step tuning (App. H.2 on the stand-in; rule {TWO_STEP_RULE}, selected at round "
-           f"{cfg.rounds} on {getattr(cfg, 'tune_seeds', 1)} seed(s){clip}, from {table}; "
-           f"{cells}; score = the best running average of 10 logged test accuracies, %):"]
+    heading = (f"two-step tuning (App. H.2 on the stand-in; rule {TWO_STEP_RULE}, selected at "
+               f"round {cfg.rounds} on {getattr(cfg, 'tune_seeds', 1)} seed(s){clip}, from "
+               f"{table}; {cells}; score = the best running average of 10 logged test "
+               "accuracies, %):")
+    if getattr(cfg, "from_ledger", False):
+        from . import ledger
+        return (ledger.filed_block(entry, heading, family="two-step tuning (App. H.2")
+                if entry is not None else [])
+    found = _TUNINGS.get(_tuning_key(name, setting, cfg))
+    if found is None:
+        return []
+    out = [heading]
     for m, t in found.items():
         s = t.summary
         ok = s[s["selected"]]

@@ -138,7 +138,7 @@ def plot(df, cfg):
 
 
 def check(df, cfg):
-    return (fc.tuning_lines("stackoverflow", cfg, GRIDS_NAME)
+    return (fc.tuning_lines("stackoverflow", cfg, GRIDS_NAME, entry=sys.modules[__name__])
             + f1.check(df, cfg, entry=sys.modules[__name__]))
 
 

@@ -209,7 +209,7 @@ def check(df, cfg):
     for e in epochs:
         lines += [f"{e} local epoch(s): " + t if i == 0 else t for i, t in enumerate(
             fc.tuning_lines("gld23k", epoch_config(cfg, e), fc.TUNING_NAMES[TABLE_OF[e]],
-                            table=TABLE_OF[e]))]
+                            table=TABLE_OF[e], entry=sys.modules[__name__]))]
     if fc.is_standin("gld23k", cfg):
         lines.append("STAND-IN: every number below is on GLD-23K's stand-in, not the paper's "
                      "data; " + ("each method tuned on it by App. H.2's two steps at each "

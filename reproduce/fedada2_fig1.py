@@ -291,7 +291,7 @@ def check(df, cfg, entry=None):
         lines += ["", f"== {fc.setting_title(s.key, cfg)} ({s.adaptivity}, "
                       f"{fc.participants(s.key, cfg)} clients a round) =="]
         if not s.private:
-            lines += fc.tuning_lines(s.key, cfg, fc.TUNING_NAMES[s.table])
+            lines += fc.tuning_lines(s.key, cfg, fc.TUNING_NAMES[s.table], entry=entry)
         lines += final_table(df, s)
         if s.key == "stackoverflow":
             if not dp_home:

@@ -148,7 +148,7 @@ def check(df, cfg):
     lines = [f"setting: {fc.data_note(cfg)}; m = {fc.participants('cifar100', cfg)} clients a "
              f"round, {cfg.rounds} rounds, {cfg.seeds} seeds, "
              + ("points tuned here" if fc.tuned_here("cifar100", cfg) else "Tables 4-5")] + notes
-    lines += fc.tuning_lines("cifar100", cfg, GRIDS_NAME)
+    lines += fc.tuning_lines("cifar100", cfg, GRIDS_NAME, entry=sys.modules[__name__])
     if fc.is_standin("cifar100", cfg):
         lines.append("STAND-IN: every number below is on CIFAR-100's stand-in, not the paper's "
                      "data; " + ("each method tuned on it by App. H.2's two steps"

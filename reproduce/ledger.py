@@ -211,6 +211,29 @@ def filed_runs(entry, ledger: Path | None = None) -> list[str] | None:
     return None if runs is None else list(runs)
 
 
+def filed_block(entry, heading: str, family: str | None = None,
+                ledger: Path | None = None) -> list[str]:
+    """``--from-ledger``: what the filed check printed under ``heading``, for a table it made
+    from work the ledger does not carry (a tuning's cells): the first line ending with
+    ``heading`` (a caller may prefix it) and the two-space-indented lines below it, as
+    ``[heading, *lines]``. A record filed while the heading read otherwise: the one line
+    containing ``family`` (the heading's stable start), as filed. [] where there is none."""
+    lines = _entry_record_or_error(entry, ledger).get("check", "").splitlines()
+    at = [i for i, line in enumerate(lines) if line.endswith(heading)]
+    if at:
+        block = [heading]
+    else:
+        at = [i for i, line in enumerate(lines) if family and family in line]
+        if len(at) != 1:
+            return []
+        block = [lines[at[0]]]
+    for below in lines[at[0] + 1:]:
+        if not below.startswith("  ") or below.startswith("   "):
+            break
+        block.append(below)
+    return block
+
+
 def filed_table(name: str, ledger: Path | None = None) -> tuple[dict, pd.DataFrame] | None:
     """Entry ``name``'s filed record and the table its ledger rows were checked on (its
     committed curves, checksum verified: :class:`LedgerError` if they differ), or None where

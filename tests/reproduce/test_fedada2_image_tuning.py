@@ -90,6 +90,33 @@ def test_tiny_two_step_run_tunes_every_method_and_holds_the_card(tmp_path, capsy
     assert "Table 3's clip" not in fc.protocol("cifar100", cfg).text
 
 
+def test_from_the_ledger_prints_the_filed_tuning(tmp_path, capsys, monkeypatch):
+    """``--plot-only --from-ledger`` tunes nothing (the ledger carries no tuning cells), so it
+    prints the tuning table the filed check printed, line for line (it once printed none)."""
+    from reproduce import ledger
+    torch.set_num_threads(1)
+    fc._TUNINGS.clear()
+    out, led = tmp_path / "res", tmp_path / "ledger"
+    argv = ["--tiny", "--quiet", "--tuning", "two-step", "--out", str(out), "--figures",
+            str(tmp_path / "fig"), "--threads", "1"]
+    assert common.main(fig5, argv) == 0
+    assert ledger.main(["fedada2_fig5", "--out", str(out), "--ledger", str(led), "--allow-tiny",
+                        "--no-docs"]) == 0
+    filed = ledger.entry_record("fedada2_fig5", led)["check"].splitlines()
+    at = next(i for i, ln in enumerate(filed) if ln.startswith("two-step tuning (App. H.2"))
+    block = filed[at:at + 1 + len(fc.SETTINGS["cifar100"].methods)]
+    assert all(ln.startswith("  ") and ", pick " in ln for ln in block[1:])
+    fc._TUNINGS.clear()
+    capsys.readouterr()
+    monkeypatch.setenv("FEDTOOLKIT_LEDGER", str(led))
+    assert common.main(fig5, ["--plot-only", "--from-ledger", "--quiet", "--out",
+                              str(tmp_path / "empty"), "--figures", str(tmp_path / "f")]) == 0
+    text = capsys.readouterr().out.splitlines()
+    at = text.index(block[0])
+    assert text[at:at + len(block)] == block
+    assert not fc._TUNINGS                                      # nothing was tuned
+
+
 def test_tuning_cells_aggregate_as_the_runs_do(tmp_path):
     """GLD-23K's clients differ in size: its adaptive servers (the authors weight them by
     sample counts) are tuned in sample-weighted cells, FedAvg in uniform ones; CIFAR-100's

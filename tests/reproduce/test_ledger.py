@@ -140,6 +140,30 @@ def test_from_the_ledger_never_builds_the_run_list(filed, monkeypatch, capsys, t
         in capsys.readouterr().out
 
 
+def test_filed_block_returns_a_heading_and_its_rows_as_filed(filed, tmp_path):
+    """``ledger.filed_block``: the block under a heading (also after a caller's prefix), its
+    two-space rows up to the next unindented or deeper-indented line; a record filed under an
+    older wording by its one line of the heading's family; nothing where that is ambiguous or
+    absent."""
+    tmp, out, figs, led = filed
+    copy = tmp_path / "led"
+    shutil.copytree(led, copy)
+    rec = ledger.entry_record("speedup", copy)
+    rec["check"] = "\n".join([
+        "data: x", "1 epoch(s): tuning (rule r, from T1):", "  A: pick 1", "  B: pick 2",
+        "    detail", "tuning (rule r, from T2):", "  C: pick 3", "next line", "old tuning (w):",
+        "  D: pick 4"])
+    (copy / "entries" / "speedup.json").write_text(__import__("json").dumps(rec))
+    block = lambda *a, **k: ledger.filed_block(speedup, *a, ledger=copy, **k)  # noqa: E731
+    assert block("tuning (rule r, from T1):") == ["tuning (rule r, from T1):", "  A: pick 1",
+                                                  "  B: pick 2"]
+    assert block("tuning (rule r, from T2):") == ["tuning (rule r, from T2):", "  C: pick 3"]
+    assert block("tuning (rule r, from T3):") == []
+    assert block("tuning (rule r, from T3):", family="old tuning") == ["old tuning (w):",
+                                                                     "  D: pick 4"]
+    assert block("tuning (rule r, from T3):", family="tuning (") == []     # three candidates
+
+
 def test_recheck_holds_the_rederived_verdicts_to_the_filed_ones(filed, tmp_path, capsys):
     """``python -m reproduce recheck`` re-derives a filed entry from the ledger alone: the
     filed labels pass; a filed label that the check does not give (a tampered row) and an
