@@ -82,6 +82,7 @@ from sims.core.participation import Participation
 from . import common, plotting
 from .common import items  # noqa: F401  (the entries read it from here too)
 from . import verdicts as vd
+from .protocols import split_tuned
 
 PAPER, TARGET = "Fed-EF", "Figures 2-5, 10-15 and Tables 2-5"
 TITLE = ("CNN on MNIST / Fashion-MNIST: Fed-EF-SGD and -AMS with Sign, TopK, heavy-Sign; "
@@ -222,15 +223,29 @@ def conv_problem(dataset: str, model: str, n: int, samples_per_client: int, data
     shared builder (:func:`reproduce.common.cached_problem`, so once per process; a ``cnn`` or
     ``resnet18`` is a :class:`sims.problems.conv.ConvProblem` for the dataset's image shape);
     ``n`` is capped at the number of such clients the data allows."""
+    return build_problem(image_desc(dataset, model, n, samples_per_client, data_dir, device,
+                                    eval_train, test_samples, augment))
+
+
+def image_desc(dataset: str, model: str, n: int, samples_per_client: int, data_dir, device,
+               eval_train: int, test_samples: int, augment=None) -> dict:
+    """The JSON description of :func:`conv_problem`'s problem (:func:`build_problem` builds
+    it; a tuning cell's fingerprint holds it)."""
     ds = common.cached_dataset(dataset, data_dir)
     total = len(ds.y_train) // samples_per_client
     if total < 1:
         raise common.EntryError(f"{dataset}: {len(ds.y_train)} training samples cannot make a "
                                 f"client of {samples_per_client}")
-    return common.cached_problem(dataset, data_dir, model=model, n_clients=min(n, total),
-                                 subset_of=total, eval_train_samples=eval_train or None,
-                                 test_samples=test_samples or None, augment=augment,
-                                 device=device)
+    return {"dataset": dataset, "data_dir": data_dir, "model": model,
+            "n_clients": min(n, total), "subset_of": total,
+            "eval_train_samples": eval_train or None, "test_samples": test_samples or None,
+            "augment": augment, "device": device}
+
+
+def build_problem(desc: dict):
+    """The problem of a description :func:`image_desc` wrote (module level, so Ray can ship
+    a tuning's cells)."""
+    return common.cached_problem(**desc)
 
 
 def gpu_max_batch(cfg, clients: int) -> int | None:
@@ -339,21 +354,11 @@ def tuned_panels(text: str) -> list[tuple[str, float]]:
     return out
 
 
-def build_problem(desc: dict):
-    """A tuning sweep's problem from its JSON description (module level, so Ray can ship it):
-    the image problem :func:`conv_problem` builds."""
-    return common.cached_problem(**desc)
-
-
 def problem_desc(cfg, ds: str) -> dict:
-    """The JSON description of :func:`conv_problem`'s problem (part of every tuning cell's
-    fingerprint)."""
-    total = len(common.cached_dataset(ds, cfg.data_dir).y_train) // cfg.samples_per_client
-    return {"dataset": ds, "data_dir": cfg.data_dir, "model": "cnn",
-            "n_clients": population(ds, cfg.n, cfg.samples_per_client, cfg.data_dir),
-            "subset_of": total, "eval_train_samples": cfg.eval_train or None,
-            "test_samples": cfg.test_samples or None, "augment": None, "device": cfg.device,
-            "eval_grad": bool(cfg.grad_norm)}
+    """The tuned comparison's problem: Table 1's runs' (:func:`image_desc`), its evaluation
+    of the gradient norm as ``--grad-norm`` says."""
+    return {**image_desc(ds, "cnn", cfg.n, cfg.samples_per_client, cfg.data_dir, cfg.device,
+                         cfg.eval_train, cfg.test_samples), "eval_grad": bool(cfg.grad_norm)}
 
 
 def tuned_method(ds: str, server: str, spec: str):
@@ -415,14 +420,6 @@ def tuned_runs(cfg) -> list:
                             "compressor": spec, "family": family(spec),
                             "param": param_of(spec)}))
     return out
-
-
-def split_tuned(df: pd.DataFrame):
-    """``(Table 1's rows, the tuned comparison's rows)`` of the entry's table."""
-    kind = df["protocol_kind"].astype(str) if "protocol_kind" in df else None
-    if kind is None:
-        return df, df.iloc[:0]
-    return df[kind != "tuned"], df[kind == "tuned"]
 
 
 def tuned_picks(tuned: pd.DataFrame, rounds: int) -> tuple[pd.DataFrame, pd.DataFrame]:

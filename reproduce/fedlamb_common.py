@@ -21,6 +21,7 @@ from sims.experiments.sweep.grid import GridError, parse_axis
 
 from . import common, protocols
 from .common import items  # noqa: F401  (the entries read it from here too)
+from .protocols import split_tuned
 from .sweeps import FED_LAMB_TABLE1, sweep_run
 
 #: SUPP Table 1, "Search grids of the learning rate" (spec 3.4), and MAIN Sec. 4's lambda:
@@ -948,15 +949,6 @@ def plot_protocols(df, cfg, stem: str, draw):
         paths += draw(tuned, cfg, f"{stem}_tuned", "symmetric tuned comparison (rates "
                       f"bracketed, extended {RATE_STEP:g}x off an edge)")
     return paths
-
-
-def split_tuned(df):
-    """``(the paper protocol's rows, the tuned comparison's rows)`` of an entry's table
-    (:func:`tuned_runs`' rows carry ``protocol_kind`` ``tuned``)."""
-    kind = df["protocol_kind"].astype(str) if "protocol_kind" in df else None
-    if kind is None:
-        return df, df.iloc[:0]
-    return df[kind != "tuned"], df[kind == "tuned"]
 
 
 def tuned_protocol(tuned, cfg) -> protocols.Protocol:

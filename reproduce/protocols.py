@@ -505,6 +505,16 @@ def saved_flag(value) -> bool | None:
     return None if math.isnan(number) else number != 0
 
 
+def split_tuned(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(the paper protocol's rows, the symmetric tuned comparison's rows)`` of an entry's
+    table: a tuning run's rows of kind ``tuned`` carry ``protocol_kind`` ``tuned``
+    (:func:`protocol_columns`); every other row is the paper protocol's."""
+    kind = df["protocol_kind"].astype(str) if "protocol_kind" in df else None
+    if kind is None:
+        return df, df.iloc[:0]
+    return df[kind != "tuned"], df[kind == "tuned"]
+
+
 def protocol_of(table: pd.DataFrame) -> Protocol | None:
     """The :class:`Protocol` a tuning run's table records (None when it records none)."""
     if "protocol_kind" not in table or not len(table):
