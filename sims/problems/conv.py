@@ -14,7 +14,11 @@ batched form (it has parallelism to spare), so the loop is the default on the CP
   evaluation one client (one server model) at a time through a persistent working copy of
   the module and plain autograd, in ``channels_last`` memory format; the results equal the
   batched path's up to floating-point rounding (dropout masks are drawn differently, so the
-  two agree exactly only with dropout off, which the tests check);
+  two agree exactly only with dropout off, which the tests check). Each minibatch's dropout
+  masks come from a generator seeded by its sample indices (:meth:`ConvProblem._masks`), so
+  a replica's run is the same whichever replicas share its chunk and after a resume, the
+  engine's randomness contract (the batched path draws them from torch's global generator,
+  so there they depend on the chunk);
 * with ``augment="crop-flip"`` applies the CIFAR training augmentation of Fed-EF Sec. 5
   (spec 4.1): a random 32x32 crop of the image padded by ``pad`` pixels of black on every side,
   and a random horizontal flip, drawn afresh for every sample of every local minibatch. The
@@ -33,6 +37,7 @@ batched form (it has parallelism to spare), so the loop is the default on the CP
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import torch
@@ -40,7 +45,7 @@ import torch.nn.functional as F
 from torch.func import vmap
 
 from ..data.base import NORMALIZATION, Dataset
-from .neural import NeuralProblem
+from .neural import NeuralProblem, _row_keys
 
 AUGMENTATIONS = (None, "crop-flip", "crop")
 
@@ -66,6 +71,8 @@ class ConvProblem(NeuralProblem):
         self._work = copy.deepcopy(self.model).to(memory_format=torch.channels_last)
         self._work.train()
         self._params = list(self._work.parameters())
+        self._dropout = any(isinstance(m, torch.nn.modules.dropout._DropoutNd)
+                            for m in self._work.modules())
 
     # ----------------------------------------------------------------- augmentation
     def plan_client(self, rng: np.random.Generator, client: int) -> np.ndarray:
@@ -110,6 +117,16 @@ class ConvProblem(NeuralProblem):
     def _flat(self, tensors) -> torch.Tensor:
         return torch.cat([t.reshape(-1) for t in tensors])
 
+    def _masks(self, row: torch.Tensor):
+        """The context one minibatch's forward pass runs in: with dropout, torch's generator
+        seeded by the row's sample indices (:func:`sims.problems.neural._row_keys`) and
+        restored after, so the masks are a function of the minibatch alone, as the engine's
+        seeded plan fixes it (not of the process's history: which replicas share the chunk,
+        a resume); without dropout nothing."""
+        if not self._dropout:
+            return nullcontext()
+        return _seeded_rng(_row_keys(row[None])[0], self.device)
+
     def _step_grad(self, row: torch.Tensor):
         """Gradient of the mean loss over the valid entries of one minibatch row (the
         working copy holds the parameters), or None when the row is all padding."""
@@ -118,7 +135,8 @@ class ConvProblem(NeuralProblem):
             return None
         x, y = self.fetch(row)
         x = x.contiguous(memory_format=torch.channels_last)
-        loss = F.cross_entropy(self._work(x), y)
+        with self._masks(row):
+            loss = F.cross_entropy(self._work(x), y)
         return torch.autograd.grad(loss, self._params)
 
     def stoch_grad(self, theta: torch.Tensor, clients, payload: torch.Tensor):
@@ -238,6 +256,15 @@ class ConvProblem(NeuralProblem):
         finally:
             self._work.train()
         return out
+
+
+@contextmanager
+def _seeded_rng(key: int, device: torch.device):
+    """torch's generator (and ``device``'s, on a GPU) seeded with ``key`` inside, restored on
+    exit."""
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(key)
+        yield
 
 
 def stratified_test_subset(ds: Dataset, size: int | None, seed: int = 0) -> Dataset:

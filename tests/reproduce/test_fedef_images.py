@@ -66,6 +66,34 @@ def test_conv_loop_equals_batched_path():
     assert torch.equal(got[1], torch.zeros_like(got[1])) and got[0].abs().sum() > 0
 
 
+@pytest.mark.parametrize("name", ["cnn", "mnist-cnn"])
+def test_conv_dropout_draws_do_not_depend_on_batching(name, monkeypatch):
+    """With dropout on, the loop path's replica 0 is the same run alone and batched with
+    another seed, with the process's generator disturbed in between (its masks are keyed by
+    each minibatch's samples): the engine's "reproducible from its seed, independent of
+    batching". Drawn from torch's global generator instead, they are not."""
+    side = 28 if name == "mnist-cnn" else 6
+    data = _fixture(side=side)
+    model = make_model(name, (1, side, side), 10)
+    assert any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in model.modules())
+    prob = ConvProblem(data, _parts(), model, loop=True, batch_size=4, dtype=torch.float64)
+    alg = FedEF(eta=0.7, eta_l=0.05, compressor=TopK(0.1))
+    part = Participation("fixed", m=3)
+
+    def replica0_gap():
+        alone = run(prob, alg, part, 2, [0], eval_every=1)
+        torch.rand(7)                       # the global generator moves on between runs
+        both = run(prob, alg, part, 2, [0, 1], eval_every=1)
+        np.testing.assert_allclose(both.metrics["train_loss"][0],
+                                   alone.metrics["train_loss"][0], rtol=1e-12)
+        return float((both.server["theta"][0] - alone.server["theta"][0]).abs().max())
+    assert replica0_gap() < 1e-15          # batched vs alone: floating-point rounding only
+    from contextlib import nullcontext
+    monkeypatch.setattr(prob, "_masks", lambda row: nullcontext())
+    with pytest.raises(AssertionError):
+        assert replica0_gap() < 1e-6
+
+
 def test_crop_flip_augmentation_is_encoded_in_the_plan():
     data = _fixture(side=8, channels=3)
     data = Dataset("cifar10", data.x_train, data.y_train, data.x_test, data.y_test, 10, "fx")
