@@ -575,12 +575,20 @@ def scale_note(entry, cfg, df: pd.DataFrame | None = None) -> str:
         if missing:
             note += (f"\nMISSING {len(missing)} run(s), not drawn: {', '.join(missing[:6])}"
                      + (" ..." if len(missing) > 6 else ""))
-        bad = diverged_replicas(df)
+        from .protocols import split_tuned
+        drawn, tuning = split_tuned(df)
+        bad = diverged_replicas(drawn)
         if len(bad):
             items = [f"{r.run} seed {r.seed} (round {r.diverged_at:g})"
                      for r in bad.itertuples()]
             note += (f"\nDIVERGED, marked x and left out of means: {', '.join(items[:6])}"
                      + (" ..." if len(items) > 6 else ""))
+        keys = [k for k in ("run", "point", "seed") if k in tuning]
+        cells = (tuning.loc[tuning["diverged_at"].notna(), keys]
+                 if len(tuning) and "diverged_at" in tuning else tuning.iloc[:0])
+        if len(cells.drop_duplicates()):
+            note += (f"\n{len(cells.drop_duplicates())} cell(s) of the tuned comparison's grids "
+                     "diverged (never picked)")
     return note
 
 

@@ -687,7 +687,7 @@ def plot_tuned(paper: pd.DataFrame, tuned: pd.DataFrame, cfg) -> list:
                 clip_loss(ax, rows)
             ax.set_xlabel("round")
             ax.set_ylabel("test accuracy" if metric == "test_acc" else "train loss")
-            ax.legend(fontsize=6.5)
+            ax.legend(fontsize=6.5, loc="lower right" if metric == "test_acc" else "upper right")
         n = int(tuned.loc[tuned.dataset == ds, "n"].iloc[0])
         fig.suptitle(f"{DATASET_LABEL[ds]} CNN, {SERVER_LABEL[server]}, n={n}, p={float(p):g} "
                      f"(m={clients_per_round(float(p), n)}), {cfg.seeds} seed(s): each setting "
@@ -981,8 +981,8 @@ def _verdicts(df, final, cfg, lines, proto, suffix: str = "", bits: bool = True)
                          for f in ("sign", "hvsign") if f in fam.index]
             signs = any(f in fam.index for f in ("sign", "hvsign"))
             out.append(vd.every(CLAIMS["E5"], topk + extra, what="TopK matches full "
-                                "precision, " + ("sign-based compressors below TopK" if signs
-                                                 else "(no sign-based setting compared)"),
+                                "precision" + (", sign-based compressors below TopK" if signs
+                                               else " (no sign-based setting compared)"),
                                 card=card, protocol=proto, scope=scope))
         if bits and bit_parts:
             out.append(vd.every(CLAIMS["E6"], bit_parts, what="fewer uplink bits at the "

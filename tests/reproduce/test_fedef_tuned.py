@@ -129,3 +129,15 @@ def test_tuned_comparison_entry(tmp_path, capsys):
     both = labels(fedef_images.check(df, cfg))
     assert alone and {k: v for k, v in both.items() if k in alone} == alone
     assert set(both) - set(alone) == {f"E3 [{scope}, tuned comparison]"}
+
+
+def test_footer_counts_diverged_tuning_cells_apart_from_drawn_runs(tmp_path):
+    """A diverged grid cell of a tuning is never drawn: the figures' footer counts such cells
+    (3 seeds of one point here) instead of listing them as curves marked diverged."""
+    tuned = _tidy({(1e-2, 0.1): (0.1, 0.7, 0.6), (1e-1, 0.1): (0.1, 0.1, 0.1)})
+    tuned.loc[tuned["eta"] == 1e-1, "diverged_at"] = 3
+    note = common.scale_note(fedef_images, _cfg(tmp_path), tuned)
+    assert "3 cell(s) of the tuned comparison's grids diverged (never picked)" in note
+    assert "DIVERGED" not in note
+    paper = tuned.assign(protocol_kind="paper")
+    assert "DIVERGED, marked x" in common.scale_note(fedef_images, _cfg(tmp_path), paper)
