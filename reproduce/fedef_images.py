@@ -808,6 +808,9 @@ def plot(df, cfg):
         paths += plotting.save(fig, cfg.figures, f"fedef_fig{num}" if num else
                                f"fedef_bits_p{p:g}")
     md = tables_markdown(final, scale_note(df, cfg))
+    if len(tuned):
+        picked, _ = tuned_picks(tuned, cfg.rounds)
+        md += "\n" + tables_markdown(finals(picked, cfg.rounds), label="tuned comparison")
     out = common.results_dir(sys.modules[__name__], cfg)
     out.mkdir(parents=True, exist_ok=True)
     (out / "tables.md").write_text(md)

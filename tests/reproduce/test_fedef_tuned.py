@@ -113,6 +113,9 @@ def test_tuned_comparison_entry(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert (figs / "fedef_tuned_mnist_p0.5_ams.png").stat().st_size > 0
     assert "Table 3: p = 0.5, Fed-EF-AMS, tuned comparison" in printed
+    tables = (out / "fedef_images" / "tables.md").read_text()   # and --write-docs' block
+    assert "**Table 3: p = 0.5, Fed-EF-AMS**" in tables
+    assert "**Table 3: p = 0.5, Fed-EF-AMS, tuned comparison**" in tables
     assert "selection seeds 1 (paper 3; >= 3) FAILS" in printed    # one seed: not the protocol
     from verdict_util import saved
     got = saved(out, "fedef_images")
