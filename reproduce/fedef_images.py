@@ -900,14 +900,19 @@ def check(df, cfg):
                          f"{', '.join(f'{v:g}' for v in k.etas)} x eta_l "
                          f"{', '.join(f'{v:g}' for v in k.eta_ls)}"
                          + ("" if k.interior is not False else "; pick on an edge"))
-        if len(rows):
-            proto = pr.protocol_of(tuned)
-            interior = [v for v in picks["interior"] if v is not None]
+        from dataclasses import replace
+        for _, panel in picks.groupby(["dataset", "p", "server"]):
+            keep = rows[rows["sweep"].isin(panel["sweep"])]
+            if not len(keep):
+                continue
+            # the panel's protocol: interior only if every one of its picks is
+            proto = pr.protocol_of(tuned[tuned["sweep"].isin(panel["sweep"])])
+            interior = [v for v in panel["interior"] if v is not None]
             if proto is not None and interior:
-                from dataclasses import replace
                 proto = replace(proto, interior=all(bool(v) for v in interior))
-            out += _verdicts(rows, finals(rows, cfg.rounds), cfg, lines, proto,
+            out += _verdicts(keep, finals(keep, cfg.rounds), cfg, lines, proto,
                              suffix=", tuned comparison", bits=False)
+        if len(rows):
             lines += ["", tables_markdown(finals(rows, cfg.rounds), label="tuned comparison")]
     if final is not None:
         lines += ["", tables_markdown(final, scale_note(paper, cfg))]
