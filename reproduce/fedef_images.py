@@ -830,7 +830,8 @@ FIGURES = ("fedef_fig15",
            "fedef_fig10",
            "fedef_fig11",
            "fedef_fig12",
-           "fedef_fig14")
+           "fedef_fig14",
+           "fedef_tuned_fmnist_p0.1_ams")
 CLAIMS = vd.claims(
     vd.Claim("E2", "Fed-EF", "p = 0.5, Fed-EF-SGD: Sign, TopK and hv-Sign end within about 1 "
              "point of full precision (Table 2)", "about equal", "Table 2; spec 5 E2"),
