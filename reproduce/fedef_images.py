@@ -860,11 +860,6 @@ def _tuned_cost(server: str, p: float, settings: str, cells: str, hours: str) ->
 
 #: The paper's settings of these claims not run here, with their cost (the report lists them).
 NOT_RUN = (
-    vd.NotRun("E5", "FMNIST, p=0.1, Fed-EF-AMS, tuned comparison, hv-Sign",
-              _tuned_cost("ams", 0.1, "full,sign,topk-0.01,hvsign-0.1",
-                          "hv-Sign 0.1's part, its finished cells carried in "
-                          "docs/ledger/carried/fedef_images.tar.gz",
-                          "about 10 CPU-min more: 2 cells of its last point"), gpu=False),
     vd.NotRun("E4", "FMNIST, p=0.1, Fed-EF-SGD, tuned comparison",
               _tuned_cost("sgd", 0.1, "full,sign,topk-0.01,hvsign-0.1",
                           "4 settings x at least 3 x 3 points x 3 seeds",
