@@ -584,10 +584,10 @@ def scale_note(entry, cfg, df: pd.DataFrame | None = None) -> str:
             note += (f"\nDIVERGED, marked x and left out of means: {', '.join(items[:6])}"
                      + (" ..." if len(items) > 6 else ""))
         keys = [k for k in ("run", "point", "seed") if k in tuning]
-        cells = (tuning.loc[tuning["diverged_at"].notna(), keys]
+        cells = (tuning.loc[tuning["diverged_at"].notna(), keys].drop_duplicates()
                  if len(tuning) and "diverged_at" in tuning else tuning.iloc[:0])
-        if len(cells.drop_duplicates()):
-            note += (f"\n{len(cells.drop_duplicates())} cell(s) of the tuned comparison's grids "
+        if len(cells):
+            note += (f"\n{len(cells)} cell(s) of the tuned comparison's grids "
                      "diverged (never picked)")
     return note
 

@@ -350,7 +350,9 @@ class Setup:
                             reuse_stale=self.reuse_stale, saved_only=self.saved_only)
         except NotSaved as exc:
             from .common import EntryError
-            raise EntryError(f"--plot-only: {exc}; run without --plot-only first") from None
+            raise EntryError(f"--plot-only: {exc}; " + (
+                "wait until it is done" if exc.busy else "run without --plot-only first")) \
+                from None
         return res, spec.folder
 
     def run(self, name: str, grid: Grid, seeds) -> pd.DataFrame:

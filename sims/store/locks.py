@@ -57,6 +57,23 @@ class RunLock:
             self.acquire()
         return self
 
+    def busy(self) -> bool:
+        """Whether another open lock on ``path`` holds it now, found without taking it or
+        writing anything (no file: not held)."""
+        if self._fd is not None:
+            return False
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
     def holder(self) -> str:
         """Who holds the lock, as its file says (best effort)."""
         try:

@@ -408,6 +408,66 @@ def test_saved_only_reads_a_complete_sweep_and_computes_nothing(tmp_path):
         setup.sweep("g", Grid.from_specs("fedavg", ["eta_l=0.05,0.1"]), [0])
 
 
+def _within(seconds, call):
+    """``call()``'s value, failing (not hanging) when it does not return within ``seconds``."""
+    import threading
+    out = {}
+    worker = threading.Thread(target=lambda: out.update(value=call()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"still waiting after {seconds} s"
+    return out["value"]
+
+
+def test_saved_only_never_waits_for_a_running_sweep_and_writes_nothing(tmp_path):
+    """A read (``saved_only``) while another process holds the sweep's lock: a complete
+    sweep is read back at once (no waiting, no lock taken, no file touched); an incomplete
+    one is a one-line error that says the sweep is being computed now, and the entry's
+    message says to wait rather than to run it (which would only queue behind the lock)."""
+    import os
+
+    from reproduce import common
+    from reproduce import protocols as pr
+    from sims.experiments.sweep.execute import NotSaved
+    from sims.store.locks import RunLock
+    spec = quad_spec(tmp_path)
+    run_sweep(spec, quiet=True)
+    lock_path = spec.folder / ".locks" / "sweep.lock"
+    other = RunLock(lock_path)
+    assert other.acquire(blocking=False)          # "another process" computing the sweep
+    files = {p: os.stat(p).st_mtime_ns for p in spec.folder.rglob("*") if p.is_file()}
+    try:
+        assert RunLock(lock_path).busy()
+        again = _within(60, lambda: run_sweep(spec, quiet=True, saved_only=True))
+        assert again.ran == 0 and again.reused == 12
+        assert {p: os.stat(p).st_mtime_ns for p in spec.folder.rglob("*")
+                if p.is_file()} == files
+        with pytest.raises(NotSaved, match=r"6 of 18 cell\(s\).*being computed by another "
+                                           r"process now: pid ") as caught:
+            run_sweep(quad_spec(tmp_path, seeds=[0, 1, 2]), quiet=True, saved_only=True)
+        assert caught.value.busy
+        cfg = common.EntryConfig(seeds=1, rounds=4, out=str(tmp_path / "entry"),
+                                 plot_only=True)
+        setup = pr.Setup.of_entry(cfg, QUAD, cli.build_compare_problem, participation="m=3",
+                                  rounds=4)
+        grid = Grid.from_specs("fedavg", ["eta_l=0.05,0.1"])
+        folder = tmp_path / "entry" / "sweeps" / "g"
+        held = RunLock(folder / ".locks" / "sweep.lock")
+        assert held.acquire(blocking=False)
+        try:
+            with pytest.raises(common.EntryError, match="being computed.*wait until it is "
+                                                         "done$"):
+                setup.sweep("g", grid, [0])
+        finally:
+            held.release()
+    finally:
+        other.release()
+    assert not RunLock(lock_path).busy()
+    with pytest.raises(NotSaved, match=r"computing was not allowed\)$") as caught:
+        run_sweep(quad_spec(tmp_path, seeds=[0, 1, 2]), quiet=True, saved_only=True)
+    assert not caught.value.busy
+
+
 def test_cli_paper_table_grid(tmp_path, capsys):
     """--table fed-lamb: the Fed-LAMB supplement Table 1 grid is one command."""
     args = ["--tiny", "--quiet", "--table", "fed-lamb", "--algorithms", "fed-sgd",

@@ -454,7 +454,12 @@ def _error_text(exc: BaseException) -> str:
 
 
 class NotSaved(GridError):
-    """A sweep run with ``saved_only`` has cells without a saved result."""
+    """A sweep run with ``saved_only`` has cells without a saved result; ``busy``: another
+    process is computing the sweep now (so they may come)."""
+
+    def __init__(self, message: str, busy: bool = False):
+        super().__init__(message)
+        self.busy = busy
 
 
 def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto",
@@ -472,8 +477,10 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
     or with ``reuse_stale`` reused; a cell whose data changed is computed again; ``say``
     (default: stderr) tells which. The sweep holds its folder's lock while it runs: a second
     process on the same sweep waits, then reuses what the first computed. ``saved_only``:
-    compute nothing; a cell without a saved result (one of other code counts as saved only
-    with ``reuse_stale``) is a one-line :class:`NotSaved` before any work.
+    compute nothing, take no lock and write nothing (so a read never waits for a running
+    sweep); a cell without a saved result (one of other code counts as saved only with
+    ``reuse_stale``) is a one-line :class:`NotSaved` before any work, which says when another
+    process is computing the sweep now.
     """
     if executor not in EXECUTORS:
         raise GridError(f"executor must be one of {EXECUTORS}, got {executor!r}")
@@ -488,6 +495,9 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
     points = spec.grid.check()
     if saved_only and not spec.folder.is_dir():         # a read leaves no folder behind
         raise _not_saved(spec, len(points) * len(spec.seeds), len(points) * len(spec.seeds))
+    if saved_only:          # a read takes no lock and writes nothing: it never waits
+        return _run_locked(spec, points, executor, plan, ray_address, workers, threads, quiet,
+                           progress, reuse_stale, say, saved_only)
     lock = RunLock(spec.folder / ".locks" / "sweep.lock").take(f"sweep {spec.name}", say,
                                                                 GridError)
     try:
@@ -498,8 +508,12 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
 
 
 def _not_saved(spec: SweepSpec, missing: int, cells: int) -> NotSaved:
+    lock = RunLock(spec.folder / ".locks" / "sweep.lock")
+    busy = lock.busy()
     return NotSaved(f"sweep {spec.name}: {missing} of {cells} cell(s) have no saved result in "
-                    f"{spec.folder} (computing was not allowed)")
+                    f"{spec.folder} (computing was not allowed"
+                    + (f"; being computed by another process now: {lock.holder()})" if busy
+                       else ")"), busy=busy)
 
 
 def _run_locked(spec, points, executor, plan, ray_address, workers, threads, quiet, progress,
@@ -572,8 +586,9 @@ def _run_locked(spec, points, executor, plan, ray_address, workers, threads, qui
                     payload_of(spec, reuse_stale), run_unit)
     finally:
         bar.close()
-        _write_failures(spec, failures, [c for c in cells if c not in frames])
-    superseded = sum(_remove_superseded(spec, c) for c in frames)
+        if not saved_only:
+            _write_failures(spec, failures, [c for c in cells if c not in frames])
+    superseded = 0 if saved_only else sum(_remove_superseded(spec, c) for c in frames)
     if superseded:
         say(f"sweep {spec.name}: removed {superseded} superseded cell file(s) of other code")
     missing = [c for c in cells if c not in frames]
