@@ -13,12 +13,13 @@ batched form (it has parallelism to spare), so the loop is the default on the CP
 * with ``loop=True`` (default on the CPU) runs local SGD, minibatch gradients and the
   evaluation one client (one server model) at a time through a persistent working copy of
   the module and plain autograd, in ``channels_last`` memory format; the results equal the
-  batched path's up to floating-point rounding (dropout masks are drawn differently, so the
-  two agree exactly only with dropout off, which the tests check). Each minibatch's dropout
+  batched path's up to floating-point rounding, dropout included. Each minibatch's dropout
   masks come from a generator seeded by its sample indices (:meth:`ConvProblem._masks`), so
   a replica's run is the same whichever replicas share its chunk and after a resume, the
-  engine's randomness contract (the batched path draws them from torch's global generator,
-  so there they depend on the chunk);
+  engine's randomness contract. The batched path draws the same masks outside ``vmap``
+  (:meth:`NeuralProblem.keyed_masks`, in the loop's channels-last fill order:
+  :meth:`ConvProblem._site_pass`); on a GPU torch's fused dropout kernel draws differently,
+  so there the loop's masks differ from the batched path's, each batching-independent;
 * with ``augment="crop-flip"`` applies the CIFAR training augmentation of Fed-EF Sec. 5
   (spec 4.1): a random 32x32 crop of the image padded by ``pad`` pixels of black on every side,
   and a random horizontal flip, drawn afresh for every sample of every local minibatch. The
@@ -127,6 +128,11 @@ class ConvProblem(NeuralProblem):
             return nullcontext()
         return _seeded_rng(_row_keys(row[None])[0], self.device)
 
+    def _site_pass(self):
+        """The loop's working copy on a channels-last sample: the batched path's masks are
+        then drawn in the order the loop's dropout modules fill theirs."""
+        return self._work, self.x[:2].contiguous(memory_format=torch.channels_last)
+
     def _step_grad(self, row: torch.Tensor):
         """Gradient of the mean loss over the valid entries of one minibatch row (the
         working copy holds the parameters), or None when the row is all padding."""
@@ -141,9 +147,8 @@ class ConvProblem(NeuralProblem):
 
     def stoch_grad(self, theta: torch.Tensor, clients, payload: torch.Tensor):
         if not self.loop:
-            idx = payload.clamp_min(0)
-            x, y = self.fetch(idx)
-            return self._batched_grad(theta, x, y, (payload >= 0).to(self.dtype))
+            x, y = self.fetch(payload.clamp_min(0))
+            return self._keyed_grad(theta, x, y, (payload >= 0).to(self.dtype), payload)
         out = torch.empty_like(theta)
         with torch.enable_grad():
             for b in range(theta.shape[0]):

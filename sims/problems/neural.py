@@ -11,7 +11,10 @@ Plain local SGD on a stack of Linear layers (``LogReg``, ``MLP``) runs fused
 width runs through the clients' Gram matrices instead (:mod:`sims.problems.gram_sgd`, the
 ``gram_path`` option). A stack with dropout (``MLPDropout``) takes the hand-batched
 minibatch gradient with masks drawn here (:meth:`NeuralProblem.dropout_masks`) and no fused
-SGD: every algorithm steps through :meth:`NeuralProblem.stoch_grad`.
+SGD: every algorithm steps through :meth:`NeuralProblem.stoch_grad`. Any other module
+takes the generic ``torch.func`` gradient; with dropout its masks are keyed by each
+minibatch's samples too (:meth:`NeuralProblem.keyed_masks`,
+:mod:`sims.problems.keyed_dropout`), so no path's draws depend on batching.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from .gram_sgd import ClientGram, gram_sgd_delta
 from .linear_stack import (hidden_dropout, is_linear_stack, linear_stack_grad,
                            linear_stack_logits, linear_stack_sgd_, linear_stack_sgd_delta)
 from .mlp_grad import stack_full_grad_sum, stack_grad, stack_grad_pair
+from . import keyed_dropout
 from .onednn import use_onednn
 
 
@@ -91,6 +95,10 @@ class NeuralProblem:
                             min(batch_size, max(len(p) for p in self.parts)))
         self.max_steps = max(self.steps_for(c) for c in range(self.n_clients))
         self._batched_grad = vmap(grad(self._loss), randomness="different")
+        # with dropout: the masks keyed by each minibatch row, drawn outside vmap (so vmap
+        # draws nothing: its default randomness raises on any draw)
+        self._masked_grad = vmap(grad(self._masked_loss))
+        self._sites = None
         self.fast_path = fast_path and is_linear_stack(self.model)
         # dropout after the hidden ReLU: the fast gradient takes masks, the fused SGD paths
         # (no masks) are off
@@ -142,6 +150,12 @@ class NeuralProblem:
         """Mean cross-entropy over the valid (weight 1) samples of one minibatch."""
         losses = F.cross_entropy(self._logits(flat, x), y, reduction="none")
         return (losses * w).sum() / w.sum().clamp_min(1)
+
+    def _masked_loss(self, flat, x, y, w, masks):
+        """:meth:`_loss` with the dropout modules multiplying by ``masks`` (one per
+        :attr:`dropout_sites` entry) instead of drawing."""
+        with keyed_dropout.given_masks(self.model, masks):
+            return self._loss(flat, x, y, w)
 
     def _sum_loss(self, flat, x, y, w):
         losses = F.cross_entropy(self._logits(flat, x), y, reduction="none")
@@ -200,15 +214,53 @@ class NeuralProblem:
     def _grad(self, theta: torch.Tensor, payload: torch.Tensor,
               salt: torch.Tensor | None = None):
         """:meth:`stoch_grad`, with ``salt`` passed on to :meth:`dropout_masks`."""
-        if self.fast_path and self.dropout:
-            payload = self._trim(payload)
+        payload = self._trim(payload)
         x, y, w = self.minibatch(payload)
         if self.fast_path:
             masks = self.dropout_masks(payload, theta.dtype, salt)
             if self.fast_grad:
                 return stack_grad(theta, self.layout, x, y, w, masks=masks)
             return linear_stack_grad(theta, self.layout, x, y, w, masks=masks)[0]
-        return self._batched_grad(theta, x, y, w)
+        return self._keyed_grad(theta, x, y, w, payload, salt)
+
+    def _keyed_grad(self, theta, x, y, w, payload, salt=None):
+        """The generic (``torch.func``) minibatch gradients of rows ``payload[B, b]`` (inputs
+        ``x``, labels ``y``, weights ``w``), with dropout masks keyed by each row's samples
+        (and ``salt[B]``, where given) from :meth:`keyed_masks`."""
+        masks = self.keyed_masks(payload, theta.dtype, salt)
+        if masks is None:
+            return self._batched_grad(theta, x, y, w)
+        return self._masked_grad(theta, x, y, w, masks)
+
+    @property
+    def dropout_sites(self) -> list:
+        """The model's dropout calls in a forward pass
+        (:func:`sims.problems.keyed_dropout.dropout_sites`), found once."""
+        if self._sites is None:
+            self._sites = keyed_dropout.dropout_sites(*self._site_pass())
+        return self._sites
+
+    def _site_pass(self):
+        """The module and sample whose forward pass fixes the dropout sites' layout."""
+        return self.model, self.x[:2]
+
+    def keyed_masks(self, payload: torch.Tensor, dtype,
+                    salt: torch.Tensor | None = None) -> list[torch.Tensor] | None:
+        """The generic path's dropout masks for minibatch rows ``payload[B, b]`` (-1 =
+        padding): one ``[B, b, ...]`` per dropout call, each row's drawn from a generator
+        seeded by the key of its valid sample indices (:func:`_row_keys`, with ``salt[r]``
+        mixed in where given), as ``torch.nn.Dropout`` draws them
+        (:mod:`sims.problems.keyed_dropout`); so a row's masks are a function of its
+        minibatch alone, whichever rows share the chunk. None without dropout or outside
+        training."""
+        if not self.model.training or not self.dropout_sites:
+            return None
+        rows = payload.cpu()
+        valid = rows >= 0
+        keys = [_row_keys(rows[r][valid[r]][None],
+                          None if salt is None else salt[r:r + 1])[0]
+                if bool(valid[r].any()) else None for r in range(len(rows))]
+        return keyed_dropout.draw_masks(self.dropout_sites, keys, valid, dtype, self.device)
 
     def dropout_masks(self, payload: torch.Tensor, dtype,
                       salt: torch.Tensor | None = None) -> list[torch.Tensor] | None:
@@ -220,8 +272,8 @@ class NeuralProblem:
         so they are a function of the minibatch alone: the same whichever clients it is
         batched with and after a resume from a checkpoint (the run's seed fixes every
         minibatch, so it fixes the masks), and the same for every method on the same draws.
-        (The generic path's masks come from torch's global generator, whose state depends on
-        the process's history.) Two gradients on one minibatch (Mime's pair) share masks.
+        (The generic path keys its masks the same way, drawn as ``torch.nn.Dropout`` draws:
+        :meth:`keyed_masks`.) Two gradients on one minibatch (Mime's pair) share masks.
         ``salt[B]`` (:meth:`full_grad`'s) is mixed into the keys: a client's whole data is
         the same index row every round, so without it every round would reuse its masks."""
         if not self.dropout or not self.model.training:
@@ -247,8 +299,8 @@ class NeuralProblem:
         that ``theta`` is ``server[rep]``, a client's first local step) then evaluates once
         and returns the anchor and a copy of it, so ``g - anchor`` is exactly 0 there.
         Otherwise (and with dropout) two :meth:`stoch_grad` calls in that order: on the
-        fast path they share the minibatch's dropout masks (:meth:`dropout_masks`); on the
-        generic path each draws its own."""
+        fast path they share the minibatch's dropout masks (:meth:`dropout_masks`), and on
+        the generic path too (:meth:`keyed_masks`: the same row, the same key)."""
         if self.fast_path and self.fast_grad and not self.dropout:
             x, y, w = self.minibatch(payload)
             if at_start:

@@ -94,6 +94,64 @@ def test_conv_dropout_draws_do_not_depend_on_batching(name, monkeypatch):
         assert replica0_gap() < 1e-6
 
 
+@pytest.mark.parametrize("name", ["cnn", "mnist-cnn"])
+def test_conv_batched_path_draws_the_loops_dropout_masks(name, monkeypatch):
+    """With dropout on, the batched (vmap) path draws each minibatch's masks keyed by its
+    samples as the loop path's modules do (``Dropout`` in the loop's channels-last order,
+    ``Dropout2d`` per channel): the two paths' runs agree to rounding, and the batched
+    path's replica 0 is the same run alone and beside another seed. With vmap's own draws
+    (torch's global generator) neither holds."""
+    side = 28 if name == "mnist-cnn" else 6
+    data = _fixture(side=side)
+    model = make_model(name, (1, side, side), 10)
+    kw = dict(batch_size=4, dtype=torch.float64, eval_grad=False)   # no vmap backward
+    loop = ConvProblem(data, _parts(), model, loop=True, **kw)
+    batched = ConvProblem(data, _parts(), model, loop=False, **kw)
+    assert [s.p for s in batched.dropout_sites] == (
+        [0.25] if name == "cnn" else [0.5, 0.5])
+    alg = FedEF(eta=0.7, eta_l=0.05, compressor=TopK(0.1))
+    part = Participation("fixed", m=3)
+
+    def gaps():
+        a = run(loop, alg, part, 1, [0, 1], eval_every=1)
+        torch.rand(7)                       # the global generator moves on between runs
+        b = run(batched, alg, part, 1, [0, 1], eval_every=1)
+        torch.rand(5)
+        alone = run(batched, alg, part, 1, [0], eval_every=1)
+        return (float((a.server["theta"] - b.server["theta"]).abs().max()),
+                float((b.server["theta"][0] - alone.server["theta"][0]).abs().max()))
+    paths, replica0 = gaps()
+    assert paths < 1e-10 and replica0 < 1e-12
+    monkeypatch.setattr(batched, "keyed_masks", lambda *a, **k: None)
+    paths, replica0 = gaps()
+    assert paths > 1e-6 and replica0 > 1e-6
+
+
+def test_keyed_masks_follow_the_rows_samples_and_salt():
+    """The generic path's masks: a row's are a function of its valid samples (and the
+    salt) alone, 1 at padding, 0 or 1 / (1 - p) elsewhere; a module the keyed draws do not
+    reproduce is refused in one line."""
+    from sims.problems.keyed_dropout import dropout_sites
+    data = _fixture()
+    prob = ConvProblem(data, _parts(), make_model("cnn", (1, 6, 6), 10), loop=False,
+                       batch_size=4, dtype=torch.float64)
+    rows = torch.tensor([[3, 7, 1, -1], [5, 2, 8, 9], [3, 7, 1, -1]])
+    m = prob.keyed_masks(rows, torch.float64)[0]
+    assert m.shape == (3, 4, *prob.dropout_sites[0].shape)
+    assert torch.equal(m[0], m[2]) and not torch.equal(m[0], m[1])
+    assert torch.equal(m[0, 3], torch.ones_like(m[0, 3]))
+    assert set(m[:, :3].unique().tolist()) == {0.0, 1 / 0.75}
+    alone = prob.keyed_masks(rows[1:2], torch.float64)[0]
+    assert torch.equal(alone[0], m[1])
+    salted = prob.keyed_masks(rows, torch.float64, torch.tensor([1, 1, 2]))[0]
+    assert not torch.equal(salted[0], salted[2]) and not torch.equal(salted[0], m[0])
+    prob.model.eval()
+    assert prob.keyed_masks(rows, torch.float64) is None
+    prob.model.train()
+    with pytest.raises(ValueError, match="AlphaDropout.*not supported"):
+        dropout_sites(torch.nn.Sequential(torch.nn.AlphaDropout(0.1)), torch.zeros(2, 3))
+
+
 def test_crop_flip_augmentation_is_encoded_in_the_plan():
     data = _fixture(side=8, channels=3)
     data = Dataset("cifar10", data.x_train, data.y_train, data.x_test, data.y_test, 10, "fx")
