@@ -218,6 +218,43 @@ def test_neural_problem_gradients_hvp_and_noise(mlp_problem):
     assert setting_from_df(df)["theorems"] == ["fed_ef_thm44"]
 
 
+def test_hvp_with_dropout_is_one_fixed_operator(image_data):
+    """With dropout in training mode, a bound Hessian-vector operator uses one set of masks
+    (keyed by the client's samples, as the full gradient's): repeated products agree, the
+    operator is symmetric, and it is the derivative of that full gradient. Drawn afresh
+    per product (vmap's own randomness), none of this holds."""
+    from conftest import unequal_parts
+    from sims.problems.models import MLPDropout
+    from sims.problems.neural import NeuralProblem
+    prob = NeuralProblem(image_data, unequal_parts(), MLPDropout(784, hidden=6), batch_size=4,
+                         dtype=torch.float64, fast_path=False)
+    assert [s.p for s in prob.dropout_sites] == [0.5]
+    theta = torch.stack([prob.init_theta(s) for s in range(2)])
+    clients = torch.tensor([0, 3])
+    g = torch.Generator().manual_seed(0)
+    u, v = (torch.randn(theta.shape, dtype=prob.dtype, generator=g) for _ in range(2))
+
+    def check(matvec):
+        hv = matvec(v)
+        assert torch.equal(matvec(v), hv)
+        torch.testing.assert_close((u * hv).sum(1), (v * matvec(u)).sum(1), rtol=1e-9,
+                                   atol=1e-12)
+        eps = 1e-5
+        fd = (client_full_grads(prob, theta + eps * v, clients)
+              - client_full_grads(prob, theta - eps * v, clients)) / (2 * eps)
+        assert float(((fd - hv).norm(dim=1) / hv.norm(dim=1)).max()) < 1e-6
+    check(hvp_operator(prob)(theta, clients))
+    op = hvp_operator(prob)
+    with pytest.raises(AssertionError):
+        check(lambda w: op._batched(theta, *_whole(prob, clients), w))
+
+
+def _whole(prob, clients):
+    from sims.experiments.probes.estimators import _client_batch
+    idx = _client_batch(prob, clients)
+    return prob.x[idx.clamp_min(0)], prob.y[idx.clamp_min(0)], (idx >= 0).to(prob.dtype)
+
+
 def test_bounds_use_the_measured_constants_and_hold_when_premises_do(quad_runs):
     prob, _, _, df = quad_runs
     setting = setting_from_df(df)

@@ -85,7 +85,12 @@ class _NeuralHVP:
     """Hessian-vector products of each client's full-data loss, reverse over reverse
     (``grad`` of ``<grad loss, v>``, vmapped over clients). Forward over reverse
     (``jvp`` of ``grad``) costs the same here but loads torch's forward-AD decompositions
-    through the deprecated ``torch.jit.script`` on first use."""
+    through the deprecated ``torch.jit.script`` on first use.
+
+    With dropout in training mode each bound operator uses one fixed set of masks, keyed by
+    the client's samples (:meth:`sims.problems.NeuralProblem.keyed_masks`, as its full
+    gradient's): a fresh draw per product would make Lanczos iterate on a different matrix
+    at every step."""
 
     def __init__(self, problem):
         from torch.func import grad, vmap
@@ -95,12 +100,22 @@ class _NeuralHVP:
         def one(flat, x, y, w, v):
             return grad(lambda p: (grad(loss)(p, x, y, w) * v).sum())(flat)
         self._batched = vmap(one, randomness="different")
+        if hasattr(problem, "_masked_loss"):
+            masked = problem._masked_loss
+
+            def one_masked(flat, x, y, w, v, masks):
+                return grad(lambda p: (grad(masked)(p, x, y, w, masks) * v).sum())(flat)
+            self._masked = vmap(one_masked)
 
     def __call__(self, theta, clients):
         idx = _client_batch(self.problem, clients)
         safe = idx.clamp_min(0)
         x, y = self.problem.x[safe], self.problem.y[safe]
         w = (idx >= 0).to(self.problem.dtype)
+        keyed = getattr(self.problem, "keyed_masks", None)
+        masks = keyed(idx, theta.dtype) if keyed is not None else None
+        if masks is not None:
+            return lambda v: self._masked(theta, x, y, w, v, masks)
         return lambda v: self._batched(theta, x, y, w, v)
 
 
