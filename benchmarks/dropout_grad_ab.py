@@ -6,7 +6,8 @@ Workload: Fed-LAMB main Figs. 1-2 in the ledger's regime (``reproduce.fedlamb_fi
 epochs (38 steps each), one replica, float32, one torch thread. For each algorithm, one
 engine run per arm (``fast``: :class:`sims.problems.neural.NeuralProblem` with its
 hand-batched gradient and the minibatch's dropout masks; ``generic``: ``fast_path=False``,
-``vmap(grad)`` with ``torch.nn.Dropout``), the arms alternated ABBA over ``--repeats``; a
+``vmap(grad)`` with ``torch.nn.Dropout`` multiplying by masks keyed per minibatch row,
+:meth:`sims.problems.NeuralProblem.keyed_masks`), the arms alternated ABBA over ``--repeats``; a
 run's seconds a round are its fastest round after the first, on the process's CPU clock
 (``algorithms_vs_loop.engine_seconds`` with ``--clock cpu``: other jobs on shared cores do
 not count, their use of the memory bus does).
