@@ -88,9 +88,10 @@ class _NeuralHVP:
     through the deprecated ``torch.jit.script`` on first use.
 
     With dropout in training mode each bound operator uses one fixed set of masks, keyed by
-    the client's samples (:meth:`sims.problems.NeuralProblem.keyed_masks`, as its full
-    gradient's): a fresh draw per product would make Lanczos iterate on a different matrix
-    at every step."""
+    the client's samples (:meth:`sims.problems.NeuralProblem.keyed_masks`; on the generic
+    path the client's full gradient draws the same ones, the dropout MLP's fast path draws
+    its own): a fresh draw per product would make Lanczos iterate on a different matrix at
+    every step."""
 
     def __init__(self, problem):
         from torch.func import grad, vmap
