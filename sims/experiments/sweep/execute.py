@@ -495,16 +495,15 @@ def run_sweep(spec: SweepSpec, *, executor: str = "inprocess", plan: str = "auto
     points = spec.grid.check()
     if saved_only and not spec.folder.is_dir():         # a read leaves no folder behind
         raise _not_saved(spec, len(points) * len(spec.seeds), len(points) * len(spec.seeds))
-    if saved_only:          # a read takes no lock and writes nothing: it never waits
-        return _run_locked(spec, points, executor, plan, ray_address, workers, threads, quiet,
-                           progress, reuse_stale, say, saved_only)
-    lock = RunLock(spec.folder / ".locks" / "sweep.lock").take(f"sweep {spec.name}", say,
-                                                                GridError)
+    # a read (saved_only) takes no lock and writes nothing: it never waits
+    lock = None if saved_only else RunLock(spec.folder / ".locks" / "sweep.lock").take(
+        f"sweep {spec.name}", say, GridError)
     try:
-        return _run_locked(spec, points, executor, plan, ray_address, workers, threads, quiet,
-                           progress, reuse_stale, say, saved_only)
+        return _run_cells(spec, points, executor, plan, ray_address, workers, threads, quiet,
+                          progress, reuse_stale, say, saved_only)
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
 
 
 def _not_saved(spec: SweepSpec, missing: int, cells: int) -> NotSaved:
@@ -516,8 +515,8 @@ def _not_saved(spec: SweepSpec, missing: int, cells: int) -> NotSaved:
                        else ")"), busy=busy)
 
 
-def _run_locked(spec, points, executor, plan, ray_address, workers, threads, quiet, progress,
-                reuse_stale, say, saved_only=False) -> SweepResult:
+def _run_cells(spec, points, executor, plan, ray_address, workers, threads, quiet, progress,
+               reuse_stale, say, saved_only=False) -> SweepResult:
     started = time.perf_counter()
     cells = [Cell(p, s) for p in points for s in spec.seeds]
     frames, todo = {}, []
