@@ -556,9 +556,49 @@ def _changed(cfg) -> str:
     return (" with " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in diff)) if diff else ""
 
 
-def scale_note(entry, cfg, df: pd.DataFrame | None = None) -> str:
+@dataclass(frozen=True)
+class FigureScope:
+    """The part of an entry's results one figure draws, so that its footer
+    (:func:`scale_note`, :func:`check_and_plot`) names that part's missing and diverged runs
+    and its claims' regime, not the whole entry's: the rows whose columns equal ``where``'s
+    values (a tuple or list: any of them; a column a table lacks selects nothing away), of
+    the paper protocol's runs (``protocol="paper"``), the tuned comparison's (``"tuned"``)
+    or both (None); ``claims(verdict) -> bool`` keeps the verdicts whose regime it states
+    (None: every one)."""
+    where: dict = field(default_factory=dict)
+    protocol: str | None = None
+    claims: Callable | None = None
+
+    def _keeps(self, key, value) -> bool:
+        want = self.where[key]
+        return value in want if isinstance(want, (tuple, list)) else value == want
+
+    def rows(self, df: pd.DataFrame) -> pd.DataFrame:
+        if self.protocol is not None:
+            from .protocols import split_tuned
+            df = split_tuned(df)[self.protocol == "tuned"]
+        for key, want in self.where.items():
+            if key in df:
+                df = df[df[key].isin(list(want) if isinstance(want, (tuple, list)) else [want])]
+        return df
+
+    def keeps_run(self, run: Run | None) -> bool:
+        """Whether a run of the entry (None: one known by name only) is in scope."""
+        if run is None:
+            return True
+        if self.protocol is not None and \
+                (run.params.get("tuning") == "tuned") != (self.protocol == "tuned"):
+            return False
+        return all(self._keeps(k, run.params[k]) for k in self.where if k in run.params)
+
+    def keeps_claim(self, verdict) -> bool:
+        return self.claims is None or bool(self.claims(verdict))
+
+
+def scale_note(entry, cfg, df: pd.DataFrame | None = None,
+               scope: FigureScope | None = None) -> str:
     """What a figure shows, for its footer: the scale preset, seeds, rounds, data, and the
-    runs that are missing or diverged."""
+    runs that are missing or diverged (of ``scope``'s part only, where given)."""
     preset = ("--tiny smoke scale (NOT the paper's)" if cfg.tiny else
               "--full (paper scale)" if cfg.full else "CPU default scale" + _changed(cfg))
     seeds = (f"seed {cfg.seed0}" if cfg.seeds == 1 else
@@ -572,6 +612,12 @@ def scale_note(entry, cfg, df: pd.DataFrame | None = None) -> str:
     note = ", ".join(parts)
     if df is not None:
         missing = missing_runs(entry, cfg, df)
+        if scope is not None:
+            df = scope.rows(df)
+            # a run known by name only (a filed record's, --from-ledger) stays listed
+            known = ({r.name: r for r in entry.runs(cfg)}
+                     if missing and not getattr(cfg, "from_ledger", False) else {})
+            missing = [m for m in missing if scope.keeps_run(known.get(m))]
         if missing:
             note += (f"\nMISSING {len(missing)} run(s), not drawn: {', '.join(missing[:6])}"
                      + (" ..." if len(missing) > 6 else ""))
@@ -665,9 +711,13 @@ def check_and_plot(entry, cfg, df):
     from .regime import footer_text
     from .verdicts import verdicts_of
     lines = entry.check(df, cfg)
-    note = scale_note(entry, cfg, df)
-    regime = footer_text(verdicts_of(lines))
-    with plotting.footer(note + ("\n" + regime if regime else "")):
+    verdicts = verdicts_of(lines)
+
+    def footer(scope: FigureScope | None = None) -> str:
+        note = scale_note(entry, cfg, df, scope)
+        regime = footer_text([v for v in verdicts if scope is None or scope.keeps_claim(v)])
+        return note + ("\n" + regime if regime else "")
+    with plotting.footer(footer):
         paths = entry.plot(df, cfg)
     return lines, paths
 

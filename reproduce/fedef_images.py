@@ -337,6 +337,8 @@ def runs(cfg):
 # ---------------------------------------------------------------------------- tuned comparison
 #: The symmetric tuned comparison's sweeps end in this (``--tuned``; rows' ``sweep``).
 TUNED_SUFFIX = "-tuned"
+#: ... and their verdicts' scopes in this.
+TUNED_SCOPE = ", tuned comparison"
 TUNED_TEXT = ("symmetric: each setting from Table 1's (eta, eta_l) and its App. B.1 grid "
               "neighbours, extended along App. B.1's grid while a pick sits on an edge, "
               "highest final test accuracy")
@@ -694,8 +696,32 @@ def plot_tuned(paper: pd.DataFrame, tuned: pd.DataFrame, cfg) -> list:
                      f"(m={clients_per_round(float(p), n)}), {cfg.seeds} seed(s): each setting "
                      "at its tuned (eta, eta_l)\n(App. B.1 grid, bracketed from Table 1, highest "
                      f"final test accuracy at round {cfg.rounds}) and at Table 1's", fontsize=9)
-        paths += plotting.save(fig, cfg.figures, f"fedef_tuned_{ds}_p{float(p):g}_{server}")
+        paths += plotting.save(fig, cfg.figures, f"fedef_tuned_{ds}_p{float(p):g}_{server}",
+                               figure_scope(p, [ds], [server], tuple(keep.compressor)))
     return paths
+
+
+def claim_scope(ds: str, p, server: str, suffix: str = "") -> str:
+    """A verdict's scope: one dataset, participation and server (``suffix``: the tuned
+    comparison's, a family's)."""
+    return f"{DATASET_LABEL[ds]}, p={float(p):g}, {SERVER_LABEL[server]}{suffix}"
+
+
+def figure_scope(p, datasets, servers, compressors=None) -> common.FigureScope:
+    """What a figure of ``datasets`` x ``servers`` at participation ``p`` draws, for its
+    footer: with ``compressors``, the tuned comparison's panel of those settings (and Table
+    1's runs of them, drawn dashed); without, Table 1's runs."""
+    where = {"p": float(p), "dataset": tuple(datasets), "server": tuple(servers)}
+    tuned = compressors is not None
+    if tuned:
+        where["compressor"] = tuple(compressors)
+    prefixes = [claim_scope(ds, p, server, TUNED_SCOPE if tuned else "")
+                for ds in datasets for server in servers]
+
+    def claims(v) -> bool:
+        return ((TUNED_SCOPE in v.scope) == tuned and
+                any(v.scope == pre or v.scope.startswith(pre + ", ") for pre in prefixes))
+    return common.FigureScope(where, None if tuned else "paper", claims)
 
 
 def _family_panel(ax, sub, metric, fam, x="round", logx=False):
@@ -769,7 +795,7 @@ def plot(df, cfg):
                          f"{ylabel}, n={n}, p={p:g} (m={clients_per_round(p, n)}), "
                          f"{cfg.seeds} seed(s)")
             stem = f"fedef_fig{num}" if num else f"fedef_{metric}_{ds}_p{p:g}"
-            paths += plotting.save(fig, cfg.figures, stem)
+            paths += plotting.save(fig, cfg.figures, stem, figure_scope(p, [ds], servers))
     final = finals(df, cfg.rounds)
     chosen = select(final)
     for p, sub in df.groupby("p"):
@@ -807,7 +833,7 @@ def plot(df, cfg):
         fig.suptitle(f"{'Fig. ' + str(num) + ': ' if num else ''}loss and accuracy against "
                      f"uplink bits, p={p:g}\n(one setting per method, by the paper's rule)")
         paths += plotting.save(fig, cfg.figures, f"fedef_fig{num}" if num else
-                               f"fedef_bits_p{p:g}")
+                               f"fedef_bits_p{p:g}", figure_scope(p, datasets, servers))
     md = tables_markdown(final, scale_note(df, cfg))
     if len(tuned):
         picked, _ = tuned_picks(tuned, cfg.rounds)
@@ -910,7 +936,7 @@ def check(df, cfg):
             if proto is not None and interior:
                 proto = replace(proto, interior=all(bool(v) for v in interior))
             out += _verdicts(keep, finals(keep, cfg.rounds), cfg, lines, proto,
-                             suffix=", tuned comparison", bits=False)
+                             suffix=TUNED_SCOPE, bits=False)
         if len(rows):
             lines += ["", tables_markdown(finals(rows, cfg.rounds), label="tuned comparison")]
     if final is not None:
@@ -942,7 +968,7 @@ def _verdicts(df, final, cfg, lines, proto, suffix: str = "", bits: bool = True)
                               rg.seeds(cfg.seeds, 3, "Tables 2-5: mean (std)")])
         if not isinstance(proto, str):        # a tuning: its conformance joins the card
             card = card.plus(*proto.card_items())
-        scope = f"{DATASET_LABEL[ds]}, p={p:g}, {SERVER_LABEL[server]}{suffix}"
+        scope = claim_scope(ds, p, server, suffix)
         if not len(fp):
             continue
         fp_bits = float(fp.bits.iloc[0])

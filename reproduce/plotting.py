@@ -14,13 +14,15 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
 
-_FOOTERS: list[str] = []
+_FOOTERS: list = []
 
 
 @contextmanager
-def footer(text: str):
+def footer(text):
     """Every figure saved (:func:`save`) inside this block carries ``text`` as its footer
-    (``reproduce.common.main`` states the scale, missing and diverged runs there)."""
+    (``reproduce.common.main`` states the scale, missing and diverged runs there): a string,
+    or ``text(scope) -> str`` for a footer that depends on what the figure draws (``scope``
+    is :func:`save`'s, None for a figure of the whole entry)."""
     _FOOTERS.append(text)
     try:
         yield
@@ -28,9 +30,10 @@ def footer(text: str):
         _FOOTERS.pop()
 
 
-def add_footer(fig, text: str | None = None) -> None:
-    """Write ``text`` (default: the current :func:`footer`) under the figure."""
-    text = text if text is not None else (_FOOTERS[-1] if _FOOTERS else None)
+def add_footer(fig, text: str | None = None, scope=None) -> None:
+    """Write ``text`` (default: the current :func:`footer`, for ``scope``) under the figure."""
+    if text is None and _FOOTERS:
+        text = _FOOTERS[-1](scope) if callable(_FOOTERS[-1]) else _FOOTERS[-1]
     if text:
         fig.text(0.5, -0.01, wrap_footer(text, fig.get_figwidth()), ha="center", va="top",
                  fontsize=8, color="0.25")
@@ -112,11 +115,14 @@ def wrap_footer(text: str, width_in: float) -> str:
                      for line in text.split("\n"))
 
 
-def save(fig, figures_dir, stem: str) -> list[Path]:
+def save(fig, figures_dir, stem: str, scope=None) -> list[Path]:
+    """Save ``fig`` as ``STEM.png`` and ``STEM.pdf`` with the current footer; ``scope`` says
+    which part of the entry the figure draws (:class:`reproduce.common.FigureScope`), so its
+    footer states that part's runs and regime only."""
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
     paths = [figures_dir / f"{stem}.png", figures_dir / f"{stem}.pdf"]
-    add_footer(fig)
+    add_footer(fig, scope=scope)
     no_minor_labels(fig)
     fig.tight_layout()
     for p in paths:

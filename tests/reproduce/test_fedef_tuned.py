@@ -144,3 +144,57 @@ def test_footer_counts_diverged_tuning_cells_apart_from_drawn_runs(tmp_path):
     assert "DIVERGED" not in note
     paper = tuned.assign(protocol_kind="paper")
     assert "DIVERGED, marked x" in common.scale_note(fedef_images, _cfg(tmp_path), paper)
+
+
+def _run_rows(run: str, diverged=np.nan, **params) -> pd.DataFrame:
+    """Table 1's rows of one run (3 seeds, test accuracy at rounds 0 and 10)."""
+    return pd.DataFrame([{"run": run, "seed": s, "round": r, "metric": "test_acc",
+                          "value": 0.5, "diverged_at": diverged, "protocol_kind": "paper",
+                          **params} for s in range(3) for r in (0, 10)])
+
+
+def test_footer_states_only_what_its_figure_draws(tmp_path):
+    """Each figure's footer names the divergences, tuning cells, missing runs and regime
+    claims of its own panel (a tuned Fed-EF-SGD figure once listed Fed-EF-AMS's diverged
+    runs and p = 0.5's regime)."""
+    cfg = _cfg(tmp_path, "--ps", "0.5,0.1", "--compressors", "full,topk-0.01")
+    tuned = _tidy({(1e-2, 0.1): (0.1, 0.7, 0.6), (1e-1, 0.1): (0.1, 0.1, 0.1)})
+    tuned.loc[tuned["eta"] == 1e-1, "diverged_at"] = 3                  # Fed-EF-AMS cells
+    tuned = tuned.assign(dataset="mnist", sweep="mnist_p0.1_ams_topk-0.01-tuned")
+    base = dict(dataset="mnist", n=100, compressor="full", family="full")
+    df = pd.concat([tuned,
+                    _run_rows("mnist_p0.1_sgd_full", p=0.1, server="sgd", **base),
+                    _run_rows("mnist_p0.1_ams_full", 7, p=0.1, server="ams", **base),
+                    _run_rows("mnist_p0.5_sgd_full", 4, p=0.5, server="sgd", **base)],
+                   ignore_index=True)
+    whole = common.scale_note(fedef_images, cfg, df)
+    assert all(s in whole for s in ("mnist_p0.1_ams_full seed 0", "mnist_p0.5_sgd_full",
+                                     "3 cell(s)", "mnist_p0.5_ams_topk-0.01"))
+
+    def note(*args):
+        return common.scale_note(fedef_images, cfg, df, fedef_images.figure_scope(*args))
+    sgd = note(0.1, ["mnist"], ["sgd"], ("full", "topk-0.01"))   # the tuned SGD figure
+    assert "DIVERGED" not in sgd and "cell(s)" not in sgd, sgd
+    assert "MISSING 1 run(s), not drawn: mnist_p0.1_sgd_topk-0.01" in sgd, sgd
+    assert "ams" not in sgd and "p0.5" not in sgd, sgd
+    assert "MISSING" not in note(0.1, ["mnist"], ["sgd"], ("full",))
+    ams = note(0.1, ["mnist"], ["ams"], ("topk-0.01",))   # the tuned Fed-EF-AMS figure
+    assert "3 cell(s)" in ams and "mnist_p0.1_ams_full" not in ams, ams
+    table1 = note(0.1, ["mnist"], ["sgd", "ams"])           # Table 1's runs at p = 0.1
+    assert "mnist_p0.1_ams_full seed 0" in table1 and "p0.5" not in table1, table1
+    assert "cell(s)" not in table1 and "tuned" not in table1, table1
+
+    from types import SimpleNamespace as V
+    scope_sgd = fedef_images.figure_scope(0.1, ["mnist"], ["sgd"], ("full",))
+    scope_t1 = fedef_images.figure_scope(0.1, ["mnist"], ["sgd", "ams"])
+    for scope, yes, no in (
+            (scope_sgd, ["MNIST, p=0.1, Fed-EF-SGD, tuned comparison",
+                         "MNIST, p=0.1, Fed-EF-SGD, tuned comparison, TopK"],
+             ["MNIST, p=0.1, Fed-EF-AMS, tuned comparison", "MNIST, p=0.1, Fed-EF-SGD",
+              "MNIST, p=0.5, Fed-EF-SGD, tuned comparison",
+              "FMNIST, p=0.1, Fed-EF-SGD, tuned comparison"]),
+            (scope_t1, ["MNIST, p=0.1, Fed-EF-SGD", "MNIST, p=0.1, Fed-EF-AMS, TopK"],
+             ["MNIST, p=0.1, Fed-EF-SGD, tuned comparison", "MNIST, p=0.5, Fed-EF-AMS",
+              "MNIST, p=0.15, Fed-EF-AMS"])):
+        assert all(scope.keeps_claim(V(scope=s)) for s in yes)
+        assert not any(scope.keeps_claim(V(scope=s)) for s in no)
